@@ -1,0 +1,250 @@
+// Python bindings of the core (module thunder._core). Converts Python values
+// to core Values and back, and maps core errors to Python exceptions.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+
+#include "ir/printer.h"
+#include "ops/op_table.h"
+#include "passes/passes.h"
+
+namespace nb = nanobind;
+using namespace thunder;
+using ir::Value;
+
+namespace {
+
+/// A proxy as Python sees it: an index into the trace being built.
+struct PyProxy {
+  ir::ProxyId id;
+};
+
+Value from_py(nb::handle h) {
+  if (h.is_none()) return Value();
+  if (nb::isinstance<nb::bool_>(h)) return Value(nb::cast<bool>(h));
+  if (nb::isinstance<nb::int_>(h)) return Value(nb::cast<int64_t>(h));
+  if (nb::isinstance<nb::float_>(h)) return Value(nb::cast<double>(h));
+  if (nb::isinstance<nb::str>(h)) return Value(ir::Str{nb::cast<std::string>(h)});
+  if (nb::isinstance<PyProxy>(h)) return Value(ir::ProxyRef{nb::cast<PyProxy>(h).id});
+  if (nb::isinstance<ir::DType>(h)) return Value(nb::cast<ir::DType>(h));
+  if (nb::isinstance<ir::Literal>(h)) return Value(nb::cast<ir::Literal>(h));
+  if (h.is(nb::ellipsis())) return Value(ir::EllipsisT{});
+  auto seq = [](nb::handle items, ir::Seq::Kind kind) {
+    ir::Seq s{kind, {}};
+    for (nb::handle item : items) s.items.push_back(from_py(item));
+    return Value(std::move(s));
+  };
+  if (nb::isinstance<nb::list>(h)) return seq(h, ir::Seq::Kind::List);
+  if (nb::isinstance<nb::tuple>(h)) return seq(h, ir::Seq::Kind::Tuple);
+  if (nb::isinstance<nb::slice>(h))
+    return Value(ir::Seq{ir::Seq::Kind::Slice, {from_py(h.attr("start")), from_py(h.attr("stop")), from_py(h.attr("step"))}});
+  throw nb::type_error(("cannot pass an object of type " + std::string(nb::type_name(h.type()).c_str()) +
+                        " to the core; wrap it in a Literal").c_str());
+}
+
+nb::object to_py(const Value& v) {
+  struct Visitor {
+    nb::object operator()(ir::NoneT) const { return nb::none(); }
+    nb::object operator()(bool b) const { return nb::bool_(b); }
+    nb::object operator()(int64_t i) const { return nb::int_(i); }
+    nb::object operator()(double d) const { return nb::float_(d); }
+    nb::object operator()(const ir::Str& s) const { return nb::str(s.text.c_str()); }
+    nb::object operator()(ir::DType d) const { return nb::cast(d); }
+    nb::object operator()(ir::EllipsisT) const { return nb::borrow(nb::ellipsis()); }
+    nb::object operator()(const ir::Literal& l) const { return nb::cast(l); }
+    nb::object operator()(ir::ProxyRef p) const { return nb::cast(PyProxy{p.id}); }
+    nb::object operator()(const ir::Seq& s) const {
+      nb::list items;
+      for (const Value& item : s.items) items.append(to_py(item));
+      if (s.kind == ir::Seq::Kind::List) return items;
+      if (s.kind == ir::Seq::Kind::Tuple) return nb::tuple(items);
+      return nb::module_::import_("builtins").attr("slice")(items[0], items[1], items[2]);
+    }
+  };
+  return std::visit(Visitor{}, v.v);
+}
+
+ops::Args args_from_py(const nb::list& args) {
+  ops::Args out;
+  for (nb::handle a : args) out.push_back(from_py(a));
+  return out;
+}
+
+ops::Kwargs kwargs_from_py(const nb::dict& kwargs) {
+  ops::Kwargs out;
+  for (auto [k, v] : kwargs) out.emplace_back(nb::cast<std::string>(k), from_py(v));
+  return out;
+}
+
+nb::dict kwargs_to_py(const ops::Kwargs& kwargs) {
+  nb::dict d;
+  for (const auto& [k, v] : kwargs) d[k.c_str()] = to_py(v);
+  return d;
+}
+
+ir::TensorMeta make_meta(ir::DType dtype, std::vector<int64_t> shape, std::string device, bool requires_grad) {
+  return ir::TensorMeta{dtype, std::move(shape), std::move(device), requires_grad};
+}
+
+/// A trace under construction, with the builder that fills it.
+struct PyBuilder {
+  std::shared_ptr<ir::Trace> trace = std::make_shared<ir::Trace>();
+  ops::Builder builder{*trace};
+};
+
+std::string level_name(const ir::Symbol& s) {
+  return s.level == ir::Level::Prim ? "prims" : s.level == ir::Level::Torch ? "ltorch" : "opaque";
+}
+
+nb::tuple meta_tuple(const ir::ProxyInfo& p) {
+  if (!p.is_tensor) return nb::make_tuple("number", static_cast<int>(p.number));
+  return nb::make_tuple(p.tensor.dtype, p.tensor.shape, p.tensor.device, p.tensor.requires_grad);
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "thunder's compiler core: IR, op tables, passes.";
+  nb::exception<ops::OpError>(m, "OpError", PyExc_RuntimeError);
+  nb::exception<ops::NotNative>(m, "NotNative", PyExc_NotImplementedError);
+
+  nb::enum_<ir::DType>(m, "DType")
+      .value("bool", ir::DType::Bool).value("uint8", ir::DType::UInt8).value("int8", ir::DType::Int8)
+      .value("int16", ir::DType::Int16).value("int32", ir::DType::Int32).value("int64", ir::DType::Int64)
+      .value("float16", ir::DType::Float16).value("bfloat16", ir::DType::BFloat16)
+      .value("float32", ir::DType::Float32).value("float64", ir::DType::Float64)
+      .value("complex64", ir::DType::Complex64).value("complex128", ir::DType::Complex128);
+  m.def("promote_types", &ir::promote_types, "torch.promote_types over core dtypes.");
+
+  nb::class_<PyProxy>(m, "Proxy", "A tensor or number placeholder in a trace.")
+      .def_ro("id", &PyProxy::id)
+      .def("__repr__", [](const PyProxy& p) { return "Proxy(" + std::to_string(p.id) + ")"; })
+      .def("__eq__", [](const PyProxy& a, const PyProxy& b) { return a.id == b.id; })
+      .def("__hash__", [](const PyProxy& p) { return p.id; });
+  nb::class_<ir::Literal>(m, "Literal", "A Python object kept as the source text that recreates it.")
+      .def(nb::init<std::string>())
+      .def_ro("text", &ir::Literal::text)
+      .def("__repr__", [](const ir::Literal& l) { return "Literal(" + l.text + ")"; });
+
+  nb::class_<ir::BoundSymbol>(m, "BoundSymbol", "One operation applied to values in a trace.")
+      .def_prop_ro("name", [](const ir::BoundSymbol& b) { return b.sym->name; })
+      .def_prop_ro("level", [](const ir::BoundSymbol& b) { return level_name(*b.sym); })
+      .def_prop_ro("callee", &ir::BoundSymbol::printed_callee)
+      .def_prop_ro("args", [](const ir::BoundSymbol& b) {
+        nb::list l;
+        for (const Value& a : b.args) l.append(to_py(a));
+        return l;
+      })
+      .def_prop_ro("kwargs", [](const ir::BoundSymbol& b) { return kwargs_to_py(b.kwargs); })
+      .def_prop_ro("output", [](const ir::BoundSymbol& b) { return to_py(b.output); })
+      .def_prop_ro("param_names", [](const ir::BoundSymbol& b) {
+        std::vector<std::string> names;
+        for (const ir::Param& p : b.sym->params) names.push_back(p.name);
+        return names;
+      })
+      .def_ro("subsymbols", &ir::BoundSymbol::subsymbols)
+      .def_ro("executor", &ir::BoundSymbol::executor)
+      .def_ro("source", &ir::BoundSymbol::source)
+      .def_prop_ro("is_opaque", [](const ir::BoundSymbol& b) { return b.sym->has(ir::kOpaque); })
+      .def_prop_ro("has_effect", [](const ir::BoundSymbol& b) { return b.sym->has(ir::kEffect); });
+
+  nb::class_<ir::Trace>(m, "Trace", "A straight-line program over proxies; prints as runnable Python.")
+      .def_ro("symbols", &ir::Trace::symbols)
+      .def_ro("provenance", &ir::Trace::provenance)
+      .def_prop_ro("inputs", [](const ir::Trace& t) {
+        std::vector<PyProxy> out;
+        for (ir::ProxyId id : t.inputs) out.push_back(PyProxy{id});
+        return out;
+      })
+      .def_prop_ro("output", [](const ir::Trace& t) { return to_py(t.output); })
+      .def("name_of", [](const ir::Trace& t, PyProxy p) { return t.proxy(p.id).name; })
+      .def("meta", [](const ir::Trace& t, PyProxy p) { return meta_tuple(t.proxy(p.id)); },
+           "(dtype, shape, device, requires_grad) of a tensor proxy; ('number', type) of a number proxy.")
+      .def("python", [](const ir::Trace& t, bool subsymbols, bool sources) {
+        return ir::to_python(t, ir::PrintOptions{subsymbols, sources});
+      }, nb::arg("subsymbols") = true, nb::arg("sources") = true, "The trace as a runnable Python module.")
+      .def("__str__", [](const ir::Trace& t) { return ir::to_python(t); })
+      .def("verify", &ir::verify);
+
+  nb::class_<PyBuilder>(m, "TraceBuilder", "Builds a trace one op at a time, applying the core's shape and dtype rules.")
+      .def(nb::init<>())
+      .def("add_input_tensor", [](PyBuilder& b, ir::DType d, std::vector<int64_t> shape, std::string device, bool rg) {
+        return PyProxy{b.builder.add_input_tensor(make_meta(d, std::move(shape), std::move(device), rg))};
+      })
+      .def("add_input_number", [](PyBuilder& b, int type) {
+        return PyProxy{b.builder.add_input_number(static_cast<ir::NumberType>(type))};
+      })
+      .def("new_tensor", [](PyBuilder& b, ir::DType d, std::vector<int64_t> shape, std::string device, bool rg) {
+        return PyProxy{b.builder.new_tensor(make_meta(d, std::move(shape), std::move(device), rg))};
+      })
+      .def("new_number", [](PyBuilder& b, int type) { return PyProxy{b.builder.new_number(static_cast<ir::NumberType>(type))}; })
+      .def("call", [](PyBuilder& b, const std::string& level, const std::string& name, nb::list args, nb::dict kwargs) {
+        ir::Level l = level == "prims" ? ir::Level::Prim : ir::Level::Torch;
+        return to_py(b.builder.call(l, name, args_from_py(args), kwargs_from_py(kwargs)));
+      }, "Calls a native op; raises OpError for invalid arguments and NotNative for uses the core does not cover.")
+      .def("opaque", [](PyBuilder& b, std::string callee, nb::list args, nb::dict kwargs, nb::handle output, bool effect) {
+        ops::Kwargs kw = kwargs_from_py(kwargs);
+        Value out = b.builder.opaque(std::move(callee), args_from_py(args), std::move(kw), from_py(output));
+        if (!effect) b.trace->symbols.back().sym = ops::opaque_symbol(false);
+        return to_py(out);
+      })
+      .def("set_source", [](PyBuilder& b, std::string s) { b.builder.set_source(std::move(s)); })
+      .def("set_requires_grad", [](PyBuilder& b, PyProxy p, bool rg) {
+        ir::ProxyInfo& info = b.trace->proxies.at(p.id);
+        if (info.is_tensor) info.tensor.requires_grad = rg;
+      })
+      .def("meta", [](PyBuilder& b, PyProxy p) { return meta_tuple(b.trace->proxy(p.id)); })
+      .def("finish", [](PyBuilder& b, nb::handle output) {
+        b.trace->output = from_py(output);
+        ir::verify(*b.trace);
+        return *b.trace;
+      });
+
+  nb::class_<passes::PassResult>(m, "PassResult")
+      .def_ro("trace", &passes::PassResult::trace)
+      .def_ro("name", &passes::PassResult::name)
+      .def_ro("seconds", &passes::PassResult::seconds);
+
+  m.def("run_pipeline",
+        [](const ir::Trace& t, std::vector<std::string> names, nb::object evaluator,
+           std::vector<std::pair<std::string, std::map<std::string, std::string>>> executors) {
+          passes::PassContext ctx;
+          if (!evaluator.is_none()) {
+            ctx.evaluator = [evaluator](const ir::BoundSymbol& b, const std::map<ir::ProxyId, int64_t>& consts)
+                -> std::optional<int64_t> {
+              nb::gil_scoped_acquire gil;
+              nb::object r = evaluator(b, consts);
+              if (r.is_none()) return std::nullopt;
+              return nb::cast<int64_t>(r);
+            };
+          }
+          for (auto& [name, callees] : executors) ctx.executors.push_back(passes::ExecutorTable{name, callees});
+          return passes::run_pipeline(t, names, ctx);
+        },
+        nb::arg("trace"), nb::arg("passes"), nb::arg("evaluator") = nb::none(), nb::arg("executors") = nb::list(),
+        "Runs the named passes in order and returns every intermediate result.");
+  m.def("pass_names", [] {
+    std::vector<std::string> out;
+    for (const auto& p : passes::pass_table()) out.push_back(p.name);
+    return out;
+  });
+  m.def("native_ops", [](const std::string& level) {
+    std::vector<std::string> out;
+    for (const ops::OpDef* d : ops::ops_of(level == "prims" ? ir::Level::Prim : ir::Level::Torch))
+      out.push_back(d->symbol.name);
+    return out;
+  }, "Names of the ops in the prims or ltorch table.");
+  m.def("op_params", [](const std::string& level, const std::string& name) -> std::optional<std::vector<std::string>> {
+    const ops::OpDef* d = ops::find_op(level == "prims" ? ir::Level::Prim : ir::Level::Torch, name);
+    if (!d) return std::nullopt;
+    std::vector<std::string> out;
+    for (const ir::Param& p : d->symbol.params) out.push_back(p.name);
+    return out;
+  });
+}

@@ -1,0 +1,29 @@
+// Printing traces as runnable Python programs.
+#pragma once
+
+#include <string>
+
+#include "ir/trace.h"
+
+namespace thunder::ir {
+
+/// Python source for one value: proxies by name, dtypes as torch.float32, etc.
+std::string python_repr(const Trace& trace, const Value& v);
+
+/// `"cpu f32[2, 3]"` for a tensor proxy, `"int"` for a number proxy.
+std::string metadata_string(const ProxyInfo& p);
+
+struct PrintOptions {
+  bool subsymbols = true;  // show each symbol's decomposition as comments under it
+  bool sources = true;     // show the user's source line above the symbols it produced
+};
+
+/// The trace as a Python module defining one function named trace.name.
+/// Every line that defines proxies carries a comment with their metadata.
+/// The module imports torch, operator and the reference namespaces
+/// (thunder.executors.torchex: prims, ltorch); names it uses beyond those
+/// (opaque callables, the _constants table of compile-time tensors) must be
+/// supplied by the caller's globals.
+std::string to_python(const Trace& trace, const PrintOptions& options = {});
+
+}  // namespace thunder::ir

@@ -1,0 +1,156 @@
+#include "ir/trace.h"
+
+#include <stdexcept>
+#include <unordered_set>
+
+namespace thunder::ir {
+
+bool Seq::operator==(const Seq& o) const { return kind == o.kind && items == o.items; }
+
+Value Value::ints(const std::vector<int64_t>& xs) {
+  std::vector<Value> items(xs.begin(), xs.end());
+  return tuple(std::move(items));
+}
+
+bool Value::is_number() const {
+  return std::holds_alternative<bool>(v) || std::holds_alternative<int64_t>(v) ||
+         std::holds_alternative<double>(v);
+}
+
+ProxyId Value::proxy() const {
+  if (auto* p = std::get_if<ProxyRef>(&v)) return p->id;
+  throw std::invalid_argument("expected a proxy");
+}
+
+int64_t Value::as_int() const {
+  if (auto* i = std::get_if<int64_t>(&v)) return *i;
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  throw std::invalid_argument("expected an int");
+}
+
+double Value::as_double() const {
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  return static_cast<double>(as_int());
+}
+
+bool Value::as_bool() const {
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  throw std::invalid_argument("expected a bool");
+}
+
+DType Value::as_dtype() const {
+  if (auto* d = std::get_if<DType>(&v)) return *d;
+  throw std::invalid_argument("expected a dtype");
+}
+
+const std::string& Value::as_str() const {
+  if (auto* s = std::get_if<Str>(&v)) return s->text;
+  throw std::invalid_argument("expected a string");
+}
+
+const std::vector<Value>& Value::items() const {
+  if (auto* s = std::get_if<Seq>(&v)) return s->items;
+  throw std::invalid_argument("expected a list or tuple");
+}
+
+std::vector<int64_t> Value::as_ints() const {
+  if (!is_seq()) return {as_int()};
+  std::vector<int64_t> out;
+  for (const Value& item : items()) out.push_back(item.as_int());
+  return out;
+}
+
+int64_t TensorMeta::numel() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+std::string_view Symbol::module() const {
+  switch (level) {
+    case Level::Prim: return "prims";
+    case Level::Torch: return "ltorch";
+    case Level::Opaque: return "";
+  }
+  return "";
+}
+
+std::vector<ProxyId> BoundSymbol::input_proxies() const {
+  std::vector<ProxyId> out;
+  std::unordered_set<ProxyId> seen;
+  auto add = [&](ProxyId id) {
+    if (seen.insert(id).second) out.push_back(id);
+  };
+  for (const Value& a : args) for_each_proxy(a, add);
+  for (const auto& [name, v] : kwargs) for_each_proxy(v, add);
+  return out;
+}
+
+std::vector<ProxyId> BoundSymbol::output_proxies() const {
+  std::vector<ProxyId> out;
+  for_each_proxy(output, [&](ProxyId id) { out.push_back(id); });
+  return out;
+}
+
+std::string BoundSymbol::printed_callee() const {
+  if (!callee.empty()) return callee;
+  std::string_view mod = sym->module();
+  return mod.empty() ? sym->name : std::string(mod) + "." + sym->name;
+}
+
+const TensorMeta& Trace::tensor(ProxyId id) const {
+  const ProxyInfo& p = proxy(id);
+  if (!p.is_tensor) throw std::invalid_argument("proxy " + p.name + " is not a tensor");
+  return p.tensor;
+}
+
+ProxyId Trace::new_tensor(TensorMeta meta) {
+  ProxyId id = static_cast<ProxyId>(proxies.size());
+  proxies.push_back(ProxyInfo{"t" + std::to_string(id), true, std::move(meta), NumberType::Int});
+  return id;
+}
+
+ProxyId Trace::new_number(NumberType type) {
+  ProxyId id = static_cast<ProxyId>(proxies.size());
+  const char* prefix = type == NumberType::Bool ? "b" : type == NumberType::Int ? "i" : "f";
+  proxies.push_back(ProxyInfo{prefix + std::to_string(id), false, {}, type});
+  return id;
+}
+
+Trace Trace::empty_copy(std::string why) const {
+  Trace t;
+  t.proxies = proxies;
+  t.inputs = inputs;
+  t.name = name;
+  t.provenance = std::move(why);
+  return t;
+}
+
+BoundSymbol substitute_inputs(const BoundSymbol& b, const std::function<Value(ProxyId)>& f) {
+  BoundSymbol out = b;
+  for (Value& a : out.args) a = map_proxies(a, f);
+  for (auto& kv : out.kwargs) kv.second = map_proxies(kv.second, f);
+  for (BoundSymbol& sub : out.subsymbols) sub = substitute_inputs(sub, f);
+  return out;
+}
+
+void verify(const Trace& trace) {
+  std::unordered_set<ProxyId> defined;
+  auto name = [&](ProxyId id) { return trace.proxy(id).name; };
+  for (ProxyId id : trace.inputs)
+    if (!defined.insert(id).second) throw std::logic_error("input " + name(id) + " appears twice");
+  for (const BoundSymbol& bsym : trace.symbols) {
+    if (bsym.sym == nullptr) throw std::logic_error("a bound symbol has no symbol");
+    for (ProxyId id : bsym.input_proxies())
+      if (!defined.count(id))
+        throw std::logic_error(bsym.sym->name + " uses " + name(id) + " before it is defined");
+    for (ProxyId id : bsym.output_proxies())
+      if (!defined.insert(id).second)
+        throw std::logic_error(bsym.sym->name + " redefines " + name(id));
+  }
+  for_each_proxy(trace.output, [&](ProxyId id) {
+    if (!defined.count(id)) throw std::logic_error("output " + name(id) + " is never defined");
+  });
+}
+
+}  // namespace thunder::ir

@@ -1,0 +1,126 @@
+// The IR: proxies, symbols, bound symbols and traces.
+//
+// A trace is a straight-line program: inputs (proxies), an ordered list of
+// bound symbols, and an output value. It prints as a runnable Python function
+// (see printer.h). Traces are values: passes take one and return a new one.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/value.h"
+
+namespace thunder::ir {
+
+/// Metadata of a tensor proxy. Strides are not tracked: the core assumes
+/// nothing about memory layout.
+struct TensorMeta {
+  DType dtype = DType::Float32;
+  std::vector<int64_t> shape;
+  std::string device = "cpu";
+  bool requires_grad = false;
+
+  int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const;
+  bool operator==(const TensorMeta&) const = default;
+};
+
+/// A named placeholder for a value computed at run time: a tensor or a number.
+struct ProxyInfo {
+  std::string name;
+  bool is_tensor = true;
+  TensorMeta tensor;                         // when is_tensor
+  NumberType number = NumberType::Int;       // when !is_tensor
+};
+
+/// Properties of a symbol, used by passes and executors.
+enum Tag : uint32_t {
+  kElementwise = 1u << 0,
+  kReduction = 1u << 1,
+  kShape = 1u << 2,        // reshapes, permutes, broadcasts, slices: no arithmetic
+  kCreation = 1u << 3,     // makes a tensor from numbers only
+  kRandom = 1u << 4,       // reads or advances a random generator
+  kEffect = 1u << 5,       // may mutate an argument or global state: never removed, merged or folded
+  kOpaque = 1u << 6,       // not known to the core; runs through torch as captured
+  kConstant = 1u << 7,     // materializes a compile-time constant
+};
+
+enum class Level : uint8_t { Prim, Torch, Opaque };
+
+/// A formal parameter of a symbol. `required` parameters print positionally;
+/// the others print as `name=value` only where they differ from their default.
+struct Param {
+  std::string name;
+  bool required = true;
+  Value default_value;
+};
+
+/// An operation: its name, level, tags and signature. The rules that give it
+/// meaning (meta, decomposition, folding, execution) live in tables keyed by it.
+struct Symbol {
+  std::string name;      // "add", "softmax"
+  Level level;
+  uint32_t tags = 0;
+  std::vector<Param> params;
+
+  bool has(Tag t) const { return (tags & t) != 0; }
+  /// The module prefix under which traces print it: "prims", "ltorch" or "".
+  std::string_view module() const;
+};
+
+/// One operation applied to values: the unit of a trace.
+struct BoundSymbol {
+  const Symbol* sym = nullptr;
+  /// One value per parameter of `sym`, in order (opaque symbols: as captured).
+  std::vector<Value> args;
+  /// Keyword arguments; only opaque symbols use them.
+  std::vector<std::pair<std::string, Value>> kwargs;
+  Value output;
+  /// The symbol's decomposition into lower-level symbols (empty for prims).
+  std::vector<BoundSymbol> subsymbols;
+  /// The printed callable: set for opaque symbols and by executor claiming.
+  std::string callee;
+  /// The executor that runs this symbol, once claimed ("" before).
+  std::string executor;
+  /// Where the user wrote it ("file.py:12 in forward: x = self.fc1(x)"), if known.
+  std::string source;
+
+  /// The proxies read by this symbol, in order of first appearance.
+  std::vector<ProxyId> input_proxies() const;
+  /// The proxies produced by this symbol.
+  std::vector<ProxyId> output_proxies() const;
+  /// callee, or "<module>.<name>" if unset.
+  std::string printed_callee() const;
+};
+
+struct Trace {
+  std::vector<ProxyInfo> proxies;  // indexed by ProxyId; shared by every trace derived from one capture
+  std::vector<ProxyId> inputs;
+  std::vector<BoundSymbol> symbols;
+  Value output;
+  std::string name = "computation";
+  /// One line saying which pass made this trace and how long it took.
+  std::string provenance;
+
+  const ProxyInfo& proxy(ProxyId id) const { return proxies.at(static_cast<size_t>(id)); }
+  const TensorMeta& tensor(ProxyId id) const;
+  /// Adds a proxy and names it deterministically ("t12" for tensors, "i12"/"f12"/"b12" for numbers).
+  ProxyId new_tensor(TensorMeta meta);
+  ProxyId new_number(NumberType type);
+  /// A trace with the same proxies and inputs and no symbols, for passes to fill.
+  Trace empty_copy(std::string provenance) const;
+};
+
+/// `b` with every proxy it reads (in its arguments and, recursively, in its
+/// sub-symbols) replaced by f(ProxyId) -> Value. Outputs are left alone.
+BoundSymbol substitute_inputs(const BoundSymbol& b, const std::function<Value(ProxyId)>& f);
+
+/// Throws std::logic_error naming the first problem: a proxy used before it
+/// is defined, defined twice, or an output that is never defined.
+void verify(const Trace& trace);
+
+}  // namespace thunder::ir

@@ -1,0 +1,197 @@
+#include "ops/op_table.h"
+
+#include <map>
+#include <mutex>
+#include <unordered_set>
+
+namespace thunder::ops {
+namespace {
+
+struct Registry {
+  // std::map keeps pointers stable as entries are added; `order` keeps registration order.
+  std::map<std::pair<ir::Level, std::string>, OpDef, std::less<>> ops;
+  std::vector<const OpDef*> order;
+  ir::Symbol opaque_effect{"opaque", ir::Level::Opaque, ir::kOpaque | ir::kEffect, {}};
+  ir::Symbol opaque_pure{"opaque", ir::Level::Opaque, ir::kOpaque, {}};
+};
+
+Registry& registry_unlocked() {
+  static Registry r;
+  return r;
+}
+
+Registry& registry() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_prims();
+    register_torch_elementwise();
+    register_torch_shape();
+    register_torch_reduction();
+    register_torch_nn();
+  });
+  return registry_unlocked();
+}
+
+std::string qualified(ir::Level level, std::string_view name) {
+  return std::string(level == ir::Level::Prim ? "prims." : "ltorch.") + std::string(name);
+}
+
+// Binds positional and keyword arguments to the op's parameters, Python style.
+Args bind(const ir::Symbol& sym, Args args, const Kwargs& kwargs) {
+  const std::string op = qualified(sym.level, sym.name);
+  const auto& params = sym.params;
+  if (args.size() > params.size())
+    fail(op, "takes at most " + std::to_string(params.size()) + " arguments but " + std::to_string(args.size()) +
+                 " were given");
+  std::vector<bool> given(params.size(), false);
+  for (size_t i = 0; i < args.size(); ++i) given[i] = true;
+  args.resize(params.size());
+  for (const auto& [name, v] : kwargs) {
+    size_t i = 0;
+    while (i < params.size() && params[i].name != name) ++i;
+    if (i == params.size()) fail(op, "got an unexpected keyword argument '" + name + "'");
+    if (given[i]) fail(op, "got multiple values for argument '" + name + "'");
+    args[i] = v;
+    given[i] = true;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (given[i]) continue;
+    if (params[i].required) fail(op, "missing required argument '" + params[i].name + "'");
+    args[i] = params[i].default_value;
+  }
+  return args;
+}
+
+bool any_input_requires_grad(const ir::Trace& t, const ir::BoundSymbol& b) {
+  for (ProxyId id : b.input_proxies())
+    if (t.proxy(id).is_tensor && t.proxy(id).tensor.requires_grad) return true;
+  return false;
+}
+
+}  // namespace
+
+void register_op(OpDef def) {
+  Registry& r = registry_unlocked();
+  auto key = std::make_pair(def.symbol.level, def.symbol.name);
+  auto [it, inserted] = r.ops.emplace(key, std::move(def));
+  if (!inserted) throw std::logic_error("op registered twice: " + key.second);
+  r.order.push_back(&it->second);
+}
+
+const OpDef* find_op(ir::Level level, std::string_view name) {
+  Registry& r = registry();
+  auto it = r.ops.find(std::make_pair(level, std::string(name)));
+  return it == r.ops.end() ? nullptr : &it->second;
+}
+
+std::vector<const OpDef*> ops_of(ir::Level level) {
+  std::vector<const OpDef*> out;
+  for (const OpDef* d : registry().order)
+    if (d->symbol.level == level) out.push_back(d);
+  return out;
+}
+
+const ir::Symbol* opaque_symbol(bool effect) {
+  return effect ? &registry().opaque_effect : &registry().opaque_pure;
+}
+
+const TensorMeta& Builder::meta(const Value& tensor) const { return trace_.tensor(tensor.proxy()); }
+
+bool Builder::is_tensor(const Value& v) const { return v.is_proxy() && trace_.proxy(v.proxy()).is_tensor; }
+
+ProxyId Builder::add_input_tensor(TensorMeta meta) {
+  ProxyId id = trace_.new_tensor(std::move(meta));
+  trace_.inputs.push_back(id);
+  return id;
+}
+
+ProxyId Builder::add_input_number(ir::NumberType type) {
+  ProxyId id = trace_.new_number(type);
+  trace_.inputs.push_back(id);
+  return id;
+}
+
+Value Builder::call(ir::Level level, std::string_view name, Args args, const Kwargs& kwargs) {
+  const OpDef* def = find_op(level, name);
+  if (def == nullptr) throw NotNative("no native op " + qualified(level, name));
+  ir::BoundSymbol bsym;
+  bsym.sym = &def->symbol;
+  bsym.args = bind(def->symbol, std::move(args), kwargs);
+  bsym.source = source_;
+  const size_t first_new_proxy = trace_.proxies.size();
+  if (def->decompose) {
+    std::vector<ir::BoundSymbol>* outer = sink_;
+    sink_ = &bsym.subsymbols;
+    ++depth_;
+    try {
+      bsym.output = def->decompose(*this, bsym.args);
+    } catch (...) {
+      sink_ = outer;
+      --depth_;
+      throw;
+    }
+    // An output the decomposition passed through unchanged gets a fresh name,
+    // so that every bound symbol defines its outputs.
+    bsym.output = ir::map_proxies(bsym.output, [&](ProxyId id) -> Value {
+      if (static_cast<size_t>(id) >= first_new_proxy) return Value(ir::ProxyRef{id});
+      return prim("alias", {Value(ir::ProxyRef{id})});
+    });
+    sink_ = outer;
+    --depth_;
+  } else {
+    bsym.output = def->meta(*this, bsym.args);
+  }
+  if (!def->symbol.has(ir::kCreation) && any_input_requires_grad(trace_, bsym))
+    for (ProxyId id : bsym.output_proxies()) {
+      ir::ProxyInfo& p = trace_.proxies[static_cast<size_t>(id)];
+      if (p.is_tensor && (ir::is_floating(p.tensor.dtype) || ir::is_complex(p.tensor.dtype)))
+        p.tensor.requires_grad = true;
+    }
+  Value out = bsym.output;
+  sink_->push_back(std::move(bsym));
+  return out;
+}
+
+Value Builder::opaque(std::string callee, Args args, Kwargs kwargs, Value output) {
+  ir::BoundSymbol bsym;
+  bsym.sym = opaque_symbol();
+  bsym.args = std::move(args);
+  bsym.kwargs = std::move(kwargs);
+  bsym.output = std::move(output);
+  bsym.callee = std::move(callee);
+  bsym.source = source_;
+  sink_->push_back(bsym);
+  return bsym.output;
+}
+
+void fail(std::string_view op, const std::string& what) { throw OpError(std::string(op) + ": " + what); }
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t canonical_dim(std::string_view op, int64_t dim, int64_t ndim) {
+  int64_t n = ndim == 0 ? 1 : ndim;  // torch lets a 0-dim tensor take dim 0 or -1
+  if (dim < -n || dim >= n)
+    fail(op, "dim " + std::to_string(dim) + " is out of range for a tensor of " + std::to_string(ndim) +
+                 " dimensions (expected a dim in [" + std::to_string(-n) + ", " + std::to_string(n - 1) + "])");
+  return dim < 0 ? dim + n : dim;
+}
+
+std::vector<int64_t> broadcast_shapes(std::string_view op, const std::vector<int64_t>& a,
+                                      const std::vector<int64_t>& b) {
+  size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (x != y && x != 1 && y != 1)
+      fail(op, "shapes " + shape_string(a) + " and " + shape_string(b) + " cannot be broadcast together");
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+}  // namespace thunder::ops

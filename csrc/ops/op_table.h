@@ -1,0 +1,117 @@
+// The op tables: one per level (prims, ltorch), and the Builder that binds
+// arguments, applies shape/dtype rules and records decompositions.
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/trace.h"
+
+namespace thunder::ops {
+
+using ir::DType;
+using ir::ProxyId;
+using ir::TensorMeta;
+using ir::Value;
+using Args = std::vector<Value>;
+using Kwargs = std::vector<std::pair<std::string, Value>>;
+
+/// Invalid arguments to an op: the message names the op, the argument and what was expected.
+struct OpError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A valid use of a torch op that the core does not represent natively
+/// (e.g. dropout in training mode); the front end falls back to an opaque op.
+struct NotNative : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Builder;
+
+/// Computes the outputs of a prim (or of a torch op without decomposition)
+/// from its bound arguments, creating output proxies through the builder.
+using MetaFn = std::function<Value(Builder&, const Args&)>;
+/// Emits a torch-level op's decomposition by calling lower-level ops on the builder.
+using DecompFn = std::function<Value(Builder&, const Args&)>;
+
+/// One entry of an op table.
+struct OpDef {
+  ir::Symbol symbol;
+  MetaFn meta;          // prims, and torch ops with no decomposition
+  DecompFn decompose;   // torch-level ops
+};
+
+/// Looks up an op by level and name; nullptr if absent.
+const OpDef* find_op(ir::Level level, std::string_view name);
+/// Every registered op of a level, in registration order.
+std::vector<const OpDef*> ops_of(ir::Level level);
+/// The symbol opaque bound symbols point to: with the kEffect tag (may mutate
+/// its arguments or use a random generator) or without it (a pure function).
+const ir::Symbol* opaque_symbol(bool effect = true);
+
+/// Builds traces. Each call binds arguments to the op's parameters, checks
+/// them, computes output metadata, and appends one bound symbol (with its
+/// decomposition as sub-symbols) to the current trace.
+class Builder {
+ public:
+  explicit Builder(ir::Trace& trace) : trace_(trace), sink_(&trace.symbols) {}
+
+  ir::Trace& trace() { return trace_; }
+  const ir::Trace& trace() const { return trace_; }
+  const TensorMeta& meta(const Value& tensor) const;
+  bool is_tensor(const Value& v) const;
+
+  ProxyId add_input_tensor(TensorMeta meta);
+  ProxyId add_input_number(ir::NumberType type);
+  ProxyId new_tensor(TensorMeta meta) { return trace_.new_tensor(std::move(meta)); }
+  ProxyId new_number(ir::NumberType type) { return trace_.new_number(type); }
+
+  /// Calls a prim ("add") or torch op ("softmax") by level and name.
+  Value call(ir::Level level, std::string_view name, Args args, const Kwargs& kwargs = {});
+  Value prim(std::string_view name, Args args) { return call(ir::Level::Prim, name, std::move(args)); }
+  Value torch(std::string_view name, Args args, const Kwargs& kwargs = {}) {
+    return call(ir::Level::Torch, name, std::move(args), kwargs);
+  }
+  /// Records an op the core does not know. `output` holds proxies the caller
+  /// created with metadata it already knows; `callee` is the Python expression to call.
+  Value opaque(std::string callee, Args args, Kwargs kwargs, Value output);
+
+  /// Source location attached to the symbols recorded from now on.
+  void set_source(std::string source) { source_ = std::move(source); }
+
+ private:
+  ir::Trace& trace_;
+  std::vector<ir::BoundSymbol>* sink_;  // the top level, or a decomposition being recorded
+  std::string source_;
+  int depth_ = 0;
+};
+
+// ---- helpers shared by the rule tables ----
+
+/// Raises OpError("<op>: <what>").
+[[noreturn]] void fail(std::string_view op, const std::string& what);
+std::string shape_string(const std::vector<int64_t>& shape);
+/// Wraps a possibly negative dim into [0, ndim); OpError naming `op` if out of range.
+int64_t canonical_dim(std::string_view op, int64_t dim, int64_t ndim);
+/// torch's broadcast of two shapes; OpError naming `op` if incompatible.
+std::vector<int64_t> broadcast_shapes(std::string_view op, const std::vector<int64_t>& a,
+                                      const std::vector<int64_t>& b);
+
+void register_prims();
+void register_torch_elementwise();
+void register_torch_shape();
+void register_torch_reduction();
+void register_torch_nn();
+/// Adds an op to its level's table (at start-up only).
+void register_op(OpDef def);
+
+/// Makes an optional parameter.
+inline ir::Param opt(std::string name, Value def) { return ir::Param{std::move(name), false, std::move(def)}; }
+/// Makes a required parameter.
+inline ir::Param req(std::string name) { return ir::Param{std::move(name), true, Value()}; }
+
+}  // namespace thunder::ops

@@ -1,0 +1,85 @@
+#include "ops/torch_common.h"
+
+#include <optional>
+
+namespace thunder::ops {
+namespace {
+
+ir::NumberType number_type(const Builder& b, const Value& v) {
+  if (v.is_proxy()) return b.trace().proxy(v.proxy()).number;
+  if (std::holds_alternative<bool>(v.v)) return ir::NumberType::Bool;
+  if (std::holds_alternative<int64_t>(v.v)) return ir::NumberType::Int;
+  return ir::NumberType::Float;
+}
+
+void update(std::optional<DType>& acc, DType d) { acc = acc ? ir::promote_types(*acc, d) : d; }
+
+// c10::combine_categories: a lower-priority group only raises the category.
+std::optional<DType> combine(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  if (ir::is_complex(*higher)) return higher;
+  if (ir::is_complex(*lower)) return ir::is_floating(*higher) ? ir::to_complex(*higher) : *lower;
+  if (ir::is_floating(*higher)) return higher;
+  if (*higher == DType::Bool || ir::is_floating(*lower)) return ir::promote_types(*higher, *lower);
+  return higher;
+}
+
+}  // namespace
+
+DType result_type(const Builder& b, const Args& operands) {
+  std::optional<DType> dim, zero, wrapped;
+  for (const Value& v : operands) {
+    if (b.is_tensor(v)) {
+      const TensorMeta& m = b.meta(v);
+      update(m.ndim() > 0 ? dim : zero, m.dtype);
+    } else if (v.is_number() || v.is_proxy()) {
+      update(wrapped, ir::default_dtype_for(number_type(b, v)));
+    }
+  }
+  std::optional<DType> r = combine(dim, combine(zero, wrapped));
+  if (!r) throw OpError("result_type: expected at least one tensor or number operand");
+  return *r;
+}
+
+Value cast(Builder& b, const Value& v, DType dtype) {
+  if (!b.is_tensor(v) || b.meta(v).dtype == dtype) return v;
+  return b.prim("convert_element_type", {v, Value(dtype)});
+}
+
+Value expand_to(Builder& b, const Value& v, const std::vector<int64_t>& shape) {
+  if (!b.is_tensor(v)) return v;
+  const std::vector<int64_t>& s = b.meta(v).shape;
+  if (s == shape) return v;
+  broadcast_shapes("broadcast", s, shape);
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < s.size(); ++i) dims.push_back(static_cast<int64_t>(shape.size() - s.size() + i));
+  return b.prim("broadcast_in_dim", {v, Value::ints(shape), Value::ints(dims)});
+}
+
+Value elementwise(Builder& b, std::string_view prim, const Args& operands, Promotion promotion) {
+  DType computation = result_type(b, operands);
+  if (promotion == Promotion::IntToFloat && !ir::is_floating(computation) && !ir::is_complex(computation))
+    computation = DType::Float32;
+  std::vector<int64_t> shape;
+  bool any_tensor = false;
+  for (const Value& v : operands)
+    if (b.is_tensor(v)) {
+      shape = any_tensor ? broadcast_shapes(prim, shape, b.meta(v).shape) : b.meta(v).shape;
+      any_tensor = true;
+    }
+  Args args;
+  for (const Value& v : operands) args.push_back(expand_to(b, cast(b, v, computation), shape));
+  return b.prim(prim, std::move(args));
+}
+
+void def_decomposed(std::string name, uint32_t tags, std::vector<ir::Param> params, DecompFn decomposition) {
+  register_op(OpDef{ir::Symbol{std::move(name), ir::Level::Torch, tags, std::move(params)}, nullptr,
+                    std::move(decomposition)});
+}
+
+void def_meta(std::string name, uint32_t tags, std::vector<ir::Param> params, MetaFn meta) {
+  register_op(OpDef{ir::Symbol{std::move(name), ir::Level::Torch, tags, std::move(params)}, std::move(meta), nullptr});
+}
+
+}  // namespace thunder::ops

@@ -1,0 +1,133 @@
+// Torch-level elementwise ops: type promotion and broadcasting, then prims.
+#include <cmath>
+
+#include "ops/torch_common.h"
+
+namespace thunder::ops {
+namespace {
+
+using ir::kElementwise;
+const ir::Param kInput = req("input");
+
+void unary(const std::string& name, Promotion p, const std::string& prim) {
+  def_decomposed(name, kElementwise, {kInput},
+                 [prim, p](Builder& b, const Args& a) { return elementwise(b, prim, {a[0]}, p); });
+}
+
+void binary(const std::string& name, Promotion p, const std::string& prim) {
+  def_decomposed(name, kElementwise, {kInput, req("other")},
+                 [prim, p](Builder& b, const Args& a) { return elementwise(b, prim, {a[0], a[1]}, p); });
+}
+
+// add and sub take alpha: input + alpha * other.
+void add_like(const std::string& name) {
+  def_decomposed(name, kElementwise, {kInput, req("other"), opt("alpha", Value(int64_t{1}))},
+                 [name](Builder& b, const Args& a) {
+                   Value other = a[1];
+                   if (!(a[2] == Value(int64_t{1}))) other = b.torch("mul", {other, a[2]});
+                   return elementwise(b, name, {a[0], other}, Promotion::Default);
+                 });
+}
+
+Value gelu(Builder& b, const Args& a) {
+  const Value& x = a[0];
+  const std::string& approximate = a[1].as_str();
+  if (approximate == "none") {  // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
+    Value cdf = b.torch("add", {b.torch("erf", {b.torch("mul", {x, num(M_SQRT1_2)})}), num(1.0)});
+    return b.torch("mul", {b.torch("mul", {x, num(0.5)}), cdf});
+  }
+  if (approximate == "tanh") {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    Value cube = b.torch("mul", {b.torch("mul", {x, x}), x});
+    Value inner = b.torch("mul", {b.torch("add", {x, b.torch("mul", {cube, num(0.044715)})}), num(M_2_SQRTPI * M_SQRT1_2)});
+    return b.torch("mul", {b.torch("mul", {x, num(0.5)}), b.torch("add", {b.torch("tanh", {inner}), num(1.0)})});
+  }
+  fail("ltorch.gelu", "argument 'approximate' must be 'none' or 'tanh', got '" + approximate + "'");
+}
+
+void register_math() {
+  for (const char* n : {"exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
+                        "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc",
+                        "erfinv", "lgamma", "digamma", "sigmoid", "reciprocal"})
+    unary(n, Promotion::IntToFloat, n);
+  for (const char* n : {"neg", "abs", "floor", "ceil", "round", "trunc", "sign", "bitwise_not"})
+    unary(n, Promotion::Default, n);
+  for (const char* n : {"isnan", "isinf", "isfinite", "signbit", "logical_not"})
+    unary(n, Promotion::Default, n);
+  unary("true_divide", Promotion::IntToFloat, "div");
+  add_like("add");
+  add_like("sub");
+  for (const char* n : {"mul", "remainder", "fmod", "pow", "maximum", "minimum", "bitwise_and", "bitwise_or",
+                        "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "floor_divide", "copysign"})
+    binary(n, Promotion::Default, n);
+  binary("atan2", Promotion::IntToFloat, "atan2");
+  for (const char* n : {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"})
+    binary(n, Promotion::AlwaysBool, n);
+  def_decomposed("div", kElementwise, {kInput, req("other"), opt("rounding_mode", Value())},
+                 [](Builder& b, const Args& a) {
+                   if (a[2].is_none()) return elementwise(b, "div", {a[0], a[1]}, Promotion::IntToFloat);
+                   const std::string& mode = a[2].as_str();
+                   if (mode == "floor") return elementwise(b, "floor_divide", {a[0], a[1]}, Promotion::Default);
+                   if (mode != "trunc") fail("ltorch.div", "rounding_mode must be None, 'trunc' or 'floor', got '" + mode + "'");
+                   DType d = result_type(b, {a[0], a[1]});
+                   Value q = elementwise(b, "div", {a[0], a[1]}, Promotion::Default);
+                   return ir::is_floating(d) ? b.prim("trunc", {q}) : q;
+                 });
+}
+
+void register_activations() {
+  def_decomposed("relu", kElementwise, {kInput, opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
+    if (a[1].as_bool()) throw NotNative("in-place relu");
+    if (b.meta(a[0]).dtype == DType::Bool) fail("ltorch.relu", "not implemented for bool tensors");
+    return elementwise(b, "maximum", {a[0], Value(int64_t{0})}, Promotion::Default);
+  });
+  def_decomposed("gelu", kElementwise, {kInput, opt("approximate", Value(ir::Str{"none"}))}, gelu);
+  def_decomposed("silu", kElementwise, {kInput, opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
+    if (a[1].as_bool()) throw NotNative("in-place silu");
+    return b.torch("mul", {a[0], b.torch("sigmoid", {a[0]})});
+  });
+  def_decomposed("where", kElementwise, {req("condition"), kInput, req("other")}, [](Builder& b, const Args& a) {
+    DType d = result_type(b, {a[1], a[2]});
+    std::vector<int64_t> shape = b.meta(a[0]).shape;
+    for (const Value& v : {a[1], a[2]})
+      if (b.is_tensor(v)) shape = broadcast_shapes("ltorch.where", shape, b.meta(v).shape);
+    Value cond = expand_to(b, cast(b, a[0], DType::Bool), shape);
+    Value x = expand_to(b, cast(b, a[1], d), shape), y = expand_to(b, cast(b, a[2], d), shape);
+    if (!b.is_tensor(x) && !b.is_tensor(y)) x = b.prim("full", {Value::ints(shape), x, Value(d), Value(ir::Str{b.meta(a[0]).device})});
+    return b.prim("where", {cond, x, y});
+  });
+  def_decomposed("masked_fill", kElementwise, {kInput, req("mask"), req("value")}, [](Builder& b, const Args& a) {
+    if (!b.is_tensor(a[1]) || b.meta(a[1]).dtype != DType::Bool)
+      fail("ltorch.masked_fill", "expected argument 'mask' to be a bool tensor");
+    DType d = b.meta(a[0]).dtype;
+    Value value = a[2];
+    if (b.is_tensor(value)) {
+      if (b.meta(value).ndim() != 0) fail("ltorch.masked_fill", "expected argument 'value' to be a number or a 0-dim tensor");
+      value = cast(b, value, d);
+    }
+    std::vector<int64_t> shape = b.meta(a[0]).shape;
+    broadcast_shapes("ltorch.masked_fill", b.meta(a[1]).shape, shape);
+    if (b.meta(a[1]).shape.size() > shape.size()) fail("ltorch.masked_fill", "mask has more dims than input");
+    return b.prim("where", {expand_to(b, a[1], shape), expand_to(b, value, shape), a[0]});
+  });
+  def_decomposed("clamp", kElementwise, {kInput, opt("min", Value()), opt("max", Value())},
+                 [](Builder& b, const Args& a) {
+                   if (a[1].is_none() && a[2].is_none()) fail("ltorch.clamp", "at least one of 'min' and 'max' must not be None");
+                   Value x = a[0];
+                   if (!a[1].is_none()) x = elementwise(b, "maximum", {x, a[1]}, Promotion::Default);
+                   if (!a[2].is_none()) x = elementwise(b, "minimum", {x, a[2]}, Promotion::Default);
+                   return x;
+                 });
+  def_decomposed("to", kElementwise, {kInput, req("dtype")}, [](Builder& b, const Args& a) {
+    if (!b.is_tensor(a[0])) fail("ltorch.to", "expected argument 'input' to be a tensor");
+    return b.prim("convert_element_type", {a[0], a[1]});
+  });
+}
+
+}  // namespace
+
+void register_torch_elementwise() {
+  register_math();
+  register_activations();
+}
+
+}  // namespace thunder::ops

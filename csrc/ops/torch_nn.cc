@@ -1,0 +1,209 @@
+// Torch-level neural-network ops (torch.nn.functional), each defined by its
+// decomposition; half-precision inputs are computed in float32 as torch does.
+#include <cmath>
+
+#include "ops/torch_common.h"
+
+namespace thunder::ops {
+namespace {
+
+const ir::Param kInput = req("input");
+Value Int(int64_t i) { return Value(i); }
+
+bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
+DType opmath(DType d) { return is_half(d) ? DType::Float32 : d; }
+
+Value amax_keep(Builder& b, const Value& x, int64_t dim) {
+  return b.torch("amax", {x, Value::ints({dim}), Value(true)});
+}
+Value sum_keep(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
+  return b.torch("sum", {x, Value::ints(dims), Value(true)});
+}
+Value mean_keep(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
+  return b.torch("mean", {x, Value::ints(dims), Value(true)});
+}
+
+// softmax / log_softmax: subtract the row max for stability.
+Value softmax(Builder& b, const Args& a, bool log) {
+  const char* op = log ? "ltorch.log_softmax" : "ltorch.softmax";
+  DType out = a[2].is_none() ? b.meta(a[0]).dtype : a[2].as_dtype();
+  if (!ir::is_floating(out)) fail(op, "expected a floating-point input or dtype");
+  int64_t dim = canonical_dim(op, a[1].as_int(), b.meta(a[0]).ndim());
+  Value x = cast(b, a[0], opmath(out));
+  Value shifted = b.torch("sub", {x, amax_keep(b, x, dim)});
+  Value e = b.torch("exp", {shifted});
+  Value s = sum_keep(b, e, {dim});
+  Value r = log ? b.torch("sub", {shifted, b.torch("log", {s})}) : b.torch("div", {e, s});
+  return cast(b, r, out);
+}
+
+std::vector<int64_t> trailing_dims(std::string_view op, const TensorMeta& m, const Value& normalized_shape) {
+  std::vector<int64_t> ns = normalized_shape.as_ints();
+  if (ns.size() > m.shape.size() ||
+      !std::equal(ns.begin(), ns.end(), m.shape.end() - static_cast<int64_t>(ns.size())))
+    fail(op, "normalized_shape " + shape_string(ns) + " does not match the input's trailing dims " + shape_string(m.shape));
+  std::vector<int64_t> dims;
+  for (size_t i = m.shape.size() - ns.size(); i < m.shape.size(); ++i) dims.push_back(static_cast<int64_t>(i));
+  return dims;
+}
+
+Value layer_norm(Builder& b, const Args& a) {
+  const TensorMeta m = b.meta(a[0]);
+  auto dims = trailing_dims("ltorch.layer_norm", m, a[1]);
+  Value x = cast(b, a[0], opmath(m.dtype));
+  Value centered = b.torch("sub", {x, mean_keep(b, x, dims)});
+  Value var = mean_keep(b, b.torch("mul", {centered, centered}), dims);
+  Value y = b.torch("mul", {centered, b.torch("rsqrt", {b.torch("add", {var, a[4]})})});
+  if (!a[2].is_none()) y = b.torch("mul", {y, a[2]});
+  if (!a[3].is_none()) y = b.torch("add", {y, a[3]});
+  return cast(b, y, m.dtype);
+}
+
+double finfo_eps(DType d) {
+  switch (d) {
+    case DType::Float16: return 0.0009765625;
+    case DType::BFloat16: return 0.0078125;
+    case DType::Float64: return 2.220446049250313e-16;
+    default: return 1.1920928955078125e-07;
+  }
+}
+
+Value rms_norm(Builder& b, const Args& a) {
+  const TensorMeta m = b.meta(a[0]);
+  auto dims = trailing_dims("ltorch.rms_norm", m, a[1]);
+  Value eps = a[3].is_none() ? Value(finfo_eps(m.dtype)) : a[3];
+  Value x = cast(b, a[0], opmath(m.dtype));
+  Value ms = mean_keep(b, b.torch("mul", {x, x}), dims);
+  Value y = b.torch("mul", {x, b.torch("rsqrt", {b.torch("add", {ms, eps})})});
+  if (!a[2].is_none()) y = b.torch("mul", {y, a[2]});
+  return cast(b, y, m.dtype);
+}
+
+Value linear(Builder& b, const Args& a) {
+  const TensorMeta& w = b.meta(a[1]);
+  if (w.ndim() > 2) fail("ltorch.linear", "expected a 1-D or 2-D weight, got " + std::to_string(w.ndim()) + " dims");
+  Value wt = w.ndim() == 2 ? b.torch("t", {a[1]}) : a[1];
+  Value y = b.torch("matmul", {a[0], wt});
+  return a[2].is_none() ? y : b.torch("add", {y, a[2]});
+}
+
+// softmax(q k^T * scale + mask) v, with an optional causal mask and grouped-query heads.
+Value sdpa(Builder& b, const Args& a) {
+  const Value &q = a[0], &k = a[1], &v = a[2], &mask = a[3];
+  if (a[4].as_double() != 0.0) throw NotNative("attention dropout");
+  const TensorMeta qm = b.meta(q), km = b.meta(k);
+  if (qm.ndim() < 2 || km.ndim() < 2) fail("ltorch.scaled_dot_product_attention", "query and key must be at least 2-D");
+  int64_t L = qm.shape[qm.ndim() - 2], S = km.shape[km.ndim() - 2], E = qm.shape.back();
+  Value key = k, value = v;
+  if (a[7].as_bool() && qm.ndim() >= 3 && qm.shape[qm.ndim() - 3] != km.shape[km.ndim() - 3]) {
+    int64_t hq = qm.shape[qm.ndim() - 3], hk = km.shape[km.ndim() - 3];
+    if (hq % hk != 0) fail("ltorch.scaled_dot_product_attention", "query heads must be a multiple of key heads");
+    throw NotNative("grouped-query attention");
+  }
+  double scale = a[6].is_none() ? 1.0 / std::sqrt(static_cast<double>(E)) : a[6].as_double();
+  DType d = qm.dtype;
+  Value qs = cast(b, q, opmath(d)), ks = cast(b, key, opmath(d)), vs = cast(b, value, opmath(d));
+  Value scores = b.torch("mul", {b.torch("matmul", {qs, b.torch("transpose", {ks, Int(-2), Int(-1)})}), Value(scale)});
+  if (a[5].as_bool()) {
+    if (!mask.is_none()) fail("ltorch.scaled_dot_product_attention", "attn_mask and is_causal cannot both be set");
+    Value rows = b.torch("unsqueeze", {b.torch("arange", {Int(L), Value(), Int(1), Value(), Value(ir::Str{qm.device})}), Int(-1)});
+    Value cols = b.torch("arange", {Int(S), Value(), Int(1), Value(), Value(ir::Str{qm.device})});
+    Value keep = b.torch("le", {cols, rows});
+    scores = b.torch("masked_fill", {scores, b.torch("logical_not", {keep}), Value(-INFINITY)});
+  } else if (!mask.is_none()) {
+    if (b.meta(mask).dtype == DType::Bool)
+      scores = b.torch("masked_fill", {scores, b.torch("logical_not", {mask}), Value(-INFINITY)});
+    else
+      scores = b.torch("add", {scores, cast(b, mask, opmath(d))});
+  }
+  Value probs = b.torch("softmax", {scores, Int(-1)});
+  return cast(b, b.torch("matmul", {probs, vs}), d);
+}
+
+// Class-index targets only; the mean divides by the total weight of non-ignored targets.
+Value cross_entropy(Builder& b, const Args& a) {
+  const Value &input = a[0], &target = a[1], &weight = a[2];
+  const std::string& reduction = a[6].as_str();
+  if (!a[3].is_none() || !a[5].is_none()) throw NotNative("cross_entropy with size_average/reduce");
+  if (a[7].as_double() != 0.0) throw NotNative("cross_entropy with label smoothing");
+  const TensorMeta im = b.meta(input), tm = b.meta(target);
+  if (ir::is_floating(tm.dtype)) throw NotNative("cross_entropy with probability targets");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    fail("ltorch.cross_entropy", "reduction must be 'mean', 'sum' or 'none', got '" + reduction + "'");
+  int64_t class_dim = im.ndim() == 1 ? 0 : 1;
+  std::vector<int64_t> expected = im.shape;
+  expected.erase(expected.begin() + class_dim);
+  if (tm.shape != expected)
+    fail("ltorch.cross_entropy", "expected target of shape " + shape_string(expected) + ", got " + shape_string(tm.shape));
+  Value logp = b.torch("log_softmax", {input, Int(class_dim)});
+  Value valid = b.torch("ne", {target, a[4]});
+  Value safe = b.torch("where", {valid, target, Int(0)});
+  Value picked = b.prim("take_along_axis", {logp, b.torch("unsqueeze", {safe, Int(class_dim)}), Int(class_dim)});
+  Value nll = b.torch("neg", {b.torch("squeeze", {picked, Int(class_dim)})});
+  Value w = b.torch("to", {valid, Value(im.dtype)});
+  if (!weight.is_none()) {
+    Value flat = b.torch("reshape", {safe, Value::ints({-1})});
+    Value per = b.torch("reshape", {b.prim("take", {weight, flat, Int(0)}), Value::ints(tm.shape)});
+    w = b.torch("mul", {w, per});
+  }
+  Value loss = b.torch("mul", {nll, w});
+  if (reduction == "none") return loss;
+  Value total = b.torch("sum", {loss});
+  if (reduction == "sum") return total;
+  return b.torch("div", {total, b.torch("sum", {w})});
+}
+
+Value embedding(Builder& b, const Args& a) {
+  if (!a[3].is_none()) throw NotNative("embedding with max_norm");
+  const TensorMeta idx = b.meta(a[0]), w = b.meta(a[1]);
+  if (w.ndim() != 2) fail("ltorch.embedding", "expected a 2-D weight");
+  if (ir::is_floating(idx.dtype)) fail("ltorch.embedding", "expected argument 'input' to be an integer tensor");
+  Value rows = b.prim("take", {a[1], b.torch("reshape", {a[0], Value::ints({-1})}), Int(0)});
+  std::vector<int64_t> shape = idx.shape;
+  shape.push_back(w.shape[1]);
+  return b.torch("reshape", {rows, Value::ints(shape)});
+}
+
+}  // namespace
+
+void register_torch_nn() {
+  def_decomposed("softmax", ir::kReduction, {kInput, req("dim"), opt("dtype", Value())},
+                 [](Builder& b, const Args& a) { return softmax(b, a, false); });
+  def_decomposed("log_softmax", ir::kReduction, {kInput, req("dim"), opt("dtype", Value())},
+                 [](Builder& b, const Args& a) { return softmax(b, a, true); });
+  def_decomposed("layer_norm", ir::kReduction,
+                 {kInput, req("normalized_shape"), opt("weight", Value()), opt("bias", Value()), opt("eps", Value(1e-5))},
+                 layer_norm);
+  def_decomposed("rms_norm", ir::kReduction,
+                 {kInput, req("normalized_shape"), opt("weight", Value()), opt("eps", Value())}, rms_norm);
+  def_decomposed("linear", 0, {kInput, req("weight"), opt("bias", Value())}, linear);
+  for (const char* name : {"matmul", "mm", "bmm"}) {
+    std::string n = name;
+    def_decomposed(name, 0, {kInput, req(n == "matmul" ? "other" : "mat2")}, [n](Builder& b, const Args& a) {
+      int64_t want = n == "mm" ? 2 : n == "bmm" ? 3 : -1;
+      if (want > 0 && (b.meta(a[0]).ndim() != want || b.meta(a[1]).ndim() != want))
+        fail("ltorch." + n, "expected " + std::to_string(want) + "-D tensors");
+      return b.prim("matmul", {a[0], a[1]});
+    });
+  }
+  def_decomposed("scaled_dot_product_attention", 0,
+                 {req("query"), req("key"), req("value"), opt("attn_mask", Value()), opt("dropout_p", Value(0.0)),
+                  opt("is_causal", Value(false)), opt("scale", Value()), opt("enable_gqa", Value(false))},
+                 sdpa);
+  def_decomposed("cross_entropy", ir::kReduction,
+                 {kInput, req("target"), opt("weight", Value()), opt("size_average", Value()),
+                  opt("ignore_index", Int(-100)), opt("reduce", Value()), opt("reduction", Value(ir::Str{"mean"})),
+                  opt("label_smoothing", Value(0.0))},
+                 cross_entropy);
+  def_decomposed("embedding", 0,
+                 {kInput, req("weight"), opt("padding_idx", Value()), opt("max_norm", Value()),
+                  opt("norm_type", Value(2.0)), opt("scale_grad_by_freq", Value(false)), opt("sparse", Value(false))},
+                 embedding);
+  def_decomposed("dropout", 0, {kInput, opt("p", Value(0.5)), opt("training", Value(true)), opt("inplace", Value(false))},
+                 [](Builder&, const Args& a) {
+                   if (a[3].as_bool() || (a[2].as_bool() && a[1].as_double() != 0.0)) throw NotNative("random dropout");
+                   return a[0];
+                 });
+}
+
+}  // namespace thunder::ops

@@ -1,0 +1,99 @@
+// Torch-level reductions: dims and keepdim handling, accumulation dtypes.
+#include "ops/torch_common.h"
+
+namespace thunder::ops {
+namespace {
+
+using ir::kReduction;
+const ir::Param kInput = req("input");
+
+// The reduced dims, canonical; `dims` None or empty means all of them.
+std::vector<int64_t> reduction_dims(std::string_view op, const TensorMeta& m, const Value& dims) {
+  std::vector<int64_t> out;
+  if (dims.is_none() || (dims.is_seq() && dims.items().empty())) {
+    for (int64_t i = 0; i < m.ndim(); ++i) out.push_back(i);
+    return out;
+  }
+  for (int64_t d : dims.as_ints()) out.push_back(canonical_dim(op, d, m.ndim()));
+  if (m.ndim() == 0) out.clear();
+  return out;
+}
+
+// Reinserts reduced dims as size-1 dims.
+Value keep_dims(Builder& b, const Value& reduced, const TensorMeta& in, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> shape = in.shape;
+  for (int64_t d : dims) shape[d] = 1;
+  if (shape == b.meta(reduced).shape) return reduced;
+  return b.prim("reshape", {reduced, Value::ints(shape)});
+}
+
+Value reduce(Builder& b, std::string_view prim, const Value& x, const std::vector<int64_t>& dims, bool keepdim) {
+  TensorMeta in = b.meta(x);
+  Value r = b.prim(prim, {x, Value::ints(dims)});
+  return keepdim ? keep_dims(b, r, in, dims) : r;
+}
+
+bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
+
+}  // namespace
+
+void register_torch_reduction() {
+  // sum: integers and bool accumulate in int64, like torch.sum.
+  def_decomposed("sum", kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false)), opt("dtype", Value())},
+                 [](Builder& b, const Args& a) {
+                   const TensorMeta& m = b.meta(a[0]);
+                   DType d = a[3].is_none() ? (ir::is_integer(m.dtype) || m.dtype == DType::Bool ? DType::Int64 : m.dtype)
+                                            : a[3].as_dtype();
+                   auto dims = reduction_dims("ltorch.sum", m, a[1]);
+                   return reduce(b, "sum", cast(b, a[0], d), dims, a[2].as_bool());
+                 });
+  def_decomposed("prod", kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false)), opt("dtype", Value())},
+                 [](Builder& b, const Args& a) {
+                   const TensorMeta& m = b.meta(a[0]);
+                   DType d = a[3].is_none() ? (ir::is_integer(m.dtype) || m.dtype == DType::Bool ? DType::Int64 : m.dtype)
+                                            : a[3].as_dtype();
+                   auto dims = reduction_dims("ltorch.prod", m, a[1]);
+                   return reduce(b, "prod", cast(b, a[0], d), dims, a[2].as_bool());
+                 });
+  // mean = sum / count, accumulated in float32 for half types.
+  def_decomposed("mean", kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false)), opt("dtype", Value())},
+                 [](Builder& b, const Args& a) {
+                   const TensorMeta& m = b.meta(a[0]);
+                   DType d = a[3].is_none() ? m.dtype : a[3].as_dtype();
+                   if (!ir::is_floating(d) && !ir::is_complex(d))
+                     fail("ltorch.mean", "could not infer output dtype: input dtype must be floating point or complex, got " +
+                                             std::string(ir::dtype_name(d)));
+                   auto dims = reduction_dims("ltorch.mean", m, a[1]);
+                   int64_t count = 1;
+                   for (int64_t dim : dims) count *= m.shape[dim];
+                   DType acc = is_half(d) ? DType::Float32 : d;
+                   Value s = reduce(b, "sum", cast(b, a[0], acc), dims, a[2].as_bool());
+                   return cast(b, b.torch("div", {s, Value(static_cast<double>(count))}), d);
+                 });
+  for (const char* name : {"amax", "amin"}) {
+    def_decomposed(name, kReduction, {kInput, opt("dim", Value::tuple({})), opt("keepdim", Value(false))},
+                   [name](Builder& b, const Args& a) {
+                     const TensorMeta& m = b.meta(a[0]);
+                     for (int64_t d : reduction_dims(name, m, a[1]))
+                       if (m.shape[d] == 0) fail(std::string("ltorch.") + name, "cannot reduce over a zero-size dimension");
+                     return reduce(b, name, a[0], reduction_dims(name, m, a[1]), a[2].as_bool());
+                   });
+  }
+  for (const char* name : {"argmax", "argmin"}) {
+    def_decomposed(name, kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false))},
+                   [name](Builder& b, const Args& a) {
+                     const TensorMeta& m = b.meta(a[0]);
+                     if (a[1].is_none()) {
+                       Value r = b.prim(name, {a[0], Value()});
+                       if (!a[2].as_bool()) return r;
+                       return b.prim("reshape", {r, Value::ints(std::vector<int64_t>(m.shape.size(), 1))});
+                     }
+                     int64_t d = canonical_dim(std::string("ltorch.") + name, a[1].as_int(), m.ndim());
+                     if (m.ndim() == 0) return b.prim(name, {a[0], Value()});
+                     Value r = b.prim(name, {a[0], Value(d)});
+                     return a[2].as_bool() ? keep_dims(b, r, m, {d}) : r;
+                   });
+  }
+}
+
+}  // namespace thunder::ops

@@ -1,0 +1,92 @@
+// Passes: pure functions Trace -> Trace, and the pipeline that runs them.
+//
+// Each pass returns a new trace whose `provenance` says what made it; the
+// pipeline adds timing and runs the verifier after every pass.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/trace.h"
+
+namespace thunder::passes {
+
+using ir::ProxyId;
+using ir::Trace;
+
+/// Computes a symbol whose inputs are all compile-time constants, on the host
+/// (the Python layer supplies one that runs torch). `constants` maps each
+/// tensor-constant proxy among the inputs to its index in the constant table.
+/// Returns the index of the new constant, or nullopt if it could not be computed.
+using Evaluator =
+    std::function<std::optional<int64_t>(const ir::BoundSymbol&, const std::map<ProxyId, int64_t>& constants)>;
+
+/// What an executor can run: qualified op name ("prims.add", "ltorch.softmax",
+/// "opaque") -> the Python expression that runs it ("torch.add").
+struct ExecutorTable {
+  std::string name;
+  std::map<std::string, std::string> callees;
+};
+
+struct PassContext {
+  Evaluator evaluator;                 // used by constant folding; may be empty
+  std::vector<ExecutorTable> executors;  // used by claiming, in priority order
+  int64_t max_constant_numel = 1 << 16;  // larger tensors are not folded
+};
+
+/// Removes symbols whose outputs are unused and that have no effects.
+/// Before: t1 = ltorch.exp(t0); t2 = ltorch.neg(t0); return t2. After: t2 = ltorch.neg(t0); return t2.
+Trace dead_code_elimination(const Trace& t, const PassContext& ctx = {});
+
+/// Replaces a symbol that repeats an earlier one (same op, same arguments) by
+/// the earlier one's outputs. Effectful symbols are never merged, and nothing
+/// computed before an effect is reused after it.
+/// Before: t1 = ltorch.exp(t0); t2 = ltorch.exp(t0); t3 = ltorch.add(t1, t2).
+/// After:  t1 = ltorch.exp(t0); t3 = ltorch.add(t1, t1).
+Trace common_subexpression_elimination(const Trace& t, const PassContext& ctx = {});
+
+/// Computes at compile time every symbol whose inputs are all constants:
+/// numbers by the C++ folding rules, tensors through ctx.evaluator (they become
+/// prims.tensor_constant). Effectful and random symbols, values that are
+/// returned or mutated (or alias such values), and tensors larger than
+/// ctx.max_constant_numel are left alone.
+/// Before: t1 = ltorch.ones((3,)); t2 = ltorch.mul(t1, 2); t3 = ltorch.add(t0, t2).
+/// After:  t2 = prims.tensor_constant(0, ...); t3 = ltorch.add(t0, t2).
+Trace constant_folding(const Trace& t, const PassContext& ctx);
+
+/// Gives every symbol to the first executor in ctx.executors that claims its op;
+/// a symbol no executor claims is replaced by its decomposition, claimed in
+/// turn. Throws std::runtime_error naming the op if nothing can run it.
+Trace claim_executors(const Trace& t, const PassContext& ctx);
+
+/// The proxies whose identity is observable: trace outputs and arguments of
+/// effectful symbols, closed backward through symbols that may return views
+/// of their inputs. Passes must not merge or fold these.
+std::set<ProxyId> observable_proxies(const Trace& t);
+
+using PassFn = Trace (*)(const Trace&, const PassContext&);
+struct Pass {
+  std::string name;   // "dce"
+  std::string title;  // "Dead-code elimination"
+  PassFn fn;
+};
+
+/// The passes by name, in the default order: cse, constant_folding, dce, claim.
+const std::vector<Pass>& pass_table();
+
+struct PassResult {
+  Trace trace;
+  std::string name;
+  double seconds;
+};
+
+/// Runs the named passes in order; each result is verified and stamped with
+/// its provenance ("<title> (took 12 us)"). Throws std::invalid_argument for
+/// an unknown pass name.
+std::vector<PassResult> run_pipeline(const Trace& t, const std::vector<std::string>& names, const PassContext& ctx);
+
+}  // namespace thunder::passes
