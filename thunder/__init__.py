@@ -1,0 +1,73 @@
+"""thunder: a just-in-time compiler for PyTorch programs.
+
+    jitted = thunder.jit(fn_or_module)
+    out = jitted(*args)          # first call compiles; later calls reuse the compiled program
+    print(jitted)                # graphs, their final traces, executors, graph breaks, cache hits
+    thunder.last_traces(jitted)  # every pass's trace of the last compiled graph
+
+Capture is TorchDynamo's (``torch.compile`` with thunder as the backend); the
+compiler core (IR, passes) is C++, in ``thunder._core``.
+"""
+import torch
+
+from thunder import core  # noqa: F401
+from thunder.core.log import set_log_file, set_log_level
+from thunder.core.options import LogLevel
+from thunder.frontend import dynamo as _dynamo
+from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs
+
+__all__ = ["jit", "last_traces", "compile_stats", "set_log_level", "set_log_file", "LogLevel", "ThunderModule",
+           "ThunderFunction"]
+
+_dynamo.register()
+
+
+def jit(fn, *, executors=None, passes=None):
+    """Compiles a function or nn.Module; returns a callable that behaves like it.
+
+    Args:
+        fn: a Python function or method using torch, or an ``nn.Module``.
+        executors: :class:`thunder.executors.Executor` list in priority order
+            (default: ``thunder.executors.default_executors()``).
+        passes: names of the core passes to run, in order (default
+            ``thunder.core.options.DEFAULT_PASSES``).
+    Returns:
+        :class:`ThunderModule` for a module, :class:`ThunderFunction` otherwise.
+    Raises:
+        TypeError: ``fn`` is not callable.
+
+    Data-dependent Python control flow becomes a graph break (that part runs in
+    Python); a new input shape, dtype or device recompiles.
+    """
+    if isinstance(fn, ThunderFunction | ThunderModule):
+        return fn
+    if isinstance(fn, torch.nn.Module):
+        return ThunderModule(fn, executors, passes)
+    if not callable(fn):
+        raise TypeError(f"thunder.jit: expected a function or an nn.Module, got {type(fn).__name__}")
+    return ThunderFunction(fn, executors, passes)
+
+
+def last_traces(jitted, graph: int = -1):
+    """Every trace of one compiled graph, in pipeline order (the import, then one per pass).
+
+    Each is printable (``print(t)`` gives a runnable Python program) and has
+    ``.provenance`` and ``.python_callable()``. ``graph`` indexes the compiled
+    graphs (default: the most recent). Raises LookupError if nothing was compiled.
+    """
+    graphs = compiled_graphs(jitted)
+    if not graphs:
+        raise LookupError("thunder.last_traces: no graph has been compiled yet (call the jitted function first)")
+    return list(graphs[graph].traces)
+
+
+def compile_stats(jitted) -> CompileStats:
+    """Calls, cache hits/misses, graph breaks, and per graph its compile time and pass times (seconds)."""
+    s = jitted._state
+    graphs = []
+    for g in s.graphs:
+        compiled = not isinstance(g, _dynamo.EagerGraph)
+        graphs.append({"index": g.index, "compiled": compiled, "calls": g.calls,
+                       "compile_seconds": g.compile_seconds if compiled else None,
+                       "pass_seconds": dict(g.pass_seconds) if compiled else {}})
+    return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks))

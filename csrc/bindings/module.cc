@@ -111,6 +111,8 @@ nb::tuple meta_tuple(const ir::ProxyInfo& p) {
 
 NB_MODULE(_core, m) {
   m.doc() = "thunder's compiler core: IR, op tables, passes.";
+  // Compiled graphs live until interpreter exit inside Dynamo's caches; that is not a leak.
+  nb::set_leak_warnings(false);
   nb::exception<ops::OpError>(m, "OpError", PyExc_RuntimeError);
   nb::exception<ops::NotNative>(m, "NotNative", PyExc_NotImplementedError);
 
@@ -200,6 +202,7 @@ NB_MODULE(_core, m) {
         if (info.is_tensor) info.tensor.requires_grad = rg;
       })
       .def("meta", [](PyBuilder& b, PyProxy p) { return meta_tuple(b.trace->proxy(p.id)); })
+      .def("pop_symbol", [](PyBuilder& b) { b.trace->symbols.pop_back(); }, "Removes the last recorded symbol.")
       .def("finish", [](PyBuilder& b, nb::handle output) {
         b.trace->output = from_py(output);
         ir::verify(*b.trace);
@@ -216,10 +219,13 @@ NB_MODULE(_core, m) {
            std::vector<std::pair<std::string, std::map<std::string, std::string>>> executors) {
           passes::PassContext ctx;
           if (!evaluator.is_none()) {
-            ctx.evaluator = [evaluator](const ir::BoundSymbol& b, const std::map<ir::ProxyId, int64_t>& consts)
+            // Python evaluates the symbol's call expression with the constant
+            // tensors bound to the proxy names it reads.
+            ctx.evaluator = [evaluator, &t](const ir::BoundSymbol& b, const std::map<ir::ProxyId, int64_t>& consts)
                 -> std::optional<int64_t> {
-              nb::gil_scoped_acquire gil;
-              nb::object r = evaluator(b, consts);
+              nb::dict bound;
+              for (const auto& [id, index] : consts) bound[t.proxy(id).name.c_str()] = index;
+              nb::object r = evaluator(ir::call_expression(t, b), bound);
               if (r.is_none()) return std::nullopt;
               return nb::cast<int64_t>(r);
             };

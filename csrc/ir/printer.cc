@@ -79,16 +79,18 @@ std::string meta_comment(const Trace& t, const BoundSymbol& b) {
 void print_symbol(std::ostringstream& os, const Trace& t, const BoundSymbol& b, const std::string& indent,
                   bool as_comment, const PrintOptions& opt) {
   std::string prefix = indent + (as_comment ? "# " : "");
-  if (b.sym->has(kConstant)) {  // compile-time constants live in the caller's _constants table
-    os << prefix << lhs(t, b) << "_constants[" << python_repr(t, b.args.at(0)) << "]" << meta_comment(t, b) << "\n";
-    return;
-  }
-  os << prefix << lhs(t, b) << b.printed_callee() << "(" << call_args(t, b) << ")" << meta_comment(t, b) << "\n";
+  os << prefix << lhs(t, b) << call_expression(t, b) << meta_comment(t, b) << "\n";
   if (opt.subsymbols)
     for (const BoundSymbol& sub : b.subsymbols) print_symbol(os, t, sub, indent + (as_comment ? "  " : ""), true, opt);
 }
 
 }  // namespace
+
+std::string call_expression(const Trace& t, const BoundSymbol& b) {
+  // Compile-time constants live in the caller's _constants table.
+  if (b.sym->has(kConstant)) return "_constants[" + python_repr(t, b.args.at(0)) + "]";
+  return b.printed_callee() + "(" + call_args(t, b) + ")";
+}
 
 std::string python_repr(const Trace& t, const Value& v) {
   struct Visitor {

@@ -106,14 +106,20 @@ const TensorMeta& Trace::tensor(ProxyId id) const {
 
 ProxyId Trace::new_tensor(TensorMeta meta) {
   ProxyId id = static_cast<ProxyId>(proxies.size());
-  proxies.push_back(ProxyInfo{"t" + std::to_string(id), true, std::move(meta), NumberType::Int});
+  // Appending rather than `"t" + std::to_string(id)`: GCC 12 reports a false
+  // -Wrestrict on `const char* + std::string&&`, which fails -Werror builds.
+  std::string name = "t";
+  name += std::to_string(id);
+  proxies.push_back(ProxyInfo{std::move(name), true, std::move(meta), NumberType::Int});
   return id;
 }
 
 ProxyId Trace::new_number(NumberType type) {
   ProxyId id = static_cast<ProxyId>(proxies.size());
   const char* prefix = type == NumberType::Bool ? "b" : type == NumberType::Int ? "i" : "f";
-  proxies.push_back(ProxyInfo{prefix + std::to_string(id), false, {}, type});
+  std::string name = prefix;  // appended for the same reason as in new_tensor
+  name += std::to_string(id);
+  proxies.push_back(ProxyInfo{std::move(name), false, {}, type});
   return id;
 }
 

@@ -49,8 +49,12 @@ std::optional<Value> fold_number_prim(const std::string& op, const std::vector<V
     return std::nullopt;
   }
   if (a.size() == 1 && !is_bool(a[0])) {
-    if (op == "neg") return all_ints() ? Value(-a[0].as_int()) : Value(-a[0].as_double());
-    if (op == "abs") return all_ints() ? Value(static_cast<int64_t>(std::llabs(a[0].as_int()))) : Value(std::fabs(a[0].as_double()));
+    // Plain ifs rather than `cond ? Value(..) : Value(..)`: GCC 12 at -O3 reports the
+    // variant temporary of the conditional as maybe-uninitialized, failing -Werror builds.
+    if (op == "neg" && all_ints()) return Value(-a[0].as_int());
+    if (op == "neg") return Value(-a[0].as_double());
+    if (op == "abs" && all_ints()) return Value(static_cast<int64_t>(std::llabs(a[0].as_int())));
+    if (op == "abs") return Value(std::fabs(a[0].as_double()));
     double x = a[0].as_double();
     if (op == "sqrt") return Value(std::sqrt(x));
     if (op == "exp") return Value(std::exp(x));

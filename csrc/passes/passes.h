@@ -22,6 +22,7 @@ using ir::Trace;
 /// (the Python layer supplies one that runs torch). `constants` maps each
 /// tensor-constant proxy among the inputs to its index in the constant table.
 /// Returns the index of the new constant, or nullopt if it could not be computed.
+/// Evaluators only see symbols of the trace being folded (so proxy names are stable).
 using Evaluator =
     std::function<std::optional<int64_t>(const ir::BoundSymbol&, const std::map<ProxyId, int64_t>& constants)>;
 

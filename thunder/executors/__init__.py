@@ -1,0 +1,28 @@
+"""Executors: each names the ops it claims and the Python callable that runs each.
+
+Claiming happens in the core (pass "claim"): every symbol goes to the first
+executor, in priority order, that claims its op; a torch-level op no executor
+claims is replaced by its decomposition into prims.
+"""
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Executor:
+    """An executor: a name and a table from qualified op name ("ltorch.softmax",
+    "prims.add", "opaque") to the Python expression that runs it ("torch.softmax").
+    Names in those expressions must resolve in ``namespace``."""
+
+    name: str
+    callees: dict = field(repr=False)
+    namespace: dict = field(repr=False, default_factory=dict)
+
+    def __repr__(self):
+        return f"Executor({self.name!r}, {len(self.callees)} ops)"
+
+
+def default_executors():
+    """The executors thunder.jit uses unless told otherwise, in priority order."""
+    from thunder.executors.torchex import torch_executor
+
+    return [torch_executor]

@@ -1,0 +1,162 @@
+"""The torch executor: runs every op with eager PyTorch. It is always last in
+line and claims everything, so every trace can run.
+
+This module also provides ``prims`` and ``ltorch``, the reference namespaces
+that printed traces import: ``prims.add(a, b)`` and ``ltorch.softmax(x, -1)``
+run here with torch eager, which is what makes every trace a runnable program.
+"""
+import math
+import operator
+import types
+
+import torch
+import torch.nn.functional as F
+
+from thunder import _core
+from thunder.core.dtypes import to_torch
+from thunder.executors import Executor
+
+
+def _dtype(d):
+    return to_torch(d) if isinstance(d, _core.DType) else d
+
+
+# ---- prims, implemented with torch (semantics documented in csrc/ops/prims.cc) ----
+
+def broadcast_in_dim(a, shape, broadcast_dimensions):
+    view_shape = [1] * len(shape)
+    for src, dst in enumerate(broadcast_dimensions):
+        view_shape[dst] = a.shape[src]
+    return a.reshape(view_shape).expand(shape)
+
+
+def _slice(a, start_indices, end_indices, strides=None):
+    strides = strides or [1] * a.dim()
+    return a[tuple(slice(s, e, st) for s, e, st in zip(start_indices, end_indices, strides))]
+
+
+def convert_element_type(a, dtype):
+    dtype = _dtype(dtype)
+    if isinstance(a, torch.Tensor):
+        return a.to(dtype)
+    return {torch.bool: bool}.get(dtype, float if dtype.is_floating_point else complex if dtype.is_complex else int)(a)
+
+
+def full(shape, fill_value, dtype, device):
+    return torch.full(tuple(shape), fill_value, dtype=_dtype(dtype), device=device)
+
+
+def iota(length, start, step, dtype, device):
+    return torch.arange(start, start + length * step, step, dtype=_dtype(dtype), device=device)[:length]
+
+
+def _reduce(fn):
+    def reduce(a, dims):
+        return fn(a, dim=tuple(dims)) if len(dims) else fn(a, dim=()) if fn is not torch.sum else a.clone()
+    return reduce
+
+
+def _prod(a, dims):
+    for d in sorted(dims, reverse=True):
+        a = torch.prod(a, d)
+    return a
+
+
+def _arg(fn):
+    return lambda a, dim: fn(a) if dim is None else fn(a, dim)
+
+
+def _number_or_tensor(tensor_fn, number_fn):
+    def impl(*args):
+        if any(isinstance(a, torch.Tensor) for a in args):
+            return tensor_fn(*args)
+        return number_fn(*args)
+    return impl
+
+
+_UNARY = ["neg", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
+          "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv",
+          "lgamma", "digamma", "floor", "ceil", "round", "trunc", "sign", "reciprocal", "bitwise_not", "sigmoid",
+          "abs", "isnan", "isinf", "isfinite", "signbit", "logical_not"]
+_BINARY = ["add", "sub", "mul", "div", "remainder", "fmod", "pow", "maximum", "minimum", "atan2", "bitwise_and",
+           "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "floor_divide", "copysign",
+           "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"]
+_NUMBER_BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+                  "pow": operator.pow, "maximum": max, "minimum": min, "eq": operator.eq, "ne": operator.ne,
+                  "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+                  "remainder": operator.mod, "floor_divide": operator.floordiv}
+
+
+def _prim_div(a, b):
+    # Integer tensors divide with truncation, like C; float tensors divide exactly.
+    if isinstance(a, torch.Tensor) and not (a.is_floating_point() or a.is_complex()):
+        return torch.div(a, b, rounding_mode="trunc")
+    return torch.div(a, b)
+
+
+def _make_prims():
+    ns = {}
+    for name in _UNARY:
+        ns[name] = getattr(torch, name)
+    for name in _BINARY:
+        ns[name] = _number_or_tensor(getattr(torch, name), _NUMBER_BINARY.get(name, getattr(torch, name)))
+    ns["div"] = _number_or_tensor(_prim_div, operator.truediv)
+    ns.update(
+        where=torch.where, convert_element_type=convert_element_type, broadcast_in_dim=broadcast_in_dim,
+        reshape=lambda a, shape: a.reshape(tuple(shape)), transpose=lambda a, permutation: a.permute(tuple(permutation)),
+        slice=_slice, squeeze=lambda a, dims: a.squeeze(tuple(dims)) if len(dims) else a,
+        cat=lambda tensors, dim: torch.cat(tensors, dim), flip=lambda a, dims: torch.flip(a, tuple(dims)),
+        alias=lambda a: a, sum=lambda a, dims: torch.sum(a, dim=tuple(dims)) if len(dims) else a.clone(),
+        prod=_prod, amax=lambda a, dims: torch.amax(a, dim=tuple(dims)) if len(dims) else a.clone(),
+        amin=lambda a, dims: torch.amin(a, dim=tuple(dims)) if len(dims) else a.clone(),
+        var=lambda a, dims, correction: torch.var(a, dim=tuple(dims), correction=correction),
+        argmax=_arg(torch.argmax), argmin=_arg(torch.argmin), matmul=torch.matmul, full=full, iota=iota,
+        take=lambda a, index, dim: torch.index_select(a, dim, index.reshape(-1)).reshape(
+            a.shape[:dim] + index.shape + a.shape[dim + 1:]) if index.dim() == 0 else torch.index_select(a, dim, index),
+        take_along_axis=lambda a, index, dim: torch.take_along_dim(a, index, dim),
+    )
+    missing = set(_core.native_ops("prims")) - set(ns) - {"tensor_constant"}
+    assert not missing, f"torch executor lacks prims {sorted(missing)}"
+    return ns
+
+
+prims = types.SimpleNamespace(**_make_prims())
+
+# ---- torch-level ops: the torch callable with the same signature ----
+
+_LTORCH_OVERRIDES = {
+    "getitem": "operator.getitem", "view": "torch.Tensor.view", "to": "torch.Tensor.to",
+    "contiguous": "torch.Tensor.contiguous", "expand": "torch.Tensor.expand", "relu": "torch.nn.functional.relu",
+    "gelu": "torch.nn.functional.gelu", "silu": "torch.nn.functional.silu", "dropout": "torch.nn.functional.dropout",
+    "linear": "torch.nn.functional.linear", "embedding": "torch.nn.functional.embedding",
+    "layer_norm": "torch.nn.functional.layer_norm", "rms_norm": "torch.nn.functional.rms_norm",
+    "cross_entropy": "torch.nn.functional.cross_entropy",
+    "scaled_dot_product_attention": "torch.nn.functional.scaled_dot_product_attention",
+}
+
+
+def _resolve(expr):
+    obj = {"torch": torch, "operator": operator}[expr.split(".")[0]]
+    for part in expr.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def _ltorch_callees():
+    callees = {}
+    for name in _core.native_ops("ltorch"):
+        expr = _LTORCH_OVERRIDES.get(name) or (f"torch.{name}" if hasattr(torch, name) else f"torch.nn.functional.{name}")
+        _resolve(expr)  # fails loudly at import if a mapping is wrong
+        callees[name] = expr
+    return callees
+
+
+LTORCH_CALLEES = _ltorch_callees()
+ltorch = types.SimpleNamespace(**{name: _resolve(expr) for name, expr in LTORCH_CALLEES.items()})
+
+_callees = {f"ltorch.{n}": e for n, e in LTORCH_CALLEES.items()}
+_callees.update({f"prims.{n}": f"prims.{n}" for n in _core.native_ops("prims")})
+_callees["opaque"] = ""  # opaque symbols keep the callable they were captured with
+
+#: The torch executor: claims every native op and every opaque op.
+torch_executor = Executor("torch", _callees, {"torch": torch, "operator": operator, "prims": prims, "math": math})

@@ -1,0 +1,1 @@
+"""Capture: TorchDynamo hands thunder FX graphs; this package imports them into core traces."""

@@ -1,0 +1,165 @@
+"""thunder as a TorchDynamo backend: ``torch.compile(fn, backend="thunder")``.
+
+Dynamo captures the program, guards it, recompiles on new shapes, dtypes or
+devices, and splits it at graph breaks; each FX graph it hands over is
+imported into a core trace and compiled by :func:`thunder.core.compile.compile_trace`.
+"""
+import contextlib
+import contextvars
+import linecache
+import logging
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+
+from thunder.core.compile import compile_trace
+from thunder.core.log import logger
+from thunder.core.options import DEFAULT_PASSES
+from thunder.executors import default_executors
+from thunder.frontend.fx_import import UnsupportedGraph, import_graph
+
+
+@dataclass
+class GraphBreak:
+    """Where Dynamo split the program, and why."""
+
+    location: str      # "file.py:12"
+    reason: str        # Dynamo's reason, first lines
+    skipped_frame: bool  # the whole function fell back to eager
+
+    def __str__(self):
+        code = ""
+        path, _, line = self.location.rpartition(":")
+        if line.isdigit():
+            code = linecache.getline(path, int(line)).strip()
+        where = f"{self.location} ({code})" if code else self.location
+        return f"{where}: {self.reason}" + ("  [whole frame runs eagerly]" if self.skipped_frame else "")
+
+
+@dataclass
+class EagerGraph:
+    """A captured graph thunder could not compile; it runs as Dynamo captured it, with torch."""
+
+    index: int
+    reason: str
+    gm: object = field(repr=False)
+    calls: int = 0
+
+
+@dataclass
+class JitState:
+    """Everything one jitted function or module has compiled and seen."""
+
+    name: str
+    executors: list
+    passes: tuple = DEFAULT_PASSES
+    graphs: list = field(default_factory=list)        # CompiledGraph or EagerGraph, in compile order
+    graph_breaks: list = field(default_factory=list)
+    calls: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+
+#: State for graphs compiled through torch.compile(backend="thunder") outside thunder.jit.
+GLOBAL_STATE = JitState("torch.compile(backend='thunder')", default_executors())
+_current = contextvars.ContextVar("thunder_jit_state", default=None)
+
+
+def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState = None):
+    """The Dynamo backend: compiles one FX graph and returns a callable with gm's calling convention.
+
+    Never raises: a graph thunder cannot compile runs with torch as captured
+    (and ``print(jitted)`` says why).
+    """
+    state = state or _current.get() or GLOBAL_STATE
+    index = len(state.graphs)
+    try:
+        compiled = compile_trace(import_graph(gm, example_inputs), state.executors, state.passes, index)
+    except Exception as e:  # noqa: BLE001 -- any failure means: run this graph with torch
+        expected = isinstance(e, UnsupportedGraph)
+        (logger.info if expected else logger.warning)(
+            "thunder: graph %d of %s runs with torch as captured: %s: %s", index, state.name, type(e).__name__, e)
+        if not expected:
+            logger.debug("%s", traceback.format_exc())
+        eager = EagerGraph(index, f"{type(e).__name__}: {e}", gm)
+        state.graphs.append(eager)
+
+        def run_eager(*args):
+            eager.calls += 1
+            return gm.forward(*args)
+        return run_eager
+    state.graphs.append(compiled)
+    logger.info("thunder: compiled graph %d of %s in %.1f ms", index, state.name, compiled.compile_seconds * 1e3)
+    fn = compiled.fn
+
+    def run(*args):
+        compiled.calls += 1
+        return fn(*args)
+    return run
+
+
+# ---- graph breaks: read from Dynamo's "graph_breaks" log artifact ----
+
+class _GraphBreakHandler(logging.Handler):
+    def emit(self, record):
+        state = _current.get()
+        if state is None:
+            return
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001
+            return
+        state.graph_breaks.append(_parse_graph_break(message))
+
+
+def _parse_graph_break(message):
+    lines = message.splitlines()
+    location = ""
+    for line in lines:
+        if "in user code at " in line:
+            location = line.split("in user code at ", 1)[1].strip()
+            break
+    reason_lines = []
+    for line in lines:
+        if line.startswith("Graph Break Reason:"):
+            first = line.split(":", 1)[1].strip()
+            if first:
+                reason_lines.append(first)
+            continue
+        if reason_lines and (line.startswith("  Explanation") or line.startswith("User code traceback")):
+            break
+        if reason_lines and line.strip():
+            reason_lines.append(line.strip())
+    reason = " ".join(reason_lines) or message.strip().splitlines()[0]
+    reason = reason.replace("Failed to handle graph break gracefully. Skipping the function and falling back to "
+                            "eager. Graph break encountered: ", "")
+    skipped = "Skipping the function" in message or "frame skipped" in message or "graph break in loop" in message
+    return GraphBreak(location, reason[:300], skipped)
+
+
+_graph_break_logger = logging.getLogger("torch._dynamo.symbolic_convert.__graph_breaks")
+_graph_break_handler = _GraphBreakHandler()
+
+
+@contextlib.contextmanager
+def capturing(state: JitState):
+    """Attributes what Dynamo does during the block (graph breaks) to ``state``."""
+    if _graph_break_handler not in _graph_break_logger.handlers:
+        _graph_break_logger.addHandler(_graph_break_handler)
+    _graph_break_logger.setLevel(logging.DEBUG)
+    _graph_break_logger.propagate = False  # ours to read, not to print
+    token = _current.set(state)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def register():
+    """Registers "thunder" as a torch.compile backend name."""
+    from torch._dynamo.backends.registry import _BACKENDS, register_backend
+
+    if "thunder" not in _BACKENDS:
+        register_backend(name="thunder")(thunder_backend)

@@ -1,0 +1,393 @@
+"""Imports a Dynamo FX graph into a core trace.
+
+Every FX node becomes one bound symbol. A node whose target the core knows
+(see ``_FUNCTIONS``/``_METHODS``) becomes a native torch-level op, with the
+core's shape and dtype rules; if the core declines (``NotNative``), rejects
+the arguments, or computes metadata that differs from what Dynamo recorded,
+the node is imported as an *opaque* op: the original callable, with Dynamo's
+metadata, run by torch. So no program fails to compile for a missing op.
+"""
+import builtins
+import linecache
+import math
+import operator
+import os
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+from thunder import _core
+from thunder.core import dtypes
+from thunder.core.log import logger
+
+
+class UnsupportedGraph(Exception):
+    """The graph holds something the importer cannot express (e.g. symbolic shapes); the caller runs it with torch."""
+
+
+@dataclass
+class ImportedGraph:
+    trace: "_core.Trace"
+    namespace: dict                      # names the trace's opaque symbols refer to
+    fallbacks: list = field(default_factory=list)  # (node name, target, reason) for each opaque node
+
+
+# ---- which FX targets are native, and how their arguments map to the op's parameters ----
+
+def _pack_varargs(args, kwargs):
+    """x.view(2, 3) -> x.view((2, 3)): methods that take a shape as *args."""
+    if len(args) > 2 or (len(args) == 2 and isinstance(args[1], int)):
+        return [args[0], tuple(args[1:])], kwargs
+    return list(args), kwargs
+
+
+def _pack_size(args, kwargs):
+    """torch.zeros(2, 3) -> torch.zeros((2, 3))."""
+    if args and all(isinstance(a, int) for a in args):
+        return [tuple(args)], kwargs
+    return list(args), kwargs
+
+
+def _drop_stacklevel(args, kwargs):
+    """F.softmax(x, dim, _stacklevel, dtype): the third parameter is not the dtype."""
+    kwargs = {k: v for k, v in kwargs.items() if k != "_stacklevel"}
+    args = list(args)
+    if len(args) >= 3:
+        if len(args) == 4:
+            kwargs["dtype"] = args[3]
+        args = args[:2]
+    return args, kwargs
+
+
+def _to_dtype_only(args, kwargs):
+    """x.to(dtype) and x.to(device, dtype) with the tensor's own device -> ltorch.to(x, dtype)."""
+    x, rest = args[0], list(args[1:])
+    kwargs = dict(kwargs)
+    for k, default in (("non_blocking", False), ("copy", False)):
+        if kwargs.get(k, default) != default:
+            raise _core.NotNative(f"to with {k}")
+        kwargs.pop(k, None)
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    for a in rest:
+        if isinstance(a, torch.dtype):
+            dtype = a
+        elif isinstance(a, (str, torch.device)):
+            device = a
+        else:
+            raise _core.NotNative("to with a tensor or memory_format argument")
+    if kwargs or dtype is None:
+        raise _core.NotNative("to without a dtype")
+    if device is not None and dtypes.device_str(device) != x.device_hint:
+        raise _core.NotNative("to another device")
+    return [x, dtype], {}
+
+
+def _cast_to(dtype):
+    def adapt(args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise _core.NotNative("cast method with arguments")
+        return [args[0], dtype], {}
+    return adapt
+
+
+def _max_min(name):
+    """torch.max(x) -> amax; torch.max(x, other_tensor) -> maximum; torch.max(x, dim) is not native."""
+    def adapt(args, kwargs):
+        if len(args) == 1 and not kwargs:
+            return "amax" if name == "max" else "amin", [args[0]], {}
+        if len(args) == 2 and not kwargs and isinstance(args[1], _TensorArg):
+            return "maximum" if name == "max" else "minimum", list(args), {}
+        raise _core.NotNative(f"{name} with a dim")
+    return adapt
+
+
+class _TensorArg:
+    """A tensor proxy in an argument list, with the device Dynamo recorded (used by adapters)."""
+
+    def __init__(self, proxy, device):
+        self.proxy, self.device_hint = proxy, device
+
+
+def _build_tables():
+    native = set(_core.native_ops("ltorch"))
+    functions, methods = {}, {}
+    for name in native:
+        for module in (torch, F, torch.special):
+            fn = getattr(module, name, None)
+            if callable(fn):
+                functions[fn] = name
+        if callable(getattr(torch.Tensor, name, None)):
+            methods[name] = name
+    functions.update({
+        operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
+        operator.floordiv: "floor_divide", operator.mod: "remainder", operator.pow: "pow", operator.neg: "neg",
+        operator.abs: "abs", operator.eq: "eq", operator.ne: "ne", operator.lt: "lt", operator.le: "le",
+        operator.gt: "gt", operator.ge: "ge", operator.and_: "bitwise_and", operator.or_: "bitwise_or",
+        operator.xor: "bitwise_xor", operator.invert: "bitwise_not", operator.getitem: "getitem",
+        operator.matmul: "matmul", torch.concat: "cat", torch.concatenate: "cat", torch.clip: "clamp",
+        torch.true_divide: "true_divide", torch.special.expit: "sigmoid", torch.nn.functional.sigmoid: "sigmoid",
+        torch.nn.functional.tanh: "tanh",
+    })
+    methods.update({"__getitem__": "getitem", "clip": "clamp", "type": "to"})
+    adapters = {
+        ("method", "view"): _pack_varargs, ("method", "reshape"): _pack_varargs,
+        ("method", "permute"): _pack_varargs, ("method", "expand"): _pack_varargs,
+        ("method", "to"): _to_dtype_only, ("method", "type"): _to_dtype_only,
+        ("function", "zeros"): _pack_size, ("function", "ones"): _pack_size,
+        ("function", "softmax"): _drop_stacklevel, ("function", "log_softmax"): _drop_stacklevel,
+    }
+    for method, dtype in (("float", torch.float32), ("double", torch.float64), ("half", torch.float16),
+                          ("bfloat16", torch.bfloat16), ("int", torch.int32), ("long", torch.int64),
+                          ("bool", torch.bool)):
+        methods[method] = "to"
+        adapters[("method", method)] = _cast_to(dtype)
+    for name in ("max", "min"):
+        functions[getattr(torch, name)] = name
+        methods[name] = name
+        adapters[("function", name)] = adapters[("method", name)] = _max_min(name)
+    return functions, methods, adapters
+
+
+_FUNCTIONS, _METHODS, _ADAPTERS = _build_tables()
+
+# Opaque ops that may mutate an argument or draw random numbers: passes leave them in place.
+_RANDOM_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "poisson", "uniform", "exponential",
+                 "cauchy", "geometric", "log_normal", "random", "seed")
+_MUTATING_OPERATORS = {operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
+                       operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.iand,
+                       operator.ior, operator.ixor, operator.ilshift, operator.irshift, operator.imatmul}
+
+
+def _has_effect(node, name):
+    if node.op == "call_function" and node.target in _MUTATING_OPERATORS:
+        return True
+    short = name.rsplit(".", 1)[-1]
+    if short.endswith("_") and not short.endswith("__"):
+        return True
+    if "out" in node.kwargs or node.kwargs.get("inplace") is True:
+        return True
+    return any(word in short.lower() for word in _RANDOM_WORDS)
+
+
+def _qualified_name(fn):
+    """'torch.nn.functional.gelu' if importing that path gives back fn, else None."""
+    for module_name in ("torch", "torch.nn.functional", "torch.special", "torch.fft", "torch.linalg", "operator",
+                        "math", "builtins"):
+        module = {"torch": torch, "torch.nn.functional": F, "torch.special": torch.special, "torch.fft": torch.fft,
+                  "torch.linalg": torch.linalg, "operator": operator, "math": math, "builtins": builtins}[module_name]
+        name = getattr(fn, "__name__", None)
+        if name and getattr(module, name, None) is fn:
+            return name if module_name == "builtins" else f"{module_name}.{name}"
+    return None
+
+
+def source_of(node):
+    """'model.py:28 in forward: x = self.fc1(x)' from an FX node's stack trace, or ''."""
+    stack = node.meta.get("stack_trace") or ""
+    lines = [l for l in stack.strip().splitlines() if l.strip()]
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i].strip()
+        if line.startswith("File "):
+            try:
+                path = line.split('"')[1]
+                lineno = int(line.split("line ")[1].split(",")[0])
+                fn = line.rsplit(" in ", 1)[1]
+            except (IndexError, ValueError):
+                return ""
+            code = linecache.getline(path, lineno).strip() or (lines[i + 1].strip() if i + 1 < len(lines) else "")
+            return f"{os.path.basename(path)}:{lineno} in {fn}: {code}"
+    return ""
+
+
+class _Importer:
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs):
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.builder = _core.TraceBuilder()
+        self.env = {}            # fx node -> core value (proxy, number, tuple of proxies, ...)
+        self.namespace = {}      # opaque callables by printed name
+        self.fallbacks = []
+
+    # -- values --
+    def _new_output(self, example):
+        """A fresh proxy (or structure of proxies) with the metadata of Dynamo's example value."""
+        if isinstance(example, torch.Tensor):
+            return self._tensor_proxy(example, new=True)
+        if isinstance(example, (list, tuple)):
+            return tuple(self._new_output(e) for e in example)
+        if isinstance(example, (bool, int, float)) or example is None:
+            if example is None:
+                return None
+            return self.builder.new_number(_number_type(example))
+        if isinstance(example, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return self.builder.new_number(_number_type(example))
+        raise UnsupportedGraph(f"an op returned a {type(example).__name__}")
+
+    def _tensor_proxy(self, t, new=False, input=False):
+        if not dtypes.is_core_dtype(t.dtype):
+            raise UnsupportedGraph(f"dtype {t.dtype}")
+        shape = list(t.shape)
+        if any(not isinstance(s, int) for s in shape):
+            raise UnsupportedGraph("symbolic shapes")
+        args = (dtypes.to_core(t.dtype), shape, dtypes.device_str(t.device), bool(t.requires_grad))
+        return self.builder.add_input_tensor(*args) if input else self.builder.new_tensor(*args)
+
+    def _arg(self, a, tensor_args=False):
+        """An FX argument as a core value: nodes -> proxies, dtypes -> core dtypes, others -> literals."""
+        if isinstance(a, torch.fx.Node):
+            v = self.env[a]
+            if tensor_args and isinstance(v, _core.Proxy):
+                return _TensorArg(v, self._device_of(v))
+            return v
+        if isinstance(a, (list, tuple)):
+            items = [self._arg(x, tensor_args) for x in a]
+            return items if isinstance(a, list) else tuple(items)
+        if isinstance(a, slice):
+            return slice(self._arg(a.start), self._arg(a.stop), self._arg(a.step))
+        if isinstance(a, torch.dtype):
+            return dtypes.to_core(a) if dtypes.is_core_dtype(a) else _core.Literal(str(a))
+        if isinstance(a, torch.device):
+            return dtypes.device_str(a)
+        if a is None or a is Ellipsis or isinstance(a, (bool, int, float, str)):
+            return a
+        if isinstance(a, (torch.memory_format, torch.layout)):
+            return _core.Literal(str(a))
+        return self._register(a, "_const")
+
+    def _device_of(self, proxy):
+        meta = self.builder.meta(proxy)
+        return meta[2] if meta[0] != "number" else None
+
+    def _register(self, obj, prefix):
+        name = f"{prefix}{len(self.namespace)}"
+        self.namespace[name] = obj
+        return _core.Literal(name)
+
+    def _unwrap(self, v):
+        if isinstance(v, _TensorArg):
+            return v.proxy
+        if isinstance(v, (list, tuple)):
+            items = [self._unwrap(x) for x in v]
+            return items if isinstance(v, list) else tuple(items)
+        return v
+
+    # -- nodes --
+    def run(self):
+        inputs = iter(self.example_inputs)
+        for node in self.gm.graph.nodes:
+            self.builder.set_source(source_of(node))
+            if node.op == "placeholder":
+                example = node.meta.get("example_value", next(inputs, None))
+                if isinstance(example, torch.Tensor):
+                    self.env[node] = self._tensor_proxy(example, input=True)
+                elif isinstance(example, (bool, int, float, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                    self.env[node] = self.builder.add_input_number(_number_type(example))
+                else:
+                    raise UnsupportedGraph(f"input {node.name} of type {type(example).__name__}")
+            elif node.op == "get_attr":
+                value = getattr(self.gm, node.target)
+                callee = self._register(lambda value=value: value, "_attr").text
+                self.env[node] = self.builder.opaque(callee, [], {}, self._new_output(value), True)
+            elif node.op in ("call_function", "call_method"):
+                self.env[node] = self._call(node)
+            elif node.op == "output":
+                out = self._unwrap(self._arg(node.args[0]))
+                return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks)
+            else:
+                raise UnsupportedGraph(f"FX op {node.op}")
+        raise UnsupportedGraph("graph without output")
+
+    def _call(self, node):
+        # Indexing a multi-output node selects one of its proxies: no symbol needed.
+        if node.op == "call_function" and node.target is operator.getitem:
+            base = self.env.get(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
+            if isinstance(base, (tuple, list)):
+                return base[node.args[1]]
+        kind = "method" if node.op == "call_method" else "function"
+        name = _METHODS.get(node.target) if kind == "method" else _FUNCTIONS.get(node.target)
+        if name is not None:
+            try:
+                return self._native(node, kind, name)
+            except (_core.NotNative, _core.OpError, TypeError, ValueError, KeyError, IndexError) as e:
+                self.fallbacks.append((node.name, _target_name(node), f"{type(e).__name__}: {e}"))
+                logger.debug("thunder: %s (%s) runs as an opaque torch op: %s", node.name, _target_name(node), e)
+        return self._opaque(node)
+
+    def _native(self, node, kind, name):
+        args = self._arg(list(node.args), tensor_args=True)
+        kwargs = {k: self._arg(v, tensor_args=True) for k, v in node.kwargs.items()}
+        adapter = _ADAPTERS.get((kind, node.target if kind == "method" else name))
+        if adapter is not None:
+            adapted = adapter(args, kwargs)
+            if len(adapted) == 3:
+                name, args, kwargs = adapted
+            else:
+                args, kwargs = adapted
+        out = self.builder.call("ltorch", name, self._unwrap(list(args)), self._unwrap(kwargs))
+        self._check_meta(node, out)
+        return out
+
+    def _check_meta(self, node, out):
+        """The core's metadata must equal Dynamo's; if not, the op is opaque (and we have a bug to fix)."""
+        example = node.meta.get("example_value")
+        pairs = []
+
+        def collect(v, e):
+            if isinstance(v, _core.Proxy) and isinstance(e, torch.Tensor):
+                pairs.append((v, e))
+            elif isinstance(v, tuple) and isinstance(e, (tuple, list)) and len(v) == len(e):
+                for a, b in zip(v, e):
+                    collect(a, b)
+            elif isinstance(v, _core.Proxy) or isinstance(e, torch.Tensor):
+                raise _core.NotNative("output structure differs from Dynamo's")
+
+        collect(out, example)
+        for proxy, e in pairs:
+            dtype, shape, device, _ = self.builder.meta(proxy)
+            want = (dtypes.to_core(e.dtype), list(e.shape), dtypes.device_str(e.device))
+            if (dtype, list(shape), device) != want:
+                self.builder.pop_symbol()
+                raise _core.NotNative(f"metadata mismatch: core says {(dtype, shape, device)}, Dynamo says {want}")
+            self.builder.set_requires_grad(proxy, bool(e.requires_grad))
+
+    def _opaque(self, node):
+        target = node.target
+        if node.op == "call_method":
+            if hasattr(torch.Tensor, target):
+                callee = f"torch.Tensor.{target}"
+            else:
+                fn = lambda self_, *a, _name=target, **k: getattr(self_, _name)(*a, **k)  # noqa: E731
+                callee = self._register(fn, "_method").text
+        else:
+            callee = _qualified_name(target) or self._register(target, "_opaque").text
+        args = self._unwrap(self._arg(list(node.args)))
+        kwargs = {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
+        output = self._new_output(node.meta.get("example_value"))
+        effect = _has_effect(node, callee if node.op == "call_function" else str(target))
+        return self.builder.opaque(callee, args, kwargs, output, effect)
+
+
+def _number_type(x):
+    if isinstance(x, (bool, torch.SymBool)):
+        return 0
+    if isinstance(x, (int, torch.SymInt)):
+        return 1
+    return 2
+
+
+def _target_name(node):
+    t = node.target
+    return t if isinstance(t, str) else getattr(t, "__qualname__", None) or getattr(t, "__name__", repr(t))
+
+
+def import_graph(gm: torch.fx.GraphModule, example_inputs) -> ImportedGraph:
+    """Imports a Dynamo FX graph into a core trace.
+
+    Raises:
+        UnsupportedGraph: the graph uses something a trace cannot express (symbolic
+            shapes, dtypes the core lacks, unusual FX node kinds).
+    """
+    return _Importer(gm, example_inputs).run()

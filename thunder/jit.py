@@ -1,0 +1,177 @@
+"""thunder.jit: the user-facing wrappers around a compiled function or module."""
+import functools
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from thunder.core.compile import CompiledGraph
+from thunder.core.options import DEFAULT_PASSES
+from thunder.executors import default_executors
+from thunder.frontend.dynamo import EagerGraph, JitState, capturing, thunder_backend
+
+# Argument types a compiled program understands; anything else gets a note naming it if the call fails.
+_UNDERSTOOD = (torch.Tensor, bool, int, float, complex, str, type(None), torch.dtype, torch.device, nn.Module,
+               torch.Size, slice, type(Ellipsis))
+
+
+def _understood(x):
+    if isinstance(x, (list, tuple)):
+        return all(_understood(i) for i in x)
+    if isinstance(x, dict):
+        return all(_understood(v) for v in x.values())
+    return isinstance(x, _UNDERSTOOD)
+
+
+class _Jitted:
+    """Shared by ThunderFunction and ThunderModule: the Dynamo-compiled callable and its state."""
+
+    def _setup(self, target, name, executors, passes):
+        self._state = JitState(name, list(executors or default_executors()), tuple(passes or DEFAULT_PASSES))
+        backend = functools.partial(thunder_backend, state=self._state)
+        self._compiled = torch.compile(target, backend=backend, dynamic=False)
+        self._signature_fn = target.forward if isinstance(target, nn.Module) else target
+
+    def _run(self, args, kwargs):
+        state = self._state
+        state.calls += 1
+        graphs, breaks = len(state.graphs), len(state.graph_breaks)
+        try:
+            with capturing(state):
+                out = self._compiled(*args, **kwargs)
+        except Exception as e:
+            self._annotate(e, args, kwargs)
+            raise
+        if len(state.graphs) > graphs or len(state.graph_breaks) > breaks:
+            state.cache_misses += 1
+        else:
+            state.cache_hits += 1
+        return out
+
+    def _annotate(self, error, args, kwargs):
+        """Adds a note naming each argument the compiled program does not understand."""
+        import inspect
+
+        try:
+            bound = inspect.signature(self._signature_fn).bind(*args, **kwargs).arguments
+        except (TypeError, ValueError):
+            return
+        for name, value in bound.items():
+            if not _understood(value):
+                error.add_note(f"thunder: argument '{name}' is a {type(value).__name__}; the compiled program "
+                               "expects tensors, numbers, strings, None, dtypes, devices, modules or "
+                               "lists/tuples/dicts of those")
+
+    def _get_executors(self):
+        """The executors this jitted callable uses, in priority order (list of thunder.executors.Executor)."""
+        return list(self._state.executors)
+
+    def _report(self):
+        s = self._state
+        lines = [f"thunder.jit({s.name}): {s.calls} calls, {len(s.graphs)} graphs compiled, "
+                 f"cache {s.cache_hits} hits / {s.cache_misses} misses",
+                 "executors: " + ", ".join(e.name for e in s.executors)]
+        breaks = list(dict.fromkeys(str(b) for b in s.graph_breaks))
+        lines.append(f"graph breaks ({len(breaks)}):" if breaks else "graph breaks: none")
+        lines += [f"  {b}" for b in breaks]
+        if not s.graphs and s.calls:
+            lines.append("no graph was captured: every call ran eagerly (see the graph breaks above)")
+        for g in s.graphs:
+            if isinstance(g, EagerGraph):
+                lines.append(f"graph {g.index}: runs with torch as captured ({g.reason}); called {g.calls} times")
+                continue
+            opaque = f", {len(g.fallbacks)} ops opaque" if g.fallbacks else ""
+            lines.append(f"graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, "
+                         f"executors {', '.join(g.executors()) or 'none'}{opaque}")
+            lines += ["    " + l for l in str(g.execution_trace).rstrip().splitlines()]
+        return "\n".join(lines)
+
+
+class ThunderFunction(_Jitted):
+    """A function compiled by :func:`thunder.jit`. Call it like the original."""
+
+    def __init__(self, fn, executors=None, passes=None):
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._setup(fn, getattr(fn, "__qualname__", repr(fn)), executors, passes)
+
+    def __call__(self, *args, **kwargs):
+        return self._run(args, kwargs)
+
+    def __str__(self):
+        return self._report()
+
+    __repr__ = __str__
+
+
+class ThunderModule(_Jitted, nn.Module):
+    """An nn.Module compiled by :func:`thunder.jit`.
+
+    It shares the original module's parameters, buffers and submodules (same
+    names in ``state_dict``); ``train()``/``eval()`` switch the original; other
+    attributes are read from and written to the original.
+    """
+
+    def __init__(self, model, executors=None, passes=None):
+        nn.Module.__init__(self)
+        object.__setattr__(self, "_model", model)
+        for name in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"):
+            object.__setattr__(self, name, getattr(model, name))
+        self._setup(model, type(model).__name__, executors, passes)
+
+    @property
+    def training(self):
+        return self.__dict__["_model"].training if "_model" in self.__dict__ else True
+
+    @training.setter
+    def training(self, mode):
+        if "_model" in self.__dict__:
+            self._model.training = mode
+
+    def forward(self, *args, **kwargs):
+        return self._run(args, kwargs)
+
+    def train(self, mode: bool = True):
+        self._model.train(mode)
+        return self
+
+    def state_dict(self, *args, **kwargs):
+        return self._model.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._model.load_state_dict(*args, **kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return nn.Module.__getattr__(self, name)
+        except AttributeError:
+            return getattr(self.__dict__["_model"], name)
+
+    def __setattr__(self, name, value):
+        if name.startswith("_") and name in ("_state", "_compiled", "_signature_fn", "_model"):
+            object.__setattr__(self, name, value)
+        elif "_model" in self.__dict__:
+            setattr(self._model, name, value)
+        else:
+            nn.Module.__setattr__(self, name, value)
+
+    def __repr__(self):
+        return self._report()
+
+    __str__ = __repr__
+
+
+def compiled_graphs(jitted):
+    state = jitted._state
+    return [g for g in state.graphs if isinstance(g, CompiledGraph)]
+
+
+@dataclass
+class CompileStats:
+    """What thunder.jit did: calls, cache hits/misses, and per graph its compile time (seconds)."""
+
+    calls: int
+    cache_hits: int
+    cache_misses: int
+    graphs: list          # dicts: index, compiled (bool), compile_seconds, pass_seconds, calls
+    graph_breaks: list    # GraphBreak
