@@ -195,7 +195,7 @@ NB_MODULE(_core, m) {
         Value out = b.builder.opaque(std::move(callee), args_from_py(args), std::move(kw), from_py(output));
         if (!effect) b.trace->symbols.back().sym = ops::opaque_symbol(false);
         return to_py(out);
-      })
+      }, nb::arg("callee"), nb::arg("args"), nb::arg("kwargs"), nb::arg("output").none(), nb::arg("effect"))
       .def("set_source", [](PyBuilder& b, std::string s) { b.builder.set_source(std::move(s)); })
       .def("set_requires_grad", [](PyBuilder& b, PyProxy p, bool rg) {
         ir::ProxyInfo& info = b.trace->proxies.at(p.id);
@@ -207,7 +207,7 @@ NB_MODULE(_core, m) {
         b.trace->output = from_py(output);
         ir::verify(*b.trace);
         return *b.trace;
-      });
+      }, nb::arg("output").none());
 
   nb::class_<passes::PassResult>(m, "PassResult")
       .def_ro("trace", &passes::PassResult::trace)
@@ -233,7 +233,7 @@ NB_MODULE(_core, m) {
           for (auto& [name, callees] : executors) ctx.executors.push_back(passes::ExecutorTable{name, callees});
           return passes::run_pipeline(t, names, ctx);
         },
-        nb::arg("trace"), nb::arg("passes"), nb::arg("evaluator") = nb::none(), nb::arg("executors") = nb::list(),
+        nb::arg("trace"), nb::arg("passes"), nb::arg("evaluator").none() = nb::none(), nb::arg("executors") = nb::list(),
         "Runs the named passes in order and returns every intermediate result.");
   m.def("pass_names", [] {
     std::vector<std::string> out;

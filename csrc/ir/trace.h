@@ -5,6 +5,7 @@
 // (see printer.h). Traces are values: passes take one and return a new one.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -98,7 +99,9 @@ struct BoundSymbol {
 };
 
 struct Trace {
-  std::vector<ProxyInfo> proxies;  // indexed by ProxyId; shared by every trace derived from one capture
+  // Indexed by ProxyId; shared by every trace derived from one capture. A deque,
+  // so references to a proxy stay valid while rules create more proxies.
+  std::deque<ProxyInfo> proxies;
   std::vector<ProxyId> inputs;
   std::vector<BoundSymbol> symbols;
   Value output;

@@ -98,7 +98,18 @@ Value sdpa(Builder& b, const Args& a) {
   if (a[7].as_bool() && qm.ndim() >= 3 && qm.shape[qm.ndim() - 3] != km.shape[km.ndim() - 3]) {
     int64_t hq = qm.shape[qm.ndim() - 3], hk = km.shape[km.ndim() - 3];
     if (hq % hk != 0) fail("ltorch.scaled_dot_product_attention", "query heads must be a multiple of key heads");
-    throw NotNative("grouped-query attention");
+    // Each key/value head serves hq / hk consecutive query heads (torch's repeat_interleave on the head dim).
+    auto repeat_heads = [&](const Value& t) {
+      std::vector<int64_t> shape = b.meta(t).shape;
+      int64_t head_dim = static_cast<int64_t>(shape.size()) - 3;
+      Value u = b.torch("unsqueeze", {t, Int(head_dim + 1)});
+      std::vector<int64_t> expanded = b.meta(u).shape;
+      expanded[head_dim + 1] = hq / hk;
+      shape[head_dim] = hq;
+      return b.torch("reshape", {b.torch("expand", {u, Value::ints(expanded)}), Value::ints(shape)});
+    };
+    key = repeat_heads(k);
+    value = repeat_heads(v);
   }
   double scale = a[6].is_none() ? 1.0 / std::sqrt(static_cast<double>(E)) : a[6].as_double();
   DType d = qm.dtype;

@@ -72,24 +72,24 @@ def _to_dtype_only(args, kwargs):
     dtype = kwargs.pop("dtype", None)
     device = kwargs.pop("device", None)
     for a in rest:
-        if isinstance(a, torch.dtype):
+        if isinstance(a, _core.DType):
             dtype = a
         elif isinstance(a, (str, torch.device)):
             device = a
         else:
             raise _core.NotNative("to with a tensor or memory_format argument")
-    if kwargs or dtype is None:
-        raise _core.NotNative("to without a dtype")
+    if kwargs:
+        raise _core.NotNative(f"to with {sorted(kwargs)}")
     if device is not None and dtypes.device_str(device) != x.device_hint:
         raise _core.NotNative("to another device")
-    return [x, dtype], {}
+    return [x, dtype if dtype is not None else x.dtype_hint], {}
 
 
 def _cast_to(dtype):
     def adapt(args, kwargs):
         if len(args) != 1 or kwargs:
             raise _core.NotNative("cast method with arguments")
-        return [args[0], dtype], {}
+        return [args[0], dtypes.to_core(dtype)], {}
     return adapt
 
 
@@ -107,8 +107,8 @@ def _max_min(name):
 class _TensorArg:
     """A tensor proxy in an argument list, with the device Dynamo recorded (used by adapters)."""
 
-    def __init__(self, proxy, device):
-        self.proxy, self.device_hint = proxy, device
+    def __init__(self, proxy, dtype, device):
+        self.proxy, self.dtype_hint, self.device_hint = proxy, dtype, device
 
 
 def _build_tables():
@@ -240,7 +240,9 @@ class _Importer:
         if isinstance(a, torch.fx.Node):
             v = self.env[a]
             if tensor_args and isinstance(v, _core.Proxy):
-                return _TensorArg(v, self._device_of(v))
+                meta = self.builder.meta(v)
+                if meta[0] != "number":
+                    return _TensorArg(v, meta[0], meta[2])
             return v
         if isinstance(a, (list, tuple)):
             items = [self._arg(x, tensor_args) for x in a]
@@ -256,10 +258,6 @@ class _Importer:
         if isinstance(a, (torch.memory_format, torch.layout)):
             return _core.Literal(str(a))
         return self._register(a, "_const")
-
-    def _device_of(self, proxy):
-        meta = self.builder.meta(proxy)
-        return meta[2] if meta[0] != "number" else None
 
     def _register(self, obj, prefix):
         name = f"{prefix}{len(self.namespace)}"
