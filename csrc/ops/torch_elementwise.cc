@@ -53,7 +53,7 @@ void register_math() {
     unary(n, Promotion::Default, n);
   for (const char* n : {"isnan", "isinf", "isfinite", "signbit", "logical_not"})
     unary(n, Promotion::Default, n);
-  unary("true_divide", Promotion::IntToFloat, "div");
+  binary("true_divide", Promotion::IntToFloat, "div");  // torch.true_divide(input, other)
   add_like("add");
   add_like("sub");
   for (const char* n : {"mul", "remainder", "fmod", "pow", "maximum", "minimum", "bitwise_and", "bitwise_or",

@@ -74,15 +74,18 @@ void register_torch_reduction() {
     def_decomposed(name, kReduction, {kInput, opt("dim", Value::tuple({})), opt("keepdim", Value(false))},
                    [name](Builder& b, const Args& a) {
                      const TensorMeta& m = b.meta(a[0]);
-                     for (int64_t d : reduction_dims(name, m, a[1]))
-                       if (m.shape[d] == 0) fail(std::string("ltorch.") + name, "cannot reduce over a zero-size dimension");
-                     return reduce(b, name, a[0], reduction_dims(name, m, a[1]), a[2].as_bool());
+                     const std::string op = std::string("ltorch.") + name;  // errors name the torch op
+                     std::vector<int64_t> dims = reduction_dims(op, m, a[1]);
+                     for (int64_t d : dims)
+                       if (m.shape[d] == 0) fail(op, "cannot reduce over a zero-size dimension");
+                     return reduce(b, name, a[0], dims, a[2].as_bool());
                    });
   }
   for (const char* name : {"argmax", "argmin"}) {
     def_decomposed(name, kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false))},
                    [name](Builder& b, const Args& a) {
-                     const TensorMeta& m = b.meta(a[0]);
+                     // A copy: it is read after b.prim, which may move the trace's proxy table.
+                     const TensorMeta m = b.meta(a[0]);
                      if (a[1].is_none()) {
                        Value r = b.prim(name, {a[0], Value()});
                        if (!a[2].as_bool()) return r;

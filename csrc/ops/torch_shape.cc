@@ -139,11 +139,12 @@ Value getitem(Builder& b, const Args& a) {
 
 // Splits `x` along `dim` into pieces of the given sizes.
 Value split_sizes(Builder& b, const Value& x, const std::vector<int64_t>& sizes, int64_t dim) {
-  const TensorMeta& m = b.meta(x);
+  // A copy: each b.prim adds a proxy, which may move the trace's proxy table.
+  const std::vector<int64_t> shape = b.meta(x).shape;
   std::vector<Value> out;
   int64_t offset = 0;
   for (int64_t s : sizes) {
-    std::vector<int64_t> start(m.shape.size(), 0), stop = m.shape;
+    std::vector<int64_t> start(shape.size(), 0), stop = shape;
     start[dim] = offset;
     stop[dim] = offset + s;
     out.push_back(b.prim("slice", {x, Value::ints(start), Value::ints(stop)}));
@@ -275,7 +276,9 @@ void register_joins() {
     const TensorMeta& m = b.meta(a[0]);
     int64_t dim = canonical_dim("ltorch.unbind", a[1].as_int(), m.ndim());
     std::vector<Value> out;
-    for (Value piece : split_sizes(b, a[0], std::vector<int64_t>(m.shape[dim], 1), dim).items())
+    // Named: a range-for over a temporary's items() would read it after its destruction.
+    const Value pieces = split_sizes(b, a[0], std::vector<int64_t>(m.shape[dim], 1), dim);
+    for (const Value& piece : pieces.items())
       out.push_back(b.prim("squeeze", {piece, Value::ints({dim})}));
     return Value::tuple(std::move(out));
   });

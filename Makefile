@@ -1,0 +1,38 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run    -- installs, then compiles the seed examples and real models and checks them against eager
+#   make test   -- installs, then runs every test (C++ with ctest, Python with pytest)
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+CORE_SOURCES := $(shell find csrc -name '*.cc' -o -name '*.h') CMakeLists.txt pyproject.toml
+
+.PHONY: install run test test-cpp test-py clean
+
+install: build/.installed
+
+# torch is pinned: any looser requirement downloads a multi-GB CUDA build on a CPU machine.
+build/.installed: $(CORE_SOURCES) requirements-dev.txt
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -r requirements-dev.txt
+	$(PIP) install -q --no-build-isolation -e .
+	@mkdir -p build && touch $@
+
+run: install
+	$(PYTHON) examples/main.py
+
+# GoogleTest comes from Debian's libgtest-dev.
+build/.gtest:
+	@test -f /usr/include/gtest/gtest.h || (apt-get update -qq && apt-get install -y -qq libgtest-dev)
+	@mkdir -p build && touch $@
+
+test-cpp: build/.gtest
+	cmake -S . -B build/cpp -G Ninja -DTHUNDER_BUILD_TESTS=ON -DTHUNDER_WERROR=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build/cpp
+	ctest --test-dir build/cpp --output-on-failure
+
+test-py: install
+	$(PYTHON) -m pytest tests
+
+test: test-cpp test-py
+
+clean:
+	rm -rf build thunder/*.so
