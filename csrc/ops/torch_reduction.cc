@@ -84,8 +84,7 @@ void register_torch_reduction() {
   for (const char* name : {"argmax", "argmin"}) {
     def_decomposed(name, kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false))},
                    [name](Builder& b, const Args& a) {
-                     // A copy: it is read after b.prim, which may move the trace's proxy table.
-                     const TensorMeta m = b.meta(a[0]);
+                     const TensorMeta& m = b.meta(a[0]);
                      if (a[1].is_none()) {
                        Value r = b.prim(name, {a[0], Value()});
                        if (!a[2].as_bool()) return r;

@@ -139,12 +139,11 @@ Value getitem(Builder& b, const Args& a) {
 
 // Splits `x` along `dim` into pieces of the given sizes.
 Value split_sizes(Builder& b, const Value& x, const std::vector<int64_t>& sizes, int64_t dim) {
-  // A copy: each b.prim adds a proxy, which may move the trace's proxy table.
-  const std::vector<int64_t> shape = b.meta(x).shape;
+  const TensorMeta& m = b.meta(x);
   std::vector<Value> out;
   int64_t offset = 0;
   for (int64_t s : sizes) {
-    std::vector<int64_t> start(shape.size(), 0), stop = shape;
+    std::vector<int64_t> start(m.shape.size(), 0), stop = m.shape;
     start[dim] = offset;
     stop[dim] = offset + s;
     out.push_back(b.prim("slice", {x, Value::ints(start), Value::ints(stop)}));

@@ -26,3 +26,12 @@ def default_executors():
     from thunder.executors.torchex import torch_executor
 
     return [torch_executor]
+
+
+def executor_sets():
+    """The executor sets thunder offers, by name: {name: [Executor, ...]} in priority order.
+
+    Benchmarks and tests iterate over these to run every configuration."""
+    from thunder.executors.torchex import torch_executor
+
+    return {"torch": [torch_executor]}
