@@ -66,11 +66,17 @@ def _arg(fn):
     return lambda a, dim: fn(a) if dim is None else fn(a, dim)
 
 
-def _number_or_tensor(tensor_fn, number_fn):
+def _number_or_tensor(tensor_fn, number_fn, tensors_only=False):
+    """A binary prim over tensors or numbers. Where torch takes no number in that position (torch.maximum,
+    torch.atan2, torch.logical_and, ...; any function with a number first), numbers become 0-dim tensors, which
+    torch promotes exactly like Python numbers."""
     def impl(*args):
-        if any(isinstance(a, torch.Tensor) for a in args):
-            return tensor_fn(*args)
-        return number_fn(*args)
+        tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        if tensor is None:
+            return number_fn(*args)
+        if tensors_only or not isinstance(args[0], torch.Tensor):
+            args = [a if isinstance(a, torch.Tensor) else torch.as_tensor(a, device=tensor.device) for a in args]
+        return tensor_fn(*args)
     return impl
 
 
@@ -87,9 +93,16 @@ _NUMBER_BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
                   "remainder": operator.mod, "floor_divide": operator.floordiv}
 
 
+# torch functions that take no Python number for either operand.
+_TENSORS_ONLY = {"maximum", "minimum", "atan2", "logical_and", "logical_or", "logical_xor"}
+
+
 def _prim_div(a, b):
-    # Integer tensors divide with truncation, like C; float tensors divide exactly.
-    if isinstance(a, torch.Tensor) and not (a.is_floating_point() or a.is_complex()):
+    # Integer tensors divide with truncation, like C; float tensors divide exactly. (A number may arrive here as a
+    # 0-dim tensor, so look at both operands: 1 / float_tensor is exact.)
+    def exact(x):
+        return isinstance(x, (float, complex)) or (isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()))
+    if not exact(a) and not exact(b):
         return torch.div(a, b, rounding_mode="trunc")
     return torch.div(a, b)
 
@@ -99,7 +112,8 @@ def _make_prims():
     for name in _UNARY:
         ns[name] = getattr(torch, name)
     for name in _BINARY:
-        ns[name] = _number_or_tensor(getattr(torch, name), _NUMBER_BINARY.get(name, getattr(torch, name)))
+        ns[name] = _number_or_tensor(getattr(torch, name), _NUMBER_BINARY.get(name, getattr(torch, name)),
+                                     name in _TENSORS_ONLY)
     ns["div"] = _number_or_tensor(_prim_div, operator.truediv)
     ns.update(
         where=torch.where, convert_element_type=convert_element_type, broadcast_in_dim=broadcast_in_dim,

@@ -270,6 +270,8 @@ class _Importer:
         if isinstance(v, (list, tuple)):
             items = [self._unwrap(x) for x in v]
             return items if isinstance(v, list) else tuple(items)
+        if isinstance(v, dict):  # keyword arguments: F.cross_entropy(x, t, weight=w)
+            return {k: self._unwrap(x) for k, x in v.items()}
         return v
 
     # -- nodes --
