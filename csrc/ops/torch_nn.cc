@@ -128,6 +128,11 @@ Value sdpa(Builder& b, const Args& a) {
       scores = b.torch("add", {scores, cast(b, mask, opmath(d))});
   }
   Value probs = b.torch("softmax", {scores, Int(-1)});
+  if (!mask.is_none()) {
+    // torch's safe softmax: a row the mask hides entirely attends to nothing (zeros), not NaN.
+    Value row_max = b.torch("amax", {scores, Value::ints({-1}), Value(true)});
+    probs = b.torch("where", {b.torch("eq", {row_max, Value(-INFINITY)}), num(0.0), probs});
+  }
   return cast(b, b.torch("matmul", {probs, vs}), d);
 }
 
