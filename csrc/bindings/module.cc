@@ -5,14 +5,18 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <memory>
 
+#include "codegen/cpu_render.h"
 #include "ir/printer.h"
 #include "ops/op_table.h"
 #include "passes/passes.h"
+#include "runtime/compiler.h"
 
 namespace nb = nanobind;
 using namespace thunder;
@@ -216,7 +220,7 @@ NB_MODULE(_core, m) {
 
   m.def("run_pipeline",
         [](const ir::Trace& t, std::vector<std::string> names, nb::object evaluator,
-           std::vector<std::pair<std::string, std::map<std::string, std::string>>> executors) {
+           std::vector<std::tuple<std::string, std::map<std::string, std::string>, bool>> executors) {
           passes::PassContext ctx;
           if (!evaluator.is_none()) {
             // Python evaluates the symbol's call expression with the constant
@@ -230,11 +234,72 @@ NB_MODULE(_core, m) {
               return nb::cast<int64_t>(r);
             };
           }
-          for (auto& [name, callees] : executors) ctx.executors.push_back(passes::ExecutorTable{name, callees});
+          for (auto& [name, callees, fusion] : executors)
+            ctx.executors.push_back(passes::ExecutorTable{name, callees, fusion});
           return passes::run_pipeline(t, names, ctx);
         },
         nb::arg("trace"), nb::arg("passes"), nb::arg("evaluator").none() = nb::none(), nb::arg("executors") = nb::list(),
         "Runs the named passes in order and returns every intermediate result.");
+  m.def("render_cpu", [](const ir::Trace& t, const std::string& executor) {
+    // One translation unit with a kernel per fusion symbol of `executor`; returns
+    // (source, [(kernel name, [input proxies], [output proxies])]).
+    std::vector<codegen::KernelPlan> plans;
+    std::vector<std::string> names;
+    nb::list kernels;
+    for (const ir::BoundSymbol& b : t.symbols) {
+      if (b.sym->level != ir::Level::Fusion || b.executor != executor) continue;
+      std::set<ir::ProxyId> outs;
+      for (ir::ProxyId id : b.output_proxies()) outs.insert(id);
+      std::string why;
+      auto plan = codegen::plan_kernel(t, b.subsymbols, outs, &why);
+      if (!plan) throw std::logic_error("fusion " + b.callee + " no longer plans: " + why);
+      plans.push_back(*plan);
+      names.push_back(b.callee);
+      std::vector<PyProxy> ins, os;
+      for (ir::ProxyId id : plan->inputs) ins.push_back(PyProxy{id});
+      for (ir::ProxyId id : plan->outputs) os.push_back(PyProxy{id});
+      kernels.append(nb::make_tuple(b.callee, ins, os));
+    }
+    std::vector<std::pair<const codegen::KernelPlan*, std::string>> pairs;
+    for (size_t i = 0; i < plans.size(); ++i) pairs.emplace_back(&plans[i], names[i]);
+    return nb::make_tuple(codegen::render_cpu_module(t, pairs), kernels);
+  }, "C++ source for the CPU fusions of a trace, and each kernel's inputs and outputs.");
+
+  nb::class_<runtime::Module>(m, "KernelModule", "A compiled, loaded shared object of kernels.")
+      .def_ro("path", &runtime::Module::path)
+      .def_ro("key", &runtime::Module::key)
+      .def_ro("command", &runtime::Module::command)
+      .def_ro("cache_hit", &runtime::Module::cache_hit)
+      .def_ro("compile_seconds", &runtime::Module::compile_seconds)
+      .def("symbol", [](const runtime::Module& mod, const std::string& name) {
+        return reinterpret_cast<uintptr_t>(mod.symbol(name));
+      }, "The address of an exported kernel.");
+  m.def("load_module", [](const std::string& source, const std::string& cache_dir, std::optional<std::vector<std::string>> flags,
+                          std::optional<std::string> compiler) {
+    runtime::CompileOptions o;
+    o.cache_dir = cache_dir;
+    if (flags) o.flags = *flags;
+    if (compiler) o.compiler = *compiler;
+    nb::gil_scoped_release release;
+    return runtime::load_module(source, o);
+  }, nb::arg("source"), nb::arg("cache_dir"), nb::arg("flags").none() = nb::none(), nb::arg("compiler").none() = nb::none(),
+     "Compiles (or loads from the disk cache) a translation unit of kernels; RuntimeError with the compiler output on failure.");
+  m.def("default_compile_flags", [] { return runtime::CompileOptions{}.flags; });
+  m.def("launch", [](uintptr_t kernel, const std::vector<uintptr_t>& pointers) {
+    auto fn = reinterpret_cast<runtime::Kernel>(kernel);
+    if (pointers.size() > 64) {
+      std::vector<void*> args;
+      for (uintptr_t p : pointers) args.push_back(reinterpret_cast<void*>(p));
+      nb::gil_scoped_release release;
+      fn(args.data());
+      return;
+    }
+    void* args[64];
+    for (size_t i = 0; i < pointers.size(); ++i) args[i] = reinterpret_cast<void*>(pointers[i]);
+    nb::gil_scoped_release release;
+    fn(args);
+  }, "Runs a kernel on raw pointers: its inputs, then its outputs.");
+
   m.def("pass_names", [] {
     std::vector<std::string> out;
     for (const auto& p : passes::pass_table()) out.push_back(p.name);

@@ -30,6 +30,14 @@ std::string str_repr(const std::string& s) {
   for (char c : s) {
     if (c == '\\' || c == '\'') out += '\\';
     if (c == '\n') { out += "\\n"; continue; }
+    // Python source cannot hold a bare CR (it ends the line) or a NUL: escape control bytes.
+    if (c == '\r') { out += "\\r"; continue; }
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += buf;
+      continue;
+    }
     out += c;
   }
   return out + "'";
@@ -80,7 +88,7 @@ void print_symbol(std::ostringstream& os, const Trace& t, const BoundSymbol& b, 
                   bool as_comment, const PrintOptions& opt) {
   std::string prefix = indent + (as_comment ? "# " : "");
   os << prefix << lhs(t, b) << call_expression(t, b) << meta_comment(t, b) << "\n";
-  if (opt.subsymbols)
+  if (opt.subsymbols || b.sym->level == Level::Fusion)  // a fusion always lists what it computes
     for (const BoundSymbol& sub : b.subsymbols) print_symbol(os, t, sub, indent + (as_comment ? "  " : ""), true, opt);
 }
 

@@ -70,7 +70,8 @@ std::string_view Symbol::module() const {
   switch (level) {
     case Level::Prim: return "prims";
     case Level::Torch: return "ltorch";
-    case Level::Opaque: return "";
+    case Level::Opaque:
+    case Level::Fusion: return "";
   }
   return "";
 }

@@ -50,7 +50,9 @@ enum Tag : uint32_t {
   kConstant = 1u << 7,     // materializes a compile-time constant
 };
 
-enum class Level : uint8_t { Prim, Torch, Opaque };
+/// Prims and torch-level ops come from the op tables; opaque symbols from capture;
+/// fusion symbols from the fusion pass (their sub-symbols are what they compute).
+enum class Level : uint8_t { Prim, Torch, Opaque, Fusion };
 
 /// A formal parameter of a symbol. `required` parameters print positionally;
 /// the others print as `name=value` only where they differ from their default.

@@ -28,9 +28,13 @@ using Evaluator =
 
 /// What an executor can run: qualified op name ("prims.add", "ltorch.softmax",
 /// "opaque") -> the Python expression that runs it ("torch.add").
+/// A fusion executor (`fusion` true) claims the prims in `callees` for its
+/// kernels, and a torch-level op whose whole decomposition it claims (by
+/// descending into it); it never claims a symbol whose outputs require grad.
 struct ExecutorTable {
   std::string name;
   std::map<std::string, std::string> callees;
+  bool fusion = false;
 };
 
 struct PassContext {
@@ -64,6 +68,12 @@ Trace constant_folding(const Trace& t, const PassContext& ctx);
 /// turn. Throws std::runtime_error naming the op if nothing can run it.
 Trace claim_executors(const Trace& t, const PassContext& ctx);
 
+/// Groups the symbols claimed by a fusion executor into regions that each plan
+/// as one kernel (see codegen/kernel_plan.h), without creating cycles, and
+/// replaces each region by one fusion symbol whose sub-symbols are the region.
+/// Symbols left alone, and regions without arithmetic, go to the next executor.
+Trace fuse(const Trace& t, const PassContext& ctx);
+
 /// The proxies whose identity is observable: trace outputs and arguments of
 /// effectful symbols, closed backward through symbols that may return views
 /// of their inputs. Passes must not merge or fold these.
@@ -76,7 +86,7 @@ struct Pass {
   PassFn fn;
 };
 
-/// The passes by name, in the default order: cse, constant_folding, dce, claim.
+/// The passes by name, in the default order: cse, constant_folding, dce, claim, fusion.
 const std::vector<Pass>& pass_table();
 
 struct PassResult {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
@@ -7,9 +8,39 @@
 namespace thunder::passes {
 namespace {
 
-void claim_into(const ir::BoundSymbol& b, const PassContext& ctx, std::vector<ir::BoundSymbol>& out) {
-  std::string key = b.sym->level == ir::Level::Opaque ? "opaque" : std::string(b.sym->module()) + "." + b.sym->name;
+std::string op_key(const ir::BoundSymbol& b) {
+  return b.sym->level == ir::Level::Opaque ? "opaque" : std::string(b.sym->module()) + "." + b.sym->name;
+}
+
+bool outputs_require_grad(const Trace& t, const ir::BoundSymbol& b) {
+  for (ProxyId id : b.output_proxies())
+    if (t.proxy(id).is_tensor && t.proxy(id).tensor.requires_grad) return true;
+  return false;
+}
+
+// True if a fusion executor can run b: a prim it claims, or a composite all of whose prims it claims.
+bool fusible(const ir::BoundSymbol& b, const ExecutorTable& ex) {
+  if (b.sym->level == ir::Level::Opaque) return false;
+  if (b.subsymbols.empty()) return b.sym->level == ir::Level::Prim && ex.callees.count(op_key(b));
+  return std::all_of(b.subsymbols.begin(), b.subsymbols.end(), [&](const auto& s) { return fusible(s, ex); });
+}
+
+// Until autodiff exists, symbols whose outputs require grad stay with the
+// non-fusion executors, whose ops torch's autograd differentiates.
+void claim_into(const Trace& t, const ir::BoundSymbol& b, const PassContext& ctx, bool allow_fusion,
+                std::vector<ir::BoundSymbol>& out) {
+  const std::string key = op_key(b);
   for (const ExecutorTable& ex : ctx.executors) {
+    if (ex.fusion) {
+      if (!allow_fusion || !fusible(b, ex)) continue;
+      if (b.subsymbols.empty()) {
+        ir::BoundSymbol claimed = b;
+        claimed.executor = ex.name;
+        out.push_back(std::move(claimed));
+        return;
+      }
+      break;  // descend below; the fusion executor claims each prim
+    }
     auto it = ex.callees.find(key);
     if (it == ex.callees.end()) continue;
     ir::BoundSymbol claimed = b;
@@ -22,7 +53,7 @@ void claim_into(const ir::BoundSymbol& b, const PassContext& ctx, std::vector<ir
   for (const ir::BoundSymbol& sub : b.subsymbols) {
     ir::BoundSymbol s = sub;
     if (s.source.empty()) s.source = b.source;
-    claim_into(s, ctx, out);
+    claim_into(t, s, ctx, allow_fusion, out);
   }
 }
 
@@ -38,7 +69,7 @@ std::string format_seconds(double s) {
 Trace claim_executors(const Trace& t, const PassContext& ctx) {
   Trace out = t.empty_copy("Executor claiming");
   out.output = t.output;
-  for (const ir::BoundSymbol& b : t.symbols) claim_into(b, ctx, out.symbols);
+  for (const ir::BoundSymbol& b : t.symbols) claim_into(t, b, ctx, !outputs_require_grad(t, b), out.symbols);
   return out;
 }
 
@@ -48,6 +79,7 @@ const std::vector<Pass>& pass_table() {
       {"constant_folding", "Constant folding", constant_folding},
       {"dce", "Dead-code elimination", dead_code_elimination},
       {"claim", "Executor claiming", claim_executors},
+      {"fusion", "Fusion", fuse},
   };
   return table;
 }

@@ -56,6 +56,7 @@ class CompiledGraph:
     pass_seconds: dict
     fallbacks: list               # (node, target, reason) of ops imported as opaque
     calls: int = 0
+    kernels: dict = field(default_factory=dict)  # fusion executor name -> (KernelModule, C++ source)
 
     @property
     def execution_trace(self):
@@ -103,7 +104,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     for ex in executors:
         namespace.update(ex.namespace)
     namespace.update(imported.namespace)
-    tables = [(ex.name, ex.callees) for ex in executors]
+    tables = [(ex.name, ex.callees, ex.fusion) for ex in executors]
     views = [TraceView(imported.trace, namespace, "Imported from the FX graph")]
     results = _core.run_pipeline(imported.trace, list(passes), _constant_evaluator(namespace, constants), tables)
     pass_seconds = {}
@@ -113,5 +114,14 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
         logger.debug("thunder: graph %d: %s", index, r.trace.provenance)
         if trace_enabled():
             log_trace("thunder: graph %d after %s:\n%s", index, r.name, views[-1])
+    kernels = {}
+    for ex in executors:
+        if ex.fusion and ex.lower is not None:
+            launchers, module, source = ex.lower(views[-1].trace)
+            namespace.update(launchers)
+            if module is not None:
+                kernels[ex.name] = (module, source)
     fn = views[-1].python_callable()
-    return CompiledGraph(index, views, fn, time.perf_counter() - start, pass_seconds, imported.fallbacks)
+    graph = CompiledGraph(index, views, fn, time.perf_counter() - start, pass_seconds, imported.fallbacks)
+    graph.kernels = kernels
+    return graph

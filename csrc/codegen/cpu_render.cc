@@ -1,0 +1,440 @@
+#include "codegen/cpu_render.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "ir/printer.h"
+
+namespace thunder::codegen {
+namespace {
+
+using ir::DType;
+
+constexpr int64_t kGrain = 32768;  // elements below which a kernel runs on one thread
+
+bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
+
+// The C++ type a value is computed in.
+std::string compute_type(DType d) {
+  switch (d) {
+    case DType::Bool: return "bool";
+    case DType::UInt8: return "uint8_t";
+    case DType::Int8: return "int8_t";
+    case DType::Int16: return "int16_t";
+    case DType::Int32: return "int32_t";
+    case DType::Int64: return "int64_t";
+    case DType::Float64: return "double";
+    default: return "float";
+  }
+}
+
+// The C++ type a value is stored in.
+std::string storage_type(DType d) {
+  if (d == DType::Float16) return "_Float16";
+  if (d == DType::BFloat16) return "uint16_t";
+  return compute_type(d);
+}
+
+std::string load(DType d, const std::string& lvalue) {
+  if (d == DType::Float16) return "(float)" + lvalue;
+  if (d == DType::BFloat16) return "bf16_to_float(" + lvalue + ")";
+  return lvalue;
+}
+
+std::string store(DType d, const std::string& v) {
+  if (d == DType::Float16) return "(_Float16)" + v;
+  if (d == DType::BFloat16) return "float_to_bf16(" + v + ")";
+  return v;
+}
+
+// Rounds a float computed for a half-precision value to that precision.
+std::string round_to(DType d, const std::string& e) {
+  if (d == DType::Float16) return "(float)(_Float16)(" + e + ")";
+  if (d == DType::BFloat16) return "bf16_round(" + e + ")";
+  return e;
+}
+
+std::string literal(const ir::Value& v, const std::string& type) {
+  if (std::holds_alternative<bool>(v.v)) return v.as_bool() ? "true" : "false";
+  if (std::holds_alternative<int64_t>(v.v)) return "(" + type + ")" + std::to_string(v.as_int()) + "LL";
+  double d = v.as_double();
+  if (std::isnan(d)) return "(" + type + ")NAN";
+  if (std::isinf(d)) return d > 0 ? "(" + type + ")INFINITY" : "(" + type + ")(-INFINITY)";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", d);
+  return "(" + type + ")" + buf;
+}
+
+// The per-op string table: the C++ expression of an elementwise prim.
+// `a`, `b`, `c` are operand expressions already in the compute type `T`
+// of the result (comparisons get them in their own types).
+std::string expression(const std::string& op, DType out, DType in, const std::vector<std::string>& x) {
+  const std::string T = compute_type(out);
+  const bool fl = ir::is_floating(in);
+  const std::string& a = x[0];
+  auto b = [&] { return x.at(1); };
+  // Vectorizable through glibc's libmvec (declared `omp declare simd` in the prelude).
+  static const std::set<std::string> vector_math = {
+      "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sin", "cos", "tan", "asin", "acos", "atan",
+      "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc"};
+  const std::string suffix = T == "float" ? "f" : "";
+  if (vector_math.count(op)) return op + suffix + "(" + a + ")";
+  if (op == "lgamma") return "std::lgamma(" + a + ")";
+  if (op == "sqrt") return "std::sqrt(" + a + ")";
+  if (op == "neg") return "(" + T + ")(-" + a + ")";
+  if (op == "abs") return fl ? "std::fabs(" + a + ")" : "(" + T + ")(" + a + " < 0 ? -" + a + " : " + a + ")";
+  if (op == "floor" || op == "ceil" || op == "trunc") return fl ? "std::" + op + "(" + a + ")" : a;
+  if (op == "round") return fl ? "std::nearbyint(" + a + ")" : a;
+  if (op == "sign")
+    return fl ? "(" + a + " != " + a + " ? " + a + " : (" + T + ")((" + a + " > 0) - (" + a + " < 0)))"
+              : "(" + T + ")((" + a + " > 0) - (" + a + " < 0))";
+  if (op == "reciprocal") return "((" + T + ")1 / " + a + ")";
+  if (op == "rsqrt") return "((" + T + ")1 / std::sqrt(" + a + "))";
+  if (op == "sigmoid") return "((" + T + ")1 / ((" + T + ")1 + exp" + suffix + "(-" + a + ")))";
+  if (op == "bitwise_not") return in == DType::Bool ? "!" + a : "(" + T + ")(~" + a + ")";
+  if (op == "logical_not") return "!(" + a + ")";
+  if (op == "isnan") return fl ? "(" + a + " != " + a + ")" : "false";
+  if (op == "isinf") return fl ? "std::isinf(" + a + ")" : "false";
+  if (op == "isfinite") return fl ? "std::isfinite(" + a + ")" : "true";
+  if (op == "signbit") return fl ? "std::signbit(" + a + ")" : "(" + a + " < 0)";
+  if (op == "add") return "(" + T + ")(" + a + " + " + b() + ")";
+  if (op == "sub") return "(" + T + ")(" + a + " - " + b() + ")";
+  if (op == "mul") return "(" + T + ")(" + a + " * " + b() + ")";
+  if (op == "div") return "(" + a + " / " + b() + ")";
+  if (op == "pow") return "pow" + suffix + "(" + a + ", " + b() + ")";
+  if (op == "atan2") return "atan2" + suffix + "(" + a + ", " + b() + ")";
+  if (op == "copysign") return "std::copysign(" + a + ", " + b() + ")";
+  if (op == "fmod") return "std::fmod(" + a + ", " + b() + ")";
+  if (op == "remainder") return "py_remainder(" + a + ", " + b() + ")";
+  if (op == "maximum") return fl ? "nan_max(" + a + ", " + b() + ")" : "std::max<" + T + ">(" + a + ", " + b() + ")";
+  if (op == "minimum") return fl ? "nan_min(" + a + ", " + b() + ")" : "std::min<" + T + ">(" + a + ", " + b() + ")";
+  if (op == "bitwise_and") return "(" + T + ")(" + a + " & " + b() + ")";
+  if (op == "bitwise_or") return "(" + T + ")(" + a + " | " + b() + ")";
+  if (op == "bitwise_xor") return "(" + T + ")(" + a + " ^ " + b() + ")";
+  static const std::map<std::string, std::string> compare = {{"eq", "=="}, {"ne", "!="}, {"lt", "<"},
+                                                             {"le", "<="}, {"gt", ">"}, {"ge", ">="}};
+  if (auto it = compare.find(op); it != compare.end()) return "(" + a + " " + it->second + " " + b() + ")";
+  if (op == "logical_and") return "((" + a + " != 0) && (" + b() + " != 0))";
+  if (op == "logical_or") return "((" + a + " != 0) || (" + b() + " != 0))";
+  if (op == "logical_xor") return "((" + a + " != 0) != (" + b() + " != 0))";
+  if (op == "where") return "(" + a + " ? " + b() + " : " + x.at(2) + ")";
+  if (op == "convert_element_type") return out == DType::Bool ? "(" + a + " != 0)" : "(" + T + ")(" + a + ")";
+  if (op == "alias" || op == "broadcast_in_dim" || op == "reshape") return a;
+  throw std::logic_error("cpu codegen: no expression for prims." + op);
+}
+
+struct Reduction {
+  std::string acc_type, init, combine, pragma_op;
+};
+
+Reduction reduction_rule(const std::string& op, DType d) {
+  const std::string T = compute_type(d);
+  const bool fl = ir::is_floating(d);
+  if (op == "sum" || op == "prod") {
+    std::string acc = fl ? "double" : d == DType::Bool ? "int64_t" : T == "uint8_t" ? "uint64_t" : "int64_t";
+    if (op == "sum") return {acc, "0", "acc + (" + acc + ")x", "+"};
+    return {acc, "1", "acc * (" + acc + ")x", "*"};
+  }
+  std::string lim = op == "amax" ? (fl ? "-INFINITY" : "std::numeric_limits<" + T + ">::lowest()")
+                                 : (fl ? "INFINITY" : "std::numeric_limits<" + T + ">::max()");
+  std::string fn = std::string(op == "amax" ? "max" : "min");
+  std::string combine = fl ? "nan_" + fn + "(acc, x)" : "std::" + fn + "<" + T + ">(acc, x)";
+  return {T, lim, combine, (fl ? "nan_" : "std_") + fn + "_" + T};
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+class KernelWriter {
+ public:
+  KernelWriter(const ir::Trace& t, const KernelPlan& p) : t_(t), p_(p) {
+    for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
+    for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
+  }
+
+  std::string write(const std::string& name) {
+    std::ostringstream os;
+    os << "extern \"C\" void " << name << "(void* const* args) {\n";
+    size_t k = 0;
+    for (ProxyId id : p_.inputs) {
+      os << "  const " << storage_type(dtype(id)) << "* __restrict in" << k << " = (const " << storage_type(dtype(id))
+         << "*)args[" << k << "];\n";
+      ++k;
+    }
+    for (size_t i = 0; i < p_.outputs.size(); ++i)
+      os << "  " << storage_type(dtype(p_.outputs[i])) << "* __restrict out" << i << " = ("
+         << storage_type(dtype(p_.outputs[i])) << "*)args[" << k + i << "];\n";
+    std::vector<int> outer, inner;
+    int64_t outer_n = 1, total = 1;
+    for (size_t d = 0; d < p_.domain.size(); ++d) {
+      (p_.reduced[d] ? inner : outer).push_back(static_cast<int>(d));
+      if (!p_.reduced[d]) outer_n *= p_.domain[d];
+      total *= p_.domain[d];
+    }
+    parallel_inner_ = outer_n == 1 && total >= kGrain;
+    std::string body;
+    if (!p_.has_reduction()) {
+      // One loop nest over the whole domain; every value is element level.
+      Scope scope;
+      std::string stores;
+      for (size_t i = 0; i < p_.outputs.size(); ++i) stores += store_line(p_.outputs[i], i, scope, "    ");
+      std::string pragma = total >= kGrain && outer.size() > 0
+                               ? "#pragma omp parallel for" + collapse(outer.size() > 1 ? outer.size() - 1 : 1) +
+                                     " schedule(static)"
+                               : "";
+      body = loops(outer, scope.lines + stores, pragma, "  ", true);
+    } else {
+      Scope row;
+      std::string stores;
+      std::vector<size_t> element_outputs;
+      for (size_t i = 0; i < p_.outputs.size(); ++i) {
+        if (p_.element_level(p_.outputs[i])) element_outputs.push_back(i);
+        else stores += store_line(p_.outputs[i], i, row, "");
+      }
+      if (!element_outputs.empty()) {
+        Scope inner_scope{{}, &row, {}};
+        std::string inner_stores;
+        for (size_t i : element_outputs) inner_stores += store_line(p_.outputs[i], i, inner_scope, "");
+        row.lines += loops(inner, inner_scope.lines + inner_stores,
+                           parallel_inner_ ? "#pragma omp parallel for" + collapse(inner.size()) : "", "", true);
+      }
+      std::string pragma = outer_n > 1 && total >= kGrain ? "#pragma omp parallel for" + collapse(outer.size()) +
+                                                                " schedule(static)"
+                                                          : "";
+      body = loops(outer, indent(row.lines + stores, "  "), pragma, "  ", false);
+    }
+    os << body << "}\n";
+    return os.str();
+  }
+
+  /// The custom OpenMP reductions this kernel uses ("nan_max_float", ...).
+  const std::set<std::string>& reductions() const { return reductions_; }
+
+ private:
+  struct Scope {
+    std::string lines;
+    Scope* parent = nullptr;
+    std::set<ProxyId> defined;
+    bool has(ProxyId v) const { return defined.count(v) || (parent && parent->has(v)); }
+  };
+
+  DType dtype(ProxyId v) const { return t_.tensor(v).dtype; }
+  std::string var(ProxyId v) const { return "v" + std::to_string(v); }
+
+  std::string offset(ProxyId v) const {
+    const auto& al = p_.align.at(v);
+    std::vector<int64_t> strides = contiguous_strides(t_.tensor(v).shape);
+    std::string out;
+    for (size_t i = 0; i < al.size(); ++i) {
+      if (al[i] < 0 || t_.tensor(v).shape[i] == 1) continue;
+      out += (out.empty() ? "" : " + ") + std::string("i") + std::to_string(al[i]) +
+             (strides[i] == 1 ? "" : " * " + std::to_string(strides[i]) + "LL");
+    }
+    return out.empty() ? "0" : out;
+  }
+
+  std::string store_line(ProxyId v, size_t index, Scope& scope, const std::string& ind) {
+    emit(v, scope);
+    return ind + "out" + std::to_string(index) + "[" + offset(v) + "] = " + store(dtype(v), var(v)) + ";\n";
+  }
+
+  // Defines v in `scope` (or, for row-level values inside an inner scope, in its parent).
+  void emit(ProxyId v, Scope& scope) {
+    if (scope.has(v)) return;
+    if (scope.parent && p_.has_reduction() && !p_.element_level(v)) return emit(v, *scope.parent);
+    const std::string T = compute_type(dtype(v));
+    auto it = producer_.find(v);
+    if (it == producer_.end()) {  // a kernel input
+      std::string lvalue = "in" + std::to_string(input_index_.at(v)) + "[" + offset(v) + "]";
+      scope.lines += "const " + T + " " + var(v) + " = " + load(dtype(v), lvalue) + ";\n";
+      scope.defined.insert(v);
+      return;
+    }
+    const ir::BoundSymbol& b = *it->second;
+    const std::string& op = b.sym->name;
+    if (op == "sum" || op == "prod" || op == "amax" || op == "amin") return emit_reduction(v, b, scope);
+    std::vector<std::string> operands;
+    DType in_dtype = dtype(v);
+    for (size_t i = 0; i < b.args.size(); ++i) {
+      const ir::Value& a = b.args[i];
+      if (op == "convert_element_type" && i == 1) break;
+      if ((op == "broadcast_in_dim" || op == "reshape") && i > 0) break;
+      if (a.is_proxy()) {
+        emit(a.proxy(), scope);
+        operands.push_back(var(a.proxy()));
+        if (op != "where" || i > 0) in_dtype = dtype(a.proxy());
+      } else {
+        operands.push_back("");  // typed below, once the operand dtype is known
+      }
+    }
+    for (size_t i = 0; i < operands.size(); ++i)
+      if (operands[i].empty()) operands[i] = literal(b.args[i], compute_type(in_dtype));
+    std::string e = expression(op, dtype(v), in_dtype, operands);
+    if (is_half(dtype(v)) && op != "alias" && op != "broadcast_in_dim" && op != "reshape") e = round_to(dtype(v), e);
+    scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
+    scope.defined.insert(v);
+  }
+
+  void emit_reduction(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
+    ProxyId in = b.args[0].proxy();
+    Reduction r = reduction_rule(b.sym->name, dtype(in));
+    std::string acc = "acc" + std::to_string(v);
+    Scope inner{{}, &scope, {}};
+    emit(in, inner);
+    std::string body = inner.lines + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n";
+    std::vector<int> dims;
+    for (size_t d = 0; d < p_.domain.size(); ++d)
+      if (p_.reduced[d]) dims.push_back(static_cast<int>(d));
+    if (r.pragma_op.rfind("nan_", 0) == 0 || r.pragma_op.rfind("std_", 0) == 0) reductions_.insert(r.pragma_op);
+    std::string clause = " reduction(" + r.pragma_op + ":" + acc + ")";
+    std::string pragma = parallel_inner_ ? "#pragma omp parallel for" + collapse(dims.size()) + clause : "";
+    scope.lines += r.acc_type + " " + acc + " = " + r.init + ";\n";
+    scope.lines += loops(dims, body, pragma, "", true, "#pragma omp simd" + clause);
+    std::string result = "(" + compute_type(dtype(v)) + ")" + acc;
+    scope.lines += "const " + compute_type(dtype(v)) + " " + var(v) + " = " + round_to(dtype(v), result) + ";\n";
+    scope.defined.insert(v);
+  }
+
+  static std::string replace_acc(std::string combine, const std::string& acc, const std::string& x) {
+    std::string out;
+    for (size_t i = 0; i < combine.size(); ++i) {
+      auto word_at = [&](const std::string& w) {
+        return combine.compare(i, w.size(), w) == 0 && (i + w.size() == combine.size() || !std::isalnum(combine[i + w.size()])) &&
+               (i == 0 || !std::isalnum(combine[i - 1]));
+      };
+      if (word_at("acc")) { out += acc; i += 2; }
+      else if (word_at("x")) { out += x; }
+      else out += combine[i];
+    }
+    return out;
+  }
+
+  static std::string collapse(size_t n) { return n > 1 ? " collapse(" + std::to_string(n) + ")" : ""; }
+
+  static std::string indent(const std::string& text, const std::string& by) {
+    std::string out, line;
+    std::istringstream is(text);
+    while (std::getline(is, line)) out += (line.empty() ? "" : by) + line + "\n";
+    return out;
+  }
+
+  // A loop nest over domain dims `dims` around `body`; `pragma` goes on the
+  // outermost loop, `simd` on the innermost one (when it is not also the outermost parallel one).
+  std::string loops(const std::vector<int>& dims, const std::string& body, const std::string& pragma,
+                    const std::string& ind, bool simd_inner, const std::string& simd = "#pragma omp simd") const {
+    if (dims.empty()) return indent(body, ind);
+    std::string out, close;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      std::string pad = ind + std::string(2 * k, ' ');
+      if (k == 0 && !pragma.empty()) {
+        std::string p = pragma;
+        // A lone loop that is both the parallel and the innermost one: `parallel for simd`.
+        if (dims.size() == 1 && simd_inner) p.replace(p.find("parallel for") + 12, 0, " simd");
+        out += pad + p + "\n";
+      }
+      else if (k + 1 == dims.size() && simd_inner && (k > 0 || pragma.empty())) out += pad + simd + "\n";
+      std::string i = "i" + std::to_string(dims[k]);
+      out += pad + "for (int64_t " + i + " = 0; " + i + " < " + std::to_string(p_.domain[dims[k]]) + "LL; ++" + i + ") {\n";
+      close = pad + "}\n" + close;
+    }
+    return out + indent(body, ind + std::string(2 * dims.size(), ' ')) + close;
+  }
+
+  const ir::Trace& t_;
+  const KernelPlan& p_;
+  std::map<ProxyId, const ir::BoundSymbol*> producer_;
+  std::map<ProxyId, size_t> input_index_;
+  std::set<std::string> reductions_;
+  bool parallel_inner_ = false;
+};
+
+}  // namespace
+
+std::string cpu_prelude() {
+  return R"(// Generated by thunder's CPU code generator.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <algorithm>
+
+// glibc's libmvec has vector versions of these; declaring them `omp declare simd`
+// lets the compiler vectorize loops that call them without -ffast-math
+// (which would also assume away NaN and infinity, unlike PyTorch).
+#define THUNDER_VECTOR_MATH(name) \
+  _Pragma("omp declare simd notinbranch") float name##f(float); \
+  _Pragma("omp declare simd notinbranch") double name(double);
+extern "C" {
+THUNDER_VECTOR_MATH(exp) THUNDER_VECTOR_MATH(exp2) THUNDER_VECTOR_MATH(log) THUNDER_VECTOR_MATH(log2)
+THUNDER_VECTOR_MATH(log10) THUNDER_VECTOR_MATH(log1p) THUNDER_VECTOR_MATH(expm1) THUNDER_VECTOR_MATH(sin)
+THUNDER_VECTOR_MATH(cos) THUNDER_VECTOR_MATH(tan) THUNDER_VECTOR_MATH(asin) THUNDER_VECTOR_MATH(acos)
+THUNDER_VECTOR_MATH(atan) THUNDER_VECTOR_MATH(sinh) THUNDER_VECTOR_MATH(cosh) THUNDER_VECTOR_MATH(tanh)
+THUNDER_VECTOR_MATH(asinh) THUNDER_VECTOR_MATH(acosh) THUNDER_VECTOR_MATH(atanh) THUNDER_VECTOR_MATH(erf)
+THUNDER_VECTOR_MATH(erfc)
+#pragma omp declare simd notinbranch
+float powf(float, float);
+#pragma omp declare simd notinbranch
+double pow(double, double);
+#pragma omp declare simd notinbranch
+float atan2f(float, float);
+#pragma omp declare simd notinbranch
+double atan2(double, double);
+}
+
+static inline float bf16_to_float(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+// Round to nearest even, as torch does; NaN stays a (quiet) NaN.
+static inline uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (f != f) return 0x7FC0;
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return (uint16_t)(bits >> 16);
+}
+static inline float bf16_round(float f) { return bf16_to_float(float_to_bf16(f)); }
+// torch.maximum / torch.minimum: NaN wins.
+template <class T> static inline T nan_max(T a, T b) { return (a != a || a > b) ? a : b; }
+template <class T> static inline T nan_min(T a, T b) { return (a != a || a < b) ? a : b; }
+// Python's remainder: the result has the divisor's sign.
+template <class T> static inline T py_remainder(T a, T b) {
+  T r = std::fmod(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+)";
+}
+
+std::string render_cpu_module(const ir::Trace& t, const std::vector<std::pair<const KernelPlan*, std::string>>& kernels) {
+  std::set<std::string> reductions;
+  std::string code;
+  for (const auto& [plan, name] : kernels) {
+    KernelWriter w(t, *plan);
+    code += "\n" + w.write(name);
+    reductions.insert(w.reductions().begin(), w.reductions().end());
+  }
+  std::string declares;
+  for (const std::string& r : reductions) {
+    // "nan_max_float": a NaN-propagating max over float for OpenMP reductions; "std_min_int32_t": std::min.
+    size_t cut = r.find('_', 4);
+    std::string fn = r.substr(0, cut), type = r.substr(cut + 1);
+    bool is_max = fn.find("max") != std::string::npos;
+    std::string call = fn.rfind("std_", 0) == 0 ? "std::" + fn.substr(4) + "<" + type + ">" : fn;
+    std::string init = fn.rfind("nan_", 0) == 0 ? (is_max ? "-INFINITY" : "INFINITY")
+                                                 : "std::numeric_limits<" + type + ">::" + (is_max ? "lowest()" : "max()");
+    declares += "#pragma omp declare reduction(" + r + " : " + type + " : omp_out = " + call +
+                "(omp_out, omp_in)) initializer(omp_priv = " + init + ")\n";
+  }
+  return cpu_prelude() + declares + code;
+}
+
+}  // namespace thunder::codegen

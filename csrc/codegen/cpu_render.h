@@ -1,0 +1,24 @@
+// Rendering kernel plans as C++ for the CPU.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_plan.h"
+
+namespace thunder::codegen {
+
+/// The prelude every generated translation unit starts with: includes,
+/// half-precision conversions, NaN-propagating min/max.
+std::string cpu_prelude();
+
+/// One translation unit holding a kernel per (plan, name): each is
+/// `extern "C" void <name>(void* const* args)`, where args holds the plan's
+/// input pointers then its output pointers, all contiguous. Loops run over the
+/// plan's domain, the outer ones in parallel with OpenMP above a grain size;
+/// float16/bfloat16 values compute in float32 and round to their dtype after
+/// every op, as eager PyTorch does.
+std::string render_cpu_module(const ir::Trace& trace,
+                              const std::vector<std::pair<const KernelPlan*, std::string>>& kernels);
+
+}  // namespace thunder::codegen

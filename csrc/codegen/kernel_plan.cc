@@ -1,0 +1,191 @@
+#include "codegen/kernel_plan.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace thunder::codegen {
+namespace {
+
+const std::unordered_set<std::string> kFusible = {
+    // elementwise
+    "neg", "abs", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
+    "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "floor",
+    "ceil", "round", "trunc", "sign", "reciprocal", "sigmoid", "bitwise_not", "isnan", "isinf", "isfinite",
+    "signbit", "logical_not", "add", "sub", "mul", "div", "remainder", "fmod", "pow", "maximum", "minimum", "atan2",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "copysign", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+    "logical_or", "logical_xor", "where", "convert_element_type",
+    // data movement the loop nest absorbs
+    "broadcast_in_dim", "reshape", "alias",
+    // reductions
+    "sum", "prod", "amax", "amin",
+};
+
+const std::unordered_set<std::string> kFloatOnly = {
+    "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos",
+    "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "reciprocal", "sigmoid",
+    "pow", "atan2", "copysign", "remainder", "fmod", "div"};
+
+bool fail(std::string* why, std::string msg) {
+  if (why) *why = std::move(msg);
+  return false;
+}
+
+bool is_reduction(const std::string& n) { return n == "sum" || n == "prod" || n == "amax" || n == "amin"; }
+
+// Assigns `al` to `v`, or checks it equals the alignment already assigned.
+bool assign(KernelPlan& p, ProxyId v, const std::vector<int>& al, std::string* why) {
+  auto [it, inserted] = p.align.emplace(v, al);
+  if (!inserted && it->second != al) return fail(why, "a value is used with two different alignments");
+  return true;
+}
+
+// The alignment of a reshape's input given its output's: only size-1 dims may appear or vanish.
+std::optional<std::vector<int>> reshape_input_alignment(const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                                                        const std::vector<int>& out_al) {
+  std::vector<int> al(in.size(), -1);
+  size_t j = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == 1) continue;
+    while (j < out.size() && out[j] == 1) ++j;
+    if (j == out.size() || out[j] != in[i]) return std::nullopt;
+    al[i] = out_al[j++];
+  }
+  while (j < out.size() && out[j] == 1) ++j;
+  if (j != out.size()) return std::nullopt;
+  return al;
+}
+
+}  // namespace
+
+bool is_fusible_prim(const std::string& name) { return kFusible.count(name) > 0; }
+
+bool KernelPlan::has_reduction() const { return std::find(reduced.begin(), reduced.end(), true) != reduced.end(); }
+
+bool KernelPlan::element_level(ProxyId v) const {
+  for (int d : align.at(v))
+    if (d >= 0 && reduced[d]) return true;
+  return false;
+}
+
+std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::BoundSymbol>& symbols,
+                                      const std::set<ProxyId>& live_out, std::string* why) {
+  KernelPlan p;
+  p.symbols = symbols;
+  std::set<ProxyId> produced;
+  const ir::TensorMeta* reduction_input = nullptr;
+  std::vector<int64_t> rdims;
+  std::string device;
+  for (const ir::BoundSymbol& b : symbols) {
+    const std::string& n = b.sym->name;
+    if (b.sym->level != ir::Level::Prim || !is_fusible_prim(n)) return fail(why, "prims." + n + " is not fusible"), std::nullopt;
+    for (ProxyId id : b.input_proxies()) {
+      const ir::ProxyInfo& info = t.proxy(id);
+      if (!info.is_tensor) return fail(why, "number proxies as kernel inputs"), std::nullopt;
+      if (!produced.count(id) && std::find(p.inputs.begin(), p.inputs.end(), id) == p.inputs.end()) p.inputs.push_back(id);
+    }
+    for (ProxyId id : b.output_proxies()) {
+      const ir::ProxyInfo& info = t.proxy(id);
+      if (!info.is_tensor) return fail(why, "number outputs"), std::nullopt;
+      if (ir::is_complex(info.tensor.dtype)) return fail(why, "complex dtypes"), std::nullopt;
+      if (device.empty()) device = info.tensor.device;
+      if (info.tensor.device != device || device != "cpu") return fail(why, "non-CPU tensors"), std::nullopt;
+      produced.insert(id);
+      if (live_out.count(id)) p.outputs.push_back(id);
+    }
+    if (kFloatOnly.count(n)) {
+      for (ProxyId id : b.input_proxies())
+        if (!ir::is_floating(t.tensor(id).dtype)) return fail(why, "prims." + n + " on integers"), std::nullopt;
+    }
+    if (is_reduction(n)) {
+      const ir::TensorMeta& in = t.tensor(b.args[0].proxy());
+      std::vector<int64_t> dims = b.args[1].as_ints();
+      std::sort(dims.begin(), dims.end());
+      if (dims.empty()) return fail(why, "empty reduction"), std::nullopt;
+      if (reduction_input && (reduction_input->shape != in.shape || rdims != dims))
+        return fail(why, "reductions over different domains"), std::nullopt;
+      reduction_input = &in;
+      rdims = dims;
+    }
+  }
+  for (ProxyId id : p.inputs)
+    if (ir::is_complex(t.tensor(id).dtype) || t.tensor(id).device != "cpu") return fail(why, "input dtype/device"), std::nullopt;
+  if (p.outputs.empty()) return fail(why, "no outputs"), std::nullopt;
+
+  // The domain: the reductions' input shape, else the largest value's shape.
+  if (reduction_input) {
+    p.domain = reduction_input->shape;
+  } else {
+    int64_t best = -1;
+    for (const ir::BoundSymbol& b : symbols)
+      for (ProxyId id : b.output_proxies())
+        if (t.tensor(id).numel() > best) best = t.tensor(id).numel(), p.domain = t.tensor(id).shape;
+  }
+  p.reduced.assign(p.domain.size(), false);
+  for (int64_t d : rdims) p.reduced[d] = true;
+
+  // Outputs not consumed inside are aligned to the domain directly: the whole
+  // domain, or the domain without R (with or without size-1 kept dims).
+  auto default_alignment = [&](const std::vector<int64_t>& shape) -> std::optional<std::vector<int>> {
+    std::vector<int> al;
+    if (shape == p.domain) {
+      for (size_t d = 0; d < shape.size(); ++d) al.push_back(static_cast<int>(d));
+      return al;
+    }
+    std::vector<int64_t> kept, keepdim;
+    std::vector<int> kept_al, keepdim_al;
+    for (size_t d = 0; d < p.domain.size(); ++d) {
+      keepdim.push_back(p.reduced[d] ? 1 : p.domain[d]);
+      keepdim_al.push_back(p.reduced[d] ? -1 : static_cast<int>(d));
+      if (!p.reduced[d]) kept.push_back(p.domain[d]), kept_al.push_back(static_cast<int>(d));
+    }
+    if (p.has_reduction() && shape == kept) return kept_al;
+    if (p.has_reduction() && shape == keepdim) return keepdim_al;
+    return std::nullopt;
+  };
+
+  for (auto it = symbols.rbegin(); it != symbols.rend(); ++it) {
+    const ir::BoundSymbol& b = *it;
+    const std::string& n = b.sym->name;
+    ProxyId out = b.output.proxy();
+    if (!p.align.count(out)) {
+      auto al = default_alignment(t.tensor(out).shape);
+      if (!al) return fail(why, "a value of shape " + std::to_string(t.tensor(out).ndim()) + "-d does not align to the domain"), std::nullopt;
+      p.align[out] = *al;
+    }
+    const std::vector<int> out_al = p.align.at(out);
+    auto arg_tensor = [&](size_t i) { return i < b.args.size() && b.args[i].is_proxy(); };
+    if (n == "broadcast_in_dim") {
+      const auto& in = t.tensor(b.args[0].proxy()).shape;
+      const auto& shape = t.tensor(out).shape;
+      std::vector<int64_t> bdims = b.args[2].as_ints();
+      std::vector<int> al(in.size());
+      for (size_t i = 0; i < in.size(); ++i) al[i] = in[i] == shape[bdims[i]] ? out_al[bdims[i]] : -1;
+      if (!assign(p, b.args[0].proxy(), al, why)) return std::nullopt;
+    } else if (n == "reshape") {
+      auto al = reshape_input_alignment(t.tensor(b.args[0].proxy()).shape, t.tensor(out).shape, out_al);
+      if (!al) return fail(why, "a reshape that moves data"), std::nullopt;
+      if (!assign(p, b.args[0].proxy(), *al, why)) return std::nullopt;
+    } else if (is_reduction(n)) {
+      std::vector<int> al;
+      for (size_t d = 0; d < p.domain.size(); ++d) al.push_back(static_cast<int>(d));
+      std::vector<int> kept;
+      for (size_t d = 0; d < p.domain.size(); ++d)
+        if (!p.reduced[d]) kept.push_back(static_cast<int>(d));
+      if (out_al != kept) return fail(why, "a reduction result used against another layout"), std::nullopt;
+      if (!assign(p, b.args[0].proxy(), al, why)) return std::nullopt;
+    } else {
+      for (size_t i = 0; i < b.args.size(); ++i)
+        if (arg_tensor(i) && !assign(p, b.args[i].proxy(), out_al, why)) return std::nullopt;
+    }
+  }
+  // Every aligned dim must have the domain's size there.
+  for (const auto& [v, al] : p.align) {
+    const auto& shape = t.tensor(v).shape;
+    for (size_t i = 0; i < al.size(); ++i)
+      if (al[i] >= 0 ? shape[i] != p.domain[al[i]] : shape[i] != 1)
+        return fail(why, "a value's shape does not fit the domain"), std::nullopt;
+  }
+  return p;
+}
+
+}  // namespace thunder::codegen

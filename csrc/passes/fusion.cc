@@ -1,0 +1,269 @@
+// Fusion partitioning: groups the symbols a fusion executor claimed into
+// regions that each become one generated kernel.
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <queue>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "codegen/kernel_plan.h"
+#include "passes/passes.h"
+
+namespace thunder::passes {
+namespace {
+
+const ir::Symbol kFusionSymbol{"fusion", ir::Level::Fusion, 0, {}};
+
+bool computes(const ir::BoundSymbol& b) {
+  const std::string& n = b.sym->name;
+  return n != "broadcast_in_dim" && n != "reshape" && n != "alias";
+}
+
+struct Group {
+  std::vector<size_t> members;  // indices into the trace's symbols, in order
+};
+
+// The values of `members` read after them (by other symbols or as trace outputs).
+std::set<ProxyId> live_out(const Trace& t, const std::vector<size_t>& members) {
+  std::set<ProxyId> produced, used_outside;
+  std::set<size_t> in(members.begin(), members.end());
+  for (size_t i : members)
+    for (ProxyId id : t.symbols[i].output_proxies()) produced.insert(id);
+  for (size_t i = 0; i < t.symbols.size(); ++i) {
+    if (in.count(i)) continue;
+    for (ProxyId id : t.symbols[i].input_proxies())
+      if (produced.count(id)) used_outside.insert(id);
+  }
+  ir::for_each_proxy(t.output, [&](ProxyId id) {
+    if (produced.count(id)) used_outside.insert(id);
+  });
+  return used_outside;
+}
+
+std::optional<codegen::KernelPlan> plan_for(const Trace& t, const std::vector<size_t>& members) {
+  std::vector<ir::BoundSymbol> syms;
+  for (size_t i : members) syms.push_back(t.symbols[i]);
+  return codegen::plan_kernel(t, syms, live_out(t, members));
+}
+
+// Gives a symbol the fusion executor could not fuse to the next executor that claims it.
+ir::BoundSymbol reclaim(const ir::BoundSymbol& b, const PassContext& ctx, const std::string& skip) {
+  std::string key = std::string(b.sym->module()) + "." + b.sym->name;
+  for (const ExecutorTable& ex : ctx.executors) {
+    if (ex.name == skip || ex.fusion) continue;
+    auto it = ex.callees.find(key);
+    if (it == ex.callees.end()) continue;
+    ir::BoundSymbol out = b;
+    out.executor = ex.name;
+    out.callee = it->second;
+    return out;
+  }
+  throw std::runtime_error("no executor can run " + key + " outside a fusion");
+}
+
+// Merges pairs of related groups (one feeds the other, or both read a common
+// value) when the union still plans as one kernel and no path leaves one
+// group and re-enters the other through symbols outside both.
+void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& group_of,
+                  const std::unordered_map<ProxyId, size_t>& producer,
+                  const std::unordered_map<ProxyId, std::set<int>>& depends) {
+  std::vector<int> parent(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) parent[g] = static_cast<int>(g);
+  std::function<int(int)> find = [&](int g) { return parent[g] == g ? g : parent[g] = find(parent[g]); };
+  auto reads = [&](const Group& g) {
+    std::set<ProxyId> r;
+    for (size_t i : g.members)
+      for (ProxyId id : t.symbols[i].input_proxies()) r.insert(id);
+    return r;
+  };
+  // A member of `g` reading a value made outside a and b that depends on `other` closes a cycle.
+  auto path_through_outside = [&](int g, int a, int b, int other) {
+    for (size_t i : groups[g].members)
+      for (ProxyId id : t.symbols[i].input_proxies()) {
+        auto p = producer.find(id);
+        if (p != producer.end() && group_of[p->second] >= 0) {
+          int pg = find(group_of[p->second]);
+          if (pg == a || pg == b) continue;
+        }
+        auto d = depends.find(id);
+        if (d == depends.end()) continue;
+        for (int dep : d->second)
+          if (find(dep) == other) return true;
+      }
+    return false;
+  };
+  for (size_t a = 0; a < groups.size(); ++a) {
+    if (find(static_cast<int>(a)) != static_cast<int>(a)) continue;
+    for (size_t b = a + 1; b < groups.size(); ++b) {
+      if (find(static_cast<int>(b)) != static_cast<int>(b)) continue;
+      std::set<ProxyId> ra = reads(groups[a]), rb = reads(groups[b]);
+      bool related = false;
+      for (ProxyId id : rb) {
+        auto p = producer.find(id);
+        related |= ra.count(id) > 0 || (p != producer.end() && group_of[p->second] >= 0 &&
+                                        find(group_of[p->second]) == static_cast<int>(a));
+      }
+      for (ProxyId id : ra) {
+        auto p = producer.find(id);
+        related |= p != producer.end() && group_of[p->second] >= 0 && find(group_of[p->second]) == static_cast<int>(b);
+      }
+      int ia = static_cast<int>(a), ib = static_cast<int>(b);
+      if (!related || path_through_outside(ib, ia, ib, ia) || path_through_outside(ia, ia, ib, ib)) continue;
+      std::vector<size_t> merged = groups[a].members;
+      merged.insert(merged.end(), groups[b].members.begin(), groups[b].members.end());
+      std::sort(merged.begin(), merged.end());
+      if (!plan_for(t, merged)) continue;
+      groups[a].members = merged;
+      groups[b].members.clear();
+      parent[ib] = ia;
+      for (size_t i : merged) group_of[i] = ia;
+    }
+  }
+  std::vector<Group> kept;
+  for (Group& g : groups)
+    if (!g.members.empty()) kept.push_back(std::move(g));
+  groups = std::move(kept);
+}
+
+}  // namespace
+
+Trace fuse(const Trace& t, const PassContext& ctx) {
+  Trace out = t.empty_copy("Fusion");
+  out.output = t.output;
+  const ExecutorTable* fuser = nullptr;
+  for (const ExecutorTable& ex : ctx.executors)
+    if (ex.fusion) fuser = &ex;
+  if (fuser == nullptr) {
+    out.symbols = t.symbols;
+    return out;
+  }
+  // Greedy grouping in program order: a symbol joins the group of one of its
+  // producers if the grown group still plans as one kernel and no value it
+  // reads depends on that group through a symbol outside it (which would make a cycle).
+  const size_t n = t.symbols.size();
+  std::vector<int> group_of(n, -1);
+  std::vector<Group> groups;
+  std::unordered_map<ProxyId, size_t> producer;
+  std::unordered_map<ProxyId, std::set<int>> depends;  // value -> groups it (transitively) depends on
+  for (size_t i = 0; i < n; ++i) {
+    const ir::BoundSymbol& b = t.symbols[i];
+    std::vector<ProxyId> ins = b.input_proxies();
+    std::set<int> deps;
+    for (ProxyId id : ins) deps.insert(depends[id].begin(), depends[id].end());
+    if (b.executor == fuser->name) {
+      std::vector<int> candidates;
+      for (ProxyId id : ins) {
+        auto it = producer.find(id);
+        if (it != producer.end() && group_of[it->second] >= 0) candidates.push_back(group_of[it->second]);
+      }
+      std::sort(candidates.rbegin(), candidates.rend());
+      candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+      for (int g : candidates) {
+        bool cycle = false;
+        for (ProxyId id : ins) {
+          auto it = producer.find(id);
+          bool inside = it != producer.end() && group_of[it->second] == g;
+          if (!inside && depends[id].count(g)) cycle = true;
+        }
+        if (cycle) continue;
+        std::vector<size_t> grown = groups[g].members;
+        grown.push_back(i);
+        if (!plan_for(t, grown)) continue;
+        groups[g].members = grown;
+        group_of[i] = g;
+        break;
+      }
+      if (group_of[i] < 0) {
+        group_of[i] = static_cast<int>(groups.size());
+        groups.push_back(Group{{i}});
+      }
+      deps.insert(group_of[i]);
+    }
+    for (ProxyId id : b.output_proxies()) {
+      producer[id] = i;
+      depends[id] = deps;
+    }
+  }
+  merge_groups(t, groups, group_of, producer, depends);
+  // Build the fused symbols; a group without arithmetic, or that does not
+  // plan, goes back to the other executors symbol by symbol.
+  std::vector<ir::BoundSymbol> nodes;  // one per group or unfused symbol
+  std::vector<size_t> node_first;      // original index of the node's first symbol
+  std::vector<int> node_of(n, -1);
+  int kernels = 0;
+  for (const Group& g : groups) {
+    bool any_compute = false;
+    for (size_t i : g.members) any_compute |= computes(t.symbols[i]);
+    auto plan = any_compute ? plan_for(t, g.members) : std::nullopt;
+    if (!plan) {
+      for (size_t i : g.members) group_of[i] = -1;
+      continue;
+    }
+    ir::BoundSymbol f;
+    f.sym = &kFusionSymbol;
+    f.executor = fuser->name;
+    f.callee = fuser->name + "_fusion" + std::to_string(kernels++);
+    for (ProxyId id : plan->inputs) f.args.push_back(ir::Value(ir::ProxyRef{id}));
+    std::vector<ir::Value> outs;
+    for (ProxyId id : plan->outputs) outs.push_back(ir::Value(ir::ProxyRef{id}));
+    f.output = outs.size() == 1 ? outs[0] : ir::Value::tuple(outs);
+    for (size_t i : g.members) {
+      f.subsymbols.push_back(t.symbols[i]);
+      node_of[i] = static_cast<int>(nodes.size());
+    }
+    f.source = t.symbols[g.members.front()].source;
+    node_first.push_back(g.members.front());
+    nodes.push_back(std::move(f));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (node_of[i] >= 0) continue;
+    const ir::BoundSymbol& b = t.symbols[i];
+    node_of[i] = static_cast<int>(nodes.size());
+    node_first.push_back(i);
+    nodes.push_back(b.executor == fuser->name ? reclaim(b, ctx, fuser->name) : b);
+  }
+  // Order the nodes topologically, preferring original program order.
+  std::unordered_map<ProxyId, int> defined_by;
+  for (size_t k = 0; k < nodes.size(); ++k)
+    for (ProxyId id : nodes[k].output_proxies()) defined_by[id] = static_cast<int>(k);
+  std::vector<std::vector<int>> users(nodes.size());
+  std::vector<int> pending(nodes.size(), 0);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    std::set<int> preds;
+    for (ProxyId id : nodes[k].input_proxies()) {
+      auto it = defined_by.find(id);
+      if (it != defined_by.end() && it->second != static_cast<int>(k)) preds.insert(it->second);
+    }
+    // Effects keep their relative order.
+    pending[k] = static_cast<int>(preds.size());
+    for (int p : preds) users[p].push_back(static_cast<int>(k));
+  }
+  int last_effect = -1;
+  std::vector<size_t> by_first(nodes.size());
+  for (size_t k = 0; k < nodes.size(); ++k) by_first[k] = k;
+  std::sort(by_first.begin(), by_first.end(), [&](size_t a, size_t b) { return node_first[a] < node_first[b]; });
+  for (size_t k : by_first) {
+    if (!nodes[k].sym->has(ir::kEffect)) continue;
+    if (last_effect >= 0) {
+      users[last_effect].push_back(static_cast<int>(k));
+      ++pending[k];
+    }
+    last_effect = static_cast<int>(k);
+  }
+  auto later = [&](int a, int b) { return node_first[a] > node_first[b]; };
+  std::priority_queue<int, std::vector<int>, decltype(later)> ready(later);
+  for (size_t k = 0; k < nodes.size(); ++k)
+    if (pending[k] == 0) ready.push(static_cast<int>(k));
+  while (!ready.empty()) {
+    int k = ready.top();
+    ready.pop();
+    out.symbols.push_back(nodes[k]);
+    for (int u : users[k])
+      if (--pending[u] == 0) ready.push(u);
+  }
+  if (out.symbols.size() != nodes.size()) throw std::logic_error("fusion created a cycle");
+  return out;
+}
+
+}  // namespace thunder::passes

@@ -1,0 +1,85 @@
+"""The CPU fusion executor: generated C++ kernels.
+
+It claims the prims the code generator handles (elementwise math, casts,
+``where``, broadcasts, reductions) and every torch-level op whose
+decomposition is made only of those — unless the op's outputs require grad
+(the kernels have no backward yet; torch's autograd handles those). The core's
+fusion pass groups what it claimed into regions; ``lower`` renders one C++
+translation unit per trace (``thunder._core.render_cpu``), compiles it with the
+system compiler into the on-disk kernel cache (``thunder._core.load_module``)
+and returns a launcher per fusion.
+
+Cache: ``$THUNDER_CACHE_DIR`` or ``~/.cache/thunder/kernels``; entries are keyed
+by source, compiler version, flags and CPU features.
+"""
+import os
+
+import torch
+
+from thunder import _core
+from thunder.core.dtypes import to_torch
+from thunder.core.log import logger
+from thunder.executors import Executor
+
+_FUSIBLE_PRIMS = [
+    "neg", "abs", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
+    "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "floor",
+    "ceil", "round", "trunc", "sign", "reciprocal", "sigmoid", "bitwise_not", "isnan", "isinf", "isfinite",
+    "signbit", "logical_not", "add", "sub", "mul", "div", "remainder", "fmod", "pow", "maximum", "minimum", "atan2",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "copysign", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+    "logical_or", "logical_xor", "where", "convert_element_type", "broadcast_in_dim", "reshape", "alias", "sum",
+    "prod", "amax", "amin",
+]
+
+
+def cache_dir():
+    return os.environ.get("THUNDER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "thunder", "kernels")
+
+
+#: Set by lower(): the last translation unit's source and module, for inspection.
+last_source = None
+
+
+def _launcher(kernel, trace, inputs, outputs):
+    specs = []
+    for p in outputs:
+        dtype, shape, device, _ = trace.meta(p)
+        specs.append((tuple(shape), to_torch(dtype), device))
+    launch = _core.launch
+    empty = torch.empty
+
+    if len(specs) == 1:
+        (shape, dtype, device), = specs
+
+        def run(*args):
+            ins = [a if a.is_contiguous() else a.contiguous() for a in args]
+            out = empty(shape, dtype=dtype, device=device)
+            launch(kernel, [a.data_ptr() for a in ins] + [out.data_ptr()])
+            return out
+        return run
+
+    def run_many(*args):
+        ins = [a if a.is_contiguous() else a.contiguous() for a in args]
+        outs = [empty(s, dtype=d, device=dev) for s, d, dev in specs]
+        launch(kernel, [a.data_ptr() for a in ins] + [o.data_ptr() for o in outs])
+        return tuple(outs)
+    return run_many
+
+
+def lower(trace):
+    """Compiles the trace's CPU fusions; returns {fusion name: launcher}, the kernel module and its source."""
+    global last_source
+    source, kernels = _core.render_cpu(trace, "cpu")
+    if not kernels:
+        return {}, None, None
+    module = _core.load_module(source, cache_dir())
+    last_source = source
+    if module.cache_hit:
+        logger.debug("thunder: cpu kernels %s loaded from the cache", module.path)
+    else:
+        logger.debug("thunder: compiled cpu kernels in %.0f ms: %s", module.compile_seconds * 1e3, module.command)
+    logger.log(5, "thunder: cpu kernel source:\n%s", source)
+    return {name: _launcher(module.symbol(name), trace, ins, outs) for name, ins, outs in kernels}, module, source
+
+
+cpu_executor = Executor("cpu", {f"prims.{n}": "" for n in _FUSIBLE_PRIMS}, {}, fusion=True, lower=lower)
