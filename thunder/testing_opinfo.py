@@ -1,0 +1,844 @@
+"""Conformance of thunder.jit against PyTorch's own OpInfo database.
+
+For every OpInfo in ``torch.testing._internal.common_methods_invocations.op_db``,
+every sample input and every dtype of :data:`DTYPES` the OpInfo supports on
+CPU, ``thunder.jit(lambda *a, **k: op(*a, **k))`` must agree with eager
+PyTorch: values (``torch.testing.assert_close``, dtype-aware tolerances, NaN
+equal), dtypes, shapes, and aliasing (an output shares storage with an input
+iff eager's does). Differentiable ops are also checked in float64 against
+``torch.autograd`` gradients; ops with an in-place variant are checked to
+mutate and return their input like eager does.
+
+Each sample is classified by how thunder ran it:
+
+``native``   every op of every captured graph was imported as a core op (no opaque op, no fallback)
+``opaque``   thunder compiled it, with at least one opaque torch op (or a fallback)
+``eager``    thunder compiled nothing (Dynamo graph break or thunder declined the graph)
+``empty``    Dynamo answered without any op (e.g. a size query); nothing to compile
+
+OpInfos listed in :data:`NATIVE_OPINFOS` must be ``native`` for every sample,
+and are also run through the *decomposed* executor (only prims are claimed, so
+every core decomposition is executed and checked). All other OpInfos must be
+correct by any path.
+
+Commands::
+
+    pytest tests/test_opinfo.py                       # the CI subset (THUNDER_OPINFO=ci, default)
+    THUNDER_OPINFO=full pytest tests/test_opinfo.py   # every sample of every dtype
+    python -m thunder.testing_opinfo --report docs/op_coverage.md [--full] [--jobs 2]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import functools
+import json
+import math
+import os
+import sys
+import time
+import warnings
+
+import torch
+import torch.utils._pytree as pytree
+
+DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.bool)
+DTYPE_NAMES = {d: str(d).replace("torch.", "") for d in DTYPES}
+
+# ---------------------------------------------------------------------------------------------
+# Which OpInfos thunder runs natively. Each one must run every sample, in every supported
+# dtype, with no opaque op and no fallback; see tests/test_opinfo.py.
+# ---------------------------------------------------------------------------------------------
+NATIVE_OPINFOS: set[str] = {
+    "__rdiv__",
+    "__rmatmul__",
+    "__rmod__",
+    "__rpow__",
+    "abs",
+    "acos",
+    "acosh",
+    "add",
+    "amax",
+    "amin",
+    "arange",
+    "argmax",
+    "argmin",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "bfloat16",
+    "bitwise_and",
+    "bitwise_left_shift",
+    "bitwise_not",
+    "bitwise_or",
+    "bitwise_right_shift",
+    "bitwise_xor",
+    "bmm",
+    "bmm.triton_optimized",
+    "bool",
+    "cat",
+    "ceil",
+    "chunk",
+    "clamp",
+    "contiguous",
+    "copysign",
+    "cos",
+    "cosh",
+    "digamma",
+    "div.floor_rounding",
+    "div.no_rounding_mode",
+    "div.trunc_rounding",
+    "double",
+    "eq",
+    "erf",
+    "erfc",
+    "erfinv",
+    "exp",
+    "exp2",
+    "expand",
+    "expm1",
+    "flatten",
+    "float",
+    "floor",
+    "floor_divide",
+    "fmod",
+    "full",
+    "full_like",
+    "ge",
+    "gt",
+    "half",
+    "int",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "le",
+    "lgamma",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "log_softmax",
+    "log_softmax.with_dtype",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
+    "long",
+    "lt",
+    "masked_fill",
+    "matmul",
+    "max.binary",
+    "max.reduction_no_dim",
+    "maximum",
+    "mean",
+    "min.binary",
+    "min.reduction_no_dim",
+    "minimum",
+    "mm",
+    "mul",
+    "ne",
+    "neg",
+    "nn.functional.cross_entropy",
+    "nn.functional.embedding",
+    "nn.functional.gelu",
+    "nn.functional.layer_norm",
+    "nn.functional.linear",
+    "nn.functional.linear_cross_entropy",
+    "nn.functional.relu",
+    "nn.functional.rms_norm",
+    "nn.functional.silu",
+    "ones",
+    "ones_like",
+    "permute",
+    "pow",
+    "prod",
+    "reciprocal",
+    "remainder",
+    "reshape",
+    "round",
+    "rsqrt",
+    "sigmoid",
+    "sign",
+    "signbit",
+    "sin",
+    "sinh",
+    "softmax",
+    "softmax.with_dtype",
+    "split",
+    "split.list_args",
+    "sqrt",
+    "squeeze",
+    "squeeze.multiple",
+    "stack",
+    "sub",
+    "sum",
+    "t",
+    "tan",
+    "tanh",
+    "transpose",
+    "true_divide",
+    "trunc",
+    "unbind",
+    "unsqueeze",
+    "view",
+    "where",
+    "zeros",
+    "zeros_like",
+}
+
+# OpInfos whose outputs are uninitialized memory: only dtype, shape and aliasing are compared.
+UNINITIALIZED_OUTPUT = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted"}
+
+# Documented skips: (opinfo id, dtype name or "*", check kind or "*") -> the PyTorch behaviour
+# thunder deliberately does not follow. Every entry is listed in docs/op_coverage.md.
+SKIPS: dict[tuple[str, str, str], str] = {}
+
+# Checks: "forward" (default executors), "decomposed" (prims-only executor, native OpInfos),
+# "grad" (float64 gradients), "inplace" (in-place variant).
+CHECKS = ("forward", "decomposed", "grad", "inplace")
+
+
+def opinfo_id(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+@functools.lru_cache(maxsize=None)
+def op_db():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torch.testing._internal.common_methods_invocations import op_db as db
+    return {opinfo_id(op): op for op in db}
+
+
+def supported_dtypes(op):
+    sup = op.supported_dtypes("cpu")
+    return [d for d in DTYPES if d in sup]
+
+
+def skip_reason(op_id, dtype_name, check):
+    for key in ((op_id, dtype_name, check), (op_id, "*", check), (op_id, dtype_name, "*"), (op_id, "*", "*")):
+        if key in SKIPS:
+            return SKIPS[key]
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one sample
+# ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Outcome:
+    op: str
+    dtype: str
+    check: str
+    sample: int
+    status: str            # "pass", "fail", "skip"
+    path: str = ""         # "native", "opaque", "eager", "empty", "error" (both raised)
+    detail: str = ""
+    opaque: list = dataclasses.field(default_factory=list)     # callees of opaque ops in the imported traces
+    fallbacks: list = dataclasses.field(default_factory=list)  # (target, reason) of native ops that fell back
+    native_ops: list = dataclasses.field(default_factory=list)  # ltorch ops in the imported traces
+    seconds: float = 0.0
+
+
+def _clone_tensor(x):
+    """An independent copy of x with the same sizes, strides, storage offset and requires_grad."""
+    if x.layout != torch.strided or x.is_quantized or x.is_meta:
+        return x.clone()
+    with torch.no_grad():
+        try:
+            y = torch.empty(0, dtype=x.dtype, device=x.device)
+            y.set_(x.untyped_storage().clone(), x.storage_offset(), x.size(), x.stride())
+        except Exception:  # noqa: BLE001
+            y = x.detach().clone()
+    if x.requires_grad:
+        y.requires_grad_(True)
+    return y
+
+
+def _clone(tree):
+    memo = {}
+
+    def one(v):
+        if isinstance(v, torch.Tensor):
+            if id(v) not in memo:
+                memo[id(v)] = _clone_tensor(v)
+            return memo[id(v)]
+        return v
+    return pytree.tree_map(one, tree)
+
+
+def _leaves(tree):
+    return [x for x in pytree.tree_leaves(tree)]
+
+
+def _tensors(tree):
+    return [x for x in pytree.tree_leaves(tree) if isinstance(x, torch.Tensor)]
+
+
+def _fresh_function(fn, tag):
+    """A new function (with its own code object, so Dynamo keeps no cache across samples) calling fn."""
+    def call(*args, **kwargs):
+        return fn(*args, **kwargs)
+    call.__code__ = call.__code__.replace(co_name=f"opinfo_{tag}")
+    return call
+
+
+def _tolerance(dtype, check):
+    if dtype == torch.float16:
+        rtol, atol = 1e-3, 1e-3
+    elif dtype == torch.bfloat16:
+        rtol, atol = 1.6e-2, 1e-2
+    elif dtype == torch.float32:
+        rtol, atol = 1.3e-6, 1e-5
+    elif dtype == torch.float64:
+        rtol, atol = 1e-7, 1e-7
+    else:
+        return 0, 0
+    if check == "decomposed":  # a decomposition rounds where a fused torch kernel may not
+        rtol, atol = rtol * 10, atol * 10
+    return rtol, atol
+
+
+def _storages(tensors):
+    out = set()
+    for t in tensors:
+        if t.layout == torch.strided and not t.is_meta:
+            with contextlib.suppress(Exception):
+                out.add(t.untyped_storage().data_ptr())
+    return out
+
+
+def _aliasing(outputs, inputs):
+    """For each output tensor: whether it shares storage with an input tensor."""
+    ins = _storages(_tensors(inputs))
+    result = []
+    for t in _tensors(outputs):
+        s = _storages([t])
+        result.append(bool(s & ins) and t.numel() > 0)
+    return result
+
+
+def compare(actual, expected, dtype, check, compare_values=True):
+    """Raises AssertionError naming the first difference between two output trees."""
+    a_leaves, a_spec = pytree.tree_flatten(actual)
+    e_leaves, e_spec = pytree.tree_flatten(expected)
+    if len(a_leaves) != len(e_leaves):
+        raise AssertionError(f"output structure differs: {a_spec} vs {e_spec}")
+    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
+        if isinstance(e, torch.Tensor):
+            if not isinstance(a, torch.Tensor):
+                raise AssertionError(f"output {i}: expected a tensor, got {type(a).__name__}")
+            if a.dtype != e.dtype:
+                raise AssertionError(f"output {i}: dtype {a.dtype}, eager {e.dtype}")
+            if a.shape != e.shape:
+                raise AssertionError(f"output {i}: shape {tuple(a.shape)}, eager {tuple(e.shape)}")
+            if a.device != e.device:
+                raise AssertionError(f"output {i}: device {a.device}, eager {e.device}")
+            if compare_values and e.layout == torch.strided:
+                rtol, atol = _tolerance(e.dtype, check)
+                try:
+                    torch.testing.assert_close(a.detach(), e.detach(), rtol=rtol, atol=atol, equal_nan=True,
+                                               check_stride=False, check_device=True)
+                except AssertionError as err:
+                    raise AssertionError(f"output {i}: {str(err).strip().splitlines()[0]} "
+                                         f"{' '.join(str(err).split()[1:40])}") from None
+        elif isinstance(e, float) and isinstance(a, float):
+            if not (a == e or (math.isnan(a) and math.isnan(e)) or math.isclose(a, e, rel_tol=1e-6, abs_tol=1e-9)):
+                raise AssertionError(f"output {i}: {a} != eager {e}")
+        elif compare_values and a != e and type(e) is not object:
+            raise AssertionError(f"output {i}: {a!r} != eager {e!r}")
+
+
+def _path(jitted):
+    """How thunder ran the last call: native/opaque/eager/empty, with the opaque callees and fallbacks."""
+    from thunder.core.compile import CompiledGraph
+
+    state = jitted._state
+    graphs = state.graphs
+    opaque, fallbacks, natives = [], [], []
+    if not graphs:
+        return ("eager" if state.graph_breaks else "empty"), opaque, fallbacks, natives
+    path = "native"
+    for g in graphs:
+        if not isinstance(g, CompiledGraph):
+            return "eager", [f"graph not compiled: {g.reason}"], fallbacks, natives
+        for b in g.traces[0].trace.symbols:
+            if b.is_opaque:
+                opaque.append(b.callee)
+            elif b.level == "ltorch":
+                natives.append(b.name)
+        fallbacks += [(str(t), r) for _, t, r in g.fallbacks]
+    if state.graph_breaks:
+        path = "opaque"
+        opaque.append("graph break")
+    if opaque or fallbacks:
+        path = "opaque"
+    if not natives and path == "native":
+        path = "empty"
+    return path, opaque, fallbacks, natives
+
+
+@functools.lru_cache(maxsize=None)
+def decomposed_executors():
+    """The torch executor without its torch-level entries: every native op runs as its decomposition
+    into prims (ops that have no decomposition keep their torch callable)."""
+    from thunder import _core
+    from thunder.executors import Executor
+    from thunder.executors.torchex import torch_executor
+
+    undecomposed = set(_core.undecomposed_ops()) if hasattr(_core, "undecomposed_ops") else set()
+    callees = {k: v for k, v in torch_executor.callees.items()
+               if not k.startswith("ltorch.") or k.split(".", 1)[1] in undecomposed}
+    return [Executor("torch-decomposed", callees, torch_executor.namespace)]
+
+
+def forward_executors():
+    """The executors of the "forward" check: the set named by THUNDER_OPINFO_EXECUTORS (a key of
+    thunder.executors.executor_sets(), default "torch")."""
+    from thunder.executors import executor_sets
+
+    return executor_sets()[os.environ.get("THUNDER_OPINFO_EXECUTORS", "torch")]
+
+
+def _fast_dynamo():
+    """Dynamo measures each new guard set's latency after flushing the CPU cache (~40 ms per compile,
+    most of a small sample's time); the harness compiles tens of thousands of graphs and has no use
+    for that number."""
+    import torch._dynamo.guards as guards
+
+    guards.profile_guard_manager = lambda *args, **kwargs: 0.0
+
+
+def _seed():
+    torch.manual_seed(1234)
+
+
+def run_sample(op, sample, dtype, check="forward", index=0) -> Outcome:
+    """Runs one sample eagerly and through thunder.jit and compares them."""
+    import thunder
+
+    op_id = opinfo_id(op)
+    out = Outcome(op_id, DTYPE_NAMES.get(dtype, str(dtype)), check, index, "pass")
+    reason = skip_reason(op_id, out.dtype, check)
+    if reason:
+        out.status, out.detail = "skip", reason
+        return out
+    start = time.perf_counter()
+    fn = op.get_op() if check != "inplace" else op.get_inplace()
+    args = (sample.input, *sample.args)
+    kwargs = dict(sample.kwargs)
+    if check == "inplace" and not isinstance(sample.input, torch.Tensor):
+        out.status, out.detail = "skip", "in-place variant takes no tensor first argument"
+        return out
+    e_args, e_kwargs = _clone((args, kwargs))
+    c_args, c_kwargs = _clone((args, kwargs))
+    executors = decomposed_executors() if check == "decomposed" else forward_executors()
+    jitted = thunder.jit(_fresh_function(fn, index), executors=executors)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager_error = compiled_error = None
+        _seed()
+        try:
+            expected = fn(*e_args, **e_kwargs)
+        except Exception as e:  # noqa: BLE001
+            eager_error = e
+        _seed()
+        try:
+            actual = jitted(*c_args, **c_kwargs)
+        except Exception as e:  # noqa: BLE001
+            compiled_error = e
+    out.path, out.opaque, out.fallbacks, out.native_ops = _path(jitted)
+    try:
+        if eager_error is not None or compiled_error is not None:
+            if eager_error is None:
+                raise AssertionError(f"thunder raised {type(compiled_error).__name__}: "
+                                     f"{str(compiled_error).strip()[:300]}")
+            if compiled_error is None:
+                raise AssertionError(f"eager raised {type(eager_error).__name__} ({str(eager_error)[:200]}) "
+                                     "but thunder did not")
+            out.path = "error"
+            return out
+        values = op_id.split(".")[0] not in UNINITIALIZED_OUTPUT
+        compare(actual, expected, dtype, check, compare_values=values)
+        # Aliasing: an output shares storage with an input iff eager's does.
+        a_alias, e_alias = _aliasing(actual, (c_args, c_kwargs)), _aliasing(expected, (e_args, e_kwargs))
+        if a_alias != e_alias:
+            raise AssertionError(f"aliasing differs: outputs sharing an input's storage: thunder {a_alias}, "
+                                 f"eager {e_alias}")
+        # Inputs mutated the same way (in-place variants, or ops that write to an argument).
+        compare(_tensors((c_args, c_kwargs)), _tensors((e_args, e_kwargs)), dtype, check, compare_values=values)
+        if check == "inplace":
+            if not (isinstance(actual, torch.Tensor) and actual is c_args[0]) and isinstance(expected, torch.Tensor) \
+                    and expected is e_args[0]:
+                raise AssertionError("the in-place variant did not return its input")
+        if check == "grad":
+            _check_grads(op, actual, expected, c_args, c_kwargs, e_args, e_kwargs)
+    except AssertionError as e:
+        out.status, out.detail = "fail", str(e)[:600]
+    except Exception as e:  # noqa: BLE001
+        out.status, out.detail = "fail", f"harness error {type(e).__name__}: {str(e)[:400]}"
+    finally:
+        out.seconds = time.perf_counter() - start
+    return out
+
+
+def _check_grads(op, actual, expected, c_args, c_kwargs, e_args, e_kwargs):
+    a_outs = [t for t in _tensors(actual) if t.requires_grad and (t.is_floating_point() or t.is_complex())]
+    e_outs = [t for t in _tensors(expected) if t.requires_grad and (t.is_floating_point() or t.is_complex())]
+    if len(a_outs) != len(e_outs):
+        raise AssertionError(f"{len(a_outs)} outputs require grad, eager {len(e_outs)}")
+    if not e_outs:
+        return
+    a_ins = [t for t in _tensors((c_args, c_kwargs)) if t.requires_grad]
+    e_ins = [t for t in _tensors((e_args, e_kwargs)) if t.requires_grad]
+    gen = torch.Generator().manual_seed(0)
+    cot = [torch.randn(t.shape, generator=gen, dtype=t.dtype) for t in e_outs]
+    e_grads = torch.autograd.grad(e_outs, e_ins, cot, allow_unused=True)
+    a_grads = torch.autograd.grad(a_outs, a_ins, cot, allow_unused=True)
+    for i, (a, e) in enumerate(zip(a_grads, e_grads)):
+        if (a is None) != (e is None):
+            if (a is None and e is not None and not e.any()) or (e is None and a is not None and not a.any()):
+                continue
+            raise AssertionError(f"gradient {i}: thunder {'None' if a is None else 'a tensor'}, eager "
+                                 f"{'None' if e is None else 'a tensor'}")
+        if a is not None:
+            try:
+                torch.testing.assert_close(a, e, rtol=1e-6, atol=1e-6, equal_nan=True)
+            except AssertionError as err:
+                raise AssertionError(f"gradient {i}: {' '.join(str(err).split()[:40])}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Selecting what to run: the CI subset and the full sweep
+# ---------------------------------------------------------------------------------------------
+
+def mode() -> str:
+    m = os.environ.get("THUNDER_OPINFO", "ci")
+    if m not in ("ci", "full"):
+        raise ValueError(f"THUNDER_OPINFO must be 'ci' or 'full', got {m!r}")
+    return m
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """Samples of one OpInfo in one dtype for one check; ``limit`` None means every sample."""
+    op: str
+    dtype: str
+    check: str
+    limit: int | None = None
+
+    @property
+    def id(self):
+        return f"{self.op}-{self.dtype}-{self.check}" + ("" if self.limit is None else f"-first{self.limit}")
+
+
+# CI: every sample of native OpInfos in float32 (forward and decomposed), the first samples of their
+# other dtypes and of their float64 gradients; one sample of every other OpInfo.
+CI_NATIVE_EXTRA_DTYPES = {"bfloat16": 2, "int64": 2, "bool": 2, "float64": 1}
+CI_NATIVE_GRAD_SAMPLES = 2
+
+
+def tasks(which: str | None = None, ops=None) -> list[Task]:
+    which = which or mode()
+    db = op_db()
+    out = []
+    for op_id, op in db.items():
+        if ops is not None and op_id not in ops:
+            continue
+        dts = [DTYPE_NAMES[d] for d in supported_dtypes(op)]
+        if not dts:
+            # Only dtypes outside DTYPES (complex, float8): run the first of them, forward only.
+            others = sorted(str(d).replace("torch.", "") for d in op.supported_dtypes("cpu"))
+            if others:
+                out.append(Task(op_id, others[0], "forward", None if which == "full" else 1))
+            continue
+        native = op_id in NATIVE_OPINFOS
+        grad = op.supports_autograd and "float64" in [DTYPE_NAMES[d] for d in op.supported_backward_dtypes("cpu")
+                                                       if d in DTYPE_NAMES]
+        inplace = op.get_inplace() is not None
+        if which == "full":
+            for d in dts:
+                out.append(Task(op_id, d, "forward"))
+                if native:
+                    out.append(Task(op_id, d, "decomposed"))
+            if grad:
+                out.append(Task(op_id, "float64", "grad"))
+            if inplace:
+                out.append(Task(op_id, dts[0] if "float32" not in dts else "float32", "inplace"))
+            continue
+        if native:
+            first = "float32" if "float32" in dts else dts[0]
+            out.append(Task(op_id, first, "forward"))
+            out.append(Task(op_id, first, "decomposed"))
+            for d, n in CI_NATIVE_EXTRA_DTYPES.items():
+                if d in dts and d != first:
+                    out.append(Task(op_id, d, "forward", n))
+            if grad:
+                out.append(Task(op_id, "float64", "grad", CI_NATIVE_GRAD_SAMPLES))
+            if inplace:
+                out.append(Task(op_id, first, "inplace", 1))
+        else:
+            first = "float32" if "float32" in dts else dts[0]
+            out.append(Task(op_id, first, "forward", 1))
+    return out
+
+
+class _NameToDtype(dict):
+    def __missing__(self, name):
+        return getattr(torch, name)
+
+
+_NAME_TO_DTYPE = _NameToDtype({v: k for k, v in DTYPE_NAMES.items()})
+
+
+def run_task(task: Task) -> list[Outcome]:
+    _fast_dynamo()
+    op = op_db()[task.op]
+    dtype = _NAME_TO_DTYPE[task.dtype]
+    requires_grad = task.check == "grad"
+    results = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        try:
+            samples = op.sample_inputs("cpu", dtype, requires_grad=requires_grad)
+            samples = list(samples if task.limit is None else _take(samples, task.limit))
+        except Exception as e:  # noqa: BLE001
+            return [Outcome(task.op, task.dtype, task.check, -1, "fail", detail=f"sample_inputs raised {e!r}"[:300])]
+    for i, s in enumerate(samples):
+        results.append(run_sample(op, s, dtype, task.check, i))
+    return results
+
+
+def _take(it, n):
+    for i, x in enumerate(it):
+        if i >= n:
+            return
+        yield x
+
+
+def failures_of(task: Task, outcomes: list[Outcome]) -> list[str]:
+    """What makes a task fail: a wrong result, or (native OpInfos) a sample not run natively."""
+    problems = []
+    native = task.op in NATIVE_OPINFOS
+    for o in outcomes:
+        if o.status == "fail":
+            problems.append(f"sample {o.sample}: {o.detail}")
+        elif o.status == "pass" and native and task.check in ("forward", "decomposed") and \
+                o.path not in ("native", "empty", "error"):
+            why = "; ".join([f"fallback {t}: {r}" for t, r in o.fallbacks] + [f"opaque {c}" for c in o.opaque])
+            problems.append(f"sample {o.sample}: not native ({o.path}): {why[:400]}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweep and the coverage report
+# ---------------------------------------------------------------------------------------------
+
+def _worker(task):
+    torch.set_num_threads(1)
+    return task, run_task(task)
+
+
+def sweep(task_list, jobs=1, progress=True, results_path=None):
+    """Runs tasks (in `jobs` processes); returns {task: [Outcome]}."""
+    results = {}
+    start = time.perf_counter()
+    sink = open(results_path, "w") if results_path else None
+    if jobs > 1:
+        import multiprocessing as mp
+        ctx = mp.get_context("fork")
+        with ctx.Pool(jobs, maxtasksperchild=50) as pool:
+            it = pool.imap_unordered(_worker, task_list, chunksize=1)
+            for n, (task, outs) in enumerate(it):
+                results[task] = outs
+                _record(sink, task, outs)
+                if progress and n % 100 == 0:
+                    print(f"[{n}/{len(task_list)}] {time.perf_counter() - start:.0f}s", file=sys.stderr, flush=True)
+    else:
+        for n, task in enumerate(task_list):
+            results[task] = run_task(task)
+            _record(sink, task, results[task])
+            if progress and n % 100 == 0:
+                print(f"[{n}/{len(task_list)}] {time.perf_counter() - start:.0f}s", file=sys.stderr, flush=True)
+            if n % 200 == 199:
+                torch._dynamo.reset()
+    if sink:
+        sink.close()
+    return results
+
+
+def _record(sink, task, outs):
+    if sink:
+        for o in outs:
+            sink.write(json.dumps(dataclasses.asdict(o)) + "\n")
+        sink.flush()
+
+
+def native_op_table():
+    """ltorch op name -> the torch spellings (functions and methods) the importer maps to it."""
+    from thunder.frontend import fx_import
+
+    table = {}
+    for fn, name in fx_import._FUNCTIONS.items():
+        q = fx_import._qualified_name(fn) or getattr(fn, "__name__", repr(fn))
+        table.setdefault(name, set()).add(q)
+    for meth, name in fx_import._METHODS.items():
+        table.setdefault(name, set()).add(f"Tensor.{meth}")
+    return table
+
+
+def report(results, path, command, seconds):
+    """Writes the markdown coverage report."""
+    from thunder import _core
+
+    by_op = {}
+    for task, outs in results.items():
+        by_op.setdefault(task.op, []).append((task, outs))
+    lines = ["# OpInfo conformance and native op coverage", "",
+             f"Generated by `{command}` ({time.strftime('%Y-%m-%d')}, torch {torch.__version__}, "
+             f"{seconds / 60:.1f} min on {os.cpu_count()} cores). Do not edit by hand.", "",
+             "Every OpInfo of `torch.testing._internal.common_methods_invocations.op_db`, every sample, in the dtypes",
+             "float32, float64, bfloat16, float16, int64, int32, bool that it supports on CPU, run through",
+             "`thunder.jit` and compared with eager PyTorch (values, dtypes, shapes, aliasing; float64 gradients;",
+             "in-place variants). `forward` runs with the default executors; `decomposed` runs native ops as their",
+             "prims decompositions; a cell `p/n` is samples passed / run, `!` marks failures, `~` samples not run",
+             "natively for a native OpInfo. Path: native = every op imported into the core, opaque = at least one op",
+             "runs as an opaque torch op, eager = thunder compiled nothing (graph break), error = eager and thunder",
+             "both raised.", ""]
+    totals = {"pass": 0, "fail": 0, "skip": 0}
+    paths = {}
+    for outs in results.values():
+        for o in outs:
+            totals[o.status] += 1
+            if o.status == "pass":
+                paths[o.path] = paths.get(o.path, 0) + 1
+    native_ops = {}  # ltorch op -> set of native OpInfo ids using it
+    for task, outs in results.items():
+        if task.op in NATIVE_OPINFOS:
+            for o in outs:
+                for n in o.native_ops:
+                    native_ops.setdefault(n, set()).add(task.op)
+    registered = set(_core.native_ops("ltorch"))
+    table = native_op_table()
+    lines += ["## Summary", "",
+              f"- samples: {sum(totals.values())}; passed {totals['pass']}, failed {totals['fail']}, "
+              f"skipped {totals['skip']}",
+              "- passed samples by path: " + ", ".join(f"{k} {v}" for k, v in sorted(paths.items())),
+              f"- OpInfos: {len(by_op)}; declared native: {len([o for o in by_op if o in NATIVE_OPINFOS])}",
+              f"- native torch-level ops registered in the C++ core: {len(registered)}; exercised by native OpInfos "
+              f"whose samples all pass natively: {len(_fully_native_ops(results, native_ops))}",
+              ""]
+    failing = [(t, o) for t, outs in results.items() for o in outs if o.status == "fail"]
+    lines += ["## Failures", ""]
+    if not failing:
+        lines += ["None.", ""]
+    for t, o in failing[:300]:
+        lines.append(f"- `{t.op}` {t.dtype} {t.check} sample {o.sample}: {o.detail.splitlines()[0][:300]}")
+    if len(failing) > 300:
+        lines.append(f"- ... and {len(failing) - 300} more")
+    lines += ["", "## Documented skips", ""]
+    if SKIPS:
+        for (op_id, dt, check), why in sorted(SKIPS.items()):
+            lines.append(f"- `{op_id}` ({dt}, {check}): {why}")
+    else:
+        lines.append("None.")
+    lines += ["", "Outputs of these OpInfos are uninitialized memory; their values are not compared "
+              "(dtype, shape and aliasing are): " + ", ".join(f"`{n}`" for n in sorted(UNINITIALIZED_OUTPUT)), ""]
+    lines += ["## Native ops", "",
+              "Each torch-level op of the C++ core, the torch spellings imported to it, and the native OpInfos",
+              "whose traces use it.", "", "| ltorch op | torch spellings | native OpInfos |", "|---|---|---|"]
+    for name in sorted(registered):
+        spell = ", ".join(sorted(table.get(name, [])))
+        ops = ", ".join(f"`{o}`" for o in sorted(native_ops.get(name, [])))
+        lines.append(f"| `{name}` | {spell} | {ops} |")
+    lines += ["", "## Per OpInfo", "",
+              "| OpInfo | kind | " + " | ".join(DTYPE_NAMES[d] for d in DTYPES) + " | grad | inplace | decomposed | "
+              "paths | fallbacks |", "|" + "---|" * (len(DTYPES) + 7)]
+    for op_id in sorted(by_op):
+        entries = by_op[op_id]
+        cells = {}
+        for task, outs in entries:
+            key = task.check if task.check != "forward" else task.dtype
+            if task.check == "decomposed":
+                key = "decomposed"
+            p = sum(o.status == "pass" for o in outs)
+            n = sum(o.status != "skip" for o in outs)
+            bad = sum(o.status == "fail" for o in outs)
+            nn_ = sum(o.status == "pass" and o.path not in ("native", "empty", "error") for o in outs) \
+                if op_id in NATIVE_OPINFOS and task.check in ("forward", "decomposed") else 0
+            prev = cells.get(key, (0, 0, 0, 0))
+            cells[key] = (prev[0] + p, prev[1] + n, prev[2] + bad, prev[3] + nn_)
+        def cell(k):
+            if k not in cells:
+                return ""
+            p, n, bad, nn_ = cells[k]
+            return f"{p}/{n}" + ("!" if bad else "") + ("~" if nn_ else "")
+        path_counts = {}
+        fallbacks = {}
+        for _, outs in entries:
+            for o in outs:
+                if o.status == "pass":
+                    path_counts[o.path] = path_counts.get(o.path, 0) + 1
+                for t, r in o.fallbacks:
+                    fallbacks[t] = fallbacks.get(t, 0) + 1
+        kind = "native" if op_id in NATIVE_OPINFOS else "opaque"
+        lines.append(f"| `{op_id}` | {kind} | " + " | ".join(cell(DTYPE_NAMES[d]) for d in DTYPES) + " | "
+                     + " | ".join(cell(k) for k in ("grad", "inplace", "decomposed")) + " | "
+                     + ", ".join(f"{k} {v}" for k, v in sorted(path_counts.items())) + " | "
+                     + ", ".join(f"{k} ×{v}" for k, v in sorted(fallbacks.items())) + " |")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _fully_native_ops(results, native_ops):
+    bad_ops = set()
+    for task, outs in results.items():
+        if task.op in NATIVE_OPINFOS and failures_of(task, outs):
+            bad_ops.add(task.op)
+    return {n for n, ops in native_ops.items() if ops - bad_ops}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--report", help="write the markdown coverage report here")
+    parser.add_argument("--full", action="store_true", help="every sample of every dtype (default: the CI subset)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--ops", help="comma-separated OpInfo ids to run (default: all)")
+    parser.add_argument("--results", help="write every outcome as JSON lines here")
+    parser.add_argument("--suggest", action="store_true", help="list non-native OpInfos whose samples all ran natively")
+    args = parser.parse_args(argv)
+    which = "full" if args.full else "ci"
+    ops = set(args.ops.split(",")) if args.ops else None
+    task_list = tasks(which, ops)
+    start = time.perf_counter()
+    results = sweep(task_list, jobs=args.jobs, results_path=args.results)
+    seconds = time.perf_counter() - start
+    bad = {t: failures_of(t, o) for t, o in results.items()}
+    bad = {t: f for t, f in bad.items() if f}
+    for t, f in sorted(bad.items(), key=lambda kv: kv[0].id):
+        print(f"FAIL {t.id}: {f[0][:300]}" + (f" (+{len(f) - 1} more)" if len(f) > 1 else ""))
+    n = sum(len(o) for o in results.values())
+    print(f"{len(task_list)} tasks, {n} samples, {len(bad)} failing tasks, {seconds:.0f}s")
+    if args.suggest:
+        for op_id in sorted({t.op for t in results}):
+            if op_id in NATIVE_OPINFOS:
+                continue
+            outs = [o for t, os_ in results.items() if t.op == op_id and t.check == "forward" for o in os_]
+            if outs and all(o.status == "pass" and o.path in ("native", "empty", "error") for o in outs) and \
+                    any(o.path == "native" for o in outs):
+                print(f"SUGGEST {op_id}")
+    if args.report:
+        cmd = "python -m thunder.testing_opinfo --report " + args.report + (" --full" if args.full else "") + \
+              (f" --jobs {args.jobs}" if args.jobs > 1 else "")
+        report(results, args.report, cmd, seconds)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
