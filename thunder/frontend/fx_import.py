@@ -172,16 +172,33 @@ def _has_effect(node, name):
     return any(word in short.lower() for word in _RANDOM_WORDS)
 
 
+_PUBLIC_MODULES = {"torch": torch, "torch.nn.functional": F, "torch.special": torch.special, "torch.fft": torch.fft,
+                   "torch.linalg": torch.linalg, "operator": operator, "math": math, "builtins": builtins}
+_PUBLIC_NAMES = {}  # id(callable) -> dotted name, filled on first use
+
+
 def _qualified_name(fn):
-    """'torch.nn.functional.gelu' if importing that path gives back fn, else None."""
-    for module_name in ("torch", "torch.nn.functional", "torch.special", "torch.fft", "torch.linalg", "operator",
-                        "math", "builtins"):
-        module = {"torch": torch, "torch.nn.functional": F, "torch.special": torch.special, "torch.fft": torch.fft,
-                  "torch.linalg": torch.linalg, "operator": operator, "math": math, "builtins": builtins}[module_name]
+    """'torch.nn.functional.gelu' if importing that path gives back fn, else None.
+
+    Found by identity, not by ``__name__``: torch.fft.fft is named "fft_fft" and torch.special.i0 "special_i0"."""
+    for module_name, module in _PUBLIC_MODULES.items():
         name = getattr(fn, "__name__", None)
         if name and getattr(module, name, None) is fn:
             return name if module_name == "builtins" else f"{module_name}.{name}"
-    return None
+    if not _PUBLIC_NAMES:
+        for module_name, module in reversed(_PUBLIC_MODULES.items()):
+            if module_name in ("builtins", "math", "operator"):
+                continue
+            for attr, obj in vars(module).items():
+                if not attr.startswith("_") and callable(obj):
+                    _PUBLIC_NAMES[id(obj)] = f"{module_name}.{attr}"
+    name = _PUBLIC_NAMES.get(id(fn))
+    return name if name is not None and _resolve(name) is fn else None
+
+
+def _resolve(dotted):
+    module_name, _, attr = dotted.rpartition(".")
+    return getattr(_PUBLIC_MODULES[module_name], attr, None)
 
 
 def source_of(node):
