@@ -93,6 +93,9 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
       }
     return false;
   };
+  // Until nothing merges: a merge can relate groups that were unrelated before.
+  for (bool changed = true; changed;) {
+  changed = false;
   for (size_t a = 0; a < groups.size(); ++a) {
     if (find(static_cast<int>(a)) != static_cast<int>(a)) continue;
     for (size_t b = a + 1; b < groups.size(); ++b) {
@@ -118,7 +121,9 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
       groups[b].members.clear();
       parent[ib] = ia;
       for (size_t i : merged) group_of[i] = ia;
+      changed = true;
     }
+  }
   }
   std::vector<Group> kept;
   for (Group& g : groups)

@@ -1,0 +1,253 @@
+"""The CPU fusion executor (generated C++ kernels) against eager PyTorch.
+
+Inference only: the executor leaves symbols whose outputs require grad to
+torch, so every test here runs under torch.no_grad().
+"""
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import thunder
+from thunder.executors import executor_sets
+from thunder.jit import compiled_graphs
+from thunder.testing import tolerance
+
+CPU = executor_sets()["cpu"]
+
+
+def run_cpu(fn, *args):
+    """fn through thunder with the CPU executor; returns (result, number of fused kernels)."""
+    jitted = thunder.jit(fn, executors=CPU)
+    with torch.no_grad():
+        out = jitted(*args)
+    graphs = compiled_graphs(jitted)
+    kernels = sum(1 for g in graphs for b in g.execution_trace.symbols if b.executor == "cpu")
+    return out, kernels
+
+
+def assert_matches_eager(fn, *args, kernels=None):
+    with torch.no_grad():
+        expected = fn(*args)
+    out, n = run_cpu(fn, *args)
+    rtol, atol = tolerance(expected.dtype)
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    torch.testing.assert_close(out, expected, rtol=rtol, atol=atol, equal_nan=True)
+    if kernels is not None:
+        assert n == kernels, f"expected {kernels} fused kernels, got {n}"
+    return out
+
+
+@pytest.fixture(autouse=True)
+def private_kernel_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("THUNDER_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
+
+
+# ---- the known traps of generated CPU code ----
+
+def test_masked_fill_with_a_broadcast_mask():
+    x = torch.randn(4, 5, 6)
+    mask = torch.rand(5, 1) > 0.5
+    assert_matches_eager(lambda x, m: x.masked_fill(m, -1.5) * 2, x, mask, kernels=1)
+
+
+def test_where_whose_condition_broadcasts_against_both_sides():
+    c = torch.rand(3, 1, 5) > 0.3
+    a, b = torch.randn(1, 4, 1), torch.randn(4, 5)
+    assert_matches_eager(lambda c, a, b: torch.where(c, a, b) + 1, c, a, b, kernels=1)
+
+
+def test_uint8_arithmetic_wraps_before_a_widening_cast():
+    a = torch.tensor([200, 250, 3, 255] * 4, dtype=torch.uint8)
+    b = torch.tensor([100, 10, 255, 1] * 4, dtype=torch.uint8)
+    out = assert_matches_eager(lambda a, b: (a + b).to(torch.int32) * 3, a, b, kernels=1)
+    assert out[0].item() == ((200 + 100) % 256) * 3
+
+
+def test_argmax_over_values_containing_nan():
+    x = torch.randn(8, 16)
+    x[2, 5] = float("nan")
+    with torch.no_grad():
+        assert torch.equal(run_cpu(lambda x: torch.argmax(x * 2, dim=1), x)[0], torch.argmax(x * 2, dim=1))
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8])
+def test_min_and_argmin_of_small_integers(dtype):
+    x = torch.randint(0, 100 if dtype == torch.int8 else 250, (4, 37), dtype=dtype)
+    assert_matches_eager(lambda x: torch.amin(x + 1, dim=1), x, kernels=1)
+    assert_matches_eager(lambda x: torch.amax(x, dim=0), x)
+    with torch.no_grad():
+        assert torch.equal(run_cpu(lambda x: torch.argmin(x + 1, dim=1), x)[0], torch.argmin(x + 1, dim=1))
+
+
+def test_float32_float16_float32_round_trip_is_not_elided():
+    x = torch.randn(1000) * 100 + 0.123456
+    out = assert_matches_eager(lambda x: x.to(torch.float16).to(torch.float32) + 0, x, kernels=1)
+    assert not torch.equal(out, x)  # the rounding happened
+
+
+def test_bfloat16_round_trip_rounds_to_nearest_even():
+    x = torch.randn(4096) * 3
+    assert_matches_eager(lambda x: (x.to(torch.bfloat16) * 3).to(torch.float32), x, kernels=1)
+
+
+def test_sum_of_ten_million_elements_is_within_float32_tolerance_of_float64():
+    x = torch.rand(10_000_000)
+    out, n = run_cpu(lambda x: (x * 1.0001).sum(), x)
+    assert n == 1
+    reference = (x.double() * 1.0001).sum()
+    assert abs(out.double().item() - reference.item()) <= 1e-6 * abs(reference.item())
+
+
+# ---- fused patterns, each one kernel ----
+
+@pytest.mark.parametrize("name,fn,make,kernels", [
+    ("softmax", lambda x: torch.softmax(x, -1), lambda: (torch.randn(33, 70),), 1),
+    ("log_softmax", lambda x: torch.log_softmax(x, 1), lambda: (torch.randn(5, 64, 3),), 1),
+    ("layer_norm", lambda x, w, b: F.layer_norm(x, (48,), w, b), lambda: (torch.randn(7, 48), torch.randn(48), torch.randn(48)), 1),
+    ("rms_norm", lambda x, w: F.rms_norm(x, (48,), w, 1e-6), lambda: (torch.randn(3, 7, 48), torch.randn(48)), 1),
+    ("bias_gelu", lambda x, b: F.gelu(x + b), lambda: (torch.randn(16, 80), torch.randn(80)), 1),
+    ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), lambda: (torch.randn(100),), 1),
+    ("silu_mul", lambda x, y: F.silu(x) * y, lambda: (torch.randn(64, 32), torch.randn(64, 32)), 1),
+    ("residual_norm", lambda x, r, w, b: F.layer_norm(x + r, (32,), w, b),
+     lambda: (torch.randn(9, 32), torch.randn(9, 32), torch.randn(32), torch.randn(32)), 1),
+    ("adam_step", lambda p, g, m, v: (p - 0.01 * (0.9 * m + 0.1 * g) / ((0.999 * v + 0.001 * g * g).sqrt() + 1e-8)),
+     lambda: tuple(torch.randn(1000) for _ in range(3)) + (torch.rand(1000),), 1),
+    ("reduce_middle_dim", lambda x: x.sum(1) * 2, lambda: (torch.randn(6, 50, 7),), 1),
+    ("reduce_all", lambda x: (x * x).mean(), lambda: (torch.randn(300, 20),), 1),
+    ("zero_dim", lambda x, y: x * y + 1, lambda: (torch.tensor(3.0), torch.tensor(2.0)), 1),
+    ("non_contiguous_input", lambda x: x.exp() + 1, lambda: (torch.randn(20, 30).t(),), 1),
+])
+def test_fused_patterns_match_eager(name, fn, make, kernels):
+    assert_matches_eager(fn, *make(), kernels=kernels)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_softmax_and_norm_in_each_float_dtype(dtype):
+    x = torch.randn(17, 64).to(dtype)
+    assert_matches_eager(lambda x: torch.softmax(x, -1), x, kernels=1)
+    assert_matches_eager(lambda x: F.rms_norm(x, (64,), eps=1e-5), x, kernels=1)
+
+
+def test_nan_propagates_through_max_and_maximum():
+    x = torch.randn(4, 8)
+    x[1, 3] = float("nan")
+    assert_matches_eager(lambda x: torch.amax(x, 1) + torch.maximum(x, torch.zeros(())).sum(1), x)
+
+
+def test_integer_and_bool_semantics():
+    a = torch.randint(-50, 50, (64,), dtype=torch.int32)
+    b = torch.randint(-5, 5, (64,), dtype=torch.int32)
+    assert_matches_eager(lambda a, b: (a * b - a) ^ (b & 7), a, b, kernels=1)
+    assert_matches_eager(lambda a, b: ((a > b) | (a == 0)).logical_not(), a, b, kernels=1)
+    assert_matches_eager(lambda a: (a > 0).sum(), a)
+
+
+def test_gradient_requiring_regions_stay_with_torch():
+    x = torch.randn(8, 8, requires_grad=True)
+    jitted = thunder.jit(lambda x: (x.exp() * 2).sum(), executors=CPU)
+    out = jitted(x)
+    out.backward()
+    torch.testing.assert_close(x.grad, 2 * x.detach().exp())
+    executors = {b.executor for g in compiled_graphs(jitted) for b in g.execution_trace.symbols}
+    assert executors == {"torch"}
+
+
+def test_generated_source_and_cache():
+    x = torch.randn(10)
+    jitted = thunder.jit(lambda x: x.sin() * 2, executors=CPU)
+    with torch.no_grad():
+        jitted(x)
+    graph = compiled_graphs(jitted)[-1]
+    module, source = graph.kernels["cpu"]
+    assert "cpu_fusion0" in source and "extern \"C\"" in source
+    assert os.path.exists(module.path)
+    # A second compile of the same function hits the disk cache.
+    again = thunder.jit(lambda x: x.sin() * 2, executors=CPU)
+    with torch.no_grad():
+        again(x)
+    assert compiled_graphs(again)[-1].kernels["cpu"][0].cache_hit
+
+
+_COMPILE_IN_A_NEW_PROCESS = """
+import torch, thunder
+from thunder.executors import executor_sets
+from thunder.jit import compiled_graphs
+x = torch.arange(10.0)
+jitted = thunder.jit(lambda x: x.cos() * 3, executors=executor_sets()["cpu"])
+with torch.no_grad():
+    assert torch.allclose(jitted(x), x.cos() * 3)
+module = compiled_graphs(jitted)[-1].kernels["cpu"][0]
+print(module.cache_hit, module.path)
+"""
+
+
+def test_a_corrupt_cache_entry_is_detected_and_rebuilt():
+    import subprocess
+    import sys
+
+    def compile_once():
+        out = subprocess.run([sys.executable, "-c", _COMPILE_IN_A_NEW_PROCESS], capture_output=True, text=True,
+                             env=dict(os.environ), check=True).stdout.split()
+        return out[0] == "True", out[1]
+
+    compile_once()
+    hit, path = compile_once()
+    assert hit
+    with open(path, "r+b") as f:  # no process has it loaded now
+        f.truncate(100)
+    hit, _ = compile_once()
+    assert not hit
+    assert compile_once()[0]
+
+
+# ---- property-based differential tests: random fusible programs ----
+
+UNARY = [torch.neg, torch.abs, torch.exp, torch.tanh, torch.sigmoid, torch.relu, lambda x: x * 0.5, torch.sin,
+         lambda x: F.gelu(x), lambda x: x.clamp(-1, 1), torch.sqrt, torch.log1p]
+BINARY = [torch.add, torch.sub, torch.mul, torch.maximum, torch.minimum, lambda a, b: torch.where(a > b, a, b)]
+REDUCE = [lambda x: x.sum(-1, keepdim=True), lambda x: x.amax(-1, keepdim=True), lambda x: x.mean(-1, keepdim=True)]
+
+
+@st.composite
+def programs(draw):
+    rows, cols = draw(st.integers(1, 9)), draw(st.integers(1, 40))
+    dtype = draw(st.sampled_from([torch.float32, torch.float64, torch.bfloat16]))
+    steps = draw(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 11), st.integers(0, 5)), min_size=2, max_size=12))
+    shapes = draw(st.lists(st.sampled_from([(rows, cols), (cols,), (rows, 1), (1, cols), ()]), min_size=2, max_size=3))
+    transpose_first = draw(st.booleans())
+    return rows, cols, dtype, steps, shapes, transpose_first
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_random_fusible_programs_match_eager(program):
+    rows, cols, dtype, steps, shapes, transpose_first = program
+    gen = torch.Generator().manual_seed(len(steps) * 7 + rows)
+    inputs = [torch.randn((rows, cols), generator=gen).abs() + 0.1]
+    inputs[0] = (inputs[0].t().contiguous().t() if transpose_first else inputs[0]).to(dtype)
+    inputs += [(torch.randn(s, generator=gen).abs() + 0.1).to(dtype) for s in shapes]
+
+    def fn(*xs):
+        values = list(xs)
+        for kind, op, arg in steps:
+            x = values[-1]
+            if kind == 0:
+                y = UNARY[op](x)
+            elif kind == 1:
+                y = BINARY[op % len(BINARY)](x, values[arg % len(values)])
+            else:
+                y = REDUCE[op % len(REDUCE)](x) if x.dim() > 0 else x
+            values.append(y.abs() + 0.1)  # keep sqrt/log defined
+        return values[-1]
+
+    with torch.no_grad():
+        expected = fn(*inputs)
+    out, _ = run_cpu(fn, *inputs)
+    rtol, atol = tolerance(expected.dtype)
+    if dtype == torch.bfloat16:  # long bf16 chains round differently in places; compare with a chain-length allowance
+        rtol, atol = 5e-2, 5e-2
+    torch.testing.assert_close(out, expected, rtol=rtol * 4, atol=atol * 4)
