@@ -16,7 +16,7 @@ from thunder.core.options import LogLevel
 from thunder.frontend import dynamo as _dynamo
 from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs
 
-__all__ = ["jit", "last_traces", "compile_stats", "set_log_level", "set_log_file", "LogLevel", "ThunderModule",
+__all__ = ["jit", "last_traces", "last_kernels", "compile_stats", "set_log_level", "set_log_file", "LogLevel", "ThunderModule",
            "ThunderFunction"]
 
 _dynamo.register()
@@ -71,3 +71,20 @@ def compile_stats(jitted) -> CompileStats:
                        "compile_seconds": g.compile_seconds if compiled else None,
                        "pass_seconds": dict(g.pass_seconds) if compiled else {}})
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks))
+
+
+def last_kernels(jitted, graph: int = -1):
+    """The generated kernels of one compiled graph (default: the most recent).
+
+    Returns a list of dicts, one per fusion executor that generated code:
+    ``executor``, ``source`` (the C++ translation unit), ``command`` (the
+    compiler command line; "" when loaded from the disk cache), ``path`` (the
+    cached shared object), ``cache_hit`` and ``compile_seconds``. Empty if the
+    graph has no fusions. Raises LookupError if nothing was compiled.
+    """
+    graphs = compiled_graphs(jitted)
+    if not graphs:
+        raise LookupError("thunder.last_kernels: no graph has been compiled yet (call the jitted function first)")
+    return [{"executor": name, "source": source, "command": module.command, "path": module.path,
+             "cache_hit": module.cache_hit, "compile_seconds": module.compile_seconds}
+            for name, (module, source) in graphs[graph].kernels.items()]

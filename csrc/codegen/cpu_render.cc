@@ -131,11 +131,17 @@ struct Reduction {
   std::string acc_type, init, combine, pragma_op;
 };
 
-Reduction reduction_rule(const std::string& op, DType d) {
+// Float sums of up to this many elements accumulate in float (in SIMD lanes,
+// which already sum pairwise-ish); longer ones in double, to stay within
+// float32 tolerance of an exact sum.
+constexpr int64_t kFloatAccumulationLimit = 1 << 16;
+
+Reduction reduction_rule(const std::string& op, DType d, int64_t length) {
   const std::string T = compute_type(d);
   const bool fl = ir::is_floating(d);
   if (op == "sum" || op == "prod") {
-    std::string acc = fl ? "double" : d == DType::Bool ? "int64_t" : T == "uint8_t" ? "uint64_t" : "int64_t";
+    std::string float_acc = T == "float" && length <= kFloatAccumulationLimit ? "float" : "double";
+    std::string acc = fl ? float_acc : d == DType::Bool ? "int64_t" : T == "uint8_t" ? "uint64_t" : "int64_t";
     if (op == "sum") return {acc, "0", "acc + (" + acc + ")x", "+"};
     return {acc, "1", "acc * (" + acc + ")x", "*"};
   }
@@ -284,7 +290,10 @@ class KernelWriter {
 
   void emit_reduction(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
     ProxyId in = b.args[0].proxy();
-    Reduction r = reduction_rule(b.sym->name, dtype(in));
+    int64_t length = 1;
+    for (size_t d = 0; d < p_.domain.size(); ++d)
+      if (p_.reduced[d]) length *= p_.domain[d];
+    Reduction r = reduction_rule(b.sym->name, dtype(in), length);
     std::string acc = "acc" + std::to_string(v);
     Scope inner{{}, &scope, {}};
     emit(in, inner);

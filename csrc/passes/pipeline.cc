@@ -18,11 +18,32 @@ bool outputs_require_grad(const Trace& t, const ir::BoundSymbol& b) {
   return false;
 }
 
-// True if a fusion executor can run b: a prim it claims, or a composite all of whose prims it claims.
+bool claims_prim(const ir::BoundSymbol& b, const ExecutorTable& ex) {
+  return b.sym->level == ir::Level::Prim && ex.callees.count(op_key(b)) > 0;
+}
+
+// Counts the leaf prims of b the fusion executor claims (`fused`, those that
+// compute, not just move data) and the others; `matmul` notes a matmul among the others.
+void count_leaves(const ir::BoundSymbol& b, const ExecutorTable& ex, int& fused, int& other, bool& matmul) {
+  if (b.subsymbols.empty()) {
+    if (claims_prim(b, ex)) fused += b.sym->has(ir::kShape) || b.sym->name == "alias" ? 0 : 1;
+    else ++other, matmul |= b.sym->name == "matmul";
+    return;
+  }
+  for (const ir::BoundSymbol& s : b.subsymbols) count_leaves(s, ex, fused, other, matmul);
+}
+
+// Whether a fusion executor takes b: a prim it claims, or a composite worth
+// opening: one with arithmetic it can fuse and no matmul (matmuls, and ops
+// built on them such as linear and attention, stay with torch's BLAS).
+// Leaves it cannot fuse (e.g. the gather in cross_entropy) go to the next executor.
 bool fusible(const ir::BoundSymbol& b, const ExecutorTable& ex) {
   if (b.sym->level == ir::Level::Opaque) return false;
-  if (b.subsymbols.empty()) return b.sym->level == ir::Level::Prim && ex.callees.count(op_key(b));
-  return std::all_of(b.subsymbols.begin(), b.subsymbols.end(), [&](const auto& s) { return fusible(s, ex); });
+  if (b.subsymbols.empty()) return claims_prim(b, ex);
+  int fused = 0, other = 0;
+  bool matmul = false;
+  count_leaves(b, ex, fused, other, matmul);
+  return fused > 0 && !matmul;
 }
 
 // Until autodiff exists, symbols whose outputs require grad stay with the

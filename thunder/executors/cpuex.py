@@ -77,8 +77,8 @@ def lower(trace):
     if module.cache_hit:
         logger.debug("thunder: cpu kernels %s loaded from the cache", module.path)
     else:
-        logger.debug("thunder: compiled cpu kernels in %.0f ms: %s", module.compile_seconds * 1e3, module.command)
-    logger.log(5, "thunder: cpu kernel source:\n%s", source)
+        logger.debug("thunder: compiled cpu kernels in %.0f ms with: %s", module.compile_seconds * 1e3, module.command)
+    logger.debug("thunder: cpu kernel source (%s):\n%s", module.path, source)
     return {name: _launcher(module.symbol(name), trace, ins, outs) for name, ins, outs in kernels}, module, source
 
 

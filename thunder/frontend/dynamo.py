@@ -143,13 +143,18 @@ _graph_break_logger = logging.getLogger("torch._dynamo.symbolic_convert.__graph_
 _graph_break_handler = _GraphBreakHandler()
 
 
+def _listen_for_graph_breaks():
+    # Once: setting a logger's level clears every logger's cache, far too slow per call.
+    if _graph_break_handler not in _graph_break_logger.handlers:
+        _graph_break_logger.addHandler(_graph_break_handler)
+    if _graph_break_logger.level != logging.DEBUG:
+        _graph_break_logger.setLevel(logging.DEBUG)
+    _graph_break_logger.propagate = False  # ours to read, not to print
+
+
 @contextlib.contextmanager
 def capturing(state: JitState):
     """Attributes what Dynamo does during the block (graph breaks) to ``state``."""
-    if _graph_break_handler not in _graph_break_logger.handlers:
-        _graph_break_logger.addHandler(_graph_break_handler)
-    _graph_break_logger.setLevel(logging.DEBUG)
-    _graph_break_logger.propagate = False  # ours to read, not to print
     token = _current.set(state)
     try:
         yield
@@ -158,7 +163,8 @@ def capturing(state: JitState):
 
 
 def register():
-    """Registers "thunder" as a torch.compile backend name."""
+    """Registers "thunder" as a torch.compile backend name, and starts reading Dynamo's graph breaks."""
+    _listen_for_graph_breaks()
     from torch._dynamo.backends.registry import _BACKENDS, register_backend
 
     if "thunder" not in _BACKENDS:
