@@ -251,3 +251,18 @@ def test_random_fusible_programs_match_eager(program):
     if dtype == torch.bfloat16:  # long bf16 chains round differently in places; compare with a chain-length allowance
         rtol, atol = 5e-2, 5e-2
     torch.testing.assert_close(out, expected, rtol=rtol * 4, atol=atol * 4)
+
+
+def test_processes_compiling_the_same_kernel_at_once_all_succeed(tmp_path):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, THUNDER_CACHE_DIR=str(tmp_path / "shared-cache"))
+    procs = [subprocess.Popen([sys.executable, "-c", _COMPILE_IN_A_NEW_PROCESS], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in results]
+    paths = {out.split()[1] for out, _ in results}
+    assert len(paths) == 1  # one cache entry, whoever renamed it last
+    leftovers = [f for f in os.listdir(tmp_path / "shared-cache") if not f.endswith(".so")]
+    assert leftovers == []
