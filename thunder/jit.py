@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 
 from thunder.core.compile import CompiledGraph
+from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES
 from thunder.executors import default_executors
 from thunder.frontend.dynamo import EagerGraph, JitState, capturing, thunder_backend
@@ -36,17 +37,44 @@ class _Jitted:
         state = self._state
         state.calls += 1
         graphs, breaks = len(state.graphs), len(state.graph_breaks)
+        ran = sum(g.calls for g in state.graphs)
         try:
             with capturing(state):
                 out = self._compiled(*args, **kwargs)
         except Exception as e:
-            self._annotate(e, args, kwargs)
-            raise
+            if not self._failed_before_running(e, ran):
+                self._annotate(e, args, kwargs)
+                raise
+            # Dynamo, tracing with fake tensors, found that the program fails on these inputs, before any of it ran.
+            # Its error wraps the fake tensors' (a TorchRuntimeError, whose inner type and message may differ from
+            # eager's); running the program eagerly raises exactly what eager raises.
+            logger.debug("thunder: %s fails while Dynamo traces it; running it eagerly: %s", state.name,
+                         str(e).splitlines()[0])
+            try:
+                out = self._original()(*args, **kwargs)
+            except Exception as eager_error:
+                self._annotate(eager_error, args, kwargs)
+                raise eager_error from None
         if len(state.graphs) > graphs or len(state.graph_breaks) > breaks:
             state.cache_misses += 1
         else:
             state.cache_hits += 1
         return out
+
+    def _original(self):
+        d = self.__dict__
+        return d["_model"] if "_model" in d else d["_fn"]
+
+    def _failed_before_running(self, error, graphs_ran):
+        """Whether Dynamo raised for a user error while tracing the called function's own frame (not a frame
+        resumed after a graph break), with no graph run yet in this call: then nothing of the call has run."""
+        if not isinstance(error, torch._dynamo.exc.TorchRuntimeError):
+            return False
+        stack = getattr(error, "real_stack", None)
+        code = getattr(self._signature_fn, "__code__", None)
+        if not stack or code is None or sum(g.calls for g in self._state.graphs) != graphs_ran:
+            return False
+        return (stack[0].filename, stack[0].name) == (code.co_filename, code.co_name)
 
     def _annotate(self, error, args, kwargs):
         """Adds a note naming each argument the compiled program does not understand."""

@@ -1,0 +1,102 @@
+"""Graph breaks: data-dependent Python control flow splits the program; the
+break is reported (reason and the user's source line) and results still equal
+eager."""
+import inspect
+
+import torch
+import torch.nn as nn
+
+import thunder
+from conftest import assert_same, check_program
+
+
+def branchy(x):
+    y = x * 2
+    if x.sum() > 0:
+        return y + 1
+    return y - 1
+
+
+BRANCH_LINE = inspect.getsource(branchy).splitlines()[2].strip()  # "if x.sum() > 0:"
+
+
+def test_data_dependent_if_breaks_the_graph_and_is_reported():
+    jitted = thunder.jit(branchy)
+    pos, neg = torch.ones(3), -torch.ones(3)
+    assert_same(jitted(pos), branchy(pos))
+    assert_same(jitted(neg), branchy(neg))
+    stats = thunder.compile_stats(jitted)
+    assert len(stats.graph_breaks) >= 1
+    report = str(jitted)
+    assert "graph breaks (1):" in report
+    assert BRANCH_LINE in report
+    assert __file__.rsplit("/", 1)[-1] in report
+    line = next(l for l in report.splitlines() if BRANCH_LINE in l and ":" in l)
+    # The reason follows the location.
+    assert "data-dependent" in line.lower() or "branch" in line.lower(), line
+    br = stats.graph_breaks[0]
+    assert br.reason and br.location.endswith(str(inspect.getsourcelines(branchy)[1] + 2))
+
+
+def test_graph_break_pieces_are_compiled_by_thunder():
+    jitted = thunder.jit(branchy)
+    jitted(torch.ones(3))
+    jitted(-torch.ones(3))
+    stats = thunder.compile_stats(jitted)
+    # Before the branch, and each side of it.
+    assert len(stats.graphs) == 3 and all(g["compiled"] for g in stats.graphs)
+    # Both sides of the branch are each called once, the prefix twice.
+    assert sorted(g["calls"] for g in stats.graphs) == [1, 1, 2]
+    # Calling again with the same inputs hits the caches.
+    jitted(torch.ones(3))
+    assert thunder.compile_stats(jitted).cache_hits == 1
+
+
+def test_graph_break_results_and_gradients_equal_eager():
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    xe = x.detach().clone().requires_grad_()
+
+    def loop(x):
+        y = torch.zeros((), dtype=x.dtype)
+        for i in range(x.shape[0]):
+            if x[i] > 0:
+                y = y + x[i] * x[i]
+            else:
+                y = y - x[i]
+        return y
+
+    jitted = thunder.jit(loop)
+    out, expected = jitted(x), loop(xe)
+    assert_same(out, expected)
+    out.backward()
+    expected.backward()
+    assert_same(x.grad, xe.grad)
+    assert thunder.compile_stats(jitted).graph_breaks
+
+
+def test_item_and_print_inside_a_module():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.fc(x)
+            if h.mean().item() > 0.0:
+                h = torch.relu(h)
+            return h * 2
+
+    torch.manual_seed(0)
+    m = M()
+    jitted = thunder.jit(m)
+    for _ in range(3):
+        x = torch.randn(2, 4)
+        assert_same(jitted(x), m(x))
+    report = str(jitted)
+    assert "graph breaks (" in report and "h.mean().item()" in report
+
+
+def test_program_without_breaks_reports_none():
+    jitted = check_program(lambda x: x.cos() * 2, torch.randn(3))
+    assert "graph breaks: none" in str(jitted)
+    assert thunder.compile_stats(jitted).graph_breaks == []

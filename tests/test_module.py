@@ -1,0 +1,171 @@
+"""nn.Module state: in-place buffer updates, reassigned buffers, BatchNorm in
+train and eval, the jitted module's parameters/state_dict, and attribute
+access reaching the original module."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import thunder
+from conftest import assert_same, check_program
+
+
+class Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        self.count.add_(1)
+        return self.fc(x) * self.count
+
+
+class Reassign(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("state", torch.zeros(3))
+
+    def forward(self, x):
+        self.state = self.state * 0.5 + x
+        return self.state.sum() * 2
+
+
+def run_twice(model, make_input):
+    torch.manual_seed(0)
+    reference = copy.deepcopy(model)
+    jitted = thunder.jit(model)
+    for _ in range(2):
+        x = make_input()
+        assert_same(jitted(x), reference(x))
+        assert_same(dict(model.state_dict()), dict(reference.state_dict()))
+    return jitted, reference
+
+
+def test_in_place_buffer_update():
+    model = Counter()
+    jitted, reference = run_twice(model, lambda: torch.randn(2, 3))
+    assert model.count.item() == 2 and reference.count.item() == 2
+    # Same buffer object, updated in place: the jitted module's view of it too.
+    assert jitted.count is model.count
+    assert thunder.compile_stats(jitted).cache_hits == 1
+
+
+def test_reassigned_buffer():
+    model = Reassign()
+    first = model.state
+    jitted, reference = run_twice(model, lambda: torch.randn(3))
+    assert model.state is not first
+    assert_same(model.state, reference.state)
+    assert_same(jitted.state, reference.state)
+    assert "state" in dict(jitted.named_buffers())
+
+
+def test_traces_of_stateful_modules_round_trip():
+    check_program(Counter(), torch.randn(2, 3), calls=2)
+    check_program(Reassign(), torch.randn(3), calls=2)
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_train_then_eval(momentum):
+    bn = nn.BatchNorm1d(4, momentum=momentum)
+    reference = copy.deepcopy(bn)
+    jitted = thunder.jit(bn)
+    assert jitted.training and bn.training
+    for step in range(2):
+        x = torch.randn(8, 4) * 3 + 1
+        assert_same(jitted(x), reference(x))
+        assert_same(bn.running_mean, reference.running_mean)
+        assert_same(bn.running_var, reference.running_var)
+        assert bn.num_batches_tracked.item() == reference.num_batches_tracked.item() == step + 1
+
+    assert jitted.eval() is jitted
+    reference.eval()
+    assert not jitted.training and not bn.training
+    stats_before = copy.deepcopy(bn.state_dict())
+    for _ in range(2):
+        x = torch.randn(8, 4)
+        assert_same(jitted(x), reference(x))
+    # eval does not touch the running statistics.
+    assert_same(dict(bn.state_dict()), dict(stats_before))
+
+    jitted.train()
+    reference.train()
+    assert jitted.training and bn.training
+    x = torch.randn(8, 4)
+    assert_same(jitted(x), reference(x))
+    assert_same(dict(bn.state_dict()), dict(reference.state_dict()))
+
+
+def test_training_flag_setter_and_submodules():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5), nn.BatchNorm1d(4))
+    jitted = thunder.jit(model)
+    jitted.training = False
+    assert not model.training
+    jitted.train(False)
+    assert not any(m.training for m in model.modules())
+    x = torch.randn(3, 4)
+    assert_same(jitted(x), model(x))
+    jitted.train()
+    assert all(m.training for m in model.modules()) and jitted.training
+
+
+def test_parameters_and_state_dict_equal_the_originals():
+    model = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    jitted = thunder.jit(model)
+    assert [n for n, _ in jitted.named_parameters()] == [n for n, _ in model.named_parameters()]
+    assert all(a is b for a, b in zip(jitted.parameters(), model.parameters()))
+    assert list(jitted.state_dict().keys()) == list(model.state_dict().keys())
+    assert [n for n, _ in jitted.named_buffers()] == [n for n, _ in model.named_buffers()]
+    assert len(list(jitted.children())) == len(list(model.children()))
+    # load_state_dict reaches the original.
+    new = {k: torch.full_like(v, 0.5) if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    jitted.load_state_dict(new)
+    assert torch.equal(model[0].weight, torch.full((8, 4), 0.5))
+
+
+def test_attribute_access_and_setattr_reach_the_original():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+            self.scale = 2.0
+
+        def forward(self, x):
+            return self.fc(x) * self.scale
+
+    model = Scaled()
+    jitted = thunder.jit(model)
+    assert jitted.scale == 2.0 and jitted.fc is model.fc
+    x = torch.randn(3, 2)
+    assert_same(jitted(x), model(x))
+    jitted.scale = 3.0
+    assert model.scale == 3.0
+    assert_same(jitted(x), model.fc(x) * 3.0)  # a changed Python attribute is seen (Dynamo guards on it)
+    jitted.extra = "hello"
+    assert model.extra == "hello" and jitted.extra == "hello"
+    with pytest.raises(AttributeError):
+        jitted.does_not_exist  # noqa: B018
+
+
+def test_module_parameter_update_is_seen():
+    model = nn.Linear(3, 3)
+    jitted = thunder.jit(model)
+    x = torch.randn(2, 3)
+    jitted(x)
+    with torch.no_grad():
+        model.weight.mul_(2)
+    assert_same(jitted(x), model(x))
+    with torch.no_grad():
+        jitted.bias.zero_()
+    assert_same(jitted(x), x @ model.weight.t())
+
+
+def test_nested_modules_and_jit_of_a_jitted_module():
+    model = nn.Sequential(nn.Sequential(nn.Linear(3, 3), nn.GELU()), nn.Linear(3, 1))
+    jitted = thunder.jit(model)
+    assert thunder.jit(jitted) is jitted
+    assert isinstance(jitted, nn.Module) and isinstance(jitted, thunder.ThunderModule)
+    x = torch.randn(4, 3)
+    assert_same(jitted(x), model(x))

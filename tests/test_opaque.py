@@ -1,0 +1,120 @@
+"""Opaque fallback: an op the core does not know, or a use of a native op the
+core declines, runs as the original torch call (printed as that call in the
+final trace) and gives eager's result."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import thunder
+from conftest import PRIMS_ONLY, assert_same, check_program
+from test_passes import code_lines
+
+NATIVE = set(thunder._core.native_ops("ltorch"))
+
+
+@pytest.mark.parametrize("op,fn,printed", [
+    ("cumsum", lambda x: torch.cumsum(x, 0) * 2, "torch.cumsum("),
+    ("fft", lambda x: torch.fft.fft(x).real + 1, "torch.fft.fft("),
+    ("i0", lambda x: torch.special.i0(x) - x, "torch.special.i0("),
+    ("logsumexp", lambda x: torch.logsumexp(x, -1), "torch.logsumexp("),
+    ("tril", lambda x: torch.tril(x) + torch.triu(x, 1), "torch.tril("),
+    ("einsum", lambda x: torch.einsum("ij,kj->ik", x, x), "torch.einsum("),
+    ("var", lambda x: x.var(0) + x.std(1).sum(), "torch.Tensor.var("),
+    ("sort", lambda x: torch.sort(x, -1).values * 2, "torch.sort("),
+    ("max", lambda x: torch.max(x, 1).values + torch.max(x, 1).indices, "torch.max("),
+], ids=["cumsum", "fft", "special_i0", "logsumexp", "tril", "einsum", "var", "sort", "max_dim"])
+def test_unknown_op_runs_as_its_torch_call(op, fn, printed):
+    assert op not in NATIVE  # torch.max(x) is native (as amax), torch.max(x, dim) is not
+    jitted = check_program(fn, torch.randn(4, 5))
+    final = "\n".join(code_lines(thunder.last_traces(jitted)[-1]))
+    assert printed in final, final
+    assert "_opaque" not in final  # a public torch function prints under its public name
+
+
+def test_opaque_op_between_native_ops_keeps_native_ops_native():
+    def fn(x):
+        return torch.cumsum(torch.exp(x) * 2, 1).softmax(-1)
+
+    jitted = check_program(fn, torch.randn(3, 4))
+    imported = "\n".join(code_lines(thunder.last_traces(jitted)[0]))
+    assert "ltorch.exp(" in imported and "ltorch.softmax(" in imported and "torch.cumsum(" in imported
+    graph = jitted._state.graphs[0]
+    assert graph.fallbacks == []  # cumsum is not a fallback from a native op: the core never knew it
+
+
+def test_dropout_in_training_falls_back_and_matches_eager():
+    assert "dropout" in NATIVE
+
+    def fn(x):
+        return F.dropout(x, 0.5, training=True) * 3
+
+    jitted = thunder.jit(fn)
+    x = torch.randn(64)
+    torch.manual_seed(0)
+    out = jitted(x)
+    torch.manual_seed(0)
+    assert_same(out, fn(x))
+    assert (out == 0).any() and (out != 0).any()
+    graph = jitted._state.graphs[0]
+    assert any(f[0].startswith("dropout") and "NotNative" in f[2] for f in graph.fallbacks), graph.fallbacks
+    assert "torch.nn.functional.dropout(" in "\n".join(code_lines(thunder.last_traces(jitted)[-1]))
+    assert "1 ops opaque" in str(jitted)
+
+
+def test_dropout_in_eval_is_native_and_the_identity():
+    fn = lambda x: F.dropout(x, 0.5, training=False) + 1  # noqa: E731
+    jitted = check_program(fn, torch.randn(8), native=True)
+    assert "ltorch.dropout(" in "\n".join(code_lines(thunder.last_traces(jitted)[0]))
+    # Its decomposition is the identity.
+    decomposed = check_program(fn, torch.randn(8), native=True, executors=[PRIMS_ONLY])
+    assert "dropout" not in "\n".join(code_lines(thunder.last_traces(decomposed)[-1]))
+
+
+def test_cross_entropy_with_label_smoothing_falls_back():
+    assert "cross_entropy" in NATIVE
+
+    def fn(x, t):
+        return F.cross_entropy(x, t, label_smoothing=0.1), F.cross_entropy(x, t)
+
+    x, t = torch.randn(6, 5, dtype=torch.float64), torch.randint(0, 5, (6,))
+    jitted = check_program(fn, x, t)
+    graph = jitted._state.graphs[0]
+    assert len(graph.fallbacks) == 1 and "label smoothing" in graph.fallbacks[0][2]
+    final = "\n".join(code_lines(thunder.last_traces(jitted)[-1]))
+    assert "label_smoothing=0.1" in final
+
+
+def test_cross_entropy_with_probability_targets_falls_back():
+    x = torch.randn(4, 3)
+    p = torch.softmax(torch.randn(4, 3), -1)
+    jitted = check_program(lambda x, p: F.cross_entropy(x, p), x, p)
+    assert jitted._state.graphs[0].fallbacks
+
+
+def test_opaque_ops_get_gradients():
+    x = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    xe = x.detach().clone().requires_grad_()
+
+    def fn(x):
+        return (torch.cumsum(x, 1).exp() * torch.logsumexp(x, 0)).sum()
+
+    out, expected = thunder.jit(fn)(x), fn(xe)
+    out.backward()
+    expected.backward()
+    assert_same(out, expected)
+    assert_same(x.grad, xe.grad)
+
+
+def test_in_place_opaque_op_on_an_input():
+    def fn(x, y):
+        y.mul_(2)
+        return x + y
+
+    check_program(fn, torch.randn(3), torch.randn(3), calls=2)
+
+
+def test_unknown_method_and_attribute():
+    def fn(x):
+        return x.cumprod(0).T.flip(0) + x.new_ones(x.shape)
+
+    check_program(fn, torch.randn(3, 3))

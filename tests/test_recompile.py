@@ -1,0 +1,98 @@
+"""Recompilation: a new shape or dtype compiles a new graph (a cache miss); the
+same shape and dtype reuse the compiled one (a cache hit)."""
+import torch
+import torch.nn as nn
+
+import thunder
+from conftest import assert_same
+
+
+def fn(x):
+    return torch.softmax(x * 2, -1) + 1
+
+
+def test_same_shape_and_dtype_hits_the_cache():
+    jitted = thunder.jit(fn)
+    for _ in range(3):
+        x = torch.randn(2, 3)
+        assert_same(jitted(x), fn(x))
+    stats = thunder.compile_stats(jitted)
+    assert (stats.calls, stats.cache_misses, stats.cache_hits) == (3, 1, 2)
+    assert len(stats.graphs) == 1 and stats.graphs[0]["calls"] == 3 and stats.graphs[0]["compiled"]
+    assert "3 calls, 1 graphs compiled, cache 2 hits / 1 misses" in str(jitted)
+
+
+def test_new_shape_compiles_a_new_graph():
+    jitted = thunder.jit(fn)
+    jitted(torch.randn(2, 3))
+    x = torch.randn(4, 5)
+    assert_same(jitted(x), fn(x))
+    stats = thunder.compile_stats(jitted)
+    assert (stats.calls, stats.cache_misses, stats.cache_hits) == (2, 2, 0)
+    assert [g["index"] for g in stats.graphs] == [0, 1]
+    assert "graph 1:" in str(jitted) and "cache 0 hits / 2 misses" in str(jitted)
+    assert "[4, 5]" in str(thunder.last_traces(jitted)[0]) and "[2, 3]" in str(thunder.last_traces(jitted, 0)[0])
+    # Both shapes now hit.
+    jitted(torch.randn(2, 3))
+    jitted(torch.randn(4, 5))
+    stats = thunder.compile_stats(jitted)
+    assert (stats.cache_misses, stats.cache_hits, len(stats.graphs)) == (2, 2, 2)
+
+
+def test_new_dtype_compiles_a_new_graph():
+    jitted = thunder.jit(fn)
+    jitted(torch.randn(2, 3))
+    x = torch.randn(2, 3, dtype=torch.float64)
+    out = jitted(x)
+    assert out.dtype == torch.float64
+    assert_same(out, fn(x))
+    stats = thunder.compile_stats(jitted)
+    assert (stats.cache_misses, len(stats.graphs)) == (2, 2)
+    assert "f64[2, 3]" in str(thunder.last_traces(jitted)[0])
+    jitted(torch.randn(2, 3, dtype=torch.float64))
+    assert thunder.compile_stats(jitted).cache_hits == 1
+
+
+def test_integer_and_bool_inputs_recompile_too():
+    def g(x):
+        return x * 2
+
+    jitted = thunder.jit(g)
+    for x in (torch.arange(4), torch.arange(4, dtype=torch.int32), torch.tensor([True, False]), torch.arange(4)):
+        assert_same(jitted(x), g(x))
+    stats = thunder.compile_stats(jitted)
+    assert (stats.cache_misses, stats.cache_hits, len(stats.graphs)) == (3, 1, 3)
+
+
+def test_module_recompiles_on_new_batch_shape():
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    jitted = thunder.jit(model)
+    for batch in (3, 3, 5, 5, 3):
+        x = torch.randn(batch, 4)
+        assert_same(jitted(x), model(x))
+    stats = thunder.compile_stats(jitted)
+    assert (stats.calls, stats.cache_misses, stats.cache_hits, len(stats.graphs)) == (5, 2, 3, 2)
+
+
+def test_python_number_argument_is_part_of_the_guard():
+    def scale(x, k):
+        return x * k
+
+    jitted = thunder.jit(scale)
+    x = torch.randn(3)
+    assert_same(jitted(x, 2), scale(x, 2))
+    assert_same(jitted(x, 2), scale(x, 2))
+    assert_same(jitted(x, 3), scale(x, 3))
+    stats = thunder.compile_stats(jitted)
+    assert stats.cache_hits >= 1
+    assert stats.calls == 3
+
+
+def test_recompilation_keeps_each_graphs_call_count():
+    jitted = thunder.jit(fn)
+    a, b = torch.randn(2, 2), torch.randn(3, 3)
+    for x in (a, a, b, a, b, b):
+        jitted(x)
+    stats = thunder.compile_stats(jitted)
+    assert [g["calls"] for g in stats.graphs] == [3, 3]
+    assert all(g["compile_seconds"] > 0 for g in stats.graphs)
