@@ -55,6 +55,8 @@ Value elementwise(Builder& b, std::string_view op, const Args& args, Out out) {
   if (first == nullptr) {
     NumberType t = NumberType::Bool;
     for (const Value& a : args) t = std::max(t, number_type_of(b, a));
+    // div over numbers is Python's true division (as constant folding and the executors compute it): int / int is a float.
+    if (op == "div") t = std::max(t, NumberType::Float);
     if (out == Out::Bool) t = NumberType::Bool;
     return Value(ProxyRef{b.new_number(t)});
   }

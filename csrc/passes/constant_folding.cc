@@ -136,7 +136,9 @@ Trace constant_folding(const Trace& t, const PassContext& ctx) {
       if (fold_numbers(b, numbers)) continue;
     } else if (ctx.evaluator && b.output.is_proxy() && t.proxy(b.output.proxy()).is_tensor &&
                t.tensor(b.output.proxy()).numel() <= ctx.max_constant_numel) {
-      std::optional<int64_t> index = ctx.evaluator(b, tensors);
+      std::map<ProxyId, int64_t> inputs;  // the evaluator gets the constants this symbol reads, not all of them
+      for (ProxyId id : b.input_proxies()) inputs[id] = tensors.at(id);
+      std::optional<int64_t> index = ctx.evaluator(b, inputs);
       if (index) {
         const ir::TensorMeta& m = t.tensor(b.output.proxy());
         ir::BoundSymbol c;

@@ -66,7 +66,8 @@ Trace common_subexpression_elimination(const Trace& t, const PassContext&) {
     }
     bool touches_observable = false;
     for (ProxyId id : b.output_proxies()) touches_observable |= observable.count(id) > 0;
-    std::string key = b.sym->name + "|" + b.callee + "(";
+    // The module is part of the key: prims.exp and ltorch.exp share a name but not a meaning.
+    std::string key = std::string(b.sym->module()) + "." + b.sym->name + "|" + b.callee + "(";
     for (const ir::Value& a : b.args) key += ir::python_repr(t, a) + ",";
     for (const auto& [name, v] : b.kwargs) key += name + "=" + ir::python_repr(t, v) + ",";
     auto it = available.find(key);

@@ -157,6 +157,16 @@ TEST_F(Ops, PrimOverNumbersMakesANumberProxy) {
   EXPECT_EQ(trace.proxy(b.prim("lt", {I(2), I(3)}).proxy()).number, NumberType::Bool);
 }
 
+TEST_F(Ops, DivOfNumbersIsAFloatLikePythonTrueDivision) {
+  EXPECT_EQ(trace.proxy(b.prim("div", {I(7), I(2)}).proxy()).number, NumberType::Float);
+  Value n = P(b.add_input_number(NumberType::Int));
+  Value half = b.torch("div", {n, I(2)});
+  EXPECT_EQ(trace.proxy(half.proxy()).number, NumberType::Float);
+  // So an int tensor scaled by it promotes to float32, as in eager torch.
+  EXPECT_EQ(dtype(b.torch("mul", {input(DType::Int64, {2}), half})), DType::Float32);
+  EXPECT_EQ(trace.proxy(b.prim("mul", {n, I(2)}).proxy()).number, NumberType::Int);
+}
+
 // ---- type promotion ----
 
 TEST_F(Ops, ZeroDimTensorDoesNotPromoteADimensionedTensorOfItsCategory) {
@@ -644,6 +654,17 @@ TEST_F(Ops, ScaledDotProductAttentionShapes) {
   EXPECT_EQ(dtype(y), DType::Float16);
   EXPECT_FALSE(last().subsymbols.empty());
   EXPECT_TRUE(contains_symbol(last().subsymbols, "ltorch.softmax"));
+}
+
+TEST_F(Ops, ScaledDotProductAttentionWithGroupedQueryHeads) {
+  Value q = input(DType::Float32, {1, 8, 4, 16}), k = input(DType::Float32, {1, 2, 6, 16}),
+        v = input(DType::Float32, {1, 2, 6, 32});
+  Value y = b.torch("scaled_dot_product_attention", {q, k, v}, {{"enable_gqa", Value(true)}});
+  EXPECT_EQ(shape(y), (Shape{1, 8, 4, 32}));
+  EXPECT_NO_THROW(ir::verify(trace));
+  Value k3 = input(DType::Float32, {1, 3, 6, 16});
+  expect_op_error([&] { b.torch("scaled_dot_product_attention", {q, k3, k3}, {{"enable_gqa", Value(true)}}); },
+                  {"ltorch.scaled_dot_product_attention", "multiple"});
 }
 
 TEST_F(Ops, ScaledDotProductAttentionCausalAndMasked) {
