@@ -67,7 +67,7 @@ ir::BoundSymbol reclaim(const ir::BoundSymbol& b, const PassContext& ctx, const 
 // group and re-enters the other through symbols outside both.
 void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& group_of,
                   const std::unordered_map<ProxyId, size_t>& producer,
-                  const std::unordered_map<ProxyId, std::set<int>>& depends) {
+                  const std::unordered_map<ProxyId, std::set<int>>& depends, const std::vector<int>& segment) {
   std::vector<int> parent(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) parent[g] = static_cast<int>(g);
   std::function<int(int)> find = [&](int g) { return parent[g] == g ? g : parent[g] = find(parent[g]); };
@@ -112,6 +112,7 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
         related |= p != producer.end() && group_of[p->second] >= 0 && find(group_of[p->second]) == static_cast<int>(b);
       }
       int ia = static_cast<int>(a), ib = static_cast<int>(b);
+      if (segment[groups[a].members.front()] != segment[groups[b].members.front()]) continue;
       if (!related || path_through_outside(ib, ia, ib, ia) || path_through_outside(ia, ia, ib, ib)) continue;
       std::vector<size_t> merged = groups[a].members;
       merged.insert(merged.end(), groups[b].members.begin(), groups[b].members.end());
@@ -147,6 +148,31 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
   // producers if the grown group still plans as one kernel and no value it
   // reads depends on that group through a symbol outside it (which would make a cycle).
   const size_t n = t.symbols.size();
+  // Effects (in-place ops, random numbers) are barriers: a kernel runs entirely between two of them, so nothing
+  // moves across a mutation. A view-like prim whose result an effect mutates (directly or through more views)
+  // stays unfused, so the mutation reaches the tensor it views rather than a kernel's copy.
+  std::vector<int> segment(n, 0);
+  for (size_t i = 1; i < n; ++i)
+    segment[i] = segment[i - 1] + (t.symbols[i - 1].sym->has(ir::kEffect) || t.symbols[i].sym->has(ir::kEffect));
+  std::set<ProxyId> mutated;
+  std::vector<bool> keep_unfused(n, false);
+  for (size_t k = n; k-- > 0;) {
+    const ir::BoundSymbol& b = t.symbols[k];
+    if (b.sym->has(ir::kEffect)) {
+      for (ProxyId id : b.input_proxies()) mutated.insert(id);
+      continue;
+    }
+    const std::string& name = b.sym->name;
+    bool view = b.sym->level == ir::Level::Prim &&
+                (name == "reshape" || name == "transpose" || name == "slice" || name == "squeeze" ||
+                 name == "broadcast_in_dim" || name == "alias");
+    if (!view) continue;
+    bool feeds_mutation = false;
+    for (ProxyId id : b.output_proxies()) feeds_mutation |= mutated.count(id) > 0;
+    if (!feeds_mutation) continue;
+    keep_unfused[k] = true;
+    for (ProxyId id : b.input_proxies()) mutated.insert(id);
+  }
   std::vector<int> group_of(n, -1);
   std::vector<Group> groups;
   std::unordered_map<ProxyId, size_t> producer;
@@ -156,7 +182,7 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
     std::vector<ProxyId> ins = b.input_proxies();
     std::set<int> deps;
     for (ProxyId id : ins) deps.insert(depends[id].begin(), depends[id].end());
-    if (b.executor == fuser->name) {
+    if (b.executor == fuser->name && !keep_unfused[i]) {
       std::vector<int> candidates;
       for (ProxyId id : ins) {
         auto it = producer.find(id);
@@ -165,6 +191,7 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
       std::sort(candidates.rbegin(), candidates.rend());
       candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
       for (int g : candidates) {
+        if (segment[groups[g].members.front()] != segment[i]) continue;
         bool cycle = false;
         for (ProxyId id : ins) {
           auto it = producer.find(id);
@@ -190,7 +217,7 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
       depends[id] = deps;
     }
   }
-  merge_groups(t, groups, group_of, producer, depends);
+  merge_groups(t, groups, group_of, producer, depends, segment);
   // Build the fused symbols; a group without arithmetic, or that does not
   // plan, goes back to the other executors symbol by symbol.
   std::vector<ir::BoundSymbol> nodes;  // one per group or unfused symbol
@@ -248,12 +275,25 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
   std::vector<size_t> by_first(nodes.size());
   for (size_t k = 0; k < nodes.size(); ++k) by_first[k] = k;
   std::sort(by_first.begin(), by_first.end(), [&](size_t a, size_t b) { return node_first[a] < node_first[b]; });
+  std::vector<int> since_effect;  // nodes after the last effect, before the next one
   for (size_t k : by_first) {
-    if (!nodes[k].sym->has(ir::kEffect)) continue;
+    if (!nodes[k].sym->has(ir::kEffect)) {
+      if (last_effect >= 0) {
+        users[last_effect].push_back(static_cast<int>(k));
+        ++pending[k];
+      }
+      since_effect.push_back(static_cast<int>(k));
+      continue;
+    }
     if (last_effect >= 0) {
       users[last_effect].push_back(static_cast<int>(k));
       ++pending[k];
     }
+    for (int p : since_effect) {
+      users[p].push_back(static_cast<int>(k));
+      ++pending[k];
+    }
+    since_effect.clear();
     last_effect = static_cast<int>(k);
   }
   auto later = [&](int a, int b) { return node_first[a] > node_first[b]; };
