@@ -189,6 +189,9 @@ NATIVE_OPINFOS: set[str] = {
     "zeros_like",
 }
 
+# Extra native OpInfos for a development run: THUNDER_OPINFO_NATIVE="a,b" (candidates to check).
+NATIVE_OPINFOS |= {n for n in os.environ.get("THUNDER_OPINFO_NATIVE", "").split(",") if n}
+
 # OpInfos whose outputs are uninitialized memory: only dtype, shape and aliasing are compared.
 UNINITIALIZED_OUTPUT = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted"}
 
@@ -673,6 +676,16 @@ def sweep(task_list, jobs=1, progress=True, results_path=None):
     return results
 
 
+def load_results(path):
+    """{Task: [Outcome]} from a JSON-lines file written by ``--results`` (full-sweep tasks)."""
+    results = {}
+    with open(path) as f:
+        for line in f:
+            o = Outcome(**json.loads(line))
+            results.setdefault(Task(o.op, o.dtype, o.check), []).append(o)
+    return results
+
+
 def _record(sink, task, outs):
     if sink:
         for o in outs:
@@ -811,14 +824,24 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--ops", help="comma-separated OpInfo ids to run (default: all)")
     parser.add_argument("--results", help="write every outcome as JSON lines here")
+    parser.add_argument("--checks", help="comma-separated checks to run (default: all of " + ",".join(CHECKS) + ")")
+    parser.add_argument("--merge", action="append", default=[],
+                        help="JSON-lines results of an earlier sweep: their tasks that this run does not repeat "
+                             "enter the report too")
     parser.add_argument("--suggest", action="store_true", help="list non-native OpInfos whose samples all ran natively")
     args = parser.parse_args(argv)
     which = "full" if args.full else "ci"
     ops = set(args.ops.split(",")) if args.ops else None
     task_list = tasks(which, ops)
+    if args.checks:
+        task_list = [t for t in task_list if t.check in args.checks.split(",")]
     start = time.perf_counter()
     results = sweep(task_list, jobs=args.jobs, results_path=args.results)
     seconds = time.perf_counter() - start
+    for path in args.merge:
+        for task, outs in load_results(path).items():
+            if task not in results and (task.check != "decomposed" or task.op in NATIVE_OPINFOS):
+                results[task] = outs
     bad = {t: failures_of(t, o) for t, o in results.items()}
     bad = {t: f for t, f in bad.items() if f}
     for t, f in sorted(bad.items(), key=lambda kv: kv[0].id):

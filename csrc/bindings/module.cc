@@ -311,6 +311,12 @@ NB_MODULE(_core, m) {
       out.push_back(d->symbol.name);
     return out;
   }, "Names of the ops in the prims or ltorch table.");
+  m.def("undecomposed_ops", [] {
+    std::vector<std::string> out;
+    for (const ops::OpDef* d : ops::ops_of(ir::Level::Torch))
+      if (!d->decompose) out.push_back(d->symbol.name);
+    return out;
+  }, "Names of the torch-level ops that have a shape rule and no decomposition (they run as one torch call).");
   m.def("op_params", [](const std::string& level, const std::string& name) -> std::optional<std::vector<std::string>> {
     const ops::OpDef* d = ops::find_op(level == "prims" ? ir::Level::Prim : ir::Level::Torch, name);
     if (!d) return std::nullopt;

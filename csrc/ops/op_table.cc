@@ -28,6 +28,9 @@ Registry& registry() {
     register_torch_shape();
     register_torch_reduction();
     register_torch_nn();
+    register_torch_math();
+    register_torch_layout();
+    register_torch_nnext();
   });
   return registry_unlocked();
 }

@@ -106,6 +106,9 @@ void register_torch_elementwise();
 void register_torch_shape();
 void register_torch_reduction();
 void register_torch_nn();
+void register_torch_math();
+void register_torch_layout();
+void register_torch_nnext();
 /// Adds an op to its level's table (at start-up only).
 void register_op(OpDef def);
 

@@ -57,8 +57,9 @@ void register_math() {
   add_like("add");
   add_like("sub");
   for (const char* n : {"mul", "remainder", "fmod", "pow", "maximum", "minimum", "bitwise_and", "bitwise_or",
-                        "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "floor_divide", "copysign"})
+                        "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "floor_divide"})
     binary(n, Promotion::Default, n);
+  binary("copysign", Promotion::IntToFloat, "copysign");
   binary("atan2", Promotion::IntToFloat, "atan2");
   for (const char* n : {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"})
     binary(n, Promotion::AlwaysBool, n);
@@ -104,10 +105,9 @@ void register_activations() {
       if (b.meta(value).ndim() != 0) fail("ltorch.masked_fill", "expected argument 'value' to be a number or a 0-dim tensor");
       value = cast(b, value, d);
     }
-    std::vector<int64_t> shape = b.meta(a[0]).shape;
-    broadcast_shapes("ltorch.masked_fill", b.meta(a[1]).shape, shape);
-    if (b.meta(a[1]).shape.size() > shape.size()) fail("ltorch.masked_fill", "mask has more dims than input");
-    return b.prim("where", {expand_to(b, a[1], shape), expand_to(b, value, shape), a[0]});
+    // Out of place, input and mask broadcast together (the result may be larger than the input).
+    std::vector<int64_t> shape = broadcast_shapes("ltorch.masked_fill", b.meta(a[1]).shape, b.meta(a[0]).shape);
+    return b.prim("where", {expand_to(b, a[1], shape), expand_to(b, value, shape), expand_to(b, a[0], shape)});
   });
   def_decomposed("clamp", kElementwise, {kInput, opt("min", Value()), opt("max", Value())},
                  [](Builder& b, const Args& a) {

@@ -30,7 +30,9 @@ Value softmax(Builder& b, const Args& a, bool log) {
   if (!ir::is_floating(out)) fail(op, "expected a floating-point input or dtype");
   int64_t dim = canonical_dim(op, a[1].as_int(), b.meta(a[0]).ndim());
   Value x = cast(b, a[0], opmath(out));
-  Value shifted = b.torch("sub", {x, amax_keep(b, x, dim)});
+  // A zero-size dim has no max to subtract (and the result is empty).
+  bool empty = b.meta(x).ndim() > 0 && b.meta(x).shape[dim] == 0;
+  Value shifted = empty ? x : b.torch("sub", {x, amax_keep(b, x, dim)});
   Value e = b.torch("exp", {shifted});
   Value s = sum_keep(b, e, {dim});
   Value r = log ? b.torch("sub", {shifted, b.torch("log", {s})}) : b.torch("div", {e, s});

@@ -57,6 +57,8 @@ def _reduce(fn):
 
 
 def _prod(a, dims):
+    if not len(dims):
+        return a.clone()  # a reduction makes a new tensor, even over no dims
     for d in sorted(dims, reverse=True):
         a = torch.prod(a, d)
     return a
@@ -129,6 +131,9 @@ def _make_prims():
             a.shape[:dim] + index.shape + a.shape[dim + 1:]) if index.dim() == 0 else torch.index_select(a, dim, index),
         take_along_axis=lambda a, index, dim: torch.take_along_dim(a, index, dim),
     )
+    from thunder.executors.torchex_more import PRIMS as more_prims
+
+    ns.update(more_prims)
     missing = set(_core.native_ops("prims")) - set(ns) - {"tensor_constant"}
     assert not missing, f"torch executor lacks prims {sorted(missing)}"
     return ns
@@ -147,6 +152,11 @@ _LTORCH_OVERRIDES = {
     "cross_entropy": "torch.nn.functional.cross_entropy",
     "scaled_dot_product_attention": "torch.nn.functional.scaled_dot_product_attention",
 }
+
+
+from thunder.executors.torchex_more import LTORCH_OVERRIDES as _MORE_OVERRIDES  # noqa: E402
+
+_LTORCH_OVERRIDES.update(_MORE_OVERRIDES)
 
 
 def _resolve(expr):

@@ -148,6 +148,9 @@ def _build_tables():
         functions[getattr(torch, name)] = name
         methods[name] = name
         adapters[("function", name)] = adapters[("method", name)] = _max_min(name)
+    from thunder.frontend.fx_more import extend
+
+    extend(functions, methods, adapters, native)
     return functions, methods, adapters
 
 

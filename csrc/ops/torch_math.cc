@@ -1,0 +1,566 @@
+// More torch-level math: elementwise functions, activations, reductions and
+// scans. Each is a decomposition into prims (through other torch-level ops),
+// with torch's type promotion; scans and sorts are single torch-level symbols
+// with shape/dtype rules (def_meta).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/torch_common.h"
+
+namespace thunder::ops {
+namespace {
+
+using ir::kElementwise;
+using ir::kReduction;
+const ir::Param kInput = req("input");
+Value Int(int64_t i) { return Value(i); }
+Value F(double d) { return Value(d); }
+
+bool is_float(DType d) { return ir::is_floating(d) || ir::is_complex(d); }
+bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
+DType opmath(DType d) { return is_half(d) ? DType::Float32 : d; }
+// The dtype an IntToFloat op computes in for these operands.
+DType float_result(Builder& b, const Args& xs) {
+  DType d = result_type(b, xs);
+  return is_float(d) ? d : DType::Float32;
+}
+Value T(Builder& b, const char* name, Args args) { return b.torch(name, std::move(args)); }
+const TensorMeta& tensor(Builder& b, const char* op, const Value& v) {
+  if (!b.is_tensor(v)) fail(op, "expected a tensor");
+  return b.meta(v);
+}
+void require_float(Builder& b, const char* op, const Value& x) {
+  if (!is_float(tensor(b, op, x).dtype)) fail(op, "expected a floating-point input");
+}
+
+double finfo_max(DType d) {
+  switch (d) {
+    case DType::Float16: return 65504.0;
+    case DType::BFloat16: return 3.3895313892515355e+38;
+    case DType::Float32: return 3.4028234663852886e+38;
+    default: return std::numeric_limits<double>::max();
+  }
+}
+
+void unary(const std::string& name, DecompFn f) { def_decomposed(name, kElementwise, {kInput}, std::move(f)); }
+
+// ---- elementwise ----
+
+void register_elementwise() {
+  unary("square", [](Builder& b, const Args& a) {
+    Value x = b.meta(a[0]).dtype == DType::Bool ? cast(b, a[0], DType::Int64) : a[0];
+    return T(b, "mul", {x, x});
+  });
+  unary("frac", [](Builder& b, const Args& a) {
+    require_float(b, "ltorch.frac", a[0]);
+    return T(b, "sub", {a[0], T(b, "trunc", {a[0]})});
+  });
+  unary("positive", [](Builder& b, const Args& a) {
+    if (b.meta(a[0]).dtype == DType::Bool) fail("ltorch.positive", "not supported for bool tensors");
+    return a[0];
+  });
+  unary("sgn", [](Builder& b, const Args& a) { return T(b, "sign", {a[0]}); });
+  for (auto [name, factor] : {std::pair{"deg2rad", M_PI / 180.0}, std::pair{"rad2deg", 180.0 / M_PI}}) {
+    double f = factor;
+    unary(name, [f](Builder& b, const Args& a) {
+      DType d = float_result(b, {a[0]});
+      return T(b, "mul", {cast(b, a[0], d), F(f)});
+    });
+  }
+  unary("sinc", [](Builder& b, const Args& a) {
+    DType d = float_result(b, {a[0]});
+    Value x = cast(b, a[0], opmath(d));
+    Value px = T(b, "mul", {x, F(M_PI)});
+    Value r = T(b, "where", {T(b, "eq", {x, Int(0)}), F(1.0), T(b, "div", {T(b, "sin", {px}), px})});
+    return cast(b, r, d);
+  });
+  unary("isposinf", [](Builder& b, const Args& a) {
+    if (!is_float(b.meta(a[0]).dtype)) return T(b, "zeros_like", {a[0], Value(DType::Bool)});
+    return T(b, "logical_and", {T(b, "isinf", {a[0]}), T(b, "gt", {a[0], Int(0)})});
+  });
+  unary("isneginf", [](Builder& b, const Args& a) {
+    if (!is_float(b.meta(a[0]).dtype)) return T(b, "zeros_like", {a[0], Value(DType::Bool)});
+    return T(b, "logical_and", {T(b, "isinf", {a[0]}), T(b, "lt", {a[0], Int(0)})});
+  });
+  unary("isreal", [](Builder& b, const Args& a) { return T(b, "ones_like", {a[0], Value(DType::Bool)}); });
+  def_decomposed("logit", kElementwise, {kInput, opt("eps", Value())}, [](Builder& b, const Args& a) {
+    DType d = float_result(b, {a[0]});
+    Value x = cast(b, a[0], d);
+    if (!a[1].is_none()) x = T(b, "clamp", {x, a[1], F(1.0 - a[1].as_double())});
+    return T(b, "log", {T(b, "div", {x, T(b, "rsub", {x, Int(1)})})});
+  });
+  def_decomposed("nan_to_num", kElementwise, {kInput, opt("nan", F(0.0)), opt("posinf", Value()), opt("neginf", Value())},
+                 [](Builder& b, const Args& a) {
+                   DType d = b.meta(a[0]).dtype;
+                   if (!is_float(d)) return T(b, "clone", {a[0]});
+                   Value pos = a[2].is_none() ? F(finfo_max(d)) : a[2], neg = a[3].is_none() ? F(-finfo_max(d)) : a[3];
+                   Value nan = a[1].is_none() ? F(0.0) : a[1];
+                   Value x = T(b, "where", {T(b, "isnan", {a[0]}), nan, a[0]});
+                   x = T(b, "where", {T(b, "isposinf", {a[0]}), pos, x});
+                   return T(b, "where", {T(b, "isneginf", {a[0]}), neg, x});
+                 });
+  def_decomposed("rsub", kElementwise, {kInput, req("other"), opt("alpha", Int(1))}, [](Builder& b, const Args& a) {
+    return b.torch("sub", {a[1], a[0], a[2]});
+  });
+  def_decomposed("clamp_min", kElementwise, {kInput, req("min")}, [](Builder& b, const Args& a) {
+    return b.torch("clamp", {a[0], a[1], Value()});
+  });
+  def_decomposed("clamp_max", kElementwise, {kInput, req("max")}, [](Builder& b, const Args& a) {
+    return b.torch("clamp", {a[0], Value(), a[1]});
+  });
+  auto binary = [](const std::string& name, DecompFn f) {
+    def_decomposed(name, kElementwise, {kInput, req("other")}, std::move(f));
+  };
+  binary("xlogy", [](Builder& b, const Args& a) {
+    DType d = float_result(b, {a[0], a[1]});
+    Value x = cast(b, a[0], d), y = cast(b, a[1], d);
+    Value r = T(b, "mul", {x, T(b, "log", {y})});
+    r = T(b, "where", {T(b, "eq", {x, Int(0)}), F(0.0), r});
+    return T(b, "where", {T(b, "isnan", {y}), F(NAN), r});
+  });
+  binary("hypot", [](Builder& b, const Args& a) {
+    DType d = result_type(b, {a[0], a[1]});
+    if (!is_float(d)) fail("ltorch.hypot", "expected floating-point inputs");
+    Value x = cast(b, a[0], opmath(d)), y = cast(b, a[1], opmath(d));
+    return cast(b, T(b, "sqrt", {T(b, "add", {T(b, "mul", {x, x}), T(b, "mul", {y, y})})}), d);
+  });
+  for (const char* name : {"logaddexp", "logaddexp2"}) {
+    bool two = std::string(name) == "logaddexp2";
+    binary(name, [two, name](Builder& b, const Args& a) {
+      DType d = result_type(b, {a[0], a[1]});
+      if (!is_float(d)) fail(std::string("ltorch.") + name, "expected floating-point inputs");
+      Value x = cast(b, a[0], opmath(d)), y = cast(b, a[1], opmath(d));
+      Value m = T(b, "maximum", {x, y});
+      Value diff = T(b, "neg", {T(b, "abs", {T(b, "sub", {x, y})})});
+      Value r = two ? T(b, "add", {m, T(b, "div", {T(b, "log1p", {T(b, "exp2", {diff})}), F(M_LN2)})})
+                    : T(b, "add", {m, T(b, "log1p", {T(b, "exp", {diff})})});
+      r = T(b, "where", {T(b, "logical_and", {T(b, "isinf", {x}), T(b, "eq", {x, y})}), x, r});
+      return cast(b, r, d);
+    });
+  }
+  for (const char* name : {"fmax", "fmin"}) {
+    bool is_max = std::string(name) == "fmax";
+    binary(name, [is_max](Builder& b, const Args& a) {
+      DType d = result_type(b, {a[0], a[1]});
+      Value x = cast(b, a[0], d), y = cast(b, a[1], d);
+      Value m = T(b, is_max ? "maximum" : "minimum", {x, y});
+      if (!is_float(d)) return m;
+      m = T(b, "where", {T(b, "isnan", {y}), x, m});
+      return T(b, "where", {T(b, "isnan", {x}), y, m});
+    });
+  }
+  def_decomposed("heaviside", kElementwise, {kInput, req("values")}, [](Builder& b, const Args& a) {
+    DType d = result_type(b, {a[0], a[1]});
+    if (b.is_tensor(a[1]) && b.meta(a[1]).dtype != b.meta(a[0]).dtype)
+      fail("ltorch.heaviside", "input and values must have the same dtype");
+    Value x = cast(b, a[0], d);
+    Value pos = cast(b, T(b, "gt", {x, Int(0)}), d);
+    return T(b, "where", {T(b, "eq", {x, Int(0)}), cast(b, a[1], d), pos});
+  });
+  binary("float_power", [](Builder& b, const Args& a) {
+    return T(b, "pow", {cast(b, a[0], DType::Float64), cast(b, a[1], DType::Float64)});
+  });
+  binary("ldexp", [](Builder& b, const Args& a) {
+    DType d = float_result(b, {a[0], a[1]});
+    return T(b, "mul", {cast(b, a[0], d), T(b, "pow", {F(2.0), cast(b, a[1], d)})});
+  });
+  def_decomposed("lerp", kElementwise, {kInput, req("end"), req("weight")}, [](Builder& b, const Args& a) {
+    DType d = result_type(b, {a[0], a[1]});
+    if (!is_float(d)) fail("ltorch.lerp", "expected floating-point inputs");
+    Value x = cast(b, a[0], opmath(d)), y = cast(b, a[1], opmath(d)), w = cast(b, a[2], opmath(d));
+    Value diff = T(b, "sub", {y, x});
+    Value low = T(b, "add", {x, T(b, "mul", {w, diff})});
+    Value high = T(b, "sub", {y, T(b, "mul", {diff, T(b, "rsub", {w, Int(1)})})});
+    Value small = T(b, "lt", {T(b, "abs", {w}), F(0.5)});
+    return cast(b, T(b, "where", {small, low, high}), d);
+  });
+  for (const char* name : {"addcmul", "addcdiv"}) {
+    bool mul = std::string(name) == "addcmul";
+    def_decomposed(name, kElementwise, {kInput, req("tensor1"), req("tensor2"), opt("value", Int(1))},
+                   [mul](Builder& b, const Args& a) {
+                     DType d = result_type(b, {a[0], a[1], a[2]});
+                     if (!mul && !is_float(d)) fail("ltorch.addcdiv", "integer division with addcdiv is not supported");
+                     Value prod = T(b, mul ? "mul" : "div", {cast(b, a[1], d), cast(b, a[2], d)});
+                     if (!(a[3] == Int(1))) prod = T(b, "mul", {prod, a[3]});
+                     return T(b, "add", {cast(b, a[0], d), prod});
+                   });
+  }
+  // torch.special functions.
+  unary("ndtr", [](Builder& b, const Args& a) {
+    DType d = float_result(b, {a[0]});
+    Value x = cast(b, a[0], d);
+    return T(b, "mul", {T(b, "erfc", {T(b, "mul", {x, F(-M_SQRT1_2)})}), F(0.5)});
+  });
+  unary("entr", [](Builder& b, const Args& a) {
+    DType d = float_result(b, {a[0]});
+    Value x = cast(b, a[0], d);
+    Value r = T(b, "neg", {T(b, "mul", {x, T(b, "log", {x})})});
+    r = T(b, "where", {T(b, "eq", {x, Int(0)}), F(0.0), r});
+    r = T(b, "where", {T(b, "lt", {x, Int(0)}), F(-INFINITY), r});
+    return T(b, "where", {T(b, "isnan", {x}), x, r});
+  });
+  binary("xlog1py", [](Builder& b, const Args& a) {
+    DType d = float_result(b, {a[0], a[1]});
+    Value x = cast(b, a[0], d), y = cast(b, a[1], d);
+    Value r = T(b, "mul", {x, T(b, "log1p", {y})});
+    r = T(b, "where", {T(b, "eq", {x, Int(0)}), F(0.0), r});
+    return T(b, "where", {T(b, "isnan", {y}), F(NAN), r});
+  });
+}
+
+// ---- activations (torch.nn.functional) ----
+
+Value where_positive(Builder& b, const Value& x, const Value& neg) {
+  return T(b, "where", {T(b, "gt", {x, Int(0)}), x, neg});
+}
+
+void no_inplace(const Value& v, const char* what) {
+  if (!v.is_none() && v.as_bool()) throw NotNative(what);
+}
+
+void register_activations() {
+  auto act = [](const std::string& name, std::vector<ir::Param> extra, DecompFn f) {
+    std::vector<ir::Param> ps{kInput};
+    ps.insert(ps.end(), extra.begin(), extra.end());
+    def_decomposed(name, kElementwise, std::move(ps), std::move(f));
+  };
+  act("hardtanh", {opt("min_val", F(-1.0)), opt("max_val", F(1.0)), opt("inplace", Value(false))},
+      [](Builder& b, const Args& a) {
+        no_inplace(a[3], "in-place hardtanh");
+        if (b.meta(a[0]).dtype == DType::Bool) fail("ltorch.hardtanh", "not supported for bool");
+        return T(b, "clamp", {a[0], a[1], a[2]});
+      });
+  act("relu6", {opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
+    no_inplace(a[1], "in-place relu6");
+    return b.torch("hardtanh", {a[0], F(0.0), F(6.0)});
+  });
+  act("hardsigmoid", {opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
+    no_inplace(a[1], "in-place hardsigmoid");
+    require_float(b, "ltorch.hardsigmoid", a[0]);
+    return T(b, "div", {T(b, "clamp", {T(b, "add", {a[0], F(3.0)}), F(0.0), F(6.0)}), F(6.0)});
+  });
+  act("hardswish", {opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
+    no_inplace(a[1], "in-place hardswish");
+    require_float(b, "ltorch.hardswish", a[0]);
+    Value r6 = T(b, "clamp", {T(b, "add", {a[0], F(3.0)}), F(0.0), F(6.0)});
+    return T(b, "div", {T(b, "mul", {a[0], r6}), F(6.0)});
+  });
+  act("elu", {opt("alpha", F(1.0)), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
+    no_inplace(a[2], "in-place elu");
+    require_float(b, "ltorch.elu", a[0]);
+    return where_positive(b, a[0], T(b, "mul", {T(b, "expm1", {a[0]}), a[1]}));
+  });
+  act("celu", {opt("alpha", F(1.0)), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
+    no_inplace(a[2], "in-place celu");
+    require_float(b, "ltorch.celu", a[0]);
+    return where_positive(b, a[0], T(b, "mul", {T(b, "expm1", {T(b, "div", {a[0], a[1]})}), a[1]}));
+  });
+  act("selu", {opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
+    no_inplace(a[1], "in-place selu");
+    require_float(b, "ltorch.selu", a[0]);
+    const double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
+    Value r = where_positive(b, a[0], T(b, "mul", {T(b, "expm1", {a[0]}), F(alpha)}));
+    return T(b, "mul", {r, F(scale)});
+  });
+  act("leaky_relu", {opt("negative_slope", F(0.01)), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
+    no_inplace(a[2], "in-place leaky_relu");
+    require_float(b, "ltorch.leaky_relu", a[0]);
+    return where_positive(b, a[0], T(b, "mul", {a[0], a[1]}));
+  });
+  act("log_sigmoid", {}, [](Builder& b, const Args& a) {
+    require_float(b, "ltorch.log_sigmoid", a[0]);
+    DType d = b.meta(a[0]).dtype;
+    Value x = cast(b, a[0], opmath(d));
+    Value r = T(b, "sub", {T(b, "minimum", {x, Int(0)}), T(b, "log1p", {T(b, "exp", {T(b, "neg", {T(b, "abs", {x})})})})});
+    return cast(b, r, d);
+  });
+  act("softplus", {opt("beta", F(1.0)), opt("threshold", F(20.0))}, [](Builder& b, const Args& a) {
+    require_float(b, "ltorch.softplus", a[0]);
+    DType d = b.meta(a[0]).dtype;
+    Value x = cast(b, a[0], opmath(d));
+    Value bx = T(b, "mul", {x, a[1]});
+    Value soft = T(b, "div", {T(b, "log1p", {T(b, "exp", {bx})}), a[1]});
+    return cast(b, T(b, "where", {T(b, "gt", {bx, a[2]}), x, soft}), d);
+  });
+  act("mish", {opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
+    no_inplace(a[1], "in-place mish");
+    require_float(b, "ltorch.mish", a[0]);
+    DType d = b.meta(a[0]).dtype;
+    Value x = cast(b, a[0], opmath(d));
+    return cast(b, T(b, "mul", {x, T(b, "tanh", {b.torch("softplus", {x})})}), d);
+  });
+  act("softsign", {}, [](Builder& b, const Args& a) {
+    return T(b, "div", {a[0], T(b, "add", {T(b, "abs", {a[0]}), Int(1)})});
+  });
+  act("tanhshrink", {}, [](Builder& b, const Args& a) { return T(b, "sub", {a[0], T(b, "tanh", {a[0]})}); });
+  act("hardshrink", {opt("lambd", F(0.5))}, [](Builder& b, const Args& a) {
+    require_float(b, "ltorch.hardshrink", a[0]);
+    Value keep = T(b, "gt", {T(b, "abs", {a[0]}), a[1]});
+    return T(b, "where", {keep, a[0], F(0.0)});
+  });
+  act("softshrink", {opt("lambd", F(0.5))}, [](Builder& b, const Args& a) {
+    require_float(b, "ltorch.softshrink", a[0]);
+    Value up = T(b, "sub", {a[0], a[1]}), down = T(b, "add", {a[0], a[1]});
+    Value r = T(b, "where", {T(b, "gt", {a[0], a[1]}), up, F(0.0)});
+    return T(b, "where", {T(b, "lt", {a[0], T(b, "neg", {a[1]})}), down, r});
+  });
+  act("threshold", {req("threshold"), req("value"), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
+    no_inplace(a[3], "in-place threshold");
+    DType d = b.meta(a[0]).dtype;
+    Value value = is_float(d) ? a[2] : Value(static_cast<int64_t>(a[2].as_double()));
+    if (d == DType::Bool) fail("ltorch.threshold", "not supported for bool");
+    return T(b, "where", {T(b, "le", {a[0], a[1]}), value, a[0]});
+  });
+  act("glu", {opt("dim", Int(-1))}, [](Builder& b, const Args& a) {
+    require_float(b, "ltorch.glu", a[0]);
+    const TensorMeta& m = b.meta(a[0]);
+    int64_t d = canonical_dim("ltorch.glu", a[1].as_int(), m.ndim());
+    if (m.ndim() == 0 || m.shape[d] % 2 != 0) fail("ltorch.glu", "halving dimension must be even");
+    Value halves = b.torch("chunk", {a[0], Int(2), Int(d)});
+    return T(b, "mul", {halves.items()[0], T(b, "sigmoid", {halves.items()[1]})});
+  });
+  def_decomposed("prelu", kElementwise, {kInput, req("weight")}, [](Builder& b, const Args& a) {
+    require_float(b, "ltorch.prelu", a[0]);
+    const TensorMeta& m = b.meta(a[0]);
+    const TensorMeta& w = tensor(b, "ltorch.prelu", a[1]);
+    Value weight = a[1];
+    if (w.numel() != 1) {
+      if (m.ndim() < 2 || w.ndim() != 1 || w.shape[0] != m.shape[1])
+        fail("ltorch.prelu", "weight must have one element or one per channel");
+      std::vector<int64_t> shape(m.ndim(), 1);
+      shape[1] = w.shape[0];
+      weight = b.torch("reshape", {a[1], Value::ints(shape)});
+    } else if (w.ndim() > m.ndim() && m.ndim() > 0) {
+      fail("ltorch.prelu", "weight has more dims than input");
+    }
+    return where_positive(b, a[0], T(b, "mul", {weight, a[0]}));
+  });
+}
+
+// ---- reductions ----
+
+std::vector<int64_t> dims_of(std::string_view op, const TensorMeta& m, const Value& dim) {
+  std::vector<int64_t> out;
+  if (dim.is_none() || (dim.is_seq() && dim.items().empty())) {
+    for (int64_t i = 0; i < m.ndim(); ++i) out.push_back(i);
+    return out;
+  }
+  for (int64_t d : dim.as_ints()) out.push_back(canonical_dim(op, d, m.ndim()));
+  if (m.ndim() == 0) out.clear();
+  return out;
+}
+
+Value keep(Builder& b, const Value& r, const TensorMeta& in, const std::vector<int64_t>& dims, bool keepdim) {
+  if (!keepdim) return r;
+  std::vector<int64_t> shape = in.shape;
+  for (int64_t d : dims) shape[d] = 1;
+  if (shape == b.meta(r).shape) return r;
+  return b.prim("reshape", {r, Value::ints(shape)});
+}
+
+// var/std: torch.var(input, dim, unbiased, keepdim) and torch.var(input, dim, *, correction, keepdim).
+Value variance(Builder& b, const Args& a, const char* op) {
+  const TensorMeta m = tensor(b, op, a[0]);
+  if (!is_float(m.dtype)) fail(op, "expected a floating-point input");
+  Value dim = a[1];
+  double correction = 1.0;
+  if (std::holds_alternative<bool>(dim.v)) {  // var(x, unbiased)
+    correction = dim.as_bool() ? 1.0 : 0.0;
+    dim = Value();
+  }
+  if (!a[2].is_none()) correction = a[2].as_bool() ? 1.0 : 0.0;
+  if (!a[4].is_none()) correction = a[4].as_double();
+  auto dims = dims_of(op, m, dim);
+  Value v = b.prim("var", {a[0], Value::ints(dims), F(correction)});
+  return keep(b, v, m, dims, a[3].as_bool());
+}
+
+void register_reductions() {
+  const std::vector<ir::Param> var_params{kInput, opt("dim", Value()), opt("unbiased", Value()), opt("keepdim", Value(false)),
+                                          opt("correction", Value())};
+  def_decomposed("var", kReduction, var_params, [](Builder& b, const Args& a) { return variance(b, a, "ltorch.var"); });
+  def_decomposed("std", kReduction, var_params,
+                 [](Builder& b, const Args& a) { return T(b, "sqrt", {variance(b, a, "ltorch.std")}); });
+  def_decomposed("var_mean", kReduction, var_params, [](Builder& b, const Args& a) {
+    Value v = variance(b, a, "ltorch.var_mean");
+    Value dim = std::holds_alternative<bool>(a[1].v) ? Value() : a[1];
+    return Value::tuple({v, b.torch("mean", {a[0], dim, a[3]})});
+  });
+  def_decomposed("std_mean", kReduction, var_params, [](Builder& b, const Args& a) {
+    Value v = T(b, "sqrt", {variance(b, a, "ltorch.std_mean")});
+    Value dim = std::holds_alternative<bool>(a[1].v) ? Value() : a[1];
+    return Value::tuple({v, b.torch("mean", {a[0], dim, a[3]})});
+  });
+  def_decomposed("logsumexp", kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false))},
+                 [](Builder& b, const Args& a) {
+                   const TensorMeta m = b.meta(a[0]);
+                   DType d = is_float(m.dtype) ? m.dtype : DType::Float32;
+                   auto dims = dims_of("ltorch.logsumexp", m, a[1]);
+                   Value x = cast(b, a[0], d);
+                   bool empty = false;
+                   for (int64_t dd : dims) empty |= m.shape[dd] == 0;
+                   if (m.numel() == 0 || empty)
+                     return T(b, "log", {b.torch("sum", {T(b, "exp", {x}), Value::ints(dims), a[2]})});
+                   Value mx = b.torch("amax", {x, Value::ints(dims), Value(true)});
+                   mx = T(b, "where", {T(b, "isinf", {mx}), F(0.0), mx});
+                   Value s = b.torch("sum", {T(b, "exp", {T(b, "sub", {x, mx})}), Value::ints(dims), Value(true)});
+                   Value r = T(b, "add", {T(b, "log", {s}), mx});
+                   if (!a[2].as_bool() && !dims.empty()) r = b.torch("squeeze", {r, Value::ints(dims)});
+                   return r;
+                 });
+  for (const char* name : {"all", "any"}) {
+    bool all = std::string(name) == "all";
+    def_decomposed(name, kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false))},
+                   [all](Builder& b, const Args& a) {
+                     const TensorMeta m = b.meta(a[0]);
+                     auto dims = dims_of(all ? "ltorch.all" : "ltorch.any", m, a[1]);
+                     Value x = m.dtype == DType::Bool ? a[0] : T(b, "ne", {a[0], Int(0)});
+                     // all = no zero; any = some nonzero, counted in int64.
+                     Value counted = all ? T(b, "logical_not", {x}) : x;
+                     Value n = b.torch("sum", {counted, Value::ints(dims), a[2]});
+                     return T(b, all ? "eq" : "ne", {n, Int(0)});
+                   });
+  }
+  def_decomposed("count_nonzero", kReduction, {kInput, opt("dim", Value())}, [](Builder& b, const Args& a) {
+    const TensorMeta m = b.meta(a[0]);
+    auto dims = dims_of("ltorch.count_nonzero", m, a[1]);
+    return b.torch("sum", {T(b, "ne", {a[0], Int(0)}), Value::ints(dims)});
+  });
+  def_decomposed("nansum", kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false)), opt("dtype", Value())},
+                 [](Builder& b, const Args& a) {
+                   Value x = is_float(b.meta(a[0]).dtype) ? T(b, "where", {T(b, "isnan", {a[0]}), Int(0), a[0]}) : a[0];
+                   return b.torch("sum", {x, a[1], a[2], a[3]});
+                 });
+  def_decomposed("nanmean", kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false)), opt("dtype", Value())},
+                 [](Builder& b, const Args& a) {
+                   DType d = a[3].is_none() ? b.meta(a[0]).dtype : a[3].as_dtype();
+                   if (!is_float(d)) fail("ltorch.nanmean", "expected a floating-point input or dtype");
+                   Value x = cast(b, a[0], d);
+                   Value notnan = T(b, "logical_not", {T(b, "isnan", {x})});
+                   Value s = b.torch("nansum", {x, a[1], a[2]});
+                   Value n = b.torch("sum", {notnan, a[1], a[2]});
+                   return T(b, "div", {s, n});
+                 });
+  // max/min along a dim: (values, indices).
+  for (const char* name : {"max_dim", "min_dim"}) {
+    bool is_max = std::string(name) == "max_dim";
+    def_decomposed(name, kReduction, {kInput, req("dim"), opt("keepdim", Value(false))}, [is_max](Builder& b, const Args& a) {
+      const TensorMeta m = b.meta(a[0]);
+      int64_t d = canonical_dim(is_max ? "ltorch.max" : "ltorch.min", a[1].as_int(), m.ndim());
+      if (m.ndim() > 0 && m.shape[d] == 0) fail(is_max ? "ltorch.max" : "ltorch.min", "cannot reduce a zero-size dimension");
+      Value values = b.torch(is_max ? "amax" : "amin", {a[0], Value::ints({d}), a[2]});
+      Value indices = b.torch(is_max ? "argmax" : "argmin", {a[0], Int(d), a[2]});
+      return Value::tuple({values, indices});
+    });
+  }
+  def_decomposed("aminmax", kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false))},
+                 [](Builder& b, const Args& a) {
+                   const TensorMeta m = b.meta(a[0]);
+                   Value dims = a[1].is_none() ? Value::tuple({}) : Value::ints({a[1].as_int()});
+                   if (m.numel() == 0) fail("ltorch.aminmax", "cannot reduce an empty tensor");
+                   if (a[1].is_none() && a[2].as_bool()) {
+                     std::vector<int64_t> ones(m.ndim(), 1);
+                     return Value::tuple({b.torch("reshape", {b.torch("amin", {a[0]}), Value::ints(ones)}),
+                                          b.torch("reshape", {b.torch("amax", {a[0]}), Value::ints(ones)})});
+                   }
+                   return Value::tuple({b.torch("amin", {a[0], dims, a[2]}), b.torch("amax", {a[0], dims, a[2]})});
+                 });
+  // vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None), computed in the (given) float dtype.
+  def_decomposed("vector_norm", kReduction,
+                 {kInput, opt("ord", F(2.0)), opt("dim", Value()), opt("keepdim", Value(false)), opt("dtype", Value())},
+                 [](Builder& b, const Args& a) {
+                   const TensorMeta m = b.meta(a[0]);
+                   if (!is_float(m.dtype)) fail("ltorch.vector_norm", "expected a floating-point input");
+                   DType d = a[4].is_none() ? m.dtype : a[4].as_dtype();
+                   DType acc = opmath(d);
+                   double ord = a[1].as_double();
+                   auto dims = dims_of("ltorch.vector_norm", m, a[2]);
+                   Value x = T(b, "abs", {cast(b, a[0], acc)});
+                   Value dv = Value::ints(dims);
+                   Value r;
+                   if (std::isinf(ord)) {
+                     if (m.numel() == 0) fail("ltorch.vector_norm", "cannot compute the inf norm of an empty tensor");
+                     r = b.torch(ord > 0 ? "amax" : "amin", {x, dv, a[3]});
+                   } else if (ord == 0.0) {
+                     r = b.torch("sum", {cast(b, T(b, "ne", {x, Int(0)}), acc), dv, a[3]});
+                   } else if (ord == 1.0) {
+                     r = b.torch("sum", {x, dv, a[3]});
+                   } else if (ord == 2.0) {
+                     r = T(b, "sqrt", {b.torch("sum", {T(b, "mul", {x, x}), dv, a[3]})});
+                   } else {
+                     r = T(b, "pow", {b.torch("sum", {T(b, "pow", {x, F(ord)}), dv, a[3]}), F(1.0 / ord)});
+                   }
+                   return cast(b, r, d);
+                 });
+  // Scans and sorts: one torch-level symbol each, with a shape and dtype rule.
+  for (const char* name : {"cumsum", "cumprod"}) {
+    def_meta(name, kReduction, {kInput, req("dim"), opt("dtype", Value())}, [name](Builder& b, const Args& a) {
+      TensorMeta m = tensor(b, name, a[0]);
+      canonical_dim(std::string("ltorch.") + name, a[1].as_int(), m.ndim());
+      m.dtype = !a[2].is_none() ? a[2].as_dtype()
+                : (ir::is_integer(m.dtype) || m.dtype == DType::Bool) ? DType::Int64 : m.dtype;
+      m.requires_grad = false;
+      return Value(ir::ProxyRef{b.new_tensor(m)});
+    });
+  }
+  for (const char* name : {"cummax", "cummin"}) {
+    def_meta(name, kReduction, {kInput, req("dim")}, [name](Builder& b, const Args& a) {
+      TensorMeta m = tensor(b, name, a[0]);
+      canonical_dim(std::string("ltorch.") + name, a[1].as_int(), m.ndim());
+      m.requires_grad = false;
+      TensorMeta idx = m;
+      idx.dtype = DType::Int64;
+      return Value::tuple({Value(ir::ProxyRef{b.new_tensor(m)}), Value(ir::ProxyRef{b.new_tensor(idx)})});
+    });
+  }
+  def_meta("logcumsumexp", kReduction, {kInput, req("dim")}, [](Builder& b, const Args& a) {
+    TensorMeta m = tensor(b, "logcumsumexp", a[0]);
+    if (!is_float(m.dtype)) fail("ltorch.logcumsumexp", "expected a floating-point input");
+    canonical_dim("ltorch.logcumsumexp", a[1].as_int(), m.ndim());
+    m.requires_grad = false;
+    return Value(ir::ProxyRef{b.new_tensor(m)});
+  });
+  def_meta("sort", 0, {kInput, opt("dim", Int(-1)), opt("descending", Value(false)), opt("stable", Value(false))},
+           [](Builder& b, const Args& a) {
+             TensorMeta m = tensor(b, "sort", a[0]);
+             if (std::holds_alternative<bool>(a[1].v)) throw NotNative("sort(stable, dim, descending) overload");
+             canonical_dim("ltorch.sort", a[1].as_int(), m.ndim());
+             m.requires_grad = false;
+             TensorMeta idx = m;
+             idx.dtype = DType::Int64;
+             return Value::tuple({Value(ir::ProxyRef{b.new_tensor(m)}), Value(ir::ProxyRef{b.new_tensor(idx)})});
+           });
+  def_meta("argsort", 0, {kInput, opt("dim", Int(-1)), opt("descending", Value(false)), opt("stable", Value(false))},
+           [](Builder& b, const Args& a) {
+             TensorMeta m = tensor(b, "argsort", a[0]);
+             if (std::holds_alternative<bool>(a[1].v)) throw NotNative("argsort(stable, dim, descending) overload");
+             canonical_dim("ltorch.argsort", a[1].as_int(), m.ndim());
+             m.requires_grad = false;
+             m.dtype = DType::Int64;
+             return Value(ir::ProxyRef{b.new_tensor(m)});
+           });
+  def_meta("topk", 0, {kInput, req("k"), opt("dim", Int(-1)), opt("largest", Value(true)), opt("sorted", Value(true))},
+           [](Builder& b, const Args& a) {
+             TensorMeta m = tensor(b, "topk", a[0]);
+             int64_t d = canonical_dim("ltorch.topk", a[2].as_int(), m.ndim());
+             int64_t k = a[1].as_int();
+             int64_t n = m.ndim() == 0 ? 1 : m.shape[d];
+             if (k < 0 || k > n) fail("ltorch.topk", "k out of range");
+             if (m.ndim() > 0) m.shape[d] = k;
+             m.requires_grad = false;
+             TensorMeta idx = m;
+             idx.dtype = DType::Int64;
+             return Value::tuple({Value(ir::ProxyRef{b.new_tensor(m)}), Value(ir::ProxyRef{b.new_tensor(idx)})});
+           });
+}
+
+}  // namespace
+
+void register_torch_math() {
+  register_elementwise();
+  register_activations();
+  register_reductions();
+}
+
+}  // namespace thunder::ops

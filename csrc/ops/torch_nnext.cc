@@ -1,0 +1,549 @@
+// More torch.nn.functional: convolutions and pooling (single torch-level
+// symbols with shape rules), normalizations and losses (decompositions),
+// matrix products, padding.
+#include <cmath>
+
+#include "ops/torch_common.h"
+
+namespace thunder::ops {
+namespace {
+
+const ir::Param kInput = req("input");
+Value Int(int64_t i) { return Value(i); }
+Value F(double d) { return Value(d); }
+Value T(Builder& b, const char* name, Args args) { return b.torch(name, std::move(args)); }
+bool is_float(DType d) { return ir::is_floating(d) || ir::is_complex(d); }
+bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
+DType opmath(DType d) { return is_half(d) ? DType::Float32 : d; }
+Value out_tensor(Builder& b, TensorMeta m) {
+  m.requires_grad = false;
+  return Value(ir::ProxyRef{b.new_tensor(std::move(m))});
+}
+const TensorMeta& tensor(Builder& b, const std::string& op, const Value& v, const char* arg = "input") {
+  if (!b.is_tensor(v)) fail(op, std::string("expected argument '") + arg + "' to be a tensor");
+  return b.meta(v);
+}
+// An int or a list of n ints.
+std::vector<int64_t> expand_param(const std::string& op, const Value& v, size_t n, const char* what) {
+  std::vector<int64_t> xs = v.is_seq() ? v.as_ints() : std::vector<int64_t>(n, v.as_int());
+  if (xs.size() == 1 && n > 1) xs = std::vector<int64_t>(n, xs[0]);
+  if (xs.size() != n) fail(op, std::string("expected ") + std::to_string(n) + " values for " + what);
+  return xs;
+}
+
+// ---- convolution ----
+
+Value conv(Builder& b, const Args& a, int64_t nd, bool transposed) {
+  const std::string op = std::string("ltorch.conv") + (transposed ? "_transpose" : "") + std::to_string(nd) + "d";
+  const TensorMeta& x = tensor(b, op, a[0]);
+  const TensorMeta& w = tensor(b, op, a[1], "weight");
+  if (x.dtype != w.dtype) fail(op, "input and weight must have the same dtype");
+  if (ir::is_integer(x.dtype) || x.dtype == DType::Bool) throw NotNative("integer convolution");
+  bool batched = x.ndim() == nd + 2;
+  if (!batched && x.ndim() != nd + 1) fail(op, "expected a " + std::to_string(nd + 1) + "-d or " + std::to_string(nd + 2) + "-d input");
+  if (w.ndim() != nd + 2) fail(op, "weight must be " + std::to_string(nd + 2) + "-d");
+  if (!a[2].is_none() && tensor(b, op, a[2], "bias").dtype != x.dtype) fail(op, "bias must have the input's dtype");
+  std::vector<int64_t> in(x.shape.end() - nd, x.shape.end());
+  int64_t channels = x.shape[batched ? 1 : 0];
+  std::vector<int64_t> stride = expand_param(op, a[3], nd, "stride");
+  std::vector<int64_t> out_shape;
+  if (batched) out_shape.push_back(x.shape[0]);
+  if (!transposed) {
+    int64_t groups = a[6].as_int();
+    std::vector<int64_t> dilation = expand_param(op, a[5], nd, "dilation");
+    std::vector<int64_t> pad(nd, 0);
+    bool same = false;
+    if (std::holds_alternative<ir::Str>(a[4].v)) {
+      const std::string& p = a[4].as_str();
+      if (p == "same") same = true;
+      else if (p != "valid") fail(op, "padding must be 'valid', 'same' or ints");
+    } else {
+      pad = expand_param(op, a[4], nd, "padding");
+    }
+    if (groups <= 0 || channels != w.shape[1] * groups || w.shape[0] % groups != 0)
+      fail(op, "input channels do not match the weight and groups");
+    out_shape.push_back(w.shape[0]);
+    for (int64_t i = 0; i < nd; ++i) {
+      int64_t k = dilation[i] * (w.shape[2 + i] - 1) + 1;
+      int64_t o = same ? in[i] : (in[i] + 2 * pad[i] - k) / stride[i] + 1;
+      if (!same && in[i] + 2 * pad[i] < k) fail(op, "kernel size can't be greater than the padded input size");
+      out_shape.push_back(o);
+    }
+  } else {
+    // conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation)
+    std::vector<int64_t> pad = expand_param(op, a[4], nd, "padding");
+    std::vector<int64_t> out_pad = expand_param(op, a[5], nd, "output_padding");
+    int64_t groups = a[6].as_int();
+    std::vector<int64_t> dilation = expand_param(op, a[7], nd, "dilation");
+    if (groups <= 0 || channels != w.shape[0]) fail(op, "input channels do not match the weight");
+    out_shape.push_back(w.shape[1] * groups);
+    for (int64_t i = 0; i < nd; ++i)
+      out_shape.push_back((in[i] - 1) * stride[i] - 2 * pad[i] + dilation[i] * (w.shape[2 + i] - 1) + out_pad[i] + 1);
+  }
+  for (int64_t s : out_shape)
+    if (s < 0) fail(op, "output size is too small");
+  TensorMeta m = x;
+  m.shape = out_shape;
+  return out_tensor(b, m);
+}
+
+// ---- pooling ----
+
+int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  int64_t num = in + 2 * p - d * (k - 1) - 1;
+  int64_t o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+  if (num < 0) o = (num + (ceil_mode ? s - 1 : 0)) / s + 1;
+  if (ceil_mode && (o - 1) * s >= in + p) --o;
+  return o;
+}
+
+Value pool(Builder& b, const Args& a, int64_t nd, bool is_max) {
+  const std::string op = std::string("ltorch.") + (is_max ? "max" : "avg") + "_pool" + std::to_string(nd) + "d";
+  const TensorMeta& x = tensor(b, op, a[0]);
+  if (x.ndim() != nd + 1 && x.ndim() != nd + 2) fail(op, "unexpected input rank");
+  if (!is_max && !is_float(x.dtype) && x.dtype != DType::Int64) throw NotNative("integer avg_pool");
+  std::vector<int64_t> k = expand_param(op, a[1], nd, "kernel_size");
+  std::vector<int64_t> s = (a[2].is_none() || (a[2].is_seq() && a[2].items().empty())) ? k : expand_param(op, a[2], nd, "stride");
+  std::vector<int64_t> p = expand_param(op, a[3], nd, "padding");
+  std::vector<int64_t> d = is_max ? expand_param(op, a[4], nd, "dilation") : std::vector<int64_t>(nd, 1);
+  bool ceil_mode = (is_max ? a[5] : a[4]).as_bool();
+  TensorMeta m = x;
+  for (int64_t i = 0; i < nd; ++i) {
+    if (k[i] <= 0 || s[i] <= 0 || p[i] < 0 || p[i] * 2 > k[i]) fail(op, "invalid kernel, stride or padding");
+    int64_t in = x.shape[x.ndim() - nd + i];
+    int64_t o = pooled(in, k[i], s[i], p[i], d[i], ceil_mode);
+    if (o <= 0) fail(op, "output size is too small");
+    m.shape[x.ndim() - nd + i] = o;
+  }
+  Value out = out_tensor(b, m);
+  if (is_max && a[6].as_bool()) {
+    TensorMeta idx = m;
+    idx.dtype = DType::Int64;
+    return Value::tuple({out, out_tensor(b, idx)});
+  }
+  return out;
+}
+
+Value adaptive_pool(Builder& b, const Args& a, int64_t nd, bool is_max) {
+  const std::string op = std::string("ltorch.adaptive_") + (is_max ? "max" : "avg") + "_pool" + std::to_string(nd) + "d";
+  const TensorMeta& x = tensor(b, op, a[0]);
+  if (x.ndim() != nd + 1 && x.ndim() != nd + 2) fail(op, "unexpected input rank");
+  std::vector<int64_t> out;
+  if (a[1].is_seq()) {
+    for (size_t i = 0; i < a[1].items().size(); ++i)
+      out.push_back(a[1].items()[i].is_none() ? x.shape[x.ndim() - nd + i] : a[1].items()[i].as_int());
+    if (out.size() == 1 && nd > 1) out = std::vector<int64_t>(nd, out[0]);
+  } else {
+    out = std::vector<int64_t>(nd, a[1].as_int());
+  }
+  if (static_cast<int64_t>(out.size()) != nd) fail(op, "output_size has the wrong length");
+  TensorMeta m = x;
+  for (int64_t i = 0; i < nd; ++i) m.shape[x.ndim() - nd + i] = out[i];
+  Value o = out_tensor(b, m);
+  if (is_max && a[2].as_bool()) {
+    TensorMeta idx = m;
+    idx.dtype = DType::Int64;
+    return Value::tuple({o, out_tensor(b, idx)});
+  }
+  return o;
+}
+
+// ---- normalization ----
+
+Value channel_shape(Builder& b, const Value& v, int64_t ndim) {
+  std::vector<int64_t> shape(ndim, 1);
+  shape[1] = b.meta(v).numel();
+  return b.torch("reshape", {v, Value::ints(shape)});
+}
+
+Value batch_norm(Builder& b, const Args& a) {
+  // batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+  const TensorMeta m = tensor(b, "ltorch.batch_norm", a[0]);
+  bool training = a[5].as_bool();
+  if (training && (!a[1].is_none() || !a[2].is_none())) throw NotNative("batch_norm updating running statistics");
+  if (m.ndim() < 2) fail("ltorch.batch_norm", "expected at least 2-d input");
+  DType acc = opmath(m.dtype);
+  Value x = cast(b, a[0], acc);
+  Value mean, var;
+  if (training || a[1].is_none()) {
+    if (!training) fail("ltorch.batch_norm", "running_mean and running_var must be given in eval mode");
+    std::vector<int64_t> dims;
+    for (int64_t i = 0; i < m.ndim(); ++i)
+      if (i != 1) dims.push_back(i);
+    int64_t count = m.numel() / std::max<int64_t>(m.shape[1], 1);
+    if (count <= 1) fail("ltorch.batch_norm", "expected more than 1 value per channel when training");
+    mean = b.torch("mean", {x, Value::ints(dims), Value(true)});
+    Value c = T(b, "sub", {x, mean});
+    var = b.torch("mean", {T(b, "mul", {c, c}), Value::ints(dims), Value(true)});
+  } else {
+    mean = channel_shape(b, cast(b, a[1], acc), m.ndim());
+    var = channel_shape(b, cast(b, a[2], acc), m.ndim());
+  }
+  Value y = T(b, "mul", {T(b, "sub", {x, mean}), T(b, "rsqrt", {T(b, "add", {var, a[7]})})});
+  if (!a[3].is_none()) y = T(b, "mul", {y, channel_shape(b, a[3], m.ndim())});
+  if (!a[4].is_none()) y = T(b, "add", {y, channel_shape(b, a[4], m.ndim())});
+  return cast(b, y, m.dtype);
+}
+
+Value group_norm(Builder& b, const Args& a) {
+  // group_norm(input, num_groups, weight, bias, eps)
+  const TensorMeta m = tensor(b, "ltorch.group_norm", a[0]);
+  if (m.ndim() < 2) fail("ltorch.group_norm", "expected at least 2-d input");
+  int64_t g = a[1].as_int(), c = m.shape[1], n = m.shape[0];
+  if (g <= 0 || c % g != 0) fail("ltorch.group_norm", "channels must be divisible by num_groups");
+  DType acc = opmath(m.dtype);
+  Value x = b.torch("reshape", {cast(b, a[0], acc), Value::ints({n, g, -1})});
+  Value mean = b.torch("mean", {x, Value::ints({2}), Value(true)});
+  Value cen = T(b, "sub", {x, mean});
+  Value var = b.torch("mean", {T(b, "mul", {cen, cen}), Value::ints({2}), Value(true)});
+  Value y = T(b, "mul", {cen, T(b, "rsqrt", {T(b, "add", {var, a[4]})})});
+  y = b.torch("reshape", {y, Value::ints(m.shape)});
+  if (!a[2].is_none()) y = T(b, "mul", {y, channel_shape(b, a[2], m.ndim())});
+  if (!a[3].is_none()) y = T(b, "add", {y, channel_shape(b, a[3], m.ndim())});
+  return cast(b, y, m.dtype);
+}
+
+Value normalize(Builder& b, const Args& a) {
+  // normalize(input, p=2.0, dim=1, eps=1e-12)
+  const TensorMeta& m = tensor(b, "ltorch.normalize", a[0]);
+  if (!is_float(m.dtype)) fail("ltorch.normalize", "expected a floating-point input");
+  Value norm = b.torch("vector_norm", {a[0], a[1], Value::ints({a[2].as_int()}), Value(true)});
+  Value denom = T(b, "expand", {b.torch("clamp_min", {norm, a[3]}), Value::ints(m.shape)});
+  return T(b, "div", {a[0], denom});
+}
+
+// ---- losses ----
+
+Value reduce_loss(Builder& b, const Value& loss, const Value& reduction, const char* op) {
+  const std::string& r = reduction.as_str();
+  if (r == "none") return loss;
+  if (r == "sum") return T(b, "sum", {loss});
+  if (r == "mean") return T(b, "mean", {loss});
+  fail(op, "reduction must be 'none', 'mean' or 'sum'");
+}
+
+void legacy_reduction(const Args& a, size_t size_average, size_t reduce) {
+  if (!a[size_average].is_none() || !a[reduce].is_none()) throw NotNative("legacy size_average/reduce arguments");
+}
+
+std::vector<int64_t> loss_shape(Builder& b, const char* op, const Value& x, const Value& y) {
+  return broadcast_shapes(op, b.meta(x).shape, b.meta(y).shape);
+}
+
+void register_losses() {
+  const std::vector<ir::Param> common{kInput, req("target"), opt("size_average", Value()), opt("reduce", Value()),
+                                      opt("reduction", Value(ir::Str{"mean"}))};
+  def_decomposed("mse_loss", ir::kReduction, {kInput, req("target"), opt("size_average", Value()), opt("reduce", Value()),
+                                              opt("reduction", Value(ir::Str{"mean"})), opt("weight", Value())},
+                 [](Builder& b, const Args& a) {
+                   legacy_reduction(a, 2, 3);
+                   if (!a[5].is_none()) throw NotNative("mse_loss with weight");
+                   Value d = T(b, "sub", {a[0], a[1]});
+                   return reduce_loss(b, T(b, "mul", {d, d}), a[4], "ltorch.mse_loss");
+                 });
+  def_decomposed("l1_loss", ir::kReduction, {kInput, req("target"), opt("size_average", Value()), opt("reduce", Value()),
+                                             opt("reduction", Value(ir::Str{"mean"})), opt("weight", Value())},
+                 [](Builder& b, const Args& a) {
+                   legacy_reduction(a, 2, 3);
+                   if (!a[5].is_none()) throw NotNative("l1_loss with weight");
+                   return reduce_loss(b, T(b, "abs", {T(b, "sub", {a[0], a[1]})}), a[4], "ltorch.l1_loss");
+                 });
+  def_decomposed("smooth_l1_loss", ir::kReduction,
+                 {kInput, req("target"), opt("size_average", Value()), opt("reduce", Value()),
+                  opt("reduction", Value(ir::Str{"mean"})), opt("beta", F(1.0))},
+                 [](Builder& b, const Args& a) {
+                   legacy_reduction(a, 2, 3);
+                   double beta = a[5].as_double();
+                   Value d = T(b, "abs", {T(b, "sub", {a[0], a[1]})});
+                   if (beta == 0.0) return reduce_loss(b, d, a[4], "ltorch.smooth_l1_loss");
+                   Value quad = T(b, "div", {T(b, "mul", {T(b, "mul", {d, d}), F(0.5)}), F(beta)});
+                   Value lin = T(b, "sub", {d, F(0.5 * beta)});
+                   return reduce_loss(b, T(b, "where", {T(b, "lt", {d, F(beta)}), quad, lin}), a[4], "ltorch.smooth_l1_loss");
+                 });
+  def_decomposed("huber_loss", ir::kReduction,
+                 {kInput, req("target"), opt("reduction", Value(ir::Str{"mean"})), opt("delta", F(1.0)), opt("weight", Value())},
+                 [](Builder& b, const Args& a) {
+                   if (!a[4].is_none()) throw NotNative("huber_loss with weight");
+                   double delta = a[3].as_double();
+                   Value d = T(b, "abs", {T(b, "sub", {a[0], a[1]})});
+                   Value quad = T(b, "mul", {T(b, "mul", {d, d}), F(0.5)});
+                   Value lin = T(b, "mul", {T(b, "sub", {d, F(0.5 * delta)}), F(delta)});
+                   return reduce_loss(b, T(b, "where", {T(b, "lt", {d, F(delta)}), quad, lin}), a[2], "ltorch.huber_loss");
+                 });
+  def_decomposed("soft_margin_loss", ir::kReduction, common, [](Builder& b, const Args& a) {
+    legacy_reduction(a, 2, 3);
+    Value l = T(b, "log1p", {T(b, "exp", {T(b, "neg", {T(b, "mul", {a[0], a[1]})})})});
+    return reduce_loss(b, l, a[4], "ltorch.soft_margin_loss");
+  });
+  def_decomposed("binary_cross_entropy", ir::kReduction,
+                 {kInput, req("target"), opt("weight", Value()), opt("size_average", Value()), opt("reduce", Value()),
+                  opt("reduction", Value(ir::Str{"mean"}))},
+                 [](Builder& b, const Args& a) {
+                   legacy_reduction(a, 3, 4);
+                   if (b.meta(a[0]).shape != b.meta(a[1]).shape) fail("ltorch.binary_cross_entropy", "target and input must have the same shape");
+                   DType d = b.meta(a[0]).dtype;
+                   Value x = cast(b, a[0], opmath(d)), y = cast(b, a[1], opmath(d));
+                   Value logx = b.torch("clamp_min", {T(b, "log", {x}), F(-100.0)});
+                   Value log1mx = b.torch("clamp_min", {T(b, "log", {T(b, "rsub", {x, Int(1)})}), F(-100.0)});
+                   Value l = T(b, "neg", {T(b, "add", {T(b, "mul", {y, logx}), T(b, "mul", {T(b, "rsub", {y, Int(1)}), log1mx})})});
+                   if (!a[2].is_none()) l = T(b, "mul", {l, a[2]});
+                   return cast(b, reduce_loss(b, l, a[5], "ltorch.binary_cross_entropy"), d);
+                 });
+  def_decomposed("binary_cross_entropy_with_logits", ir::kReduction,
+                 {kInput, req("target"), opt("weight", Value()), opt("size_average", Value()), opt("reduce", Value()),
+                  opt("reduction", Value(ir::Str{"mean"})), opt("pos_weight", Value())},
+                 [](Builder& b, const Args& a) {
+                   legacy_reduction(a, 3, 4);
+                   if (b.meta(a[0]).shape != b.meta(a[1]).shape)
+                     fail("ltorch.binary_cross_entropy_with_logits", "target and input must have the same shape");
+                   const Value &x = a[0], &y = a[1];
+                   // (1 - y) x + (1 + (pw - 1) y) (log1p(exp(-|x|)) + max(-x, 0))
+                   Value sp = T(b, "add", {T(b, "log1p", {T(b, "exp", {T(b, "neg", {T(b, "abs", {x})})})}),
+                                           T(b, "clamp_min", {T(b, "neg", {x}), Int(0)})});
+                   Value l;
+                   if (!a[6].is_none()) {
+                     Value lw = T(b, "add", {T(b, "mul", {T(b, "sub", {a[6], Int(1)}), y}), Int(1)});
+                     l = T(b, "add", {T(b, "mul", {T(b, "rsub", {y, Int(1)}), x}), T(b, "mul", {lw, sp})});
+                   } else {
+                     l = T(b, "add", {T(b, "mul", {T(b, "rsub", {y, Int(1)}), x}), sp});
+                   }
+                   if (!a[2].is_none()) l = T(b, "mul", {l, a[2]});
+                   return reduce_loss(b, l, a[5], "ltorch.binary_cross_entropy_with_logits");
+                 });
+  def_decomposed("kl_div", ir::kReduction,
+                 {kInput, req("target"), opt("size_average", Value()), opt("reduce", Value()),
+                  opt("reduction", Value(ir::Str{"mean"})), opt("log_target", Value(false))},
+                 [](Builder& b, const Args& a) {
+                   legacy_reduction(a, 2, 3);
+                   Value l = a[5].as_bool() ? T(b, "mul", {T(b, "exp", {a[1]}), T(b, "sub", {a[1], a[0]})})
+                                            : T(b, "sub", {b.torch("xlogy", {a[1], a[1]}), T(b, "mul", {a[1], a[0]})});
+                   const std::string& r = a[4].as_str();
+                   if (r == "batchmean") {
+                     Value s = T(b, "sum", {l});
+                     const TensorMeta& m = b.meta(a[0]);
+                     return m.ndim() == 0 ? s : T(b, "div", {s, Int(m.shape[0])});
+                   }
+                   return reduce_loss(b, l, a[4], "ltorch.kl_div");
+                 });
+  def_decomposed("nll_loss", ir::kReduction,
+                 {kInput, req("target"), opt("weight", Value()), opt("size_average", Value()), opt("ignore_index", Int(-100)),
+                  opt("reduce", Value()), opt("reduction", Value(ir::Str{"mean"}))},
+                 [](Builder& b, const Args& a) {
+                   legacy_reduction(a, 3, 5);
+                   const TensorMeta im = b.meta(a[0]), tm = b.meta(a[1]);
+                   if (tm.dtype != DType::Int64) fail("ltorch.nll_loss", "expected an int64 target");
+                   int64_t class_dim = im.ndim() == 1 ? 0 : 1;
+                   std::vector<int64_t> expected = im.shape;
+                   expected.erase(expected.begin() + class_dim);
+                   if (tm.shape != expected) fail("ltorch.nll_loss", "target shape does not match the input");
+                   const std::string& reduction = a[6].as_str();
+                   if (im.numel() == 0 && reduction == "mean") throw NotNative("nll_loss mean over an empty batch");
+                   Value valid = T(b, "ne", {a[1], a[4]});
+                   Value safe = T(b, "where", {valid, a[1], Int(0)});
+                   Value picked = b.prim("take_along_axis", {a[0], b.torch("unsqueeze", {safe, Int(class_dim)}), Int(class_dim)});
+                   Value nll = T(b, "neg", {b.torch("squeeze", {picked, Int(class_dim)})});
+                   Value w = b.torch("to", {valid, Value(im.dtype)});
+                   if (!a[2].is_none()) {
+                     Value flat = b.torch("reshape", {safe, Value::ints({-1})});
+                     Value per = b.torch("reshape", {b.prim("take", {a[2], flat, Int(0)}), Value::ints(tm.shape)});
+                     w = T(b, "mul", {w, per});
+                   }
+                   Value loss = T(b, "mul", {nll, w});
+                   if (reduction == "none") return loss;
+                   Value total = T(b, "sum", {loss});
+                   if (reduction == "sum") return total;
+                   if (reduction != "mean") fail("ltorch.nll_loss", "reduction must be 'none', 'mean' or 'sum'");
+                   return T(b, "div", {total, T(b, "sum", {w})});
+                 });
+  def_decomposed("margin_ranking_loss", ir::kReduction,
+                 {req("input1"), req("input2"), req("target"), opt("margin", F(0.0)), opt("size_average", Value()),
+                  opt("reduce", Value()), opt("reduction", Value(ir::Str{"mean"}))},
+                 [](Builder& b, const Args& a) {
+                   legacy_reduction(a, 4, 5);
+                   Value l = T(b, "add", {T(b, "mul", {T(b, "neg", {a[2]}), T(b, "sub", {a[0], a[1]})}), a[3]});
+                   return reduce_loss(b, b.torch("clamp_min", {l, Int(0)}), a[6], "ltorch.margin_ranking_loss");
+                 });
+  def_decomposed("hinge_embedding_loss", ir::kReduction,
+                 {kInput, req("target"), opt("margin", F(1.0)), opt("size_average", Value()), opt("reduce", Value()),
+                  opt("reduction", Value(ir::Str{"mean"}))},
+                 [](Builder& b, const Args& a) {
+                   legacy_reduction(a, 3, 4);
+                   Value zeros = T(b, "zeros_like", {a[0]});
+                   Value margin_clamp = b.torch("clamp_min", {T(b, "rsub", {a[0], a[2]}), Int(0)});
+                   Value out_margin = T(b, "where", {T(b, "ne", {a[1], Int(1)}), margin_clamp, zeros});
+                   Value out_self = T(b, "where", {T(b, "ne", {a[1], Int(-1)}), a[0], zeros});
+                   return reduce_loss(b, T(b, "add", {out_margin, out_self}), a[5], "ltorch.hinge_embedding_loss");
+                 });
+  def_decomposed("poisson_nll_loss", ir::kReduction,
+                 {kInput, req("target"), opt("log_input", Value(true)), opt("full", Value(false)), opt("size_average", Value()),
+                  opt("eps", F(1e-8)), opt("reduce", Value()), opt("reduction", Value(ir::Str{"mean"}))},
+                 [](Builder& b, const Args& a) {
+                   legacy_reduction(a, 4, 6);
+                   if (a[3].as_bool()) throw NotNative("poisson_nll_loss with full=True");
+                   Value l = a[2].as_bool() ? T(b, "sub", {T(b, "exp", {a[0]}), T(b, "mul", {a[1], a[0]})})
+                                            : T(b, "sub", {a[0], T(b, "mul", {a[1], T(b, "log", {T(b, "add", {a[0], a[5]})})})});
+                   return reduce_loss(b, l, a[7], "ltorch.poisson_nll_loss");
+                 });
+}
+
+// ---- matrix products ----
+
+void register_products() {
+  def_decomposed("mv", 0, {kInput, req("vec")}, [](Builder& b, const Args& a) {
+    if (b.meta(a[0]).ndim() != 2 || b.meta(a[1]).ndim() != 1) fail("ltorch.mv", "expected a matrix and a vector");
+    return b.prim("matmul", {a[0], a[1]});
+  });
+  def_decomposed("dot", 0, {kInput, req("tensor")}, [](Builder& b, const Args& a) {
+    if (b.meta(a[0]).ndim() != 1 || b.meta(a[1]).ndim() != 1) fail("ltorch.dot", "1D tensors expected");
+    if (b.meta(a[0]).dtype != b.meta(a[1]).dtype) fail("ltorch.dot", "expected both vectors to have same dtype");
+    if (b.meta(a[0]).shape != b.meta(a[1]).shape) fail("ltorch.dot", "inconsistent tensor size");
+    return b.prim("matmul", {a[0], a[1]});
+  });
+  def_decomposed("outer", 0, {kInput, req("vec2")}, [](Builder& b, const Args& a) {
+    if (b.meta(a[0]).ndim() != 1 || b.meta(a[1]).ndim() != 1) fail("ltorch.outer", "1D tensors expected");
+    return T(b, "mul", {b.torch("unsqueeze", {a[0], Int(1)}), a[1]});
+  });
+  // beta * input + alpha * (m1 @ m2); beta == 0 ignores input (NaNs included), like torch.
+  auto addmm_like = [](const char* name, const char* product, int64_t rank1, int64_t rank2, bool batch_sum) {
+    std::string n = name, p = product;
+    const char* first = rank2 == 1 ? "mat" : rank1 == 2 ? "mat1" : "batch1";
+    const char* second = rank2 == 1 ? "vec" : rank1 == 2 ? "mat2" : "batch2";
+    def_decomposed(name, 0, {kInput, req(first), req(second), opt("beta", Int(1)), opt("alpha", Int(1))},
+                   [n, p, rank1, rank2, batch_sum](Builder& b, const Args& a) {
+                     const TensorMeta& m1 = tensor(b, "ltorch." + n, a[1]);
+                     const TensorMeta& m2 = tensor(b, "ltorch." + n, a[2]);
+                     if (m1.ndim() != rank1 || m2.ndim() != rank2) fail("ltorch." + n, "unexpected operand ranks");
+                     if (m1.dtype != m2.dtype || m1.dtype != b.meta(a[0]).dtype) fail("ltorch." + n, "expected one dtype");
+                     Value prod = b.prim("matmul", {a[1], a[2]});
+                     if (batch_sum) prod = b.torch("sum", {prod, Value::ints({0})});
+                     if (!(a[4] == Int(1))) prod = T(b, "mul", {prod, a[4]});
+                     std::vector<int64_t> shape = b.meta(prod).shape;
+                     if (broadcast_shapes("ltorch." + n, b.meta(a[0]).shape, shape) != shape)
+                       fail("ltorch." + n, "input cannot be broadcast to the product's shape");
+                     if (a[3].as_double() == 0.0) {
+                       DType d = b.meta(a[0]).dtype;
+                       return ir::is_floating(d) || d == b.meta(prod).dtype ? T(b, "add", {prod, Int(0)}) : prod;
+                     }
+                     Value in = a[0];
+                     if (!(a[3] == Int(1))) in = T(b, "mul", {in, a[3]});
+                     return T(b, "add", {in, prod});
+                   });
+  };
+  addmm_like("addmm", "mm", 2, 2, false);
+  addmm_like("baddbmm", "bmm", 3, 3, false);
+  addmm_like("addbmm", "bmm", 3, 3, true);
+  addmm_like("addmv", "mv", 2, 1, false);
+  def_decomposed("addr", 0, {kInput, req("vec1"), req("vec2"), opt("beta", Int(1)), opt("alpha", Int(1))},
+                 [](Builder& b, const Args& a) {
+                   Value prod = b.torch("outer", {a[1], a[2]});
+                   if (!(a[4] == Int(1))) prod = T(b, "mul", {prod, a[4]});
+                   if (a[3].as_double() == 0.0) return expand_to(b, T(b, "mul", {prod, Int(1)}), b.meta(prod).shape);
+                   Value in = a[0];
+                   if (!(a[3] == Int(1))) in = T(b, "mul", {in, a[3]});
+                   return T(b, "add", {in, prod});
+                 });
+}
+
+// ---- padding and shuffles ----
+
+void register_misc() {
+  def_meta("pad", 0, {kInput, req("pad"), opt("mode", Value(ir::Str{"constant"})), opt("value", Value())},
+           [](Builder& b, const Args& a) {
+             TensorMeta m = tensor(b, "ltorch.pad", a[0]);
+             std::vector<int64_t> pad = a[1].as_ints();
+             if (pad.size() % 2 != 0 || static_cast<int64_t>(pad.size() / 2) > m.ndim())
+               fail("ltorch.pad", "padding length must be even and at most twice the rank");
+             if (a[2].as_str() != "constant") throw NotNative("non-constant padding modes");
+             for (size_t i = 0; i < pad.size() / 2; ++i) {
+               int64_t d = m.ndim() - 1 - static_cast<int64_t>(i);
+               m.shape[d] += pad[2 * i] + pad[2 * i + 1];
+               if (m.shape[d] < 0) fail("ltorch.pad", "resulting padded size is negative");
+             }
+             return out_tensor(b, m);
+           });
+  def_decomposed("pixel_shuffle", ir::kShape, {kInput, req("upscale_factor")}, [](Builder& b, const Args& a) {
+    const TensorMeta m = tensor(b, "ltorch.pixel_shuffle", a[0]);
+    int64_t r = a[1].as_int(), n = m.ndim();
+    if (n < 3 || r <= 0 || m.shape[n - 3] % (r * r) != 0) fail("ltorch.pixel_shuffle", "invalid input or upscale_factor");
+    std::vector<int64_t> lead(m.shape.begin(), m.shape.end() - 3);
+    int64_t c = m.shape[n - 3] / (r * r), h = m.shape[n - 2], w = m.shape[n - 1];
+    std::vector<int64_t> s1 = lead;
+    s1.insert(s1.end(), {c, r, r, h, w});
+    Value x = b.torch("reshape", {a[0], Value::ints(s1)});
+    int64_t k = static_cast<int64_t>(lead.size());
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i < k; ++i) perm.push_back(i);
+    perm.insert(perm.end(), {k, k + 3, k + 1, k + 4, k + 2});
+    x = b.torch("permute", {x, Value::ints(perm)});
+    std::vector<int64_t> s2 = lead;
+    s2.insert(s2.end(), {c, h * r, w * r});
+    return b.torch("reshape", {x, Value::ints(s2)});
+  });
+  def_decomposed("pixel_unshuffle", ir::kShape, {kInput, req("downscale_factor")}, [](Builder& b, const Args& a) {
+    const TensorMeta m = tensor(b, "ltorch.pixel_unshuffle", a[0]);
+    int64_t r = a[1].as_int(), n = m.ndim();
+    if (n < 3 || r <= 0 || m.shape[n - 2] % r != 0 || m.shape[n - 1] % r != 0)
+      fail("ltorch.pixel_unshuffle", "invalid input or downscale_factor");
+    std::vector<int64_t> lead(m.shape.begin(), m.shape.end() - 3);
+    int64_t c = m.shape[n - 3], h = m.shape[n - 2] / r, w = m.shape[n - 1] / r;
+    std::vector<int64_t> s1 = lead;
+    s1.insert(s1.end(), {c, h, r, w, r});
+    Value x = b.torch("reshape", {a[0], Value::ints(s1)});
+    int64_t k = static_cast<int64_t>(lead.size());
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i < k; ++i) perm.push_back(i);
+    perm.insert(perm.end(), {k, k + 2, k + 4, k + 1, k + 3});
+    x = b.torch("permute", {x, Value::ints(perm)});
+    std::vector<int64_t> s2 = lead;
+    s2.insert(s2.end(), {c * r * r, h, w});
+    return b.torch("reshape", {x, Value::ints(s2)});
+  });
+  def_decomposed("softmin", ir::kReduction, {kInput, req("dim"), opt("dtype", Value())}, [](Builder& b, const Args& a) {
+    Value x = a[2].is_none() ? a[0] : cast(b, a[0], a[2].as_dtype());
+    return b.torch("softmax", {T(b, "neg", {x}), a[1]});
+  });
+}
+
+}  // namespace
+
+void register_torch_nnext() {
+  for (int64_t nd = 1; nd <= 3; ++nd) {
+    std::string n = std::to_string(nd);
+    def_meta("conv" + n + "d", 0,
+             {kInput, req("weight"), opt("bias", Value()), opt("stride", Int(1)), opt("padding", Int(0)),
+              opt("dilation", Int(1)), opt("groups", Int(1))},
+             [nd](Builder& b, const Args& a) { return conv(b, a, nd, false); });
+    def_meta("conv_transpose" + n + "d", 0,
+             {kInput, req("weight"), opt("bias", Value()), opt("stride", Int(1)), opt("padding", Int(0)),
+              opt("output_padding", Int(0)), opt("groups", Int(1)), opt("dilation", Int(1))},
+             [nd](Builder& b, const Args& a) { return conv(b, a, nd, true); });
+    def_meta("max_pool" + n + "d", 0,
+             {kInput, req("kernel_size"), opt("stride", Value()), opt("padding", Int(0)), opt("dilation", Int(1)),
+              opt("ceil_mode", Value(false)), opt("return_indices", Value(false))},
+             [nd](Builder& b, const Args& a) { return pool(b, a, nd, true); });
+    def_meta("avg_pool" + n + "d", 0,
+             {kInput, req("kernel_size"), opt("stride", Value()), opt("padding", Int(0)), opt("ceil_mode", Value(false)),
+              opt("count_include_pad", Value(true)), opt("divisor_override", Value())},
+             [nd](Builder& b, const Args& a) {
+               if (nd == 1 && !a[6].is_none()) fail("ltorch.avg_pool1d", "no divisor_override");
+               return pool(b, a, nd, false);
+             });
+    def_meta("adaptive_avg_pool" + n + "d", 0, {kInput, req("output_size")},
+             [nd](Builder& b, const Args& a) { return adaptive_pool(b, a, nd, false); });
+    def_meta("adaptive_max_pool" + n + "d", 0, {kInput, req("output_size"), opt("return_indices", Value(false))},
+             [nd](Builder& b, const Args& a) { return adaptive_pool(b, a, nd, true); });
+  }
+  def_decomposed("batch_norm", ir::kReduction,
+                 {kInput, req("running_mean"), req("running_var"), opt("weight", Value()), opt("bias", Value()),
+                  opt("training", Value(false)), opt("momentum", F(0.1)), opt("eps", F(1e-5))},
+                 batch_norm);
+  def_decomposed("group_norm", ir::kReduction,
+                 {kInput, req("num_groups"), opt("weight", Value()), opt("bias", Value()), opt("eps", F(1e-5))}, group_norm);
+  def_decomposed("normalize", ir::kReduction, {kInput, opt("p", F(2.0)), opt("dim", Int(1)), opt("eps", F(1e-12))},
+                 normalize);
+  register_losses();
+  register_products();
+  register_misc();
+}
+
+}  // namespace thunder::ops

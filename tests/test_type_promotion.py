@@ -1,0 +1,112 @@
+"""Type promotion follows PyTorch exactly: each case runs through thunder.jit and is compared with
+eager (value and dtype), and must have been imported natively (no opaque op, no fallback), both with
+the default executors and with every torch-level op run as its prims decomposition."""
+import pytest
+import torch
+
+import thunder
+from thunder import testing_opinfo as T
+
+
+def _executor_sets():
+    from thunder.executors import executor_sets
+
+    return {"default": None, "torch": executor_sets()["torch"], "decomposed": T.decomposed_executors()}
+
+
+def check(fn, *args, expected_dtype=None):
+    eager = fn(*args)
+    for name, executors in _executor_sets().items():
+        jitted = thunder.jit(T._fresh_function(fn, name), executors=executors)
+        actual = jitted(*args)
+        path, opaque, fallbacks, _ = T._path(jitted)
+        assert path == "native", f"[{name}] not native: opaque {opaque}, fallbacks {fallbacks}"
+        T.compare(actual, eager, eager.dtype if isinstance(eager, torch.Tensor) else None, "forward")
+        if expected_dtype is not None:
+            assert actual.dtype == eager.dtype == expected_dtype, (name, actual.dtype, eager.dtype)
+
+
+def test_float32_divided_by_zero_dim_float64_stays_float32():
+    check(lambda a, b: a / b, torch.randn(3, 4), torch.tensor(2.0, dtype=torch.float64), expected_dtype=torch.float32)
+
+
+def test_full_with_a_bool_fill_is_bool():
+    check(lambda x: torch.full((1,), False) | (x > 0), torch.randn(1), expected_dtype=torch.bool)
+    check(lambda x: torch.full((1,), False), torch.randn(1), expected_dtype=torch.bool)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.bool, torch.int64, torch.int16, torch.uint8])
+def test_cumsum_of_integers_and_bools_is_int64(dtype):
+    x = torch.randint(0, 2, (4, 5)).to(dtype)
+    check(lambda x: torch.cumsum(x, 1), x, expected_dtype=torch.int64)
+    check(lambda x: x.cumsum(dim=0), x, expected_dtype=torch.int64)
+
+
+def test_cumsum_with_dtype_and_of_floats():
+    check(lambda x: torch.cumsum(x, 0), torch.randn(5, dtype=torch.bfloat16), expected_dtype=torch.bfloat16)
+    check(lambda x: torch.cumsum(x, 0, dtype=torch.float64), torch.randn(5), expected_dtype=torch.float64)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.bool])
+def test_masked_fill_keeps_the_input_dtype(dtype):
+    x = torch.randint(0, 2, (3, 4)).to(dtype)
+    mask = torch.tensor([True, False, True, False])
+    check(lambda x, m: x.masked_fill(m, 1), x, mask, expected_dtype=dtype)
+    check(lambda x, m: torch.masked_fill(x, m, torch.tensor(1)), x, mask, expected_dtype=dtype)
+
+
+def test_masked_fill_with_a_float_value_keeps_an_integer_dtype():
+    # torch casts the fill value to the input dtype (1.7 -> 1) rather than promoting.
+    check(lambda x, m: x.masked_fill(m, 1.7), torch.arange(6).reshape(2, 3), torch.tensor([True, False, True]),
+          expected_dtype=torch.int64)
+
+
+def test_cat_of_bfloat16_and_float16_is_float32():
+    check(lambda a, b: torch.cat([a, b]), torch.randn(2, 3, dtype=torch.bfloat16), torch.randn(1, 3, dtype=torch.float16),
+          expected_dtype=torch.float32)
+
+
+def test_cat_promotes_int_and_bool_and_float():
+    check(lambda a, b, c: torch.cat([a, b, c]), torch.tensor([1, 2], dtype=torch.int32), torch.tensor([True]),
+          torch.tensor([0.5], dtype=torch.float16), expected_dtype=torch.float16)
+
+
+@pytest.mark.parametrize("fn, args, dtype", [
+    # A Python number only raises the category: int tensor * float -> the default float dtype.
+    (lambda x: x * 2.5, (torch.arange(4, dtype=torch.int32),), torch.float32),
+    # ... and never the width within a category.
+    (lambda x: x + 1, (torch.arange(4, dtype=torch.int16),), torch.int16),
+    (lambda x: x * 2.5, (torch.ones(3, dtype=torch.float16),), torch.float16),
+    # Zero-dim tensors rank below dimensioned ones within a category.
+    (lambda a, b: a + b, (torch.arange(3, dtype=torch.int32), torch.tensor(7, dtype=torch.int64)), torch.int32),
+    (lambda a, b: a + b, (torch.arange(3, dtype=torch.int32), torch.tensor(7.0, dtype=torch.float64)), torch.float64),
+    (lambda a, b: a + b, (torch.ones(3, dtype=torch.bfloat16), torch.tensor(7.0, dtype=torch.float64)), torch.bfloat16),
+    # True division of integers gives the default float dtype; comparisons give bool.
+    (lambda a, b: a / b, (torch.arange(1, 4), torch.arange(1, 4)), torch.float32),
+    (lambda a, b: a < b, (torch.arange(3), torch.ones(3, dtype=torch.float64)), torch.bool),
+    (lambda a: torch.sum(a), (torch.ones(3, dtype=torch.int32),), torch.int64),
+    (lambda a: torch.sum(a), (torch.ones(3, dtype=torch.bool),), torch.int64),
+    (lambda a: torch.prod(a, 0), (torch.ones(3, dtype=torch.int8),), torch.int64),
+    (lambda a: torch.mean(a), (torch.ones(3, dtype=torch.bfloat16),), torch.bfloat16),
+    (lambda a: torch.exp(a), (torch.arange(3),), torch.float32),
+    (lambda a: torch.abs(a), (torch.arange(-3, 3, dtype=torch.int8),), torch.int8),
+    (lambda a, b: torch.where(a > 1, a, b), (torch.arange(3), torch.ones(3, dtype=torch.float16)), torch.float16),
+    (lambda a: torch.where(a > 1, a, 0.5), (torch.arange(3),), torch.float32),
+    (lambda a, b: a + b, (torch.ones(2, dtype=torch.uint8), torch.ones(2, dtype=torch.int8)), torch.int16),
+    (lambda a, b: a & b, (torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.int32)), torch.int32),
+    (lambda a: torch.argmax(a, 0), (torch.randn(3, 2),), torch.int64),
+    (lambda a: torch.var(a, 0), (torch.randn(3, 2, dtype=torch.float64),), torch.float64),
+    (lambda a: torch.softmax(a, 0, dtype=torch.float64), (torch.randn(3, 2),), torch.float64),
+    (lambda a: torch.zeros_like(a, dtype=torch.int32), (torch.randn(3),), torch.int32),
+    (lambda a: torch.arange(5) + a, (torch.ones(5),), torch.float32),
+    (lambda a: torch.arange(0.0, 1.0, 0.25) * a, (torch.ones(4, dtype=torch.float64),), torch.float64),
+    (lambda a: torch.pow(a, 2), (torch.arange(3, dtype=torch.int32),), torch.int32),
+    (lambda a: torch.pow(a, 0.5), (torch.arange(3, dtype=torch.int32),), torch.float32),
+    (lambda a, b: torch.copysign(a, b), (torch.arange(3), torch.tensor([1, -1, 1])), torch.float32),
+    (lambda a, b: torch.floor_divide(a, b), (torch.arange(3, dtype=torch.int32), torch.tensor(2)), torch.int32),
+    (lambda a: torch.square(a), (torch.tensor([True, False]),), torch.int64),
+    (lambda a, b: torch.maximum(a, b), (torch.arange(3, dtype=torch.int32), torch.ones(3, dtype=torch.float16)),
+     torch.float16),
+])
+def test_promotion_matches_torch(fn, args, dtype):
+    check(fn, *args, expected_dtype=dtype)
