@@ -52,7 +52,7 @@ def test_masked_fill_keeps_the_input_dtype(dtype):
     x = torch.randint(0, 2, (3, 4)).to(dtype)
     mask = torch.tensor([True, False, True, False])
     check(lambda x, m: x.masked_fill(m, 1), x, mask, expected_dtype=dtype)
-    check(lambda x, m: torch.masked_fill(x, m, torch.tensor(1)), x, mask, expected_dtype=dtype)
+    check(lambda x, m, v: torch.masked_fill(x, m, v), x, mask, torch.tensor(1), expected_dtype=dtype)
 
 
 def test_masked_fill_with_a_float_value_keeps_an_integer_dtype():

@@ -104,6 +104,11 @@ void register_activations() {
     if (b.is_tensor(value)) {
       if (b.meta(value).ndim() != 0) fail("ltorch.masked_fill", "expected argument 'value' to be a number or a 0-dim tensor");
       value = cast(b, value, d);
+    } else if (value.is_number()) {
+      // torch converts the fill value to the input's dtype (1.7 fills an int tensor with 1): never promotes.
+      if (d == DType::Bool) value = Value(value.as_double() != 0);
+      else if (ir::is_integer(d)) value = Value(static_cast<int64_t>(value.as_double()));
+      else value = Value(value.as_double());
     }
     // Out of place, input and mask broadcast together (the result may be larger than the input).
     std::vector<int64_t> shape = broadcast_shapes("ltorch.masked_fill", b.meta(a[1]).shape, b.meta(a[0]).shape);

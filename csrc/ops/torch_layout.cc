@@ -427,12 +427,10 @@ void register_indexing() {
   def_decomposed("gather", 0, {kInput, req("dim"), req("index"), opt("sparse_grad", Value(false))},
                  [](Builder& b, const Args& a) {
                    check_index(b, "ltorch.gather", a[2]);
-                   if (b.meta(a[2]).dtype != DType::Int64) fail("ltorch.gather", "expected an int64 index");
                    return b.prim("gather", {a[0], a[1], a[2]});
                  });
   def_decomposed("take_along_dim", 0, {kInput, req("indices"), opt("dim", Value())}, [](Builder& b, const Args& a) {
     check_index(b, "ltorch.take_along_dim", a[1]);
-    if (b.meta(a[1]).dtype != DType::Int64) fail("ltorch.take_along_dim", "expected an int64 index");
     if (a[2].is_none()) {
       Value flat = reshape(b, a[0], {b.meta(a[0]).numel()});
       Value idx = reshape(b, a[1], {b.meta(a[1]).numel()});

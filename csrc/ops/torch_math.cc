@@ -172,6 +172,10 @@ void register_elementwise() {
     Value diff = T(b, "sub", {y, x});
     Value low = T(b, "add", {x, T(b, "mul", {w, diff})});
     Value high = T(b, "sub", {y, T(b, "mul", {diff, T(b, "rsub", {w, Int(1)})})});
+    if (!b.is_tensor(w)) {  // a number weight picks the formula at compile time
+      if (!a[2].is_number()) throw NotNative("lerp with a number-proxy weight");
+      return cast(b, std::abs(a[2].as_double()) < 0.5 ? low : high, d);
+    }
     Value small = T(b, "lt", {T(b, "abs", {w}), F(0.5)});
     return cast(b, T(b, "where", {small, low, high}), d);
   });
@@ -228,7 +232,10 @@ void register_activations() {
   act("hardtanh", {opt("min_val", F(-1.0)), opt("max_val", F(1.0)), opt("inplace", Value(false))},
       [](Builder& b, const Args& a) {
         no_inplace(a[3], "in-place hardtanh");
-        if (b.meta(a[0]).dtype == DType::Bool) fail("ltorch.hardtanh", "not supported for bool");
+        DType d = b.meta(a[0]).dtype;
+        if (d == DType::Bool) fail("ltorch.hardtanh", "not supported for bool");
+        if (ir::is_integer(d))  // torch clamps integers with integer bounds (the result stays integer)
+          return T(b, "clamp", {a[0], Int(static_cast<int64_t>(a[1].as_double())), Int(static_cast<int64_t>(a[2].as_double()))});
         return T(b, "clamp", {a[0], a[1], a[2]});
       });
   act("relu6", {opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
@@ -303,7 +310,7 @@ void register_activations() {
     require_float(b, "ltorch.softshrink", a[0]);
     Value up = T(b, "sub", {a[0], a[1]}), down = T(b, "add", {a[0], a[1]});
     Value r = T(b, "where", {T(b, "gt", {a[0], a[1]}), up, F(0.0)});
-    return T(b, "where", {T(b, "lt", {a[0], T(b, "neg", {a[1]})}), down, r});
+    return T(b, "where", {T(b, "lt", {a[0], F(-a[1].as_double())}), down, r});
   });
   act("threshold", {req("threshold"), req("value"), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[3], "in-place threshold");

@@ -38,7 +38,7 @@ Value conv(Builder& b, const Args& a, int64_t nd, bool transposed) {
   const TensorMeta& x = tensor(b, op, a[0]);
   const TensorMeta& w = tensor(b, op, a[1], "weight");
   if (x.dtype != w.dtype) fail(op, "input and weight must have the same dtype");
-  if (ir::is_integer(x.dtype) || x.dtype == DType::Bool) throw NotNative("integer convolution");
+  if (x.dtype == DType::Bool) fail(op, "bool convolution is not supported");
   bool batched = x.ndim() == nd + 2;
   if (!batched && x.ndim() != nd + 1) fail(op, "expected a " + std::to_string(nd + 1) + "-d or " + std::to_string(nd + 2) + "-d input");
   if (w.ndim() != nd + 2) fail(op, "weight must be " + std::to_string(nd + 2) + "-d");
@@ -192,7 +192,7 @@ Value group_norm(Builder& b, const Args& a) {
   int64_t g = a[1].as_int(), c = m.shape[1], n = m.shape[0];
   if (g <= 0 || c % g != 0) fail("ltorch.group_norm", "channels must be divisible by num_groups");
   DType acc = opmath(m.dtype);
-  Value x = b.torch("reshape", {cast(b, a[0], acc), Value::ints({n, g, -1})});
+  Value x = b.torch("reshape", {cast(b, a[0], acc), Value::ints({n, g, n * g == 0 ? 0 : m.numel() / (n * g)})});
   Value mean = b.torch("mean", {x, Value::ints({2}), Value(true)});
   Value cen = T(b, "sub", {x, mean});
   Value var = b.torch("mean", {T(b, "mul", {cen, cen}), Value::ints({2}), Value(true)});

@@ -99,6 +99,15 @@ def _max_min(name):
     return adapt
 
 
+def _unbiased_positional(args, kwargs):
+    """torch.var(x, True) / torch.var(x, dims, True, keepdim): a bool in the dim slot is `unbiased`."""
+    args = list(args)
+    if len(args) >= 2 and isinstance(args[1], bool):
+        kwargs = dict(kwargs, unbiased=args[1])
+        args = [args[0]] + args[2:]
+    return args, kwargs
+
+
 def _out_none(args, kwargs):
     return list(args), _strip_harmless(kwargs)
 
@@ -108,7 +117,7 @@ def extend(functions, methods, adapters, native):
     methods: method name -> op name, adapters: (kind, name or method) -> argument adapter)."""
     extra_functions = {
         torch._C._nn.log_sigmoid: "log_sigmoid", F.logsigmoid: "log_sigmoid",
-        torch.linalg.vector_norm: "vector_norm", torch.swapaxes: "transpose", torch.swapdims: "transpose",
+        torch.linalg.vector_norm: "vector_norm", torch._C._nn.pad: "pad", torch.swapaxes: "transpose", torch.swapdims: "transpose",
         torch.moveaxis: "movedim", torch.special.ndtr: "ndtr", torch.special.entr: "entr",
         torch.special.xlog1py: "xlog1py", torch.special.xlogy: "xlogy", torch.special.logit: "logit",
         torch.special.sinc: "sinc", torch.special.logsumexp: "logsumexp", torch.special.softmax: "softmax",
@@ -153,6 +162,8 @@ def extend(functions, methods, adapters, native):
     for n in ("atleast_1d", "atleast_2d", "atleast_3d"):
         adapters[("function", n)] = _atleast
     adapters[("function", "softmin")] = _drop_stacklevel
+    for name in ("var", "std", "var_mean", "std_mean"):
+        adapters[("function", name)] = adapters[("method", name)] = _unbiased_positional
     for name in ("normalize", "clone"):
         adapters[("function", name)] = _out_none
     for method, dtype in (("float", torch.float32), ("double", torch.float64), ("half", torch.float16),
