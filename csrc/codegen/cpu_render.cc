@@ -66,7 +66,8 @@ std::string round_to(DType d, const std::string& e) {
 }
 
 std::string literal(const ir::Value& v, const std::string& type) {
-  if (std::holds_alternative<bool>(v.v)) return v.as_bool() ? "true" : "false";
+  // Typed like every number: a prim's number follows its tensor's dtype (x % True is a float remainder by 1).
+  if (std::holds_alternative<bool>(v.v)) return "(" + type + ")" + (v.as_bool() ? "true" : "false");
   if (std::holds_alternative<int64_t>(v.v)) return "(" + type + ")" + std::to_string(v.as_int()) + "LL";
   double d = v.as_double();
   if (std::isnan(d)) return "(" + type + ")NAN";
