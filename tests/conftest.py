@@ -20,8 +20,11 @@ from thunder.executors import Executor
 from thunder.executors.torchex import torch_executor
 from thunder.testing import tolerance
 
-#: Runs every torch-level op through its prims decomposition (the torch executor's prims and opaque ops only).
-PRIMS_ONLY = Executor("prims_only", {k: v for k, v in torch_executor.callees.items() if not k.startswith("ltorch.")},
+#: Runs every torch-level op through its prims decomposition (the torch executor's prims and opaque ops only;
+#: torch-level ops that have no decomposition, like cumsum or conv2d, still run as their torch calls).
+_UNDECOMPOSED = {f"ltorch.{n}" for n in getattr(thunder._core, "undecomposed_ops", lambda: [])()}
+PRIMS_ONLY = Executor("prims_only", {k: v for k, v in torch_executor.callees.items()
+                                     if not k.startswith("ltorch.") or k in _UNDECOMPOSED},
                       torch_executor.namespace)
 
 

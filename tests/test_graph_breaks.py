@@ -100,3 +100,9 @@ def test_program_without_breaks_reports_none():
     jitted = check_program(lambda x: x.cos() * 2, torch.randn(3))
     assert "graph breaks: none" in str(jitted)
     assert thunder.compile_stats(jitted).graph_breaks == []
+
+
+def test_every_piece_of_a_broken_program_round_trips():
+    for x in (torch.randn(4).abs(), -torch.randn(4).abs()):
+        jitted = check_program(branchy, x)
+        assert len(thunder.compile_stats(jitted).graphs) == 2

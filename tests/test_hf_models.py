@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import thunder
+from conftest import PRIMS_ONLY, check_program
 from thunder.testing import compare_lm, hf_gpt2, hf_llama
 
 pytest.importorskip("transformers")
@@ -49,3 +50,14 @@ def test_llama_uses_grouped_query_attention_natively():
     for g in jitted._state.graphs:
         for node, target, reason in getattr(g, "fallbacks", []):
             assert "scaled_dot_product_attention" not in node, reason
+
+
+@pytest.mark.parametrize("executors", [None, [PRIMS_ONLY]], ids=["default", "prims_only"])
+@pytest.mark.parametrize("build", [hf_gpt2, hf_llama], ids=["gpt2", "llama"])
+def test_every_trace_of_the_models_round_trips(build, executors):
+    """The models' traces (every pass, every graph) print as programs that reproduce the graph; with only prims,
+    the decompositions of the models' ops match eager."""
+    torch.manual_seed(0)
+    model = build()
+    ids = torch.randint(0, 128, (2, 16))
+    check_program(model, ids, executors=executors, labels=ids, use_cache=False, rtol=1e-5, atol=1e-5)

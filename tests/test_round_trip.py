@@ -63,6 +63,10 @@ def _integer_ops(a, b):
             torch.remainder(a, b), torch.fmod(a, b), a / b, torch.true_divide(a, b), -a, a * 3, a + 2, abs(a))
 
 
+def _bool_and_int_scalars(x):
+    return x % True, x * True + False, torch.where(x > 0, True, x), x + 3, x // 2, torch.maximum(x, torch.tensor(True))
+
+
 def _reductions(x):
     return (x.sum(), x.sum(1), x.sum((0, 2), keepdim=True), x.sum(-1), x.mean(), x.mean(dim=1), x.mean((-1, -2)),
             x.amax(), x.amax(1), x.amin(-1, keepdim=True), x.prod(1), x.argmax(), x.argmax(1), x.argmin(-1, True),
@@ -216,6 +220,8 @@ PROGRAMS = [
                                            make(4, 5, dtype=torch.int64, low=-4, high=4, seed=1))),
     ("integer_ops_i32", _integer_ops, lambda: (make(4, 5, dtype=torch.int32, low=-9, high=9),
                                                make(5, dtype=torch.int32, low=-4, high=4, seed=1))),
+    ("bool_and_int_scalars", _bool_and_int_scalars, lambda: (make(3, 4) * 3,)),
+    ("bool_and_int_scalars_f16", _bool_and_int_scalars, lambda: (make(3, 4, dtype=torch.float16) * 3,)),
     ("reductions", _reductions, lambda: (make(3, 4, 5),)),
     ("int_reductions", _int_reductions, lambda: (make(3, 4, dtype=torch.int32, low=-5, high=5),
                                                  make(3, 4, dtype=torch.bool))),
@@ -245,7 +251,122 @@ PROGRAMS = [
     ("mlp_module", _module(_MLP), lambda: (make(2, 5, dtype=torch.int64, low=0, high=10),)),
     ("attention_module", _module(_Attention), lambda: (make(2, 6, 16),)),
 ]
+# The numerically delicate ops in half precision: decompositions compute in float32 and round once, like torch.
+for _dt, _tag in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
+    PROGRAMS += [
+        (f"norms_{_tag}", _norms, lambda d=_dt: (make(2, 4, 8, dtype=d), make(8, seed=1, dtype=d),
+                                                 make(8, seed=2, dtype=d))),
+        (f"softmax_{_tag}" if _tag != "f16" else "softmax_f16_2", _softmaxes, lambda d=_dt: (make(3, 5, dtype=d) * 4,)),
+        (f"activations_{_tag}", _activations, lambda d=_dt: (make(4, 6, dtype=d) * 3,)),
+        (f"linear_{_tag}", _linear, lambda d=_dt: (make(2, 3, 5, dtype=d), make(4, 5, seed=1, dtype=d),
+                                                   make(4, seed=2, dtype=d))),
+        (f"sdpa_{_tag}", _sdpa, lambda d=_dt: tuple(make(2, 3, 5, 8, seed=s, dtype=d) for s in range(3))
+         + (make(5, 5, seed=3, dtype=d),)),
+        (f"sdpa_gqa_{_tag}", _sdpa_gqa, lambda d=_dt: (make(2, 4, 5, 8, dtype=d), make(2, 2, 5, 8, seed=1, dtype=d),
+                                                       make(2, 2, 5, 8, seed=2, dtype=d))),
+        (f"cross_entropy_{_tag}", _cross_entropy, lambda d=_dt: (make(6, 5, dtype=d) * 3,
+                                                                 make(6, dtype=torch.int64, low=0, high=4),
+                                                                 positive(5, dtype=d))),
+    ]
 IDS = [p[0] for p in PROGRAMS]
+
+
+def _advanced_indexing(x, idx, mask):
+    return x[idx], x[:, idx], x[idx, 1:], x[mask.any(1) | True][0], x.index_select(1, idx), torch.gather(x, 1, idx[None])
+
+
+def _in_place_on_intermediates(x):
+    y = x.clone()
+    y.add_(1).mul_(2)
+    y[0] = 0.0
+    y[:, 1] += x[:, 0]
+    return y, torch.relu_(x * 1)
+
+
+def _opaque_mix(x):
+    return torch.cumsum(x.exp(), 1).softmax(-1) + torch.tril(x).sum(), torch.logsumexp(x * 2, 0), x.sort(1).values
+
+
+#: Programs mixing native and opaque ops (no requirement that everything is native).
+MIXED = [
+    ("advanced_indexing", _advanced_indexing, lambda: (make(4, 5), torch.tensor([2, 0, 2]), make(4, 5, dtype=torch.bool))),
+    ("in_place_on_intermediates", _in_place_on_intermediates, lambda: (make(3, 4),)),
+    ("opaque_mix", _opaque_mix, lambda: (make(3, 4),)),
+]
+
+
+# ---- in-place ops: every pass (CSE, folding, fusion, ordering) must respect the order of mutations ----
+
+def _sum_before_and_after_add_(x):
+    a = x.sum()
+    x.add_(1)
+    return a, x.sum()
+
+
+def _mutate_through_a_view(x):
+    y = x * 2
+    y.view(-1).add_(1)
+    return y, y.exp()
+
+
+def _mutate_through_getitem(x):
+    y = x * 2
+    y[0].mul_(10)
+    return y + 1
+
+
+def _setitem_then_reduce(x):
+    y = x * 2
+    y[1:] = 0.0
+    return y.sum(), y
+
+
+def _exp_before_and_after_mul_(x):
+    e = x.exp()
+    x.mul_(2)
+    return e, x.exp()
+
+
+def _mutate_a_folded_constant(x):
+    k = torch.ones(3) * 2
+    k.add_(1)
+    return x + k
+
+
+def _mutate_through_transpose(x):
+    y = x * 1
+    y.t()[0].add_(1)
+    return y * 3
+
+
+def _mutate_input_through_views(x):
+    x.t()[1:].mul_(0.5)
+    return x.sum(0)
+
+
+MUTATING = [
+    ("sum_before_and_after_add_", _sum_before_and_after_add_, lambda: (make(3, 3),)),
+    ("mutate_through_a_view", _mutate_through_a_view, lambda: (make(3, 3),)),
+    ("mutate_through_getitem", _mutate_through_getitem, lambda: (make(3, 3),)),
+    ("setitem_then_reduce", _setitem_then_reduce, lambda: (make(3, 3),)),
+    ("exp_before_and_after_mul_", _exp_before_and_after_mul_, lambda: (make(3, 3),)),
+    ("mutate_a_folded_constant", _mutate_a_folded_constant, lambda: (make(3),)),
+    ("mutate_through_transpose", _mutate_through_transpose, lambda: (make(3, 3),)),
+    ("mutate_input_through_views", _mutate_input_through_views, lambda: (make(3, 3),)),
+]
+
+
+@pytest.mark.parametrize("name,fn,inputs", MUTATING, ids=[p[0] for p in MUTATING])
+@pytest.mark.parametrize("executors", [None, [PRIMS_ONLY]], ids=["default", "prims_only"])
+def test_in_place_ops_keep_their_order(name, fn, inputs, executors):
+    """Called twice (the second call reuses the compiled graph); inputs are compared after each call too."""
+    check_program(fn, *inputs(), executors=executors, calls=2)
+
+
+@pytest.mark.parametrize("name,fn,inputs", MIXED, ids=[p[0] for p in MIXED])
+@pytest.mark.parametrize("executors", [None, [PRIMS_ONLY]], ids=["default", "prims_only"])
+def test_round_trip_mixed_native_and_opaque(name, fn, inputs, executors):
+    check_program(fn, *inputs(), executors=executors)
 
 
 @pytest.mark.parametrize("name,fn,inputs", PROGRAMS, ids=IDS)
@@ -265,6 +386,8 @@ def test_decompositions(name, fn, inputs):
         text = str(graph.execution_trace)
         body = text.split("def computation", 1)[1]
         assert "ltorch." not in "\n".join(l for l in body.splitlines() if not l.strip().startswith("#")), text
+        statements = [l for l in body.splitlines() if l.strip() and not l.strip().startswith("#")]
+        assert any("prims." in l for l in statements), text
 
 
 # Decompositions reorder floating-point work; these programs compute long chains (or float16) and get a looser
