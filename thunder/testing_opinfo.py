@@ -982,6 +982,8 @@ def main(argv=None):
     parser.add_argument("--merge", action="append", default=[],
                         help="JSON-lines results of an earlier sweep: their tasks that this run does not repeat "
                              "enter the report too")
+    parser.add_argument("--merge-native", action="store_true",
+                        help="also merge results of native OpInfos (only if the core has not changed since)")
     parser.add_argument("--note", default="", help="a line for the report's header (e.g. what was merged)")
     parser.add_argument("--suggest", action="store_true", help="list non-native OpInfos whose samples all ran natively")
     args = parser.parse_args(argv)
@@ -995,7 +997,7 @@ def main(argv=None):
     seconds = time.perf_counter() - start
     for path in args.merge:
         for task, outs in load_results(path).items():
-            if task not in results and (task.check != "decomposed" or task.op in NATIVE_OPINFOS):
+            if task not in results and (task.op not in NATIVE_OPINFOS or args.merge_native):
                 # A full task (every sample) replaces the CI task (first samples) it contains.
                 for t in [t for t in results if (t.op, t.dtype, t.check) == (task.op, task.dtype, task.check)]:
                     del results[t]
