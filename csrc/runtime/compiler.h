@@ -10,7 +10,7 @@ namespace thunder::runtime {
 
 struct CompileOptions {
   std::string compiler = "g++";
-  std::vector<std::string> flags = {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
+  std::vector<std::string> flags = {"-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
                                     "-fwrapv", "-fno-math-errno", "-w", "-lmvec", "-lm"};
   std::string cache_dir;  // required
 };
