@@ -169,3 +169,38 @@ def test_nested_modules_and_jit_of_a_jitted_module():
     assert isinstance(jitted, nn.Module) and isinstance(jitted, thunder.ThunderModule)
     x = torch.randn(4, 3)
     assert_same(jitted(x), model(x))
+
+
+def test_non_persistent_buffers_hooks_and_dtype_conversion():
+    model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+    model[1].register_buffer("scratch", torch.zeros(1), persistent=False)
+    jitted = thunder.jit(model)
+    assert list(jitted.state_dict()) == list(model.state_dict())
+    assert "1.scratch" in dict(jitted.named_buffers())
+    calls = []
+    model.register_forward_pre_hook(lambda module, args: calls.append(len(args)))
+    x = torch.randn(4, 3)
+    assert_same(jitted(x), copy.deepcopy(model)(x), 1e-6, 1e-6)
+    assert calls and calls[0] == 1
+    assert jitted.double() is jitted and model[0].weight.dtype == torch.float64
+    reference = copy.deepcopy(model)
+    assert_same(jitted(x.double()), reference(x.double()))
+    jitted.requires_grad_(False)
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+def test_deepcopy_of_a_jitted_module():
+    model = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+    jitted = thunder.jit(model)
+    x = torch.randn(2, 3)
+    jitted(x)
+    clone = copy.deepcopy(jitted)
+    assert isinstance(clone, thunder.ThunderModule)
+    weight = dict(clone.named_parameters())["0.weight"]
+    assert weight is not model[0].weight
+    assert_same(clone(x), model(x))
+    with torch.no_grad():
+        weight.zero_()
+    assert not torch.equal(model[0].weight, weight)
+    assert_same(clone(x), torch.tanh(torch.zeros(2, 3) + model[0].bias))
+    assert [e.name for e in clone._get_executors()] == [e.name for e in jitted._get_executors()]

@@ -166,6 +166,12 @@ class ThunderModule(_Jitted, nn.Module):
     def state_dict(self, *args, **kwargs):
         return self._model.state_dict(*args, **kwargs)
 
+    def __deepcopy__(self, memo):
+        """A deep copy of the original module, jitted with the same executors and passes (it compiles anew)."""
+        import copy
+
+        return ThunderModule(copy.deepcopy(self.__dict__["_model"], memo), self._state.executors, self._state.passes)
+
     def load_state_dict(self, *args, **kwargs):
         return self._model.load_state_dict(*args, **kwargs)
 
