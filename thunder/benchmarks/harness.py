@@ -130,10 +130,6 @@ def _rows(workload, case, results, source, eager_name="eager"):
     return rows
 
 
-def _short(s, n=90):
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
 def run_suite(only=None, quick=False, lightning=None, contender_pattern=None, device=None, json_path=None,
               markdown_path=None, bandwidth=True, lightning_venv=None, log=print, print_table=True, threads=None):
     """Runs the suite and returns the report (a JSON-able dict; ``report['rows']``: one per workload
