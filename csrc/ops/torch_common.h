@@ -33,4 +33,24 @@ void def_meta(std::string name, uint32_t tags, std::vector<ir::Param> params, Me
 /// A scalar literal Value for a double, as a Python float.
 inline Value num(double d) { return Value(d); }
 
+// Shorthands shared by the torch-level op tables.
+inline Value Int(int64_t i) { return Value(i); }
+inline Value F(double d) { return Value(d); }
+/// Calls a torch-level op on the builder (decompositions read better with it).
+inline Value T(Builder& b, const char* name, Args args) { return b.torch(name, std::move(args)); }
+inline bool is_float(DType d) { return ir::is_floating(d) || ir::is_complex(d); }
+inline bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
+/// The dtype torch computes a half-precision op in.
+inline DType opmath(DType d) { return is_half(d) ? DType::Float32 : d; }
+/// A fresh tensor proxy with metadata `m` (outputs never start out requiring grad).
+inline Value out_tensor(Builder& b, TensorMeta m) {
+  m.requires_grad = false;
+  return Value(ir::ProxyRef{b.new_tensor(std::move(m))});
+}
+/// The metadata of argument `arg` of `op`; OpError if it is not a tensor.
+inline const TensorMeta& tensor(Builder& b, const std::string& op, const Value& v, const char* arg = "input") {
+  if (!b.is_tensor(v)) fail(op, std::string("expected argument '") + arg + "' to be a tensor");
+  return b.meta(v);
+}
+
 }  // namespace thunder::ops

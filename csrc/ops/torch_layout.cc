@@ -13,16 +13,6 @@ namespace {
 using ir::kCreation;
 using ir::kShape;
 const ir::Param kInput = req("input");
-Value Int(int64_t i) { return Value(i); }
-Value T(Builder& b, const char* name, Args args) { return b.torch(name, std::move(args)); }
-Value out_tensor(Builder& b, TensorMeta m) {
-  m.requires_grad = false;
-  return Value(ir::ProxyRef{b.new_tensor(std::move(m))});
-}
-const TensorMeta& tensor(Builder& b, const std::string& op, const Value& v, const char* arg = "input") {
-  if (!b.is_tensor(v)) fail(op, std::string("expected argument '") + arg + "' to be a tensor");
-  return b.meta(v);
-}
 bool is_index_dtype(DType d) { return d == DType::Int64 || d == DType::Int32; }
 
 void prim(std::string name, uint32_t tags, std::vector<ir::Param> params, MetaFn meta) {

@@ -14,21 +14,11 @@ namespace {
 using ir::kElementwise;
 using ir::kReduction;
 const ir::Param kInput = req("input");
-Value Int(int64_t i) { return Value(i); }
-Value F(double d) { return Value(d); }
 
-bool is_float(DType d) { return ir::is_floating(d) || ir::is_complex(d); }
-bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
-DType opmath(DType d) { return is_half(d) ? DType::Float32 : d; }
 // The dtype an IntToFloat op computes in for these operands.
 DType float_result(Builder& b, const Args& xs) {
   DType d = result_type(b, xs);
   return is_float(d) ? d : DType::Float32;
-}
-Value T(Builder& b, const char* name, Args args) { return b.torch(name, std::move(args)); }
-const TensorMeta& tensor(Builder& b, const char* op, const Value& v) {
-  if (!b.is_tensor(v)) fail(op, "expected a tensor");
-  return b.meta(v);
 }
 void require_float(Builder& b, const char* op, const Value& x) {
   if (!is_float(tensor(b, op, x).dtype)) fail(op, "expected a floating-point input");

@@ -8,10 +8,7 @@ namespace thunder::ops {
 namespace {
 
 const ir::Param kInput = req("input");
-Value Int(int64_t i) { return Value(i); }
 
-bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
-DType opmath(DType d) { return is_half(d) ? DType::Float32 : d; }
 
 Value amax_keep(Builder& b, const Value& x, int64_t dim) {
   return b.torch("amax", {x, Value::ints({dim}), Value(true)});

@@ -9,20 +9,6 @@ namespace thunder::ops {
 namespace {
 
 const ir::Param kInput = req("input");
-Value Int(int64_t i) { return Value(i); }
-Value F(double d) { return Value(d); }
-Value T(Builder& b, const char* name, Args args) { return b.torch(name, std::move(args)); }
-bool is_float(DType d) { return ir::is_floating(d) || ir::is_complex(d); }
-bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
-DType opmath(DType d) { return is_half(d) ? DType::Float32 : d; }
-Value out_tensor(Builder& b, TensorMeta m) {
-  m.requires_grad = false;
-  return Value(ir::ProxyRef{b.new_tensor(std::move(m))});
-}
-const TensorMeta& tensor(Builder& b, const std::string& op, const Value& v, const char* arg = "input") {
-  if (!b.is_tensor(v)) fail(op, std::string("expected argument '") + arg + "' to be a tensor");
-  return b.meta(v);
-}
 // An int or a list of n ints.
 std::vector<int64_t> expand_param(const std::string& op, const Value& v, size_t n, const char* what) {
   std::vector<int64_t> xs = v.is_seq() ? v.as_ints() : std::vector<int64_t>(n, v.as_int());

@@ -33,7 +33,6 @@ Value reduce(Builder& b, std::string_view prim, const Value& x, const std::vecto
   return keepdim ? keep_dims(b, r, in, dims) : r;
 }
 
-bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 
 }  // namespace
 

@@ -9,7 +9,6 @@ namespace {
 using ir::kCreation;
 using ir::kShape;
 const ir::Param kInput = req("input");
-Value Int(int64_t i) { return Value(i); }
 
 // Resolves one -1 in a requested shape against the element count.
 std::vector<int64_t> infer_shape(std::string_view op, std::vector<int64_t> shape, int64_t numel) {
