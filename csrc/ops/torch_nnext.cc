@@ -212,10 +212,6 @@ void legacy_reduction(const Args& a, size_t size_average, size_t reduce) {
   if (!a[size_average].is_none() || !a[reduce].is_none()) throw NotNative("legacy size_average/reduce arguments");
 }
 
-std::vector<int64_t> loss_shape(Builder& b, const char* op, const Value& x, const Value& y) {
-  return broadcast_shapes(op, b.meta(x).shape, b.meta(y).shape);
-}
-
 void register_losses() {
   const std::vector<ir::Param> common{kInput, req("target"), opt("size_average", Value()), opt("reduce", Value()),
                                       opt("reduction", Value(ir::Str{"mean"}))};
