@@ -85,25 +85,6 @@ def _to_dtype_only(args, kwargs):
     return [x, dtype if dtype is not None else x.dtype_hint], {}
 
 
-def _cast_to(dtype):
-    def adapt(args, kwargs):
-        if len(args) != 1 or kwargs:
-            raise _core.NotNative("cast method with arguments")
-        return [args[0], dtypes.to_core(dtype)], {}
-    return adapt
-
-
-def _max_min(name):
-    """torch.max(x) -> amax; torch.max(x, other_tensor) -> maximum; torch.max(x, dim) is not native."""
-    def adapt(args, kwargs):
-        if len(args) == 1 and not kwargs:
-            return "amax" if name == "max" else "amin", [args[0]], {}
-        if len(args) == 2 and not kwargs and isinstance(args[1], _TensorArg):
-            return "maximum" if name == "max" else "minimum", list(args), {}
-        raise _core.NotNative(f"{name} with a dim")
-    return adapt
-
-
 class _TensorArg:
     """A tensor proxy in an argument list, with the device Dynamo recorded (used by adapters)."""
 
@@ -142,12 +123,10 @@ def _build_tables():
     for method, dtype in (("float", torch.float32), ("double", torch.float64), ("half", torch.float16),
                           ("bfloat16", torch.bfloat16), ("int", torch.int32), ("long", torch.int64),
                           ("bool", torch.bool)):
-        methods[method] = "to"
-        adapters[("method", method)] = _cast_to(dtype)
+        methods[method] = "to"  # the adapter comes from fx_more
     for name in ("max", "min"):
         functions[getattr(torch, name)] = name
         methods[name] = name
-        adapters[("function", name)] = adapters[("method", name)] = _max_min(name)
     from thunder.frontend.fx_more import extend
 
     extend(functions, methods, adapters, native)

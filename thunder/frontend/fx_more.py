@@ -7,6 +7,18 @@ import torch.nn.functional as F
 from thunder import _core
 
 
+def _varargs_method(args, kwargs):
+    from thunder.frontend.fx_import import _pack_varargs  # x.flip(0, 1) -> x.flip((0, 1)), like x.view
+
+    return _pack_varargs(args, kwargs)
+
+
+def _drop_stacklevel(args, kwargs):
+    from thunder.frontend.fx_import import _drop_stacklevel as drop
+
+    return drop(args, kwargs)
+
+
 def _literal_text(v):
     return v.text if isinstance(v, _core.Literal) else None
 
@@ -44,13 +56,6 @@ def _like(args, kwargs):
     return list(args), _strip_harmless(kwargs)
 
 
-def _varargs_method(args, kwargs):
-    """x.flip(0, 1), x.repeat(2, 3), x.tile(2, 3): trailing ints become one tuple."""
-    if len(args) > 2 or (len(args) == 2 and isinstance(args[1], int)):
-        return [args[0], tuple(args[1:])], kwargs
-    return list(args), kwargs
-
-
 def _pack_all(args, kwargs):
     """torch.broadcast_tensors(a, b) -> broadcast_tensors([a, b])."""
     if len(args) == 1 and isinstance(args[0], (list, tuple)):
@@ -72,16 +77,6 @@ def _cast_method(dtype):
         from thunder.core import dtypes
         return [args[0], dtypes.to_core(dtype)], {}
     return adapt
-
-
-def _drop_stacklevel(args, kwargs):
-    kwargs = {k: v for k, v in kwargs.items() if k != "_stacklevel"}
-    args = list(args)
-    if len(args) >= 3:
-        if len(args) == 4:
-            kwargs["dtype"] = args[3]
-        args = args[:2]
-    return args, kwargs
 
 
 def _max_min(name):
