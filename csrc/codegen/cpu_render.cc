@@ -22,6 +22,7 @@ namespace {
 using ir::DType;
 
 constexpr int64_t kGrain = 32768;  // elements below which a kernel runs on one thread
+constexpr int64_t kRowCacheLimit = 8192;  // longest row whose transcendental values are kept for a later pass
 
 bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 
@@ -77,6 +78,14 @@ std::string literal(const ir::Value& v, const std::string& type) {
   return "(" + type + ")" + buf;
 }
 
+// Functions vectorizable through glibc's libmvec (declared `omp declare simd` in the prelude).
+bool is_vector_math(const std::string& op) {
+  static const std::set<std::string> ops = {"exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sin", "cos",
+                                            "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+                                            "acosh", "atanh", "erf", "erfc"};
+  return ops.count(op) > 0;
+}
+
 // The per-op string table: the C++ expression of an elementwise prim.
 // `a`, `b`, `c` are operand expressions already in the compute type `T`
 // of the result (comparisons get them in their own types).
@@ -85,12 +94,8 @@ std::string expression(const std::string& op, DType out, DType in, const std::ve
   const bool fl = ir::is_floating(in);
   const std::string& a = x[0];
   auto b = [&] { return x.at(1); };
-  // Vectorizable through glibc's libmvec (declared `omp declare simd` in the prelude).
-  static const std::set<std::string> vector_math = {
-      "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sin", "cos", "tan", "asin", "acos", "atan",
-      "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc"};
   const std::string suffix = T == "float" ? "f" : "";
-  if (vector_math.count(op)) return op + suffix + "(" + a + ")";
+  if (is_vector_math(op)) return op + suffix + "(" + a + ")";
   if (op == "lgamma") return "std::lgamma(" + a + ")";
   if (op == "sqrt") return "std::sqrt(" + a + ")";
   if (op == "neg") return "(" + T + ")(-" + a + ")";
@@ -206,6 +211,10 @@ class KernelWriter {
       body = loops(outer, scope.lines + stores, pragma, "  ", true);
     } else {
       Scope row;
+      // Every reduction first, in program order: later passes over the row can then reuse what
+      // earlier passes kept in row buffers.
+      for (const ir::BoundSymbol& b : p_.symbols)
+        if (b.sym->has(ir::kReduction)) emit(b.output.proxy(), row);
       std::string stores;
       std::vector<size_t> element_outputs;
       for (size_t i = 0; i < p_.outputs.size(); ++i) {
@@ -271,6 +280,11 @@ class KernelWriter {
       scope.defined.insert(v);
       return;
     }
+    if (auto c = row_cache_.find(v); c != row_cache_.end() && scope.parent) {  // computed by an earlier pass over the row
+      scope.lines += "const " + T + " " + var(v) + " = " + c->second + "[" + row_index() + "];\n";
+      scope.defined.insert(v);
+      return;
+    }
     const ir::BoundSymbol& b = *it->second;
     const std::string& op = b.sym->name;
     if (op == "sum" || op == "prod" || op == "amax" || op == "amin") return emit_reduction(v, b, scope);
@@ -306,6 +320,18 @@ class KernelWriter {
     Scope inner{{}, &scope, {}};
     emit(in, inner);
     std::string body = inner.lines + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n";
+    // Keep the transcendental values of this pass in a row buffer, so that a later pass over the
+    // row (softmax's output pass reusing exp(x - max)) loads them instead of recomputing them.
+    if (!parallel_inner_ && length <= kRowCacheLimit) {
+      for (ProxyId w : inner.defined) {
+        auto pw = producer_.find(w);
+        if (pw == producer_.end() || row_cache_.count(w) || !is_vector_math(pw->second->sym->name)) continue;
+        std::string buf = "row" + std::to_string(w);
+        scope.lines += compute_type(dtype(w)) + " " + buf + "[" + std::to_string(length) + "];\n";
+        body += buf + "[" + row_index() + "] = " + var(w) + ";\n";
+        row_cache_[w] = buf;
+      }
+    }
     std::vector<int> dims;
     for (size_t d = 0; d < p_.domain.size(); ++d)
       if (p_.reduced[d]) dims.push_back(static_cast<int>(d));
@@ -369,7 +395,20 @@ class KernelWriter {
   std::map<ProxyId, const ir::BoundSymbol*> producer_;
   std::map<ProxyId, size_t> input_index_;
   std::set<std::string> reductions_;
+  std::map<ProxyId, std::string> row_cache_;  // element-level value -> the row buffer holding it
   bool parallel_inner_ = false;
+
+  // The flat index of the current element within the row (over the reduced dims, row-major).
+  std::string row_index() const {
+    std::string out;
+    int64_t stride = 1;
+    for (size_t d = p_.domain.size(); d-- > 0;) {
+      if (!p_.reduced[d]) continue;
+      out = "i" + std::to_string(d) + (stride == 1 ? "" : " * " + std::to_string(stride) + "LL") + (out.empty() ? "" : " + " + out);
+      stride *= p_.domain[d];
+    }
+    return out.empty() ? "0" : out;
+  }
 };
 
 }  // namespace
