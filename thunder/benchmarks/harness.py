@@ -166,7 +166,7 @@ def run_suite(only=None, quick=False, lightning=None, contender_pattern=None, de
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
     report["meta"]["inductor_cache"] = ("fresh and empty for this run (first calls are cold)" if own_cache
                                         else f"TORCHINDUCTOR_CACHE_DIR={os.environ.get('TORCHINDUCTOR_CACHE_DIR')}")
-    _raise_recompile_limits()
+    old_limits = _raise_recompile_limits()
     log(f"thunder benchmarks ({mode}): {len(selected)} workloads x {', '.join(report['meta']['contenders'])}; "
         f"device {device}, {report['meta']['machine']['cpu']}, {torch.get_num_threads()} threads")
     load = _loadavg()
@@ -220,6 +220,7 @@ def run_suite(only=None, quick=False, lightning=None, contender_pattern=None, de
                                                       report["rows"]))
     finally:
         torch.set_num_threads(threads_before)
+        _restore(old_limits)
         if own_cache:
             if user_cache is None:
                 os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
@@ -259,13 +260,25 @@ def _startup_fn(a):
 
 
 def _raise_recompile_limits():
-    cfg = torch._dynamo.config
+    """Dynamo's per-function recompile limits, raised so no contender silently falls back to eager;
+    returns the old values for _restore."""
+    cfg, old = torch._dynamo.config, {}
     for attr in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
         if hasattr(cfg, attr):
             try:
-                setattr(cfg, attr, max(getattr(cfg, attr), 64))
+                old[attr] = getattr(cfg, attr)
+                setattr(cfg, attr, max(old[attr], 64))
             except Exception:  # noqa: BLE001
-                pass
+                old.pop(attr, None)
+    return old
+
+
+def _restore(old):
+    for attr, value in old.items():
+        try:
+            setattr(torch._dynamo.config, attr, value)
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def _warm_inductor_first_call(case, device):
