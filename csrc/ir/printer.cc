@@ -87,6 +87,10 @@ std::string meta_comment(const Trace& t, const BoundSymbol& b) {
 void print_symbol(std::ostringstream& os, const Trace& t, const BoundSymbol& b, const std::string& indent,
                   bool as_comment, const PrintOptions& opt) {
   std::string prefix = indent + (as_comment ? "# " : "");
+  if (b.sym->has(kRelease)) {
+    os << prefix << "del " << join_values(t, b.args) << "\n";
+    return;
+  }
   os << prefix << lhs(t, b) << call_expression(t, b) << meta_comment(t, b) << "\n";
   if (opt.subsymbols || b.sym->level == Level::Fusion)  // a fusion always lists what it computes
     for (const BoundSymbol& sub : b.subsymbols) print_symbol(os, t, sub, indent + (as_comment ? "  " : ""), true, opt);

@@ -48,6 +48,7 @@ enum Tag : uint32_t {
   kEffect = 1u << 5,       // may mutate an argument or global state: never removed, merged or folded
   kOpaque = 1u << 6,       // not known to the core; runs through torch as captured
   kConstant = 1u << 7,     // materializes a compile-time constant
+  kRelease = 1u << 8,      // drops the references to its arguments (prints as `del a, b`)
 };
 
 /// Prims and torch-level ops come from the op tables; opaque symbols from capture;

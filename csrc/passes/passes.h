@@ -74,6 +74,13 @@ Trace claim_executors(const Trace& t, const PassContext& ctx);
 /// Symbols left alone, and regions without arithmetic, go to the next executor.
 Trace fuse(const Trace& t, const PassContext& ctx);
 
+/// Memory planning: after the last use of each tensor an input or a symbol
+/// defined, a `del` releases the trace's reference, so that intermediates are
+/// freed as soon as they are dead (as in eager Python) instead of at return.
+/// Outputs are never released. Run it last: later passes would not know `del`.
+/// Before: t1 = f(t0); t2 = g(t1); return t2. After: t1 = f(t0); del t0; t2 = g(t1); del t1; return t2.
+Trace release_dead_values(const Trace& t, const PassContext& ctx = {});
+
 /// The proxies whose identity is observable: trace outputs and arguments of
 /// effectful symbols, closed backward through symbols that may return views
 /// of their inputs. Passes must not merge or fold these.
@@ -86,7 +93,7 @@ struct Pass {
   PassFn fn;
 };
 
-/// The passes by name, in the default order: cse, constant_folding, dce, claim, fusion.
+/// The passes by name, in the default order: cse, constant_folding, dce, claim, fusion, release.
 const std::vector<Pass>& pass_table();
 
 struct PassResult {

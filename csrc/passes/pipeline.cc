@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
@@ -94,6 +96,32 @@ Trace claim_executors(const Trace& t, const PassContext& ctx) {
   return out;
 }
 
+Trace release_dead_values(const Trace& t, const PassContext&) {
+  static const ir::Symbol kDel{"del", ir::Level::Prim, ir::kRelease | ir::kEffect, {}};
+  std::unordered_map<ProxyId, size_t> last_use;
+  for (size_t i = 0; i < t.symbols.size(); ++i) {
+    for (ProxyId id : t.symbols[i].input_proxies()) last_use[id] = i;
+    for (ProxyId id : t.symbols[i].output_proxies()) last_use.emplace(id, i);  // defined, maybe never read
+  }
+  std::unordered_set<ProxyId> keep;
+  ir::for_each_proxy(t.output, [&](ProxyId id) { keep.insert(id); });
+  std::vector<std::vector<ProxyId>> release(t.symbols.size());
+  for (const auto& [id, i] : last_use)
+    if (!keep.count(id) && t.proxy(id).is_tensor) release[i].push_back(id);
+  Trace out = t.empty_copy("Memory planning");
+  out.output = t.output;
+  for (size_t i = 0; i < t.symbols.size(); ++i) {
+    out.symbols.push_back(t.symbols[i]);
+    if (release[i].empty()) continue;
+    std::sort(release[i].begin(), release[i].end());
+    ir::BoundSymbol del;
+    del.sym = &kDel;
+    for (ProxyId id : release[i]) del.args.push_back(ir::Value(ir::ProxyRef{id}));
+    out.symbols.push_back(std::move(del));
+  }
+  return out;
+}
+
 const std::vector<Pass>& pass_table() {
   static const std::vector<Pass> table{
       {"cse", "Common-subexpression elimination", common_subexpression_elimination},
@@ -101,6 +129,7 @@ const std::vector<Pass>& pass_table() {
       {"dce", "Dead-code elimination", dead_code_elimination},
       {"claim", "Executor claiming", claim_executors},
       {"fusion", "Fusion", fuse},
+      {"release", "Memory planning (del after last use)", release_dead_values},
   };
   return table;
 }

@@ -9,6 +9,10 @@ from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.core.options import DEFAULT_PASSES
 from thunder.executors.torchex import ltorch, prims
 
+# Traces from these passes on are execution traces: they print without the
+# decompositions of the ops the executors run whole (a fusion still lists its prims).
+EXECUTION_PASSES = ("claim", "fusion", "release")
+
 
 @dataclass
 class TraceView:
@@ -109,7 +113,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     results = _core.run_pipeline(imported.trace, list(passes), _constant_evaluator(namespace, constants), tables)
     pass_seconds = {}
     for r in results:
-        views.append(TraceView(r.trace, namespace, r.name, subsymbols=r.name != "claim"))
+        views.append(TraceView(r.trace, namespace, r.name, subsymbols=r.name not in EXECUTION_PASSES))
         pass_seconds[r.name] = r.seconds
         logger.debug("thunder: graph %d: %s", index, r.trace.provenance)
         if trace_enabled():

@@ -23,4 +23,4 @@ class LogLevel(enum.IntEnum):
 
 
 #: Passes run on every captured graph, in order (names from thunder._core.pass_names()).
-DEFAULT_PASSES = ("cse", "constant_folding", "dce", "claim", "fusion")
+DEFAULT_PASSES = ("cse", "constant_folding", "dce", "claim", "fusion", "release")
