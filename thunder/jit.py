@@ -9,7 +9,7 @@ from thunder.core.compile import CompiledGraph
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES
 from thunder.executors import default_executors
-from thunder.frontend.dynamo import EagerGraph, JitState, capturing, thunder_backend
+from thunder.frontend.dynamo import EagerGraph, JitState, current_state, thunder_backend
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
 _UNDERSTOOD = (torch.Tensor, bool, int, float, complex, str, type(None), torch.dtype, torch.device, nn.Module,
@@ -38,9 +38,9 @@ class _Jitted:
         state.calls += 1
         graphs, breaks = len(state.graphs), len(state.graph_breaks)
         ran = sum(g.calls for g in state.graphs)
+        token = current_state.set(state)  # graph breaks Dynamo reports during this call are attributed to state
         try:
-            with capturing(state):
-                out = self._compiled(*args, **kwargs)
+            out = self._compiled(*args, **kwargs)
         except Exception as e:
             if not self._failed_before_running(e, ran):
                 self._annotate(e, args, kwargs)
@@ -55,6 +55,8 @@ class _Jitted:
             except Exception as eager_error:
                 self._annotate(eager_error, args, kwargs)
                 raise eager_error from None
+        finally:
+            current_state.reset(token)
         if len(state.graphs) > graphs or len(state.graph_breaks) > breaks:
             state.cache_misses += 1
         else:

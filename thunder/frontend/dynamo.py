@@ -4,7 +4,6 @@ Dynamo captures the program, guards it, recompiles on new shapes, dtypes or
 devices, and splits it at graph breaks; each FX graph it hands over is
 imported into a core trace and compiled by :func:`thunder.core.compile.compile_trace`.
 """
-import contextlib
 import contextvars
 import linecache
 import logging
@@ -64,7 +63,8 @@ class JitState:
 
 #: State for graphs compiled through torch.compile(backend="thunder") outside thunder.jit.
 GLOBAL_STATE = JitState("torch.compile(backend='thunder')", default_executors())
-_current = contextvars.ContextVar("thunder_jit_state", default=None)
+#: The JitState of the thunder.jit call in progress (set by ThunderFunction/ThunderModule around each call).
+current_state = contextvars.ContextVar("thunder_jit_state", default=None)
 
 
 def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState = None):
@@ -73,7 +73,7 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     Never raises: a graph thunder cannot compile runs with torch as captured
     (and ``print(jitted)`` says why).
     """
-    state = state or _current.get() or GLOBAL_STATE
+    state = state or current_state.get() or GLOBAL_STATE
     index = len(state.graphs)
     try:
         compiled = compile_trace(import_graph(gm, example_inputs), state.executors, state.passes, index)
@@ -104,7 +104,7 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
 
 class _GraphBreakHandler(logging.Handler):
     def emit(self, record):
-        state = _current.get()
+        state = current_state.get()
         if state is None:
             return
         try:
@@ -150,16 +150,6 @@ def _listen_for_graph_breaks():
     if _graph_break_logger.level != logging.DEBUG:
         _graph_break_logger.setLevel(logging.DEBUG)
     _graph_break_logger.propagate = False  # ours to read, not to print
-
-
-@contextlib.contextmanager
-def capturing(state: JitState):
-    """Attributes what Dynamo does during the block (graph breaks) to ``state``."""
-    token = _current.set(state)
-    try:
-        yield
-    finally:
-        _current.reset(token)
 
 
 def register():

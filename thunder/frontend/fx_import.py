@@ -213,19 +213,17 @@ class _Importer:
     # -- values --
     def _new_output(self, example):
         """A fresh proxy (or structure of proxies) with the metadata of Dynamo's example value."""
+        if example is None:
+            return None
         if isinstance(example, torch.Tensor):
-            return self._tensor_proxy(example, new=True)
+            return self._tensor_proxy(example)
         if isinstance(example, (list, tuple)):
             return tuple(self._new_output(e) for e in example)
-        if isinstance(example, (bool, int, float)) or example is None:
-            if example is None:
-                return None
-            return self.builder.new_number(_number_type(example))
-        if isinstance(example, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        if isinstance(example, (bool, int, float, torch.SymInt, torch.SymFloat, torch.SymBool)):
             return self.builder.new_number(_number_type(example))
         raise UnsupportedGraph(f"an op returned a {type(example).__name__}")
 
-    def _tensor_proxy(self, t, new=False, input=False):
+    def _tensor_proxy(self, t, input=False):
         if not dtypes.is_core_dtype(t.dtype):
             raise UnsupportedGraph(f"dtype {t.dtype}")
         shape = list(t.shape)
