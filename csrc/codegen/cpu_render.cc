@@ -86,6 +86,18 @@ bool is_vector_math(const std::string& op) {
   return ops.count(op) > 0;
 }
 
+// x ** e for the exponents torch's pow kernel also special-cases (as multiplications, a square
+// root or a reciprocal); "" for any other exponent.
+std::string small_power(const std::string& a, double e, const std::string& T) {
+  if (e == 1) return a;
+  if (e == 2) return "(" + a + " * " + a + ")";
+  if (e == 3) return "(" + a + " * " + a + " * " + a + ")";
+  if (e == 0.5) return "std::sqrt(" + a + ")";
+  if (e == -1) return "((" + T + ")1 / " + a + ")";
+  if (e == -2) return "((" + T + ")1 / (" + a + " * " + a + "))";
+  return "";
+}
+
 // The per-op string table: the C++ expression of an elementwise prim.
 // `a`, `b`, `c` are operand expressions already in the compute type `T`
 // of the result (comparisons get them in their own types).
@@ -304,7 +316,9 @@ class KernelWriter {
     }
     for (size_t i = 0; i < operands.size(); ++i)
       if (operands[i].empty()) operands[i] = literal(b.args[i], compute_type(in_dtype));
-    std::string e = expression(op, dtype(v), in_dtype, operands);
+    std::string e = op == "pow" && b.args[1].is_number() ? small_power(operands[0], b.args[1].as_double(), compute_type(dtype(v)))
+                                                         : "";
+    if (e.empty()) e = expression(op, dtype(v), in_dtype, operands);
     if (is_half(dtype(v)) && op != "alias" && op != "broadcast_in_dim" && op != "reshape") e = round_to(dtype(v), e);
     scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
     scope.defined.insert(v);
