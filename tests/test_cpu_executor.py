@@ -266,3 +266,30 @@ def test_processes_compiling_the_same_kernel_at_once_all_succeed(tmp_path):
     assert len(paths) == 1  # one cache entry, whoever renamed it last
     leftovers = [f for f in os.listdir(tmp_path / "shared-cache") if not f.endswith(".so")]
     assert leftovers == []
+
+
+@pytest.mark.parametrize("shape", [(300, 300), (2, 40000), (1, 1, 70001), (3, 70000, 1)])
+def test_full_reductions_of_large_multi_dim_inputs_compile_and_fuse(shape):
+    # Above the grain size the reduction loops collapse into one `parallel for simd`.
+    x = torch.randn(shape)
+    out, kernels = run_cpu(lambda x: (x * 2).sum(), x)
+    assert kernels == 1
+    torch.testing.assert_close(out, (x * 2).sum(), rtol=1e-5, atol=1e-3)
+
+
+def test_sign_of_nan_is_zero_like_torch():
+    x = torch.tensor([float("nan"), 2.0, -1.0, 0.0, -0.0])
+    assert_matches_eager(lambda x: torch.sign(x) * 1, x, kernels=1)
+
+
+def test_an_opaque_op_returning_none_among_its_outputs_prints_valid_python():
+    m = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    x = torch.randn(1, 3, 8)
+    jitted = thunder.jit(m)
+    with torch.no_grad():
+        out, weights = jitted(x, x, x, need_weights=False)
+        expected, _ = m(x, x, x, need_weights=False)
+    assert weights is None
+    torch.testing.assert_close(out, expected)
+    for trace in thunder.last_traces(jitted):
+        compile(str(trace), "<trace>", "exec")

@@ -114,9 +114,7 @@ std::string expression(const std::string& op, DType out, DType in, const std::ve
   if (op == "abs") return fl ? "std::fabs(" + a + ")" : "(" + T + ")(" + a + " < 0 ? -" + a + " : " + a + ")";
   if (op == "floor" || op == "ceil" || op == "trunc") return fl ? "std::" + op + "(" + a + ")" : a;
   if (op == "round") return fl ? "std::nearbyint(" + a + ")" : a;
-  if (op == "sign")
-    return fl ? "(" + a + " != " + a + " ? " + a + " : (" + T + ")((" + a + " > 0) - (" + a + " < 0)))"
-              : "(" + T + ")((" + a + " > 0) - (" + a + " < 0))";
+  if (op == "sign") return "(" + T + ")((" + a + " > 0) - (" + a + " < 0))";  // torch.sign(nan) is 0
   if (op == "reciprocal") return "((" + T + ")1 / " + a + ")";
   if (op == "rsqrt") return "((" + T + ")1 / std::sqrt(" + a + "))";
   if (op == "sigmoid") return "((" + T + ")1 / ((" + T + ")1 + exp" + suffix + "(-" + a + ")))";
@@ -388,15 +386,18 @@ class KernelWriter {
                     const std::string& ind, bool simd_inner, const std::string& simd = "#pragma omp simd") const {
     if (dims.empty()) return indent(body, ind);
     std::string out, close;
+    // When the parallel pragma collapses the whole nest, the innermost loop is part of it:
+    // then it is one `parallel for simd`, with no separate simd pragma inside.
+    const bool collapses_all = !pragma.empty() && (dims.size() == 1 || pragma.find(collapse(dims.size())) != std::string::npos);
     for (size_t k = 0; k < dims.size(); ++k) {
       std::string pad = ind + std::string(2 * k, ' ');
       if (k == 0 && !pragma.empty()) {
         std::string p = pragma;
-        // A lone loop that is both the parallel and the innermost one: `parallel for simd`.
-        if (dims.size() == 1 && simd_inner) p.replace(p.find("parallel for") + 12, 0, " simd");
+        if (collapses_all && simd_inner) p.replace(p.find("parallel for") + 12, 0, " simd");
         out += pad + p + "\n";
+      } else if (k + 1 == dims.size() && simd_inner && !collapses_all) {
+        out += pad + simd + "\n";
       }
-      else if (k + 1 == dims.size() && simd_inner && (k > 0 || pragma.empty())) out += pad + simd + "\n";
       std::string i = "i" + std::to_string(dims[k]);
       out += pad + "for (int64_t " + i + " = 0; " + i + " < " + std::to_string(p_.domain[dims[k]]) + "LL; ++" + i + ") {\n";
       close = pad + "}\n" + close;

@@ -70,7 +70,12 @@ std::string call_args(const Trace& t, const BoundSymbol& b) {
 
 std::string lhs(const Trace& t, const BoundSymbol& b) {
   if (b.output.is_none()) return "";
-  return python_repr(t, b.output) + " = ";
+  // A None among several outputs (an opaque op returning (tensor, None)) is assigned to `_`.
+  Value target = b.output;
+  if (auto* seq = std::get_if<Seq>(&target.v))
+    for (Value& item : seq->items)
+      if (item.is_none()) item = Value(Literal{"_"});
+  return python_repr(t, target) + " = ";
 }
 
 std::string meta_comment(const Trace& t, const BoundSymbol& b) {
