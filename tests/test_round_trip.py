@@ -3,7 +3,6 @@ the same inputs, gives what eager PyTorch gives; and the same programs compiled
 with a prims-only executor (every torch-level op replaced by its prims
 decomposition, which the C++ op tables define) agree with eager within the
 dtype's tolerance."""
-import math
 
 import pytest
 import torch

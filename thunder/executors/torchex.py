@@ -10,7 +10,6 @@ import operator
 import types
 
 import torch
-import torch.nn.functional as F
 
 from thunder import _core
 from thunder.core.dtypes import to_torch

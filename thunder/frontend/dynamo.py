@@ -7,7 +7,6 @@ imported into a core trace and compiled by :func:`thunder.core.compile.compile_t
 import contextvars
 import linecache
 import logging
-import time
 import traceback
 from dataclasses import dataclass, field
 
