@@ -73,6 +73,17 @@ Value elementwise(Builder& b, std::string_view prim, const Args& operands, Promo
   return b.prim(prim, std::move(args));
 }
 
+std::vector<int64_t> reduction_dims(std::string_view op, const TensorMeta& m, const Value& dims) {
+  std::vector<int64_t> out;
+  if (dims.is_none() || (dims.is_seq() && dims.items().empty())) {
+    for (int64_t i = 0; i < m.ndim(); ++i) out.push_back(i);
+    return out;
+  }
+  for (int64_t d : dims.as_ints()) out.push_back(canonical_dim(op, d, m.ndim()));
+  if (m.ndim() == 0) out.clear();
+  return out;
+}
+
 void def_decomposed(std::string name, uint32_t tags, std::vector<ir::Param> params, DecompFn decomposition) {
   register_op(OpDef{ir::Symbol{std::move(name), ir::Level::Torch, tags, std::move(params)}, nullptr,
                     std::move(decomposition)});

@@ -25,6 +25,10 @@ Value expand_to(Builder& b, const Value& v, const std::vector<int64_t>& shape);
 /// The elementwise prim `prim` over operands promoted and broadcast as torch does.
 Value elementwise(Builder& b, std::string_view prim, const Args& operands, Promotion promotion);
 
+/// The dims a reduction reduces, canonical; `dims` None or empty means all of them
+/// (a 0-dim tensor reduces over none).
+std::vector<int64_t> reduction_dims(std::string_view op, const TensorMeta& m, const Value& dims);
+
 /// Registers a torch-level op defined by its decomposition.
 void def_decomposed(std::string name, uint32_t tags, std::vector<ir::Param> params, DecompFn decomposition);
 /// Registers a torch-level op with a shape/dtype rule and no decomposition.

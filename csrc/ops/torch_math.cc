@@ -337,17 +337,6 @@ void register_activations() {
 
 // ---- reductions ----
 
-std::vector<int64_t> dims_of(std::string_view op, const TensorMeta& m, const Value& dim) {
-  std::vector<int64_t> out;
-  if (dim.is_none() || (dim.is_seq() && dim.items().empty())) {
-    for (int64_t i = 0; i < m.ndim(); ++i) out.push_back(i);
-    return out;
-  }
-  for (int64_t d : dim.as_ints()) out.push_back(canonical_dim(op, d, m.ndim()));
-  if (m.ndim() == 0) out.clear();
-  return out;
-}
-
 Value keep(Builder& b, const Value& r, const TensorMeta& in, const std::vector<int64_t>& dims, bool keepdim) {
   if (!keepdim) return r;
   std::vector<int64_t> shape = in.shape;
@@ -368,7 +357,7 @@ Value variance(Builder& b, const Args& a, const char* op) {
   }
   if (!a[2].is_none()) correction = a[2].as_bool() ? 1.0 : 0.0;
   if (!a[4].is_none()) correction = a[4].as_double();
-  auto dims = dims_of(op, m, dim);
+  auto dims = reduction_dims(op, m, dim);
   Value v = b.prim("var", {a[0], Value::ints(dims), F(correction)});
   return keep(b, v, m, dims, a[3].as_bool());
 }
@@ -393,7 +382,7 @@ void register_reductions() {
                  [](Builder& b, const Args& a) {
                    const TensorMeta m = b.meta(a[0]);
                    DType d = is_float(m.dtype) ? m.dtype : DType::Float32;
-                   auto dims = dims_of("ltorch.logsumexp", m, a[1]);
+                   auto dims = reduction_dims("ltorch.logsumexp", m, a[1]);
                    Value x = cast(b, a[0], d);
                    bool empty = false;
                    for (int64_t dd : dims) empty |= m.shape[dd] == 0;
@@ -411,7 +400,7 @@ void register_reductions() {
     def_decomposed(name, kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false))},
                    [all](Builder& b, const Args& a) {
                      const TensorMeta m = b.meta(a[0]);
-                     auto dims = dims_of(all ? "ltorch.all" : "ltorch.any", m, a[1]);
+                     auto dims = reduction_dims(all ? "ltorch.all" : "ltorch.any", m, a[1]);
                      Value x = m.dtype == DType::Bool ? a[0] : T(b, "ne", {a[0], Int(0)});
                      // all = no zero; any = some nonzero, counted in int64.
                      Value counted = all ? T(b, "logical_not", {x}) : x;
@@ -421,7 +410,7 @@ void register_reductions() {
   }
   def_decomposed("count_nonzero", kReduction, {kInput, opt("dim", Value())}, [](Builder& b, const Args& a) {
     const TensorMeta m = b.meta(a[0]);
-    auto dims = dims_of("ltorch.count_nonzero", m, a[1]);
+    auto dims = reduction_dims("ltorch.count_nonzero", m, a[1]);
     return b.torch("sum", {T(b, "ne", {a[0], Int(0)}), Value::ints(dims)});
   });
   def_decomposed("nansum", kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false)), opt("dtype", Value())},
@@ -472,7 +461,7 @@ void register_reductions() {
                    DType d = a[4].is_none() ? m.dtype : a[4].as_dtype();
                    DType acc = opmath(d);
                    double ord = a[1].as_double();
-                   auto dims = dims_of("ltorch.vector_norm", m, a[2]);
+                   auto dims = reduction_dims("ltorch.vector_norm", m, a[2]);
                    Value x = T(b, "abs", {cast(b, a[0], acc)});
                    Value dv = Value::ints(dims);
                    Value r;

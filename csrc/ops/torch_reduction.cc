@@ -7,18 +7,6 @@ namespace {
 using ir::kReduction;
 const ir::Param kInput = req("input");
 
-// The reduced dims, canonical; `dims` None or empty means all of them.
-std::vector<int64_t> reduction_dims(std::string_view op, const TensorMeta& m, const Value& dims) {
-  std::vector<int64_t> out;
-  if (dims.is_none() || (dims.is_seq() && dims.items().empty())) {
-    for (int64_t i = 0; i < m.ndim(); ++i) out.push_back(i);
-    return out;
-  }
-  for (int64_t d : dims.as_ints()) out.push_back(canonical_dim(op, d, m.ndim()));
-  if (m.ndim() == 0) out.clear();
-  return out;
-}
-
 // Reinserts reduced dims as size-1 dims.
 Value keep_dims(Builder& b, const Value& reduced, const TensorMeta& in, const std::vector<int64_t>& dims) {
   std::vector<int64_t> shape = in.shape;
