@@ -102,13 +102,17 @@ void register_elementwise() {
   auto binary = [](const std::string& name, DecompFn f) {
     def_decomposed(name, kElementwise, {kInput, req("other")}, std::move(f));
   };
-  binary("xlogy", [](Builder& b, const Args& a) {
-    DType d = float_result(b, {a[0], a[1]});
-    Value x = cast(b, a[0], d), y = cast(b, a[1], d);
-    Value r = T(b, "mul", {x, T(b, "log", {y})});
-    r = T(b, "where", {T(b, "eq", {x, Int(0)}), F(0.0), r});
-    return T(b, "where", {T(b, "isnan", {y}), F(NAN), r});
-  });
+  // x * log(y) (xlogy) or x * log1p(y) (xlog1py): 0 where x == 0, NaN where y is NaN.
+  auto x_times_log = [](const char* log) {
+    return [log](Builder& b, const Args& a) {
+      DType d = float_result(b, {a[0], a[1]});
+      Value x = cast(b, a[0], d), y = cast(b, a[1], d);
+      Value r = T(b, "mul", {x, T(b, log, {y})});
+      r = T(b, "where", {T(b, "eq", {x, Int(0)}), F(0.0), r});
+      return T(b, "where", {T(b, "isnan", {y}), F(NAN), r});
+    };
+  };
+  binary("xlogy", x_times_log("log"));
   binary("hypot", [](Builder& b, const Args& a) {
     DType d = result_type(b, {a[0], a[1]});
     if (!is_float(d)) fail("ltorch.hypot", "expected floating-point inputs");
@@ -194,13 +198,7 @@ void register_elementwise() {
     r = T(b, "where", {T(b, "lt", {x, Int(0)}), F(-INFINITY), r});
     return T(b, "where", {T(b, "isnan", {x}), x, r});
   });
-  binary("xlog1py", [](Builder& b, const Args& a) {
-    DType d = float_result(b, {a[0], a[1]});
-    Value x = cast(b, a[0], d), y = cast(b, a[1], d);
-    Value r = T(b, "mul", {x, T(b, "log1p", {y})});
-    r = T(b, "where", {T(b, "eq", {x, Int(0)}), F(0.0), r});
-    return T(b, "where", {T(b, "isnan", {y}), F(NAN), r});
-  });
+  binary("xlog1py", x_times_log("log1p"));
 }
 
 // ---- activations (torch.nn.functional) ----

@@ -443,42 +443,34 @@ void register_misc() {
              }
              return out_tensor(b, m);
            });
-  def_decomposed("pixel_shuffle", ir::kShape, {kInput, req("upscale_factor")}, [](Builder& b, const Args& a) {
+  // Both are reshape (..., c, a, b, d, e) -> permute -> reshape over the last three dims.
+  auto shuffle = [](Builder& b, const Value& in, const std::vector<int64_t>& lead, std::vector<int64_t> split,
+                    std::vector<int64_t> order, std::vector<int64_t> merged) {
+    std::vector<int64_t> s1 = lead, perm, s2 = lead;
+    s1.insert(s1.end(), split.begin(), split.end());
+    int64_t k = static_cast<int64_t>(lead.size());
+    for (int64_t i = 0; i < k; ++i) perm.push_back(i);
+    for (int64_t o : order) perm.push_back(k + o);
+    s2.insert(s2.end(), merged.begin(), merged.end());
+    Value x = b.torch("permute", {b.torch("reshape", {in, Value::ints(s1)}), Value::ints(perm)});
+    return b.torch("reshape", {x, Value::ints(s2)});
+  };
+  def_decomposed("pixel_shuffle", ir::kShape, {kInput, req("upscale_factor")}, [shuffle](Builder& b, const Args& a) {
     const TensorMeta m = tensor(b, "ltorch.pixel_shuffle", a[0]);
     int64_t r = a[1].as_int(), n = m.ndim();
     if (n < 3 || r <= 0 || m.shape[n - 3] % (r * r) != 0) fail("ltorch.pixel_shuffle", "invalid input or upscale_factor");
     std::vector<int64_t> lead(m.shape.begin(), m.shape.end() - 3);
     int64_t c = m.shape[n - 3] / (r * r), h = m.shape[n - 2], w = m.shape[n - 1];
-    std::vector<int64_t> s1 = lead;
-    s1.insert(s1.end(), {c, r, r, h, w});
-    Value x = b.torch("reshape", {a[0], Value::ints(s1)});
-    int64_t k = static_cast<int64_t>(lead.size());
-    std::vector<int64_t> perm;
-    for (int64_t i = 0; i < k; ++i) perm.push_back(i);
-    perm.insert(perm.end(), {k, k + 3, k + 1, k + 4, k + 2});
-    x = b.torch("permute", {x, Value::ints(perm)});
-    std::vector<int64_t> s2 = lead;
-    s2.insert(s2.end(), {c, h * r, w * r});
-    return b.torch("reshape", {x, Value::ints(s2)});
+    return shuffle(b, a[0], lead, {c, r, r, h, w}, {0, 3, 1, 4, 2}, {c, h * r, w * r});
   });
-  def_decomposed("pixel_unshuffle", ir::kShape, {kInput, req("downscale_factor")}, [](Builder& b, const Args& a) {
+  def_decomposed("pixel_unshuffle", ir::kShape, {kInput, req("downscale_factor")}, [shuffle](Builder& b, const Args& a) {
     const TensorMeta m = tensor(b, "ltorch.pixel_unshuffle", a[0]);
     int64_t r = a[1].as_int(), n = m.ndim();
     if (n < 3 || r <= 0 || m.shape[n - 2] % r != 0 || m.shape[n - 1] % r != 0)
       fail("ltorch.pixel_unshuffle", "invalid input or downscale_factor");
     std::vector<int64_t> lead(m.shape.begin(), m.shape.end() - 3);
     int64_t c = m.shape[n - 3], h = m.shape[n - 2] / r, w = m.shape[n - 1] / r;
-    std::vector<int64_t> s1 = lead;
-    s1.insert(s1.end(), {c, h, r, w, r});
-    Value x = b.torch("reshape", {a[0], Value::ints(s1)});
-    int64_t k = static_cast<int64_t>(lead.size());
-    std::vector<int64_t> perm;
-    for (int64_t i = 0; i < k; ++i) perm.push_back(i);
-    perm.insert(perm.end(), {k, k + 2, k + 4, k + 1, k + 3});
-    x = b.torch("permute", {x, Value::ints(perm)});
-    std::vector<int64_t> s2 = lead;
-    s2.insert(s2.end(), {c * r * r, h, w});
-    return b.torch("reshape", {x, Value::ints(s2)});
+    return shuffle(b, a[0], lead, {c, h, r, w, r}, {0, 2, 4, 1, 3}, {c * r * r, h, w});
   });
   def_decomposed("softmin", ir::kReduction, {kInput, req("dim"), opt("dtype", Value())}, [](Builder& b, const Args& a) {
     Value x = a[2].is_none() ? a[0] : cast(b, a[0], a[2].as_dtype());
