@@ -1,5 +1,6 @@
 """thunder.jit: the user-facing wrappers around a compiled function or module."""
 import functools
+import types
 from dataclasses import dataclass
 
 import torch
@@ -9,7 +10,7 @@ from thunder.core.compile import CompiledGraph
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES
 from thunder.executors import default_executors
-from thunder.frontend.dynamo import EagerGraph, JitState, current_state, thunder_backend
+from thunder.frontend.dynamo import MISS, EagerGraph, FastPath, JitState, current_state, thunder_backend
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
 _UNDERSTOOD = (torch.Tensor, bool, int, float, complex, str, type(None), torch.dtype, torch.device, nn.Module,
@@ -32,6 +33,7 @@ class _Jitted:
         backend = functools.partial(thunder_backend, state=self._state)
         self._compiled = torch.compile(target, backend=backend, dynamic=False)
         self._signature_fn = target.forward if isinstance(target, nn.Module) else target
+        self._fast_path = FastPath(target, backend) if isinstance(target, types.FunctionType) else None
 
     def _run(self, args, kwargs):
         state = self._state
@@ -59,6 +61,8 @@ class _Jitted:
             current_state.reset(token)
         if len(state.graphs) > graphs or len(state.graph_breaks) > breaks:
             state.cache_misses += 1
+            if self._fast_path is not None:
+                self._fast_path.refresh()
         else:
             state.cache_hits += 1
         return out
@@ -126,6 +130,12 @@ class ThunderFunction(_Jitted):
         self._setup(fn, getattr(fn, "__qualname__", repr(fn)), executors, passes)
 
     def __call__(self, *args, **kwargs):
+        if not kwargs and self._fast_path is not None:
+            out = self._fast_path.call(args)
+            if out is not MISS:
+                self._state.calls += 1
+                self._state.cache_hits += 1
+                return out
         return self._run(args, kwargs)
 
     def __str__(self):

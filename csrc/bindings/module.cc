@@ -298,7 +298,7 @@ NB_MODULE(_core, m) {
     for (size_t i = 0; i < pointers.size(); ++i) args[i] = reinterpret_cast<void*>(pointers[i]);
     nb::gil_scoped_release release;
     fn(args);
-  }, "Runs a kernel on raw pointers: its inputs, then its outputs.");
+  }, "Runs a kernel on raw pointers: its inputs, then its outputs, then the thread count.");
 
   m.def("pass_names", [] {
     std::vector<std::string> out;

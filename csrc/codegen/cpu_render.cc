@@ -22,6 +22,8 @@ namespace {
 using ir::DType;
 
 constexpr int64_t kGrain = 32768;  // elements below which a kernel runs on one thread
+// Every parallel loop runs on the caller's thread count, passed after the kernel's pointers.
+const std::string kParallelFor = "#pragma omp parallel for num_threads(nthreads)";
 constexpr int64_t kRowCacheLimit = 8192;  // longest row whose transcendental values are kept for a later pass
 
 bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
@@ -200,6 +202,8 @@ class KernelWriter {
     for (size_t i = 0; i < p_.outputs.size(); ++i)
       os << "  " << storage_type(dtype(p_.outputs[i])) << "* __restrict out" << i << " = ("
          << storage_type(dtype(p_.outputs[i])) << "*)args[" << k + i << "];\n";
+    // The caller's thread count (torch.get_num_threads()) follows the pointers.
+    os << "  const int nthreads = (int)(intptr_t)args[" << k + p_.outputs.size() << "];\n  (void)nthreads;\n";
     std::vector<int> outer, inner;
     int64_t outer_n = 1, total = 1;
     for (size_t d = 0; d < p_.domain.size(); ++d) {
@@ -215,7 +219,7 @@ class KernelWriter {
       std::string stores;
       for (size_t i = 0; i < p_.outputs.size(); ++i) stores += store_line(p_.outputs[i], i, scope, "    ");
       std::string pragma = total >= kGrain && outer.size() > 0
-                               ? "#pragma omp parallel for" + collapse(outer.size() > 1 ? outer.size() - 1 : 1) +
+                               ? kParallelFor + collapse(outer.size() > 1 ? outer.size() - 1 : 1) +
                                      " schedule(static)"
                                : "";
       body = loops(outer, scope.lines + stores, pragma, "  ", true);
@@ -236,9 +240,9 @@ class KernelWriter {
         std::string inner_stores;
         for (size_t i : element_outputs) inner_stores += store_line(p_.outputs[i], i, inner_scope, "");
         row.lines += loops(inner, inner_scope.lines + inner_stores,
-                           parallel_inner_ ? "#pragma omp parallel for" + collapse(inner.size()) : "", "", true);
+                           parallel_inner_ ? kParallelFor + collapse(inner.size()) : "", "", true);
       }
-      std::string pragma = outer_n > 1 && total >= kGrain ? "#pragma omp parallel for" + collapse(outer.size()) +
+      std::string pragma = outer_n > 1 && total >= kGrain ? kParallelFor + collapse(outer.size()) +
                                                                 " schedule(static)"
                                                           : "";
       body = loops(outer, indent(row.lines + stores, "  "), pragma, "  ", false);
@@ -349,7 +353,7 @@ class KernelWriter {
       if (p_.reduced[d]) dims.push_back(static_cast<int>(d));
     if (r.pragma_op.rfind("nan_", 0) == 0 || r.pragma_op.rfind("std_", 0) == 0) reductions_.insert(r.pragma_op);
     std::string clause = " reduction(" + r.pragma_op + ":" + acc + ")";
-    std::string pragma = parallel_inner_ ? "#pragma omp parallel for" + collapse(dims.size()) + clause : "";
+    std::string pragma = parallel_inner_ ? kParallelFor + collapse(dims.size()) + clause : "";
     scope.lines += r.acc_type + " " + acc + " = " + r.init + ";\n";
     scope.lines += loops(dims, body, pragma, "", true, "#pragma omp simd" + clause);
     std::string result = "(" + compute_type(dtype(v)) + ")" + acc;

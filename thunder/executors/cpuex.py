@@ -47,6 +47,7 @@ def _launcher(kernel, trace, inputs, outputs):
         specs.append((tuple(shape), to_torch(dtype), device))
     launch = _core.launch
     empty = torch.empty
+    threads = torch.get_num_threads  # a kernel's parallel loops use as many threads as torch's ops would
 
     if len(specs) == 1:
         (shape, dtype, device), = specs
@@ -54,14 +55,14 @@ def _launcher(kernel, trace, inputs, outputs):
         def run(*args):
             ins = [a if a.is_contiguous() else a.contiguous() for a in args]
             out = empty(shape, dtype=dtype, device=device)
-            launch(kernel, [a.data_ptr() for a in ins] + [out.data_ptr()])
+            launch(kernel, [a.data_ptr() for a in ins] + [out.data_ptr(), threads()])
             return out
         return run
 
     def run_many(*args):
         ins = [a if a.is_contiguous() else a.contiguous() for a in args]
         outs = [empty(s, dtype=d, device=dev) for s, d, dev in specs]
-        launch(kernel, [a.data_ptr() for a in ins] + [o.data_ptr() for o in outs])
+        launch(kernel, [a.data_ptr() for a in ins] + [o.data_ptr() for o in outs] + [threads()])
         return tuple(outs)
     return run_many
 
