@@ -293,3 +293,43 @@ def test_an_opaque_op_returning_none_among_its_outputs_prints_valid_python():
     torch.testing.assert_close(out, expected)
     for trace in thunder.last_traces(jitted):
         compile(str(trace), "<trace>", "exec")
+
+
+# ---- cross-entropy: the target's log-probability is picked inside the log-softmax kernel ----
+
+def _fused_symbols(fn, *args):
+    jitted = thunder.jit(fn, executors=CPU)
+    with torch.no_grad():
+        jitted(*args)
+    return [s.name for g in compiled_graphs(jitted) for b in g.execution_trace.symbols if b.executor == "cpu"
+            for s in b.subsymbols]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("kwargs", [{}, {"reduction": "sum"}, {"reduction": "none"}, {"ignore_index": 3}])
+def test_cross_entropy_picks_the_target_inside_the_kernel(dtype, kwargs):
+    logits, target = torch.randn(37, 50).to(dtype), torch.randint(0, 50, (37,))
+    target[::5] = 3
+    fn = lambda x, t: F.cross_entropy(x, t, **kwargs)  # noqa: E731
+    assert_matches_eager(fn, logits, target)
+    symbols = _fused_symbols(fn, logits, target)
+    assert "take_along_axis" in symbols and "amax" in symbols  # one kernel: log-softmax and the pick
+
+
+def test_gather_along_the_reduced_dim_of_a_softmax():
+    x, idx = torch.randn(6, 4, 30), torch.randint(0, 30, (6, 4, 1))
+    assert_matches_eager(lambda x, i: torch.gather(torch.log_softmax(x, -1), -1, i) * 2, x, idx)
+
+
+@pytest.mark.parametrize("bad", [50, -1])
+def test_an_out_of_range_target_raises_like_eager(bad):
+    logits, target = torch.randn(8, 50), torch.randint(0, 50, (8,))
+    target[3] = bad
+    with pytest.raises((IndexError, RuntimeError)):
+        F.cross_entropy(logits, target)
+    jitted = thunder.jit(lambda x, t: F.cross_entropy(x, t), executors=CPU)
+    with torch.no_grad(), pytest.raises(IndexError, match="out of range"):
+        jitted(logits, target)
+    target[3] = 1
+    with torch.no_grad():
+        torch.testing.assert_close(jitted(logits, target), F.cross_entropy(logits, target))

@@ -287,18 +287,12 @@ NB_MODULE(_core, m) {
   m.def("default_compile_flags", [] { return runtime::CompileOptions{}.flags; });
   m.def("launch", [](uintptr_t kernel, const std::vector<uintptr_t>& pointers) {
     auto fn = reinterpret_cast<runtime::Kernel>(kernel);
-    if (pointers.size() > 64) {
-      std::vector<void*> args;
-      for (uintptr_t p : pointers) args.push_back(reinterpret_cast<void*>(p));
-      nb::gil_scoped_release release;
-      fn(args.data());
-      return;
-    }
-    void* args[64];
+    std::vector<void*> args(pointers.size());
     for (size_t i = 0; i < pointers.size(); ++i) args[i] = reinterpret_cast<void*>(pointers[i]);
     nb::gil_scoped_release release;
-    fn(args);
-  }, "Runs a kernel on raw pointers: its inputs, then its outputs, then the thread count.");
+    return fn(args.data());
+  }, "Runs a kernel on raw pointers: its inputs, then its outputs, then the thread count. Returns the kernel's "
+     "status: 0, or 1 if an index was out of range.");
 
   m.def("pass_names", [] {
     std::vector<std::string> out;

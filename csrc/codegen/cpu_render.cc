@@ -192,7 +192,7 @@ class KernelWriter {
 
   std::string write(const std::string& name) {
     std::ostringstream os;
-    os << "extern \"C\" void " << name << "(void* const* args) {\n";
+    os << "extern \"C\" int " << name << "(void* const* args) {\n";
     size_t k = 0;
     for (ProxyId id : p_.inputs) {
       os << "  const " << storage_type(dtype(id)) << "* __restrict in" << k << " = (const " << storage_type(dtype(id))
@@ -204,6 +204,7 @@ class KernelWriter {
          << storage_type(dtype(p_.outputs[i])) << "*)args[" << k + i << "];\n";
     // The caller's thread count (torch.get_num_threads()) follows the pointers.
     os << "  const int nthreads = (int)(intptr_t)args[" << k + p_.outputs.size() << "];\n  (void)nthreads;\n";
+    os << "  int error = 0;  // set when an index is out of range\n";
     std::vector<int> outer, inner;
     int64_t outer_n = 1, total = 1;
     for (size_t d = 0; d < p_.domain.size(); ++d) {
@@ -247,7 +248,7 @@ class KernelWriter {
                                                           : "";
       body = loops(outer, indent(row.lines + stores, "  "), pragma, "  ", false);
     }
-    os << body << "}\n";
+    os << body << "  return error;\n}\n";
     return os.str();
   }
 
@@ -302,6 +303,7 @@ class KernelWriter {
     const ir::BoundSymbol& b = *it->second;
     const std::string& op = b.sym->name;
     if (op == "sum" || op == "prod" || op == "amax" || op == "amin") return emit_reduction(v, b, scope);
+    if (op == "take_along_axis") return emit_pick(v, b, scope);
     std::vector<std::string> operands;
     DType in_dtype = dtype(v);
     for (size_t i = 0; i < b.args.size(); ++i) {
@@ -323,6 +325,25 @@ class KernelWriter {
     if (e.empty()) e = expression(op, dtype(v), in_dtype, operands);
     if (is_half(dtype(v)) && op != "alias" && op != "broadcast_in_dim" && op != "reshape") e = round_to(dtype(v), e);
     scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
+    scope.defined.insert(v);
+  }
+
+  // take_along_axis along the reduced dim d, at row level: the source's element-level expression
+  // evaluated once, with the loop index i<d> replaced by the row's index value (bounds-checked: an
+  // index out of range sets the kernel's error flag, as torch.gather raises).
+  void emit_pick(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
+    ProxyId src = b.args[0].proxy(), index = b.args[1].proxy();
+    int dim = -1;
+    for (size_t d = 0; d < p_.domain.size(); ++d)
+      if (p_.reduced[d]) dim = static_cast<int>(d);
+    emit(index, scope);
+    Scope inner{{}, &scope, {}};
+    emit(src, inner);  // row-level operands land in `scope` first, element-level lines in `inner`
+    const std::string i = "i" + std::to_string(dim), n = std::to_string(p_.domain[dim]) + "LL";
+    scope.lines += compute_type(dtype(v)) + " " + var(v) + ";\n{\n  int64_t " + i + " = (int64_t)" + var(index) + ";\n";
+    scope.lines += "  if (" + i + " < 0 || " + i + " >= " + n + ") {\n    #pragma omp atomic write\n    error = 1;\n    " + i +
+                   " = 0;\n  }\n";
+    scope.lines += indent(inner.lines, "  ") + "  " + var(v) + " = " + var(src) + ";\n}\n";
     scope.defined.insert(v);
   }
 

@@ -18,6 +18,8 @@ const std::unordered_set<std::string> kFusible = {
     "broadcast_in_dim", "reshape", "alias",
     // reductions
     "sum", "prod", "amax", "amin",
+    // a gather along the reduced dim, read at row level (cross-entropy's pick of the target's log-probability)
+    "take_along_axis",
 };
 
 const std::unordered_set<std::string> kFloatOnly = {
@@ -107,6 +109,19 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       rdims = dims;
     }
   }
+  for (const ir::BoundSymbol& b : symbols) {
+    if (b.sym->name != "take_along_axis") continue;
+    // Fused only as a pick along the one reduced dim: the source spans the reductions' domain, the index
+    // is the domain with that dim of size 1; the result is one row-level value per row.
+    const ir::TensorMeta& src = t.tensor(b.args[0].proxy());
+    const ir::TensorMeta& index = t.tensor(b.args[1].proxy());
+    int64_t dim = b.args[2].as_int() < 0 ? b.args[2].as_int() + src.ndim() : b.args[2].as_int();
+    std::vector<int64_t> picked = src.shape;
+    if (dim >= 0 && dim < src.ndim()) picked[dim] = 1;
+    if (!reduction_input || reduction_input->shape != src.shape || rdims != std::vector<int64_t>{dim} ||
+        index.shape != picked || ir::is_floating(index.dtype) || index.dtype == ir::DType::Bool)
+      return fail(why, "take_along_axis other than a pick along the reduced dim"), std::nullopt;
+  }
   for (ProxyId id : p.inputs)
     if (ir::is_complex(t.tensor(id).dtype) || t.tensor(id).device != "cpu") return fail(why, "input dtype/device"), std::nullopt;
   if (p.outputs.empty()) return fail(why, "no outputs"), std::nullopt;
@@ -165,6 +180,14 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       auto al = reshape_input_alignment(t.tensor(b.args[0].proxy()).shape, t.tensor(out).shape, out_al);
       if (!al) return fail(why, "a reshape that moves data"), std::nullopt;
       if (!assign(p, b.args[0].proxy(), *al, why)) return std::nullopt;
+    } else if (n == "take_along_axis") {
+      std::vector<int> al, keepdim;
+      for (size_t d = 0; d < p.domain.size(); ++d) {
+        al.push_back(static_cast<int>(d));
+        keepdim.push_back(p.reduced[d] ? -1 : static_cast<int>(d));
+      }
+      if (out_al != keepdim) return fail(why, "a picked value used against another layout"), std::nullopt;
+      if (!assign(p, b.args[0].proxy(), al, why) || !assign(p, b.args[1].proxy(), keepdim, why)) return std::nullopt;
     } else if (is_reduction(n)) {
       std::vector<int> al;
       for (size_t d = 0; d < p.domain.size(); ++d) al.push_back(static_cast<int>(d));

@@ -39,6 +39,6 @@ std::string cache_key(const std::string& source, const CompileOptions& options);
 /// Throws std::runtime_error with the compiler's output if compilation fails.
 std::shared_ptr<Module> load_module(const std::string& source, const CompileOptions& options);
 
-using Kernel = void (*)(void* const*);
+using Kernel = int (*)(void* const*);  // 0, or nonzero: an index was out of range
 
 }  // namespace thunder::runtime

@@ -28,7 +28,7 @@ _FUSIBLE_PRIMS = [
     "signbit", "logical_not", "add", "sub", "mul", "div", "remainder", "fmod", "pow", "maximum", "minimum", "atan2",
     "bitwise_and", "bitwise_or", "bitwise_xor", "copysign", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
     "logical_or", "logical_xor", "where", "convert_element_type", "broadcast_in_dim", "reshape", "alias", "sum",
-    "prod", "amax", "amin",
+    "prod", "amax", "amin", "take_along_axis",
 ]
 
 
@@ -40,7 +40,12 @@ def cache_dir():
 last_source = None
 
 
-def _launcher(kernel, trace, inputs, outputs):
+def _index_error(name):
+    return IndexError(f"thunder: {name}: an index is out of range for the dimension it indexes (as torch.gather "
+                      "or a loss's target would raise)")
+
+
+def _launcher(name, kernel, trace, inputs, outputs):
     specs = []
     for p in outputs:
         dtype, shape, device, _ = trace.meta(p)
@@ -55,14 +60,16 @@ def _launcher(kernel, trace, inputs, outputs):
         def run(*args):
             ins = [a if a.is_contiguous() else a.contiguous() for a in args]
             out = empty(shape, dtype=dtype, device=device)
-            launch(kernel, [a.data_ptr() for a in ins] + [out.data_ptr(), threads()])
+            if launch(kernel, [a.data_ptr() for a in ins] + [out.data_ptr(), threads()]):
+                raise _index_error(name)
             return out
         return run
 
     def run_many(*args):
         ins = [a if a.is_contiguous() else a.contiguous() for a in args]
         outs = [empty(s, dtype=d, device=dev) for s, d, dev in specs]
-        launch(kernel, [a.data_ptr() for a in ins] + [o.data_ptr() for o in outs] + [threads()])
+        if launch(kernel, [a.data_ptr() for a in ins] + [o.data_ptr() for o in outs] + [threads()]):
+            raise _index_error(name)
         return tuple(outs)
     return run_many
 
@@ -80,7 +87,7 @@ def lower(trace):
     else:
         logger.debug("thunder: compiled cpu kernels in %.0f ms with: %s", module.compile_seconds * 1e3, module.command)
     logger.debug("thunder: cpu kernel source (%s):\n%s", module.path, source)
-    return {name: _launcher(module.symbol(name), trace, ins, outs) for name, ins, outs in kernels}, module, source
+    return {name: _launcher(name, module.symbol(name), trace, ins, outs) for name, ins, outs in kernels}, module, source
 
 
 cpu_executor = Executor("cpu", {f"prims.{n}": "" for n in _FUSIBLE_PRIMS}, {}, fusion=True, lower=lower)
