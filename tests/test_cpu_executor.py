@@ -333,3 +333,46 @@ def test_an_out_of_range_target_raises_like_eager(bad):
     target[3] = 1
     with torch.no_grad():
         torch.testing.assert_close(jitted(logits, target), F.cross_entropy(logits, target))
+
+
+# ---- large outputs come from the output buffer pool ----
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64,
+                                   torch.int32, torch.uint8, torch.bool])
+def test_pooled_outputs_are_ordinary_tensors(dtype):
+    from thunder import _core
+
+    x = (torch.randn(1024, 600) * 50).to(dtype)
+    fn = (lambda x: x.logical_not()) if dtype == torch.bool else (lambda x: x * 3 - 1)
+    out = assert_matches_eager(fn, x, kernels=1)
+    assert out.device == x.device and out.is_contiguous() and not out.requires_grad
+    assert out.nbytes >= thunder.executors.cpuex.POOLED_OUTPUT_BYTES or dtype in (torch.bool, torch.uint8)
+    out.add_(1 if dtype != torch.bool else True)  # writable, in place
+    view = out[10:20]
+    del out
+    assert view.shape[0] == 10  # the buffer lives while a view of it does
+    cached, live, peak = _core.buffer_pool_stats()
+    assert peak >= live
+    assert live >= 0 and cached >= 0
+
+
+def test_a_freed_output_buffer_is_reused():
+    from thunder import _core
+
+    x = torch.randn(2048, 512)
+    jitted = thunder.jit(lambda x: x.exp() + 1, executors=CPU)
+    with torch.no_grad():
+        first = jitted(x)
+        pointer = first.data_ptr()
+        del first
+        cached = _core.buffer_pool_stats()[0]
+        assert cached >= x.nbytes
+        second = jitted(x)
+    assert second.data_ptr() == pointer
+    torch.testing.assert_close(second, x.exp() + 1)
+    _core.set_buffer_pool_limit(0)  # keep nothing unused
+    try:
+        del second
+        assert _core.buffer_pool_stats()[0] == 0
+    finally:
+        _core.set_buffer_pool_limit(1 << 30)

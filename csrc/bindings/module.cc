@@ -1,6 +1,7 @@
 // Python bindings of the core (module thunder._core). Converts Python values
 // to core Values and back, and maps core errors to Python exceptions.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
@@ -16,6 +17,7 @@
 #include "ir/printer.h"
 #include "ops/op_table.h"
 #include "passes/passes.h"
+#include "runtime/buffer_pool.h"
 #include "runtime/compiler.h"
 
 namespace nb = nanobind;
@@ -293,6 +295,27 @@ NB_MODULE(_core, m) {
     return fn(args.data());
   }, "Runs a kernel on raw pointers: its inputs, then its outputs, then the thread count. Returns the kernel's "
      "status: 0, or 1 if an index was out of range.");
+
+  // Large kernel outputs come from the buffer pool, handed to torch through DLPack; the tensor's
+  // deleter gives the buffer back.
+  m.def("empty_pooled", [](const std::vector<size_t>& shape, uint8_t code, uint8_t bits) {
+    size_t bytes = bits / 8;
+    for (size_t n : shape) bytes *= n;
+    void* p = runtime::output_buffer_pool().acquire(bytes);
+    nb::capsule owner(p, [](void* q) noexcept { runtime::output_buffer_pool().release(q); });
+    return nb::ndarray<nb::pytorch, nb::device::cpu>(p, shape.size(), shape.data(), owner, nullptr,
+                                                      nb::dlpack::dtype{code, bits, 1});
+  }, nb::arg("shape"), nb::arg("dlpack_code"), nb::arg("bits"),
+     "An uninitialized contiguous CPU torch.Tensor of this shape and DLPack dtype (code: 0 int, 1 uint, 2 float, "
+     "4 bfloat, 6 bool), in a buffer of the output pool (2 MiB-aligned, transparent huge pages, reused once freed).");
+  m.def("buffer_pool_stats", [] {
+    auto& pool = runtime::output_buffer_pool();
+    return std::make_tuple(pool.cached_bytes(), pool.live_bytes(), pool.peak_live_bytes());
+  }, "(bytes held unused, bytes in live tensors, most bytes live at once since reset_buffer_pool_peak()) of the "
+     "kernel output pool.");
+  m.def("reset_buffer_pool_peak", [] { runtime::output_buffer_pool().reset_peak(); });
+  m.def("set_buffer_pool_limit", [](size_t bytes) { runtime::output_buffer_pool().set_limit(bytes); },
+        "Most bytes the output pool keeps unused (0: keep none).");
 
   m.def("pass_names", [] {
     std::vector<std::string> out;

@@ -12,6 +12,8 @@ and returns a launcher per fusion.
 Cache: ``$THUNDER_CACHE_DIR`` or ``~/.cache/thunder/kernels``; entries are keyed
 by source, compiler version, flags and CPU features.
 """
+import functools
+import math
 import os
 
 import torch
@@ -45,21 +47,36 @@ def _index_error(name):
                       "or a loss's target would raise)")
 
 
+#: Outputs of at least this many bytes come from the output buffer pool (``_core.empty_pooled``): reused,
+#: huge-page memory instead of fresh pages faulted in on first write. Smaller ones from torch.empty.
+POOLED_OUTPUT_BYTES = 1 << 20
+
+_DLPACK_DTYPES = {torch.bool: 6, torch.bfloat16: 4, torch.float16: 2, torch.float32: 2, torch.float64: 2,
+                  torch.uint8: 1, torch.int8: 0, torch.int16: 0, torch.int32: 0, torch.int64: 0}
+
+
+def _allocator(shape, dtype):
+    """A function of no arguments returning a fresh (uninitialized) output tensor."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if math.prod(shape) * itemsize >= POOLED_OUTPUT_BYTES and dtype in _DLPACK_DTYPES:
+        return functools.partial(_core.empty_pooled, shape, _DLPACK_DTYPES[dtype], itemsize * 8)
+    return functools.partial(torch.empty, shape, dtype=dtype)
+
+
 def _launcher(name, kernel, trace, inputs, outputs):
-    specs = []
+    allocators = []
     for p in outputs:
         dtype, shape, device, _ = trace.meta(p)
-        specs.append((tuple(shape), to_torch(dtype), device))
+        allocators.append(_allocator(tuple(shape), to_torch(dtype)))
     launch = _core.launch
-    empty = torch.empty
     threads = torch.get_num_threads  # a kernel's parallel loops use as many threads as torch's ops would
 
-    if len(specs) == 1:
-        (shape, dtype, device), = specs
+    if len(allocators) == 1:
+        allocate, = allocators
 
         def run(*args):
             ins = [a if a.is_contiguous() else a.contiguous() for a in args]
-            out = empty(shape, dtype=dtype, device=device)
+            out = allocate()
             if launch(kernel, [a.data_ptr() for a in ins] + [out.data_ptr(), threads()]):
                 raise _index_error(name)
             return out
@@ -67,7 +84,7 @@ def _launcher(name, kernel, trace, inputs, outputs):
 
     def run_many(*args):
         ins = [a if a.is_contiguous() else a.contiguous() for a in args]
-        outs = [empty(s, dtype=d, device=dev) for s, d, dev in specs]
+        outs = [allocate() for allocate in allocators]
         if launch(kernel, [a.data_ptr() for a in ins] + [o.data_ptr() for o in outs] + [threads()]):
             raise _index_error(name)
         return tuple(outs)

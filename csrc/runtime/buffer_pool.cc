@@ -1,0 +1,109 @@
+#include "runtime/buffer_pool.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+namespace thunder::runtime {
+
+BufferPool::~BufferPool() { clear(); }
+
+void* BufferPool::acquire(size_t bytes) {
+  const size_t size = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = unused_.find(size);
+    if (it != unused_.end()) {
+      void* p = it->second;
+      unused_.erase(it);
+      cached_ -= size;
+      live_[p] = size;
+      live_total_ += size;
+      peak_ = std::max(peak_, live_total_);
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(kAlignment, size);
+  if (p == nullptr) throw std::bad_alloc();
+  madvise(p, size, MADV_HUGEPAGE);  // a hint: where THP is off, plain pages
+  std::lock_guard<std::mutex> lock(mutex_);
+  live_[p] = size;
+  live_total_ += size;
+  peak_ = std::max(peak_, live_total_);
+  return p;
+}
+
+void BufferPool::release(void* buffer) {
+  std::vector<void*> to_free;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(buffer);
+    if (it == live_.end()) return;
+    const size_t size = it->second;
+    live_.erase(it);
+    live_total_ -= size;
+    if (size > limit_) {
+      to_free.push_back(buffer);
+    } else {
+      // Over the limit: drop the largest unused buffers first.
+      while (cached_ + size > limit_ && !unused_.empty()) {
+        auto last = std::prev(unused_.end());
+        cached_ -= last->first;
+        to_free.push_back(last->second);
+        unused_.erase(last);
+      }
+      unused_.emplace(size, buffer);
+      cached_ += size;
+    }
+  }
+  for (void* p : to_free) std::free(p);
+}
+
+void BufferPool::clear() {
+  std::multimap<size_t, void*> unused;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    unused.swap(unused_);
+    cached_ = 0;
+  }
+  for (auto& [size, p] : unused) std::free(p);
+}
+
+size_t BufferPool::cached_bytes() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cached_;
+}
+
+size_t BufferPool::live_bytes() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return live_total_;
+}
+
+size_t BufferPool::peak_live_bytes() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peak_;
+}
+
+void BufferPool::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  peak_ = live_total_;
+}
+
+void BufferPool::set_limit(size_t limit_bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    limit_ = limit_bytes;
+  }
+  if (cached_bytes() > limit_bytes) clear();
+}
+
+BufferPool& output_buffer_pool() {
+  // Never destroyed: tensors holding its buffers may outlive static destruction at exit.
+  static BufferPool* pool = new BufferPool(size_t{1} << 30);
+  return *pool;
+}
+
+}  // namespace thunder::runtime
