@@ -12,7 +12,9 @@ namespace thunder::runtime {
 BufferPool::~BufferPool() { clear(); }
 
 void* BufferPool::acquire(size_t bytes) {
-  const size_t size = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  // Size classes: whole pages below one huge page, whole huge pages from there on.
+  const size_t align = bytes >= kAlignment ? kAlignment : kPage;
+  const size_t size = (std::max<size_t>(bytes, 1) + align - 1) / align * align;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = unused_.find(size);
@@ -26,9 +28,9 @@ void* BufferPool::acquire(size_t bytes) {
       return p;
     }
   }
-  void* p = std::aligned_alloc(kAlignment, size);
+  void* p = std::aligned_alloc(align, size);
   if (p == nullptr) throw std::bad_alloc();
-  madvise(p, size, MADV_HUGEPAGE);  // a hint: where THP is off, plain pages
+  if (align == kAlignment) madvise(p, size, MADV_HUGEPAGE);  // a hint: where THP is off, plain pages
   std::lock_guard<std::mutex> lock(mutex_);
   live_[p] = size;
   live_total_ += size;

@@ -26,6 +26,10 @@ TEST(BufferPool, BuffersAreAlignedWritableAndReusedBySizeClass) {
   void* b = pool.acquire(5 * kMiB);        // another class: a new buffer
   EXPECT_NE(b, a);
   EXPECT_EQ(pool.peak_live_bytes(), 10 * kMiB);
+  void* small = pool.acquire(5000);        // below 2 MiB: whole 4 KiB pages
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % BufferPool::kPage, 0u);
+  EXPECT_EQ(pool.live_bytes(), 10 * kMiB + 8192);
+  pool.release(small);
   pool.release(a);
   pool.release(b);
   pool.reset_peak();

@@ -47,9 +47,10 @@ def _index_error(name):
                       "or a loss's target would raise)")
 
 
-#: Outputs of at least this many bytes come from the output buffer pool (``_core.empty_pooled``): reused,
-#: huge-page memory instead of fresh pages faulted in on first write. Smaller ones from torch.empty.
-POOLED_OUTPUT_BYTES = 1 << 20
+#: Outputs of at least this many bytes come from the output buffer pool (``_core.empty_pooled``): reused
+#: memory (huge pages from 2 MiB on) instead of fresh pages faulted in on first write; smaller ones from
+#: torch.empty, which costs less per call and which malloc serves without fresh pages.
+POOLED_OUTPUT_BYTES = 64 << 10
 
 _DLPACK_DTYPES = {torch.bool: 6, torch.bfloat16: 4, torch.float16: 2, torch.float32: 2, torch.float64: 2,
                   torch.uint8: 1, torch.int8: 0, torch.int16: 0, torch.int32: 0, torch.int64: 0}
