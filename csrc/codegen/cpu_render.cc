@@ -154,6 +154,7 @@ std::string expression(const std::string& op, DType out, DType in, const std::ve
 
 struct Reduction {
   std::string acc_type, init, combine, pragma_op;
+  bool nan_flag = false;  // float max/min: NaN is tracked in a flag beside the (vectorizable) max/min
 };
 
 // Float sums of up to this many elements accumulate in float (in SIMD lanes,
@@ -173,8 +174,9 @@ Reduction reduction_rule(const std::string& op, DType d, int64_t length) {
   std::string lim = op == "amax" ? (fl ? "-INFINITY" : "std::numeric_limits<" + T + ">::lowest()")
                                  : (fl ? "INFINITY" : "std::numeric_limits<" + T + ">::max()");
   std::string fn = std::string(op == "amax" ? "max" : "min");
-  std::string combine = fl ? "nan_" + fn + "(acc, x)" : "std::" + fn + "<" + T + ">(acc, x)";
-  return {T, lim, combine, (fl ? "nan_" : "std_") + fn + "_" + T};
+  // Floats: OpenMP's own max/min, which vectorizes, and a flag set by any NaN, which then wins (as in torch).
+  if (fl) return {T, lim, "std::" + fn + "<" + T + ">(acc, x)", fn, true};
+  return {T, lim, "std::" + fn + "<" + T + ">(acc, x)", "std_" + fn + "_" + T};
 }
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
@@ -357,6 +359,8 @@ class KernelWriter {
     Scope inner{{}, &scope, {}};
     emit(in, inner);
     std::string body = inner.lines + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n";
+    const std::string nan = "nan" + std::to_string(v);
+    if (r.nan_flag) body += nan + " |= " + var(in) + " != " + var(in) + ";\n";
     // Keep the transcendental values of this pass in a row buffer, so that a later pass over the
     // row (softmax's output pass reusing exp(x - max)) loads them instead of recomputing them.
     if (!parallel_inner_ && length <= kRowCacheLimit) {
@@ -372,12 +376,14 @@ class KernelWriter {
     std::vector<int> dims;
     for (size_t d = 0; d < p_.domain.size(); ++d)
       if (p_.reduced[d]) dims.push_back(static_cast<int>(d));
-    if (r.pragma_op.rfind("nan_", 0) == 0 || r.pragma_op.rfind("std_", 0) == 0) reductions_.insert(r.pragma_op);
-    std::string clause = " reduction(" + r.pragma_op + ":" + acc + ")";
+    if (r.pragma_op.rfind("std_", 0) == 0) reductions_.insert(r.pragma_op);
+    std::string clause = " reduction(" + r.pragma_op + ":" + acc + ")" + (r.nan_flag ? " reduction(|:" + nan + ")" : "");
     std::string pragma = parallel_inner_ ? kParallelFor + collapse(dims.size()) + clause : "";
     scope.lines += r.acc_type + " " + acc + " = " + r.init + ";\n";
+    if (r.nan_flag) scope.lines += "int " + nan + " = 0;\n";
     scope.lines += loops(dims, body, pragma, "", true, "#pragma omp simd" + clause);
     std::string result = "(" + compute_type(dtype(v)) + ")" + acc;
+    if (r.nan_flag) result = "(" + nan + " ? (" + compute_type(dtype(v)) + ")NAN : " + result + ")";
     scope.lines += "const " + compute_type(dtype(v)) + " " + var(v) + " = " + round_to(dtype(v), result) + ";\n";
     scope.defined.insert(v);
   }
@@ -520,13 +526,12 @@ std::string render_cpu_module(const ir::Trace& t, const std::vector<std::pair<co
   }
   std::string declares;
   for (const std::string& r : reductions) {
-    // "nan_max_float": a NaN-propagating max over float for OpenMP reductions; "std_min_int32_t": std::min.
+    // "std_min_int32_t": an OpenMP reduction by std::min over int32_t (integer max/min).
     size_t cut = r.find('_', 4);
     std::string fn = r.substr(0, cut), type = r.substr(cut + 1);
     bool is_max = fn.find("max") != std::string::npos;
-    std::string call = fn.rfind("std_", 0) == 0 ? "std::" + fn.substr(4) + "<" + type + ">" : fn;
-    std::string init = fn.rfind("nan_", 0) == 0 ? (is_max ? "-INFINITY" : "INFINITY")
-                                                 : "std::numeric_limits<" + type + ">::" + (is_max ? "lowest()" : "max()");
+    std::string call = "std::" + fn.substr(4) + "<" + type + ">";
+    std::string init = "std::numeric_limits<" + type + ">::" + (is_max ? "lowest()" : "max()");
     declares += "#pragma omp declare reduction(" + r + " : " + type + " : omp_out = " + call +
                 "(omp_out, omp_in)) initializer(omp_priv = " + init + ")\n";
   }

@@ -20,7 +20,7 @@ Value mean_keep(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
   return b.torch("mean", {x, Value::ints(dims), Value(true)});
 }
 
-// softmax / log_softmax: subtract the row max for stability.
+// softmax / log_softmax: subtract the row max for stability (torch.softmax, torch.log_softmax).
 Value softmax(Builder& b, const Args& a, bool log) {
   const char* op = log ? "ltorch.log_softmax" : "ltorch.softmax";
   DType out = a[2].is_none() ? b.meta(a[0]).dtype : a[2].as_dtype();
@@ -32,7 +32,8 @@ Value softmax(Builder& b, const Args& a, bool log) {
   Value shifted = empty ? x : b.torch("sub", {x, amax_keep(b, x, dim)});
   Value e = b.torch("exp", {shifted});
   Value s = sum_keep(b, e, {dim});
-  Value r = log ? b.torch("sub", {shifted, b.torch("log", {s})}) : b.torch("div", {e, s});
+  // softmax multiplies by the sum's reciprocal, as ATen's vectorized CPU kernel does (one division per row).
+  Value r = log ? b.torch("sub", {shifted, b.torch("log", {s})}) : b.torch("mul", {e, b.torch("reciprocal", {s})});
   return cast(b, r, out);
 }
 
