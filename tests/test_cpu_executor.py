@@ -162,14 +162,14 @@ def test_generated_source_and_cache():
     with torch.no_grad():
         jitted(x)
     graph = compiled_graphs(jitted)[-1]
-    module, source = graph.kernels["cpu"]
+    (module, source), = graph.kernels["cpu"]
     assert "cpu_fusion0" in source and "extern \"C\"" in source
     assert os.path.exists(module.path)
     # A second compile of the same function hits the disk cache.
     again = thunder.jit(lambda x: x.sin() * 2, executors=CPU)
     with torch.no_grad():
         again(x)
-    assert compiled_graphs(again)[-1].kernels["cpu"][0].cache_hit
+    assert compiled_graphs(again)[-1].kernels["cpu"][0][0].cache_hit
 
 
 _COMPILE_IN_A_NEW_PROCESS = """
@@ -180,7 +180,7 @@ x = torch.arange(10.0)
 jitted = thunder.jit(lambda x: x.cos() * 3, executors=executor_sets()["cpu"])
 with torch.no_grad():
     assert torch.allclose(jitted(x), x.cos() * 3)
-module = compiled_graphs(jitted)[-1].kernels["cpu"][0]
+module = compiled_graphs(jitted)[-1].kernels["cpu"][0][0]
 print(module.cache_hit, module.path)
 """
 
@@ -376,3 +376,26 @@ def test_a_freed_output_buffer_is_reused():
         assert _core.buffer_pool_stats()[0] == 0
     finally:
         _core.set_buffer_pool_limit(1 << 30)
+
+
+def test_many_kernels_compile_as_several_units_in_parallel(monkeypatch):
+    from thunder.executors import cpuex
+
+    monkeypatch.setattr(cpuex, "KERNELS_PER_UNIT", 1)
+    monkeypatch.setattr(cpuex.os, "cpu_count", lambda: 3)
+
+    def fn(x, w):
+        a = torch.softmax(x, -1)          # each reduction over a new layout is its own kernel
+        b = (a @ w).sin()
+        c = torch.log_softmax(b * 2, 0)
+        return (c @ w.t()).exp().sum(-1)
+
+    x, w = torch.randn(8, 16), torch.randn(16, 16)
+    out = assert_matches_eager(fn, x, w)
+    jitted = thunder.jit(fn, executors=CPU)
+    with torch.no_grad():
+        torch.testing.assert_close(jitted(x, w), out)
+    units = thunder.last_kernels(jitted)
+    assert len(units) == 3 and len({u["path"] for u in units}) == 3
+    names = [line for u in units for line in u["source"].splitlines() if line.startswith('extern "C" int cpu_fusion')]
+    assert len(names) == len(set(names)) >= 3

@@ -76,7 +76,8 @@ def compile_stats(jitted) -> CompileStats:
 def last_kernels(jitted, graph: int = -1):
     """The generated kernels of one compiled graph (default: the most recent).
 
-    Returns a list of dicts, one per fusion executor that generated code:
+    Returns a list of dicts, one per translation unit a fusion executor generated
+    (a graph with many kernels is split into units compiled in parallel):
     ``executor``, ``source`` (the C++ translation unit), ``command`` (the
     compiler command line; "" when loaded from the disk cache), ``path`` (the
     cached shared object), ``cache_hit`` and ``compile_seconds``. Empty if the
@@ -87,4 +88,4 @@ def last_kernels(jitted, graph: int = -1):
         raise LookupError("thunder.last_kernels: no graph has been compiled yet (call the jitted function first)")
     return [{"executor": name, "source": source, "command": module.command, "path": module.path,
              "cache_hit": module.cache_hit, "compile_seconds": module.compile_seconds}
-            for name, (module, source) in graphs[graph].kernels.items()]
+            for name, units in graphs[graph].kernels.items() for module, source in units]

@@ -242,12 +242,14 @@ NB_MODULE(_core, m) {
         },
         nb::arg("trace"), nb::arg("passes"), nb::arg("evaluator").none() = nb::none(), nb::arg("executors") = nb::list(),
         "Runs the named passes in order and returns every intermediate result.");
-  m.def("render_cpu", [](const ir::Trace& t, const std::string& executor) {
-    // One translation unit with a kernel per fusion symbol of `executor`; returns
-    // (source, [(kernel name, [input proxies], [output proxies])]).
+  m.def("render_cpu", [](const ir::Trace& t, const std::string& executor, size_t parts) {
+    // The CPU fusions of `executor` as at most `parts` translation units of consecutive kernels, balanced by
+    // their prim counts (so that they compile in parallel); returns
+    // [(source, [(kernel name, [input proxies], [output proxies])])], empty if the trace has no fusions.
     std::vector<codegen::KernelPlan> plans;
     std::vector<std::string> names;
-    nb::list kernels;
+    std::vector<nb::tuple> signatures;
+    size_t total = 0;
     for (const ir::BoundSymbol& b : t.symbols) {
       if (b.sym->level != ir::Level::Fusion || b.executor != executor) continue;
       std::set<ir::ProxyId> outs;
@@ -257,15 +259,34 @@ NB_MODULE(_core, m) {
       if (!plan) throw std::logic_error("fusion " + b.callee + " no longer plans: " + why);
       plans.push_back(*plan);
       names.push_back(b.callee);
+      total += plan->symbols.size();
       std::vector<PyProxy> ins, os;
       for (ir::ProxyId id : plan->inputs) ins.push_back(PyProxy{id});
       for (ir::ProxyId id : plan->outputs) os.push_back(PyProxy{id});
-      kernels.append(nb::make_tuple(b.callee, ins, os));
+      signatures.push_back(nb::make_tuple(b.callee, ins, os));
     }
-    std::vector<std::pair<const codegen::KernelPlan*, std::string>> pairs;
-    for (size_t i = 0; i < plans.size(); ++i) pairs.emplace_back(&plans[i], names[i]);
-    return nb::make_tuple(codegen::render_cpu_module(t, pairs), kernels);
-  }, "C++ source for the CPU fusions of a trace, and each kernel's inputs and outputs.");
+    nb::list units;
+    parts = std::max<size_t>(1, std::min(parts, plans.size()));
+    size_t begin = 0, done = 0;
+    for (size_t part = 0; part < parts && begin < plans.size(); ++part) {
+      // This unit takes kernels until it holds its share of the prims not yet placed.
+      const size_t share = (total - done + (parts - part) - 1) / (parts - part);
+      std::vector<std::pair<const codegen::KernelPlan*, std::string>> pairs;
+      nb::list kernels;
+      size_t size = 0, end = begin;
+      while (end < plans.size() && (end == begin || size < share || part + 1 == parts)) {
+        pairs.emplace_back(&plans[end], names[end]);
+        kernels.append(signatures[end]);
+        size += plans[end].symbols.size();
+        ++end;
+      }
+      units.append(nb::make_tuple(codegen::render_cpu_module(t, pairs), kernels));
+      begin = end;
+      done += size;
+    }
+    return units;
+  }, nb::arg("trace"), nb::arg("executor"), nb::arg("parts") = 1,
+     "C++ translation units for the CPU fusions of a trace, and each kernel's inputs and outputs.");
 
   nb::class_<runtime::Module>(m, "KernelModule", "A compiled, loaded shared object of kernels.")
       .def_ro("path", &runtime::Module::path)

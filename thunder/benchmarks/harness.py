@@ -166,6 +166,13 @@ def run_suite(only=None, quick=False, lightning=None, contender_pattern=None, de
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
     report["meta"]["inductor_cache"] = ("fresh and empty for this run (first calls are cold)" if own_cache
                                         else f"TORCHINDUCTOR_CACHE_DIR={os.environ.get('TORCHINDUCTOR_CACHE_DIR')}")
+    # The same for thunder's kernel cache (thunder.executors.cpuex.cache_dir() reads the variable on each compile).
+    user_kernel_cache = os.environ.get("THUNDER_CACHE_DIR")
+    kernel_cache_dir = None if user_kernel_cache else tempfile.mkdtemp(prefix="thunder-bench-kernels-")
+    if kernel_cache_dir:
+        os.environ["THUNDER_CACHE_DIR"] = kernel_cache_dir
+    report["meta"]["thunder_cache"] = ("fresh and empty for this run (first calls are cold)" if kernel_cache_dir
+                                       else f"THUNDER_CACHE_DIR={user_kernel_cache}")
     old_limits = _raise_recompile_limits()
     log(f"thunder benchmarks ({mode}): {len(selected)} workloads x {', '.join(report['meta']['contenders'])}; "
         f"device {device}, {report['meta']['machine']['cpu']}, {torch.get_num_threads()} threads")
@@ -204,8 +211,10 @@ def run_suite(only=None, quick=False, lightning=None, contender_pattern=None, de
                 case = w.build(device)
                 results = measure(case, [(c.name, c.wrap) for c in cs], settings, device,
                                   log=lambda m: log(m))
-                if not quick and "inductor" in results and results["inductor"].get("median_s"):
-                    results["inductor"]["warm_first_call_s"] = _warm_inductor_first_call(case, device)
+                for c in cs:  # a fresh compile whose disk cache this run filled
+                    if c.kind in ("inductor", "thunder") and results.get(c.name, {}).get("median_s") and \
+                            (not quick or c.kind == "thunder"):
+                        results[c.name]["warm_first_call_s"] = _warm_first_call(case, device, c.wrap)
             except Exception as e:  # noqa: BLE001 -- e.g. the model could not be built
                 results = {c.name: {"error": "workload: " + short_error(e)} for c in cs}
             finally:
@@ -221,6 +230,9 @@ def run_suite(only=None, quick=False, lightning=None, contender_pattern=None, de
     finally:
         torch.set_num_threads(threads_before)
         _restore(old_limits)
+        if kernel_cache_dir:
+            os.environ.pop("THUNDER_CACHE_DIR", None)
+            shutil.rmtree(kernel_cache_dir, ignore_errors=True)
         if own_cache:
             if user_cache is None:
                 os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
@@ -281,14 +293,15 @@ def _restore(old):
             pass
 
 
-def _warm_inductor_first_call(case, device):
-    """First call of a fresh torch.compile after torch._dynamo.reset(): Dynamo traces again, Inductor
-    finds its compiled graph and kernels in the on-disk cache this run filled."""
+def _warm_first_call(case, device, wrap):
+    """First call of a fresh compile after torch._dynamo.reset(): Dynamo traces again, and the compiler
+    finds its compiled code in the on-disk cache this run filled (Inductor: graphs and kernels; thunder:
+    the CPU executor's kernel modules, while its passes run again)."""
     torch._dynamo.reset()
     try:
         sync(device)
         t0 = time.perf_counter()
-        case.run(torch.compile(case.target))
+        case.run(wrap(case.target))
         sync(device)
         return time.perf_counter() - t0
     except Exception:  # noqa: BLE001
@@ -514,8 +527,8 @@ def _header_lines(report):
     lines.append(f"memory: {m['memory_method']}")
     lines.append("vs eager = eager median / contender median (higher is faster; '!' = result differs from eager "
                  "beyond tolerance); lightning-thunder is compared with eager timed in its own subprocess")
-    lines.append("first call = wrap + first step, compile included (cold); warm 1st = first call with a warm "
-                 "on-disk compile cache (inductor only; thunder has no disk cache: n/a)")
+    lines.append("first call = wrap + first step, compile included (cold: empty compile caches); warm 1st = first "
+                 "call of a fresh compile with the on-disk caches this run filled (Inductor's; thunder's kernel cache)")
     lt = report.get("lightning", {})
     if lt.get("enabled"):
         if lt.get("error"):

@@ -60,7 +60,7 @@ class CompiledGraph:
     pass_seconds: dict
     fallbacks: list               # (node, target, reason) of ops imported as opaque
     calls: int = 0
-    kernels: dict = field(default_factory=dict)  # fusion executor name -> (KernelModule, C++ source)
+    kernels: dict = field(default_factory=dict)  # fusion executor name -> [(KernelModule, C++ source)], one per unit
 
     @property
     def execution_trace(self):
@@ -121,10 +121,10 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     kernels = {}
     for ex in executors:
         if ex.fusion and ex.lower is not None:
-            launchers, module, source = ex.lower(views[-1].trace)
+            launchers, units = ex.lower(views[-1].trace)
             namespace.update(launchers)
-            if module is not None:
-                kernels[ex.name] = (module, source)
+            if units:
+                kernels[ex.name] = units
     fn = views[-1].python_callable()
     graph = CompiledGraph(index, views, fn, time.perf_counter() - start, pass_seconds, imported.fallbacks)
     graph.kernels = kernels

@@ -12,6 +12,7 @@ and returns a launcher per fusion.
 Cache: ``$THUNDER_CACHE_DIR`` or ``~/.cache/thunder/kernels``; entries are keyed
 by source, compiler version, flags and CPU features.
 """
+import concurrent.futures
 import functools
 import math
 import os
@@ -92,20 +93,37 @@ def _launcher(name, kernel, trace, inputs, outputs):
     return run_many
 
 
+#: Kernels per translation unit below which a trace's kernels are not split across compiler processes
+#: (each process pays the compiler's start-up and the headers again).
+KERNELS_PER_UNIT = 4
+
+
 def lower(trace):
-    """Compiles the trace's CPU fusions; returns {fusion name: launcher}, the kernel module and its source."""
+    """Compiles the trace's CPU fusions, in parallel compiler processes when there are many; returns
+    ({fusion name: launcher}, [(kernel module, its C++ source)])."""
     global last_source
-    source, kernels = _core.render_cpu(trace, "cpu")
-    if not kernels:
-        return {}, None, None
-    module = _core.load_module(source, cache_dir())
-    last_source = source
-    if module.cache_hit:
-        logger.debug("thunder: cpu kernels %s loaded from the cache", module.path)
-    else:
-        logger.debug("thunder: compiled cpu kernels in %.0f ms with: %s", module.compile_seconds * 1e3, module.command)
-    logger.debug("thunder: cpu kernel source (%s):\n%s", module.path, source)
-    return {name: _launcher(name, module.symbol(name), trace, ins, outs) for name, ins, outs in kernels}, module, source
+    count = sum(1 for b in trace.symbols if b.executor == "cpu" and b.callee.startswith("cpu_fusion"))
+    parts = max(1, min(os.cpu_count() or 1, count // KERNELS_PER_UNIT))
+    units = _core.render_cpu(trace, "cpu", parts)
+    if not units:
+        return {}, []
+    directory = cache_dir()
+    if len(units) == 1:
+        modules = [_core.load_module(units[0][0], directory)]
+    else:  # load_module releases the GIL while the compiler runs
+        with concurrent.futures.ThreadPoolExecutor(len(units)) as pool:
+            modules = list(pool.map(lambda unit: _core.load_module(unit[0], directory), units))
+    launchers = {}
+    for module, (source, kernels) in zip(modules, units):
+        if module.cache_hit:
+            logger.debug("thunder: cpu kernels %s loaded from the cache", module.path)
+        else:
+            logger.debug("thunder: compiled cpu kernels in %.0f ms with: %s", module.compile_seconds * 1e3,
+                         module.command)
+        logger.debug("thunder: cpu kernel source (%s):\n%s", module.path, source)
+        launchers.update({name: _launcher(name, module.symbol(name), trace, ins, outs) for name, ins, outs in kernels})
+    last_source = "\n".join(source for source, _ in units)
+    return launchers, [(module, source) for module, (source, _) in zip(modules, units)]
 
 
 cpu_executor = Executor("cpu", {f"prims.{n}": "" for n in _FUSIBLE_PRIMS}, {}, fusion=True, lower=lower)
