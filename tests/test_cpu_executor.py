@@ -388,7 +388,7 @@ def test_many_kernels_compile_as_several_units_in_parallel(monkeypatch):
         a = torch.softmax(x, -1)          # each reduction over a new layout is its own kernel
         b = (a @ w).sin()
         c = torch.log_softmax(b * 2, 0)
-        return (c @ w.t()).exp().sum(-1)
+        return (c @ w.t()).tanh().sum(-1)
 
     x, w = torch.randn(8, 16), torch.randn(16, 16)
     out = assert_matches_eager(fn, x, w)
@@ -399,3 +399,36 @@ def test_many_kernels_compile_as_several_units_in_parallel(monkeypatch):
     assert len(units) == 3 and len({u["path"] for u in units}) == 3
     names = [line for u in units for line in u["source"].splitlines() if line.startswith('extern "C" int cpu_fusion')]
     assert len(names) == len(set(names)) >= 3
+
+
+# ---- non-contiguous inputs are read in place, with their strides ----
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(30, 20).t(),                                  # transposed
+    lambda: torch.randn(10, 40)[:, 5:25],                              # a column slice: storage offset, row stride 40
+    lambda: torch.randn(10, 40)[::3, ::2],                             # steps in both dims
+    lambda: torch.randn(1, 25).expand(6, 25),                          # stride 0
+    lambda: torch.randn(2, 3, 5, 4).to(memory_format=torch.channels_last),
+], ids=["transposed", "column_slice", "steps", "expanded", "channels_last"])
+def test_non_contiguous_inputs_are_read_in_place(make):
+    x = make()
+    assert not x.is_contiguous()
+    fn = lambda x: torch.softmax(x * 2, -1) + x.exp()  # noqa: E731
+    assert_matches_eager(fn, x, kernels=1)
+    jitted = thunder.jit(fn, executors=CPU)
+    with torch.no_grad():
+        jitted(x)
+    source = thunder.last_kernels(jitted)[0]["source"]
+    strides = [s for s in x.stride() if s not in (0, 1)]
+    assert all(f"{s}LL" in source for s in strides)  # the kernel indexes the input with its own strides
+    trace = str(compiled_graphs(jitted)[-1].execution_trace)
+    assert "contiguous" not in trace
+
+
+def test_a_new_layout_of_the_same_shape_recompiles():
+    fn = lambda x: x.sin() * 2  # noqa: E731
+    jitted = thunder.jit(fn, executors=CPU)
+    base = torch.randn(16, 16)
+    with torch.no_grad():
+        for x in (base, base.t(), base, base.t().contiguous(), base[:, :8], base[:8]):
+            torch.testing.assert_close(jitted(x), fn(x))

@@ -174,6 +174,8 @@ NB_MODULE(_core, m) {
       .def("name_of", [](const ir::Trace& t, PyProxy p) { return t.proxy(p.id).name; })
       .def("meta", [](const ir::Trace& t, PyProxy p) { return meta_tuple(t.proxy(p.id)); },
            "(dtype, shape, device, requires_grad) of a tensor proxy; ('number', type) of a number proxy.")
+      .def("strides", [](const ir::Trace& t, PyProxy p) { return t.proxy(p.id).strides; },
+           "The element strides of a non-contiguous trace input; [] for any other proxy.")
       .def("python", [](const ir::Trace& t, bool subsymbols, bool sources) {
         return ir::to_python(t, ir::PrintOptions{subsymbols, sources});
       }, nb::arg("subsymbols") = true, nb::arg("sources") = true, "The trace as a runnable Python module.")
@@ -182,9 +184,12 @@ NB_MODULE(_core, m) {
 
   nb::class_<PyBuilder>(m, "TraceBuilder", "Builds a trace one op at a time, applying the core's shape and dtype rules.")
       .def(nb::init<>())
-      .def("add_input_tensor", [](PyBuilder& b, ir::DType d, std::vector<int64_t> shape, std::string device, bool rg) {
-        return PyProxy{b.builder.add_input_tensor(make_meta(d, std::move(shape), std::move(device), rg))};
-      })
+      .def("add_input_tensor", [](PyBuilder& b, ir::DType d, std::vector<int64_t> shape, std::string device, bool rg,
+                                  std::vector<int64_t> strides) {
+        return PyProxy{b.builder.add_input_tensor(make_meta(d, std::move(shape), std::move(device), rg), std::move(strides))};
+      }, nb::arg("dtype"), nb::arg("shape"), nb::arg("device"), nb::arg("requires_grad"),
+         nb::arg("strides") = std::vector<int64_t>{},
+         "A trace input; `strides` (elements) only for a non-contiguous input, whose layout the guards fix.")
       .def("add_input_number", [](PyBuilder& b, int type) {
         return PyProxy{b.builder.add_input_number(static_cast<ir::NumberType>(type))};
       })

@@ -270,7 +270,8 @@ class KernelWriter {
 
   std::string offset(ProxyId v) const {
     const auto& al = p_.align.at(v);
-    std::vector<int64_t> strides = contiguous_strides(t_.tensor(v).shape);
+    const std::vector<int64_t>& known = t_.proxy(v).strides;  // a non-contiguous trace input, read in place
+    std::vector<int64_t> strides = known.empty() ? contiguous_strides(t_.tensor(v).shape) : known;
     std::string out;
     for (size_t i = 0; i < al.size(); ++i) {
       if (al[i] < 0 || t_.tensor(v).shape[i] == 1) continue;

@@ -36,6 +36,9 @@ struct ProxyInfo {
   bool is_tensor = true;
   TensorMeta tensor;                         // when is_tensor
   NumberType number = NumberType::Int;       // when !is_tensor
+  // A trace input's element strides when it is not contiguous (the guards that select the trace check
+  // them); empty for contiguous inputs and for every computed value (whose layout kernels do not assume).
+  std::vector<int64_t> strides;
 };
 
 /// Properties of a symbol, used by passes and executors.

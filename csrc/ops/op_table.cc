@@ -102,8 +102,10 @@ const TensorMeta& Builder::meta(const Value& tensor) const { return trace_.tenso
 
 bool Builder::is_tensor(const Value& v) const { return v.is_proxy() && trace_.proxy(v.proxy()).is_tensor; }
 
-ProxyId Builder::add_input_tensor(TensorMeta meta) {
+ProxyId Builder::add_input_tensor(TensorMeta meta, std::vector<int64_t> strides) {
   ProxyId id = trace_.new_tensor(std::move(meta));
+  if (strides.size() != trace_.proxy(id).tensor.shape.size()) strides.clear();
+  trace_.proxies[static_cast<size_t>(id)].strides = std::move(strides);
   trace_.inputs.push_back(id);
   return id;
 }

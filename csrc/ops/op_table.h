@@ -65,7 +65,7 @@ class Builder {
   const TensorMeta& meta(const Value& tensor) const;
   bool is_tensor(const Value& v) const;
 
-  ProxyId add_input_tensor(TensorMeta meta);
+  ProxyId add_input_tensor(TensorMeta meta, std::vector<int64_t> strides = {});
   ProxyId add_input_number(ir::NumberType type);
   ProxyId new_tensor(TensorMeta meta) { return trace_.new_tensor(std::move(meta)); }
   ProxyId new_number(ir::NumberType type) { return trace_.new_number(type); }

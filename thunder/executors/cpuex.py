@@ -72,12 +72,21 @@ def _launcher(name, kernel, trace, inputs, outputs):
         allocators.append(_allocator(tuple(shape), to_torch(dtype)))
     launch = _core.launch
     threads = torch.get_num_threads  # a kernel's parallel loops use as many threads as torch's ops would
+    # A non-contiguous trace input is read in place (the kernel was generated for its strides, which the
+    # guards fix); any other input is read as a contiguous tensor (a copy if it is not one).
+    in_place = [bool(trace.strides(p)) for p in inputs]
+    if any(in_place):
+        def contiguous(args):
+            return [a if keep or a.is_contiguous() else a.contiguous() for a, keep in zip(args, in_place)]
+    else:
+        def contiguous(args):
+            return [a if a.is_contiguous() else a.contiguous() for a in args]
 
     if len(allocators) == 1:
         allocate, = allocators
 
         def run(*args):
-            ins = [a if a.is_contiguous() else a.contiguous() for a in args]
+            ins = contiguous(args)
             out = allocate()
             if launch(kernel, [a.data_ptr() for a in ins] + [out.data_ptr(), threads()]):
                 raise _index_error(name)
@@ -85,7 +94,7 @@ def _launcher(name, kernel, trace, inputs, outputs):
         return run
 
     def run_many(*args):
-        ins = [a if a.is_contiguous() else a.contiguous() for a in args]
+        ins = contiguous(args)
         outs = [allocate() for allocate in allocators]
         if launch(kernel, [a.data_ptr() for a in ins] + [o.data_ptr() for o in outs] + [threads()]):
             raise _index_error(name)

@@ -230,7 +230,10 @@ class _Importer:
         if any(not isinstance(s, int) for s in shape):
             raise UnsupportedGraph("symbolic shapes")
         args = (dtypes.to_core(t.dtype), shape, dtypes.device_str(t.device), bool(t.requires_grad))
-        return self.builder.add_input_tensor(*args) if input else self.builder.new_tensor(*args)
+        if input:  # Dynamo's guards fix an input's strides: kernels may read a non-contiguous one in place
+            strides = [] if t.is_contiguous() else [int(s) for s in t.stride()]
+            return self.builder.add_input_tensor(*args, strides)
+        return self.builder.new_tensor(*args)
 
     def _arg(self, a, tensor_args=False):
         """An FX argument as a core value: nodes -> proxies, dtypes -> core dtypes, others -> literals."""
