@@ -66,40 +66,28 @@ def _allocator(shape, dtype):
 
 
 def _launcher(name, kernel, trace, inputs, outputs):
-    allocators = []
-    for p in outputs:
-        dtype, shape, device, _ = trace.meta(p)
-        allocators.append(_allocator(tuple(shape), to_torch(dtype)))
-    launch = _core.launch
-    threads = torch.get_num_threads  # a kernel's parallel loops use as many threads as torch's ops would
-    # A non-contiguous trace input is read in place (the kernel was generated for its strides, which the
-    # guards fix); any other input is read as a contiguous tensor (a copy if it is not one).
-    in_place = [bool(trace.strides(p)) for p in inputs]
-    if any(in_place):
-        def contiguous(args):
-            return [a if keep or a.is_contiguous() else a.contiguous() for a, keep in zip(args, in_place)]
-    else:
-        def contiguous(args):
-            return [a if a.is_contiguous() else a.contiguous() for a in args]
-
-    if len(allocators) == 1:
-        allocate, = allocators
-
-        def run(*args):
-            ins = contiguous(args)
-            out = allocate()
-            if launch(kernel, [a.data_ptr() for a in ins] + [out.data_ptr(), threads()]):
-                raise _index_error(name)
-            return out
-        return run
-
-    def run_many(*args):
-        ins = contiguous(args)
-        outs = [allocate() for allocate in allocators]
-        if launch(kernel, [a.data_ptr() for a in ins] + [o.data_ptr() for o in outs] + [threads()]):
-            raise _index_error(name)
-        return tuple(outs)
-    return run_many
+    """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous
+    (a copy only if one is not; a non-contiguous trace input is read in place, the kernel having been
+    generated for its strides, which the guards fix), allocates the outputs, launches the kernel with the
+    data pointers and torch's thread count, and returns the output (a tuple of them if several)."""
+    namespace = {"launch": _core.launch, "kernel": kernel, "threads": torch.get_num_threads,
+                 "index_error": _index_error}
+    params = [f"a{i}" for i in range(len(inputs))]
+    lines = [f"def {name}({', '.join(params)}):"]
+    for a, p in zip(params, inputs):
+        if not trace.strides(p):
+            lines.append(f"    if not {a}.is_contiguous(): {a} = {a}.contiguous()")
+    outs = [f"o{k}" for k in range(len(outputs))]
+    for o, p in zip(outs, outputs):
+        dtype, shape, _, _ = trace.meta(p)
+        namespace[f"allocate_{o}"] = _allocator(tuple(shape), to_torch(dtype))
+        lines.append(f"    {o} = allocate_{o}()")
+    pointers = [f"{x}.data_ptr()" for x in params + outs] + ["threads()"]
+    lines.append(f"    if launch(kernel, ({', '.join(pointers)},)):")
+    lines.append(f"        raise index_error({name!r})")
+    lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
+    exec(compile("\n".join(lines), f"<thunder launcher {name}>", "exec"), namespace)
+    return namespace[name]
 
 
 #: Kernels per translation unit below which a trace's kernels are not split across compiler processes
