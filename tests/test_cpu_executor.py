@@ -432,3 +432,41 @@ def test_a_new_layout_of_the_same_shape_recompiles():
     with torch.no_grad():
         for x in (base, base.t(), base, base.t().contiguous(), base[:, :8], base[:8]):
             torch.testing.assert_close(jitted(x), fn(x))
+
+
+# ---- slices and cats inside kernels (index remapping) ----
+
+def _rope(x, cos, sin):
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+@pytest.mark.parametrize("name,fn,make", [
+    ("rope", _rope, lambda: (torch.randn(2, 3, 5, 16), torch.randn(5, 16), torch.randn(5, 16))),
+    ("cat_middle_dim", lambda a, b: torch.cat((a.exp(), b * 2, a[:, :1]), dim=1) + 1,
+     lambda: (torch.randn(4, 3, 5), torch.randn(4, 6, 5))),
+    ("strided_slices", lambda x: x[::2, 1::3].sin() * x[1::2, :-2:3], lambda: (torch.randn(10, 12),)),
+    ("slice_of_broadcast", lambda x, b: (x + b)[:, 2:7] * 3, lambda: (torch.randn(6, 9), torch.randn(9))),
+    ("int_cat", lambda a, b: torch.cat((a, b + 1), 0) * 3, lambda: (torch.arange(6).view(2, 3), torch.arange(9).view(3, 3))),
+])
+def test_slices_and_cats_fuse_into_one_kernel(name, fn, make):
+    assert_matches_eager(fn, *make(), kernels=1)
+
+
+def test_a_slice_returned_from_the_function_stays_a_view():
+    def fn(x):
+        y = x[:, 1:3]
+        return y, y.exp()
+
+    x = torch.randn(4, 5)
+    jitted = thunder.jit(fn, executors=CPU)
+    with torch.no_grad():
+        y, z = jitted(x)
+    assert y.data_ptr() == x[:, 1:3].data_ptr()
+    torch.testing.assert_close(z, x[:, 1:3].exp())
+
+
+def test_a_slice_feeding_a_reduction_is_not_fused_with_it():
+    fn = lambda x: x[:, 2:].softmax(-1) * 2  # noqa: E731
+    assert_matches_eager(fn, torch.randn(5, 9))

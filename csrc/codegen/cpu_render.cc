@@ -188,6 +188,7 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
 class KernelWriter {
  public:
   KernelWriter(const ir::Trace& t, const KernelPlan& p) : t_(t), p_(p) {
+    for (size_t d = 0; d < p.domain.size(); ++d) index_names_.push_back("i" + std::to_string(d));
     for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
     for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
   }
@@ -262,7 +263,8 @@ class KernelWriter {
     std::string lines;
     Scope* parent = nullptr;
     std::set<ProxyId> defined;
-    bool has(ProxyId v) const { return defined.count(v) || (parent && parent->has(v)); }
+    bool remapped = false;  // evaluates at other indices (a slice's source, a cat's input): reuses nothing outside
+    bool has(ProxyId v) const { return defined.count(v) || (parent && !remapped && parent->has(v)); }
   };
 
   DType dtype(ProxyId v) const { return t_.tensor(v).dtype; }
@@ -275,8 +277,7 @@ class KernelWriter {
     std::string out;
     for (size_t i = 0; i < al.size(); ++i) {
       if (al[i] < 0 || t_.tensor(v).shape[i] == 1) continue;
-      out += (out.empty() ? "" : " + ") + std::string("i") + std::to_string(al[i]) +
-             (strides[i] == 1 ? "" : " * " + std::to_string(strides[i]) + "LL");
+      out += (out.empty() ? "" : " + ") + index(al[i]) + (strides[i] == 1 ? "" : " * " + std::to_string(strides[i]) + "LL");
     }
     return out.empty() ? "0" : out;
   }
@@ -307,6 +308,7 @@ class KernelWriter {
     const std::string& op = b.sym->name;
     if (op == "sum" || op == "prod" || op == "amax" || op == "amin") return emit_reduction(v, b, scope);
     if (op == "take_along_axis") return emit_pick(v, b, scope);
+    if (op == "slice" || op == "cat") return emit_remap(v, b, scope);
     std::vector<std::string> operands;
     DType in_dtype = dtype(v);
     for (size_t i = 0; i < b.args.size(); ++i) {
@@ -329,6 +331,68 @@ class KernelWriter {
     if (is_half(dtype(v)) && op != "alias" && op != "broadcast_in_dim" && op != "reshape") e = round_to(dtype(v), e);
     scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
     scope.defined.insert(v);
+  }
+
+  // slice: the source at shifted (and strided) indices along the sliced dims. cat: each input at the
+  // index within its part, clamped into range so that every load stays in bounds, and the part the
+  // index falls in selected. (The plan allows both only in kernels without reductions.)
+  void emit_remap(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
+    const std::vector<int>& al = p_.align.at(v);
+    const std::string T = compute_type(dtype(v));
+    if (b.sym->name == "slice") {
+      const std::vector<int64_t> start = b.args[1].as_ints();
+      std::vector<int64_t> step = b.args[3].is_none() ? std::vector<int64_t>(start.size(), 1) : b.args[3].as_ints();
+      std::vector<std::pair<int, std::string>> remaps;
+      for (size_t i = 0; i < start.size(); ++i)
+        if (al[i] >= 0 && (start[i] != 0 || step[i] != 1))
+          remaps.emplace_back(al[i], index(al[i]) + (step[i] == 1 ? "" : " * " + std::to_string(step[i]) + "LL") +
+                                         " + " + std::to_string(start[i]) + "LL");
+      std::string r = emit_at(b.args[0].proxy(), remaps, scope);
+      scope.lines += "const " + T + " " + var(v) + " = " + r + ";\n";
+      scope.defined.insert(v);
+      return;
+    }
+    int64_t k = b.args[1].as_int();
+    if (k < 0) k += t_.tensor(v).ndim();
+    const int d = al[k];
+    const auto& parts = b.args[0].items();
+    std::vector<std::string> values, bounds;
+    int64_t begin = 0;
+    for (const ir::Value& part : parts) {
+      const int64_t len = t_.tensor(part.proxy()).shape[k];
+      std::string i = "std::min<int64_t>(std::max<int64_t>(" + index(d) + " - " + std::to_string(begin) + "LL, 0), " +
+                      std::to_string(len - 1) + "LL)";
+      values.push_back(emit_at(part.proxy(), {{d, i}}, scope));
+      begin += len;
+      bounds.push_back(std::to_string(begin) + "LL");
+    }
+    std::string e = values.back();
+    for (size_t j = values.size() - 1; j-- > 0;) e = "(" + index(d) + " < " + bounds[j] + " ? " + values[j] + " : " + e + ")";
+    scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
+    scope.defined.insert(v);
+  }
+
+  // The value of u with domain index d read as the given expression (of the current indices), for each
+  // remap: a block computing u anew at those indices; returns the variable holding the result.
+  std::string emit_at(ProxyId u, const std::vector<std::pair<int, std::string>>& remaps, Scope& scope) {
+    if (remaps.empty()) {
+      emit(u, scope);
+      return var(u);
+    }
+    const std::string r = "r" + std::to_string(next_remap_++);
+    std::string block;
+    std::vector<std::string> saved = index_names_;
+    for (const auto& [d, expr] : remaps) {
+      std::string name = "i" + std::to_string(d) + "_" + r;
+      block += "  const int64_t " + name + " = " + expr + ";\n";
+      index_names_[d] = name;
+    }
+    Scope inner{{}, &scope, {}, true};
+    emit(u, inner);
+    index_names_ = saved;
+    scope.lines += compute_type(dtype(u)) + " " + r + ";\n{\n" + block + indent(inner.lines, "  ") + "  " + r + " = " +
+                   var(u) + ";\n}\n";
+    return r;
   }
 
   // take_along_axis along the reduced dim d, at row level: the source's element-level expression
@@ -444,6 +508,10 @@ class KernelWriter {
   std::set<std::string> reductions_;
   std::map<ProxyId, std::string> row_cache_;  // element-level value -> the row buffer holding it
   bool parallel_inner_ = false;
+  std::vector<std::string> index_names_;  // per domain dim, the variable holding its index ("i2", or a remap's)
+  int next_remap_ = 0;
+
+  const std::string& index(int d) const { return index_names_[d]; }
 
   // The flat index of the current element within the row (over the reduced dims, row-major).
   std::string row_index() const {

@@ -20,6 +20,9 @@ const std::unordered_set<std::string> kFusible = {
     "sum", "prod", "amax", "amin",
     // a gather along the reduced dim, read at row level (cross-entropy's pick of the target's log-probability)
     "take_along_axis",
+    // index remapping, in kernels without reductions: a slice reads its source at shifted indices, a cat
+    // selects among its inputs by index range (RoPE's rotate-half)
+    "slice", "cat",
 };
 
 const std::unordered_set<std::string> kFloatOnly = {
@@ -122,18 +125,20 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
         index.shape != picked || ir::is_floating(index.dtype) || index.dtype == ir::DType::Bool)
       return fail(why, "take_along_axis other than a pick along the reduced dim"), std::nullopt;
   }
+  for (const ir::BoundSymbol& b : symbols)
+    if ((b.sym->name == "slice" || b.sym->name == "cat") && reduction_input)
+      return fail(why, "slice or cat in a kernel with reductions"), std::nullopt;
   for (ProxyId id : p.inputs)
     if (ir::is_complex(t.tensor(id).dtype) || t.tensor(id).device != "cpu") return fail(why, "input dtype/device"), std::nullopt;
   if (p.outputs.empty()) return fail(why, "no outputs"), std::nullopt;
 
-  // The domain: the reductions' input shape, else the largest value's shape.
+  // The domain: the reductions' input shape, else the largest output's shape (a slice's source may be larger).
   if (reduction_input) {
     p.domain = reduction_input->shape;
   } else {
     int64_t best = -1;
-    for (const ir::BoundSymbol& b : symbols)
-      for (ProxyId id : b.output_proxies())
-        if (t.tensor(id).numel() > best) best = t.tensor(id).numel(), p.domain = t.tensor(id).shape;
+    for (ProxyId id : p.outputs)
+      if (t.tensor(id).numel() > best) best = t.tensor(id).numel(), p.domain = t.tensor(id).shape;
   }
   p.reduced.assign(p.domain.size(), false);
   for (int64_t d : rdims) p.reduced[d] = true;
@@ -158,6 +163,13 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     return std::nullopt;
   };
 
+  // Each value's extent per domain dim where it is read: the domain's, except under a slice (its source
+  // spans more) or a cat (each input spans its part).
+  std::map<ProxyId, std::vector<int64_t>> extent;
+  auto assign_extent = [&](ProxyId v, const std::vector<int64_t>& e) {
+    auto [it, inserted] = extent.emplace(v, e);
+    return inserted || it->second == e || fail(why, "a value read over two different index ranges");
+  };
   for (auto it = symbols.rbegin(); it != symbols.rend(); ++it) {
     const ir::BoundSymbol& b = *it;
     const std::string& n = b.sym->name;
@@ -167,8 +179,40 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       if (!al) return fail(why, "a value of shape " + std::to_string(t.tensor(out).ndim()) + "-d does not align to the domain"), std::nullopt;
       p.align[out] = *al;
     }
+    extent.emplace(out, p.domain);
     const std::vector<int> out_al = p.align.at(out);
+    const std::vector<int64_t> out_extent = extent.at(out);
     auto arg_tensor = [&](size_t i) { return i < b.args.size() && b.args[i].is_proxy(); };
+    if (n == "slice") {
+      ProxyId src = b.args[0].proxy();
+      std::vector<int64_t> e = out_extent;
+      const auto& src_shape = t.tensor(src).shape;
+      for (size_t i = 0; i < src_shape.size(); ++i) {
+        if (t.tensor(out).shape[i] == src_shape[i]) continue;  // not sliced (whole dim)
+        if (out_al[i] < 0) return fail(why, "a slice along a broadcast dim"), std::nullopt;
+        e[out_al[i]] = src_shape[i];
+      }
+      if (!assign(p, src, out_al, why) || !assign_extent(src, e)) return std::nullopt;
+      continue;
+    }
+    if (n == "cat") {
+      const auto& parts = b.args[0].items();
+      int64_t k = b.args[1].as_int();
+      if (k < 0) k += t.tensor(out).ndim();
+      if (out_al[k] < 0) return fail(why, "a cat along a broadcast dim"), std::nullopt;
+      for (const ir::Value& part : parts) {
+        std::vector<int64_t> e = out_extent;
+        e[out_al[k]] = t.tensor(part.proxy()).shape[k];
+        if (!assign(p, part.proxy(), out_al, why) || !assign_extent(part.proxy(), e)) return std::nullopt;
+      }
+      continue;
+    }
+    if (n != "broadcast_in_dim" && n != "reshape" && !is_reduction(n) && n != "take_along_axis") {
+      for (size_t i = 0; i < b.args.size(); ++i)
+        if (arg_tensor(i) && !assign_extent(b.args[i].proxy(), out_extent)) return std::nullopt;
+    } else if (n == "broadcast_in_dim" || n == "reshape") {
+      if (!assign_extent(b.args[0].proxy(), out_extent)) return std::nullopt;
+    }
     if (n == "broadcast_in_dim") {
       const auto& in = t.tensor(b.args[0].proxy()).shape;
       const auto& shape = t.tensor(out).shape;
@@ -201,11 +245,14 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
         if (arg_tensor(i) && !assign(p, b.args[i].proxy(), out_al, why)) return std::nullopt;
     }
   }
-  // Every aligned dim must have the domain's size there.
+  // Every aligned dim must have the size of the index range it is read over (the domain's, but under a
+  // slice or a cat), every broadcast dim size 1.
   for (const auto& [v, al] : p.align) {
     const auto& shape = t.tensor(v).shape;
+    auto e = extent.find(v);
+    const std::vector<int64_t>& range = e == extent.end() ? p.domain : e->second;
     for (size_t i = 0; i < al.size(); ++i)
-      if (al[i] >= 0 ? shape[i] != p.domain[al[i]] : shape[i] != 1)
+      if (al[i] >= 0 ? shape[i] != range[al[i]] : shape[i] != 1)
         return fail(why, "a value's shape does not fit the domain"), std::nullopt;
   }
   return p;

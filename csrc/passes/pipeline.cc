@@ -48,14 +48,49 @@ bool fusible(const ir::BoundSymbol& b, const ExecutorTable& ex) {
   return fused > 0 && !matmul;
 }
 
+// A composite that only moves data (a slicing getitem, cat) and whose leaves the fusion executor claims.
+bool moves_data_only(const ir::BoundSymbol& b, const ExecutorTable& ex) {
+  if (b.sym->level == ir::Level::Opaque || b.subsymbols.empty()) return false;
+  int fused = 0, other = 0;
+  bool matmul = false;
+  count_leaves(b, ex, fused, other, matmul);
+  return fused == 0 && other == 0;
+}
+
+// The data-moving composites a fusion executor opens: those whose every output is read only by symbols it
+// fuses (so that a kernel reads them at remapped indices, and no view of an input escapes as a copy), and
+// is not a trace output. Decided last consumer first, since a consumer may be such a composite too.
+std::unordered_set<size_t> data_movers_to_open(const Trace& t, const ExecutorTable& ex) {
+  std::unordered_map<ProxyId, std::vector<size_t>> readers;
+  for (size_t i = 0; i < t.symbols.size(); ++i)
+    for (ProxyId id : t.symbols[i].input_proxies()) readers[id].push_back(i);
+  std::unordered_set<ProxyId> outputs;
+  ir::for_each_proxy(t.output, [&](ProxyId id) { outputs.insert(id); });
+  std::unordered_set<size_t> open;
+  for (size_t i = t.symbols.size(); i-- > 0;) {
+    const ir::BoundSymbol& b = t.symbols[i];
+    if (!moves_data_only(b, ex) || outputs_require_grad(t, b)) continue;
+    bool all_fused = true;
+    for (ProxyId id : b.output_proxies()) {
+      all_fused &= !outputs.count(id) && !readers[id].empty();
+      for (size_t r : readers[id]) {
+        const ir::BoundSymbol& c = t.symbols[r];
+        all_fused &= !outputs_require_grad(t, c) && (open.count(r) || (fusible(c, ex) && !moves_data_only(c, ex)));
+      }
+    }
+    if (all_fused) open.insert(i);
+  }
+  return open;
+}
+
 // Until autodiff exists, symbols whose outputs require grad stay with the
 // non-fusion executors, whose ops torch's autograd differentiates.
 void claim_into(const Trace& t, const ir::BoundSymbol& b, const PassContext& ctx, bool allow_fusion,
-                std::vector<ir::BoundSymbol>& out) {
+                std::vector<ir::BoundSymbol>& out, bool open_data_mover = false) {
   const std::string key = op_key(b);
   for (const ExecutorTable& ex : ctx.executors) {
     if (ex.fusion) {
-      if (!allow_fusion || !fusible(b, ex)) continue;
+      if (!allow_fusion || !(open_data_mover || fusible(b, ex))) continue;
       if (b.subsymbols.empty()) {
         ir::BoundSymbol claimed = b;
         claimed.executor = ex.name;
@@ -92,7 +127,11 @@ std::string format_seconds(double s) {
 Trace claim_executors(const Trace& t, const PassContext& ctx) {
   Trace out = t.empty_copy("Executor claiming");
   out.output = t.output;
-  for (const ir::BoundSymbol& b : t.symbols) claim_into(t, b, ctx, !outputs_require_grad(t, b), out.symbols);
+  std::unordered_set<size_t> open;
+  for (const ExecutorTable& ex : ctx.executors)
+    if (ex.fusion) open = data_movers_to_open(t, ex);
+  for (size_t i = 0; i < t.symbols.size(); ++i)
+    claim_into(t, t.symbols[i], ctx, !outputs_require_grad(t, t.symbols[i]), out.symbols, open.count(i) > 0);
   return out;
 }
 

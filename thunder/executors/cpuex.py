@@ -31,7 +31,7 @@ _FUSIBLE_PRIMS = [
     "signbit", "logical_not", "add", "sub", "mul", "div", "remainder", "fmod", "pow", "maximum", "minimum", "atan2",
     "bitwise_and", "bitwise_or", "bitwise_xor", "copysign", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
     "logical_or", "logical_xor", "where", "convert_element_type", "broadcast_in_dim", "reshape", "alias", "sum",
-    "prod", "amax", "amin", "take_along_axis",
+    "prod", "amax", "amin", "take_along_axis", "slice", "cat",
 ]
 
 
