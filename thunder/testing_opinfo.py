@@ -349,6 +349,15 @@ UNINITIALIZED_OUTPUT = {"empty", "empty_like", "new_empty", "new_empty_strided",
 # thunder deliberately does not follow. Every entry is listed in docs/op_coverage.md.
 SKIPS: dict[tuple[str, str, str], str] = {}
 
+# Documented skips of the "forward" check with THUNDER_OPINFO_EXECUTORS=cpu (generated kernels): opinfo id,
+# dtype name -> the PyTorch behaviour the kernels deliberately do not follow.
+CPU_EXECUTOR_SKIPS: dict[tuple[str, str], str] = {
+    ("nn.functional.nll_loss", "float16"):
+        "with class weights and reduction='mean', eager's CPU kernel accumulates the weighted losses in float16: "
+        "on one sample it is 0.19% off the float32 result (-3.1992 for -3.1932), beyond float16 tolerance; "
+        "the kernels sum in float32 and round once (-3.1934)",
+}
+
 # Checks: "forward" (default executors), "decomposed" (prims-only executor, native OpInfos),
 # "grad" (float64 gradients), "inplace" (in-place variant).
 CHECKS = ("forward", "decomposed", "grad", "inplace")
@@ -375,6 +384,8 @@ def skip_reason(op_id, dtype_name, check):
     for key in ((op_id, dtype_name, check), (op_id, "*", check), (op_id, dtype_name, "*"), (op_id, "*", "*")):
         if key in SKIPS:
             return SKIPS[key]
+    if check == "forward" and os.environ.get("THUNDER_OPINFO_EXECUTORS") == "cpu":
+        return CPU_EXECUTOR_SKIPS.get((op_id, dtype_name))
     return None
 
 
@@ -915,6 +926,8 @@ def report(results, path, command, seconds, note=""):
             lines.append(f"- `{op_id}` ({dt}, {check}): {why}")
     else:
         lines.append("None.")
+    lines += ["", "With the CPU executor forced on (`THUNDER_OPINFO_EXECUTORS=cpu`, forward check):", ""]
+    lines += [f"- `{op_id}` ({dt}): {why}" for (op_id, dt), why in sorted(CPU_EXECUTOR_SKIPS.items())]
     lines += ["", "Outputs of these OpInfos are uninitialized memory; their values are not compared "
               "(dtype, shape and aliasing are): " + ", ".join(f"`{n}`" for n in sorted(UNINITIALIZED_OUTPUT)), ""]
     lines += ["## Native ops", "",

@@ -148,7 +148,7 @@ std::string expression(const std::string& op, DType out, DType in, const std::ve
   if (op == "logical_xor") return "((" + a + " != 0) != (" + b() + " != 0))";
   if (op == "where") return "(" + a + " ? " + b() + " : " + x.at(2) + ")";
   if (op == "convert_element_type") return out == DType::Bool ? "(" + a + " != 0)" : "(" + T + ")(" + a + ")";
-  if (op == "alias" || op == "broadcast_in_dim" || op == "reshape") return a;
+  if (op == "alias" || op == "broadcast_in_dim" || op == "reshape" || op == "squeeze") return a;
   throw std::logic_error("cpu codegen: no expression for prims." + op);
 }
 
@@ -314,7 +314,7 @@ class KernelWriter {
     for (size_t i = 0; i < b.args.size(); ++i) {
       const ir::Value& a = b.args[i];
       if (op == "convert_element_type" && i == 1) break;
-      if ((op == "broadcast_in_dim" || op == "reshape") && i > 0) break;
+      if ((op == "broadcast_in_dim" || op == "reshape" || op == "squeeze") && i > 0) break;
       if (a.is_proxy()) {
         emit(a.proxy(), scope);
         operands.push_back(var(a.proxy()));
@@ -328,7 +328,8 @@ class KernelWriter {
     std::string e = op == "pow" && b.args[1].is_number() ? small_power(operands[0], b.args[1].as_double(), compute_type(dtype(v)))
                                                          : "";
     if (e.empty()) e = expression(op, dtype(v), in_dtype, operands);
-    if (is_half(dtype(v)) && op != "alias" && op != "broadcast_in_dim" && op != "reshape") e = round_to(dtype(v), e);
+    if (is_half(dtype(v)) && op != "alias" && op != "broadcast_in_dim" && op != "reshape" && op != "squeeze")
+      e = round_to(dtype(v), e);
     scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
     scope.defined.insert(v);
   }

@@ -15,7 +15,7 @@ const std::unordered_set<std::string> kFusible = {
     "bitwise_and", "bitwise_or", "bitwise_xor", "copysign", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
     "logical_or", "logical_xor", "where", "convert_element_type",
     // data movement the loop nest absorbs
-    "broadcast_in_dim", "reshape", "alias",
+    "broadcast_in_dim", "reshape", "squeeze", "alias",
     // reductions
     "sum", "prod", "amax", "amin",
     // a gather along the reduced dim, read at row level (cross-entropy's pick of the target's log-probability)
@@ -207,10 +207,11 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       }
       continue;
     }
-    if (n != "broadcast_in_dim" && n != "reshape" && !is_reduction(n) && n != "take_along_axis") {
+    const bool reshape = n == "reshape" || n == "squeeze";  // squeeze: a reshape dropping size-1 dims
+    if (n != "broadcast_in_dim" && !reshape && !is_reduction(n) && n != "take_along_axis") {
       for (size_t i = 0; i < b.args.size(); ++i)
         if (arg_tensor(i) && !assign_extent(b.args[i].proxy(), out_extent)) return std::nullopt;
-    } else if (n == "broadcast_in_dim" || n == "reshape") {
+    } else if (n == "broadcast_in_dim" || reshape) {
       if (!assign_extent(b.args[0].proxy(), out_extent)) return std::nullopt;
     }
     if (n == "broadcast_in_dim") {
@@ -220,7 +221,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       std::vector<int> al(in.size());
       for (size_t i = 0; i < in.size(); ++i) al[i] = in[i] == shape[bdims[i]] ? out_al[bdims[i]] : -1;
       if (!assign(p, b.args[0].proxy(), al, why)) return std::nullopt;
-    } else if (n == "reshape") {
+    } else if (reshape) {
       auto al = reshape_input_alignment(t.tensor(b.args[0].proxy()).shape, t.tensor(out).shape, out_al);
       if (!al) return fail(why, "a reshape that moves data"), std::nullopt;
       if (!assign(p, b.args[0].proxy(), *al, why)) return std::nullopt;

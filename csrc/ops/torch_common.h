@@ -20,6 +20,11 @@ DType result_type(const Builder& b, const Args& operands);
 
 /// Casts a tensor to `dtype` if it has another dtype; numbers pass unchanged.
 Value cast(Builder& b, const Value& v, DType dtype);
+/// torch.nn.functional.nll_loss of log-probabilities `logp` (classes along dim 1, or dim 0 if 1-D) and
+/// int64 class indices `target`; `weight` (per class) may be None; reduction "none", "mean" or "sum".
+/// Decomposes into take_along_axis and arithmetic (cross_entropy is nll_loss of log_softmax).
+Value nll_loss_of(Builder& b, const Value& logp, const Value& target, const Value& weight, const Value& ignore_index,
+                  const std::string& reduction);
 /// Broadcasts a tensor to `shape` (torch's rules) if it has another shape; numbers pass unchanged.
 Value expand_to(Builder& b, const Value& v, const std::vector<int64_t>& shape);
 /// The elementwise prim `prim` over operands promoted and broadcast as torch does.

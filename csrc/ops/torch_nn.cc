@@ -137,6 +137,32 @@ Value sdpa(Builder& b, const Args& a) {
 }
 
 // Class-index targets only; the mean divides by the total weight of non-ignored targets.
+}  // namespace
+
+Value nll_loss_of(Builder& b, const Value& logp, const Value& target, const Value& weight, const Value& ignore_index,
+                  const std::string& reduction) {
+  const TensorMeta im = b.meta(logp), tm = b.meta(target);
+  const int64_t class_dim = im.ndim() == 1 ? 0 : 1;
+  Value valid = b.torch("ne", {target, ignore_index});
+  Value safe = b.torch("where", {valid, target, Int(0)});
+  Value picked = b.prim("take_along_axis", {logp, b.torch("unsqueeze", {safe, Int(class_dim)}), Int(class_dim)});
+  Value nll = b.torch("neg", {b.torch("squeeze", {picked, Int(class_dim)})});
+  Value w = b.torch("to", {valid, Value(im.dtype)});
+  if (!weight.is_none()) {
+    Value flat = b.torch("reshape", {safe, Value::ints({-1})});
+    Value per = b.torch("reshape", {b.prim("take", {weight, flat, Int(0)}), Value::ints(tm.shape)});
+    w = b.torch("mul", {w, per});
+  }
+  Value loss = b.torch("mul", {nll, w});
+  if (reduction == "none") return loss;
+  // Half-precision losses are summed and divided in float32, then rounded once, as ATen's kernel does.
+  Value total = b.torch("sum", {cast(b, loss, opmath(im.dtype))});
+  if (reduction == "sum") return cast(b, total, im.dtype);
+  return cast(b, b.torch("div", {total, b.torch("sum", {cast(b, w, opmath(im.dtype))})}), im.dtype);
+}
+
+namespace {
+
 Value cross_entropy(Builder& b, const Args& a) {
   const Value &input = a[0], &target = a[1], &weight = a[2];
   const std::string& reduction = a[6].as_str();
@@ -151,22 +177,7 @@ Value cross_entropy(Builder& b, const Args& a) {
   expected.erase(expected.begin() + class_dim);
   if (tm.shape != expected)
     fail("ltorch.cross_entropy", "expected target of shape " + shape_string(expected) + ", got " + shape_string(tm.shape));
-  Value logp = b.torch("log_softmax", {input, Int(class_dim)});
-  Value valid = b.torch("ne", {target, a[4]});
-  Value safe = b.torch("where", {valid, target, Int(0)});
-  Value picked = b.prim("take_along_axis", {logp, b.torch("unsqueeze", {safe, Int(class_dim)}), Int(class_dim)});
-  Value nll = b.torch("neg", {b.torch("squeeze", {picked, Int(class_dim)})});
-  Value w = b.torch("to", {valid, Value(im.dtype)});
-  if (!weight.is_none()) {
-    Value flat = b.torch("reshape", {safe, Value::ints({-1})});
-    Value per = b.torch("reshape", {b.prim("take", {weight, flat, Int(0)}), Value::ints(tm.shape)});
-    w = b.torch("mul", {w, per});
-  }
-  Value loss = b.torch("mul", {nll, w});
-  if (reduction == "none") return loss;
-  Value total = b.torch("sum", {loss});
-  if (reduction == "sum") return total;
-  return b.torch("div", {total, b.torch("sum", {w})});
+  return nll_loss_of(b, b.torch("log_softmax", {input, Int(class_dim)}), target, weight, a[4], reduction);
 }
 
 Value embedding(Builder& b, const Args& a) {

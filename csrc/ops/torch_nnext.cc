@@ -320,22 +320,9 @@ void register_losses() {
                    if (tm.shape != expected) fail("ltorch.nll_loss", "target shape does not match the input");
                    const std::string& reduction = a[6].as_str();
                    if (im.numel() == 0 && reduction == "mean") throw NotNative("nll_loss mean over an empty batch");
-                   Value valid = T(b, "ne", {a[1], a[4]});
-                   Value safe = T(b, "where", {valid, a[1], Int(0)});
-                   Value picked = b.prim("take_along_axis", {a[0], b.torch("unsqueeze", {safe, Int(class_dim)}), Int(class_dim)});
-                   Value nll = T(b, "neg", {b.torch("squeeze", {picked, Int(class_dim)})});
-                   Value w = b.torch("to", {valid, Value(im.dtype)});
-                   if (!a[2].is_none()) {
-                     Value flat = b.torch("reshape", {safe, Value::ints({-1})});
-                     Value per = b.torch("reshape", {b.prim("take", {a[2], flat, Int(0)}), Value::ints(tm.shape)});
-                     w = T(b, "mul", {w, per});
-                   }
-                   Value loss = T(b, "mul", {nll, w});
-                   if (reduction == "none") return loss;
-                   Value total = T(b, "sum", {loss});
-                   if (reduction == "sum") return total;
-                   if (reduction != "mean") fail("ltorch.nll_loss", "reduction must be 'none', 'mean' or 'sum'");
-                   return T(b, "div", {total, T(b, "sum", {w})});
+                   if (reduction != "none" && reduction != "mean" && reduction != "sum")
+                     fail("ltorch.nll_loss", "reduction must be 'none', 'mean' or 'sum'");
+                   return nll_loss_of(b, a[0], a[1], a[2], a[4], reduction);
                  });
   def_decomposed("margin_ranking_loss", ir::kReduction,
                  {req("input1"), req("input2"), req("target"), opt("margin", F(0.0)), opt("size_average", Value()),

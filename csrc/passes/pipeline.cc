@@ -57,24 +57,24 @@ bool moves_data_only(const ir::BoundSymbol& b, const ExecutorTable& ex) {
   return fused == 0 && other == 0;
 }
 
-// The data-moving composites a fusion executor opens: those whose every output is read only by symbols it
-// fuses (so that a kernel reads them at remapped indices, and no view of an input escapes as a copy), and
-// is not a trace output. Decided last consumer first, since a consumer may be such a composite too.
-std::unordered_set<size_t> data_movers_to_open(const Trace& t, const ExecutorTable& ex) {
+// The data-moving composites among `symbols` a fusion executor opens: those whose every output is read
+// only by symbols (of the same list) it fuses, so that a kernel reads them at remapped indices and no view
+// of an input escapes as a copy; `escaping` holds the values read elsewhere (the trace's or the enclosing
+// composite's outputs). Decided last consumer first, since a consumer may be such a composite too.
+std::unordered_set<size_t> data_movers_to_open(const Trace& t, const std::vector<ir::BoundSymbol>& symbols,
+                                               const std::unordered_set<ProxyId>& escaping, const ExecutorTable& ex) {
   std::unordered_map<ProxyId, std::vector<size_t>> readers;
-  for (size_t i = 0; i < t.symbols.size(); ++i)
-    for (ProxyId id : t.symbols[i].input_proxies()) readers[id].push_back(i);
-  std::unordered_set<ProxyId> outputs;
-  ir::for_each_proxy(t.output, [&](ProxyId id) { outputs.insert(id); });
+  for (size_t i = 0; i < symbols.size(); ++i)
+    for (ProxyId id : symbols[i].input_proxies()) readers[id].push_back(i);
   std::unordered_set<size_t> open;
-  for (size_t i = t.symbols.size(); i-- > 0;) {
-    const ir::BoundSymbol& b = t.symbols[i];
+  for (size_t i = symbols.size(); i-- > 0;) {
+    const ir::BoundSymbol& b = symbols[i];
     if (!moves_data_only(b, ex) || outputs_require_grad(t, b)) continue;
     bool all_fused = true;
     for (ProxyId id : b.output_proxies()) {
-      all_fused &= !outputs.count(id) && !readers[id].empty();
+      all_fused &= !escaping.count(id) && !readers[id].empty();
       for (size_t r : readers[id]) {
-        const ir::BoundSymbol& c = t.symbols[r];
+        const ir::BoundSymbol& c = symbols[r];
         all_fused &= !outputs_require_grad(t, c) && (open.count(r) || (fusible(c, ex) && !moves_data_only(c, ex)));
       }
     }
@@ -108,10 +108,17 @@ void claim_into(const Trace& t, const ir::BoundSymbol& b, const PassContext& ctx
     return;
   }
   if (b.subsymbols.empty()) throw std::runtime_error("no executor can run " + key);
-  for (const ir::BoundSymbol& sub : b.subsymbols) {
-    ir::BoundSymbol s = sub;
+  std::unordered_set<size_t> open;
+  if (allow_fusion) {
+    std::unordered_set<ProxyId> escaping;
+    for (ProxyId id : b.output_proxies()) escaping.insert(id);
+    for (const ExecutorTable& ex : ctx.executors)
+      if (ex.fusion) open = data_movers_to_open(t, b.subsymbols, escaping, ex);
+  }
+  for (size_t i = 0; i < b.subsymbols.size(); ++i) {
+    ir::BoundSymbol s = b.subsymbols[i];
     if (s.source.empty()) s.source = b.source;
-    claim_into(t, s, ctx, allow_fusion, out);
+    claim_into(t, s, ctx, allow_fusion, out, open.count(i) > 0);
   }
 }
 
@@ -127,9 +134,11 @@ std::string format_seconds(double s) {
 Trace claim_executors(const Trace& t, const PassContext& ctx) {
   Trace out = t.empty_copy("Executor claiming");
   out.output = t.output;
+  std::unordered_set<ProxyId> outputs;
+  ir::for_each_proxy(t.output, [&](ProxyId id) { outputs.insert(id); });
   std::unordered_set<size_t> open;
   for (const ExecutorTable& ex : ctx.executors)
-    if (ex.fusion) open = data_movers_to_open(t, ex);
+    if (ex.fusion) open = data_movers_to_open(t, t.symbols, outputs, ex);
   for (size_t i = 0; i < t.symbols.size(); ++i)
     claim_into(t, t.symbols[i], ctx, !outputs_require_grad(t, t.symbols[i]), out.symbols, open.count(i) > 0);
   return out;

@@ -30,7 +30,7 @@ _FUSIBLE_PRIMS = [
     "ceil", "round", "trunc", "sign", "reciprocal", "sigmoid", "bitwise_not", "isnan", "isinf", "isfinite",
     "signbit", "logical_not", "add", "sub", "mul", "div", "remainder", "fmod", "pow", "maximum", "minimum", "atan2",
     "bitwise_and", "bitwise_or", "bitwise_xor", "copysign", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
-    "logical_or", "logical_xor", "where", "convert_element_type", "broadcast_in_dim", "reshape", "alias", "sum",
+    "logical_or", "logical_xor", "where", "convert_element_type", "broadcast_in_dim", "reshape", "squeeze", "alias", "sum",
     "prod", "amax", "amin", "take_along_axis", "slice", "cat",
 ]
 
