@@ -421,10 +421,14 @@ void register_indexing() {
                  });
   def_decomposed("take_along_dim", 0, {kInput, req("indices"), opt("dim", Value())}, [](Builder& b, const Args& a) {
     check_index(b, "ltorch.take_along_dim", a[1]);
+    // Unlike gather, take_along_dim counts a negative index from the end of the dim.
+    auto wrapped = [&](const Value& index, int64_t size) {
+      return T(b, "where", {T(b, "lt", {index, Int(0)}), T(b, "add", {index, Int(size)}), index});
+    };
     if (a[2].is_none()) {
       Value flat = reshape(b, a[0], {b.meta(a[0]).numel()});
       Value idx = reshape(b, a[1], {b.meta(a[1]).numel()});
-      return b.prim("gather", {flat, Int(0), idx});
+      return b.prim("gather", {flat, Int(0), wrapped(idx, b.meta(a[0]).numel())});
     }
     const TensorMeta m = b.meta(a[0]), im = b.meta(a[1]);
     if (m.ndim() != im.ndim()) fail("ltorch.take_along_dim", "input and indices must have the same rank");
@@ -434,7 +438,7 @@ void register_indexing() {
     std::vector<int64_t> bs = broadcast_shapes("ltorch.take_along_dim", ms, is);
     std::vector<int64_t> xs = bs, ixs = bs;
     xs[d] = m.shape[d], ixs[d] = im.shape[d];
-    return b.prim("gather", {expand_to(b, a[0], xs), Int(d), expand_to(b, a[1], ixs)});
+    return b.prim("gather", {expand_to(b, a[0], xs), Int(d), expand_to(b, wrapped(a[1], m.shape[d]), ixs)});
   });
   def_decomposed("scatter", 0, {kInput, req("dim"), req("index"), opt("src", Value()), opt("value", Value()),
                                 opt("reduce", Value())},

@@ -372,29 +372,36 @@ void register_products() {
     if (b.meta(a[0]).ndim() != 1 || b.meta(a[1]).ndim() != 1) fail("ltorch.outer", "1D tensors expected");
     return T(b, "mul", {b.torch("unsqueeze", {a[0], Int(1)}), a[1]});
   });
+  // ATen casts alpha and beta to the tensors' dtype: an integer tensor truncates them, a bool one tests them.
+  auto scalar_as = [](DType d, const Value& s) {
+    if (d == DType::Bool) return Value(s.as_double() != 0.0);
+    if (!ir::is_floating(d) && !ir::is_complex(d)) return Int(static_cast<int64_t>(s.as_double()));
+    return s;
+  };
   // beta * input + alpha * (m1 @ m2); beta == 0 ignores input (NaNs included), like torch.
-  auto addmm_like = [](const char* name, const char* product, int64_t rank1, int64_t rank2, bool batch_sum) {
+  auto addmm_like = [scalar_as](const char* name, const char* product, int64_t rank1, int64_t rank2, bool batch_sum) {
     std::string n = name, p = product;
     const char* first = rank2 == 1 ? "mat" : rank1 == 2 ? "mat1" : "batch1";
     const char* second = rank2 == 1 ? "vec" : rank1 == 2 ? "mat2" : "batch2";
     def_decomposed(name, 0, {kInput, req(first), req(second), opt("beta", Int(1)), opt("alpha", Int(1))},
-                   [n, p, rank1, rank2, batch_sum](Builder& b, const Args& a) {
+                   [n, p, rank1, rank2, batch_sum, scalar_as](Builder& b, const Args& a) {
                      const TensorMeta& m1 = tensor(b, "ltorch." + n, a[1]);
                      const TensorMeta& m2 = tensor(b, "ltorch." + n, a[2]);
                      if (m1.ndim() != rank1 || m2.ndim() != rank2) fail("ltorch." + n, "unexpected operand ranks");
                      if (m1.dtype != m2.dtype || m1.dtype != b.meta(a[0]).dtype) fail("ltorch." + n, "expected one dtype");
+                     const Value alpha = scalar_as(m1.dtype, a[4]), beta = scalar_as(m1.dtype, a[3]);
                      Value prod = b.prim("matmul", {a[1], a[2]});
-                     if (batch_sum) prod = b.torch("sum", {prod, Value::ints({0})});
-                     if (!(a[4] == Int(1))) prod = T(b, "mul", {prod, a[4]});
+                     if (batch_sum) prod = b.torch("sum", {prod, Value::ints({0}), Value(false), Value(m1.dtype)});
+                     if (!(alpha == Int(1))) prod = T(b, "mul", {prod, alpha});
                      std::vector<int64_t> shape = b.meta(prod).shape;
                      if (broadcast_shapes("ltorch." + n, b.meta(a[0]).shape, shape) != shape)
                        fail("ltorch." + n, "input cannot be broadcast to the product's shape");
-                     if (a[3].as_double() == 0.0) {
+                     if (beta.as_double() == 0.0) {
                        DType d = b.meta(a[0]).dtype;
                        return ir::is_floating(d) || d == b.meta(prod).dtype ? T(b, "add", {prod, Int(0)}) : prod;
                      }
                      Value in = a[0];
-                     if (!(a[3] == Int(1))) in = T(b, "mul", {in, a[3]});
+                     if (!(beta == Int(1))) in = T(b, "mul", {in, beta});
                      return T(b, "add", {in, prod});
                    });
   };
@@ -403,12 +410,14 @@ void register_products() {
   addmm_like("addbmm", "bmm", 3, 3, true);
   addmm_like("addmv", "mv", 2, 1, false);
   def_decomposed("addr", 0, {kInput, req("vec1"), req("vec2"), opt("beta", Int(1)), opt("alpha", Int(1))},
-                 [](Builder& b, const Args& a) {
+                 [scalar_as](Builder& b, const Args& a) {
                    Value prod = b.torch("outer", {a[1], a[2]});
-                   if (!(a[4] == Int(1))) prod = T(b, "mul", {prod, a[4]});
-                   if (a[3].as_double() == 0.0) return expand_to(b, T(b, "mul", {prod, Int(1)}), b.meta(prod).shape);
+                   const DType d = b.meta(prod).dtype;
+                   const Value alpha = scalar_as(d, a[4]), beta = scalar_as(d, a[3]);
+                   if (!(alpha == Int(1)) && !(alpha == Value(true))) prod = T(b, "mul", {prod, alpha});
+                   if (beta.as_double() == 0.0) return expand_to(b, T(b, "mul", {prod, scalar_as(d, Int(1))}), b.meta(prod).shape);
                    Value in = a[0];
-                   if (!(a[3] == Int(1))) in = T(b, "mul", {in, a[3]});
+                   if (!(beta == Int(1)) && !(beta == Value(true))) in = T(b, "mul", {in, beta});
                    return T(b, "add", {in, prod});
                  });
 }

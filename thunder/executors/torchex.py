@@ -55,28 +55,41 @@ def _reduce(fn):
     return reduce
 
 
+def _sum(a, dims):
+    if not len(dims):
+        return a.clone()  # a reduction makes a new tensor, even over no dims
+    # The prim keeps its input's dtype (torch.sum promotes integers to int64).
+    return torch.sum(a, dim=tuple(dims), dtype=None if a.dtype == torch.bool else a.dtype)
+
+
 def _prod(a, dims):
     if not len(dims):
         return a.clone()  # a reduction makes a new tensor, even over no dims
     for d in sorted(dims, reverse=True):
-        a = torch.prod(a, d)
+        a = torch.prod(a, d, dtype=a.dtype)  # integer prods keep their dtype (eager promotes to int64)
     return a
 
 
 def _arg(fn):
-    return lambda a, dim: fn(a) if dim is None else fn(a, dim)
+    """argmax/argmin; torch's take no bool input, whose order is that of 0 and 1."""
+    def impl(a, dim):
+        a = a.to(torch.uint8) if a.dtype == torch.bool else a
+        return fn(a) if dim is None else fn(a, dim)
+    return impl
 
 
 def _number_or_tensor(tensor_fn, number_fn, tensors_only=False):
     """A binary prim over tensors or numbers. Where torch takes no number in that position (torch.maximum,
-    torch.atan2, torch.logical_and, ...; any function with a number first), numbers become 0-dim tensors, which
-    torch promotes exactly like Python numbers."""
+    torch.atan2, torch.logical_and, ...; any function with a number first), a number becomes a 0-dim tensor
+    of the dtype torch would promote the pair to (torch.result_type), so that the result's dtype is the one a
+    Python number gives, also against a 0-dim tensor."""
     def impl(*args):
         tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if tensor is None:
             return number_fn(*args)
         if tensors_only or not isinstance(args[0], torch.Tensor):
-            args = [a if isinstance(a, torch.Tensor) else torch.as_tensor(a, device=tensor.device) for a in args]
+            args = [a if isinstance(a, torch.Tensor) else
+                    torch.as_tensor(a, dtype=torch.result_type(tensor, a), device=tensor.device) for a in args]
         return tensor_fn(*args)
     return impl
 
@@ -121,7 +134,7 @@ def _make_prims():
         reshape=lambda a, shape: a.reshape(tuple(shape)), transpose=lambda a, permutation: a.permute(tuple(permutation)),
         slice=_slice, squeeze=lambda a, dims: a.squeeze(tuple(dims)) if len(dims) else a,
         cat=lambda tensors, dim: torch.cat(tensors, dim), flip=lambda a, dims: torch.flip(a, tuple(dims)),
-        alias=lambda a: a, sum=lambda a, dims: torch.sum(a, dim=tuple(dims)) if len(dims) else a.clone(),
+        alias=lambda a: a, sum=_sum,
         prod=_prod, amax=lambda a, dims: torch.amax(a, dim=tuple(dims)) if len(dims) else a.clone(),
         amin=lambda a, dims: torch.amin(a, dim=tuple(dims)) if len(dims) else a.clone(),
         var=lambda a, dims, correction: torch.var(a, dim=tuple(dims), correction=correction),

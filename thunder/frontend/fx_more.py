@@ -103,6 +103,16 @@ def _unbiased_positional(args, kwargs):
     return args, kwargs
 
 
+def _scatter_value(args, kwargs):
+    """torch.scatter(x, dim, index, 2.5): a number in the `src` slot is the `value` overload."""
+    args, kwargs = list(args), dict(kwargs)
+    if len(args) >= 4 and isinstance(args[3], (bool, int, float)):
+        kwargs["value"] = args.pop(3)
+    elif isinstance(kwargs.get("src"), (bool, int, float)):
+        kwargs["value"] = kwargs.pop("src")
+    return args, kwargs
+
+
 def _out_none(args, kwargs):
     return list(args), _strip_harmless(kwargs)
 
@@ -161,6 +171,7 @@ def extend(functions, methods, adapters, native):
         adapters[("function", name)] = adapters[("method", name)] = _unbiased_positional
     for name in ("normalize", "clone"):
         adapters[("function", name)] = _out_none
+    adapters[("function", "scatter")] = adapters[("method", "scatter")] = _scatter_value
     for method, dtype in (("float", torch.float32), ("double", torch.float64), ("half", torch.float16),
                           ("bfloat16", torch.bfloat16), ("int", torch.int32), ("long", torch.int64),
                           ("bool", torch.bool)):
