@@ -107,6 +107,17 @@ def test_cat_promotes_int_and_bool_and_float():
     (lambda a: torch.square(a), (torch.tensor([True, False]),), torch.int64),
     (lambda a, b: torch.maximum(a, b), (torch.arange(3, dtype=torch.int32), torch.ones(3, dtype=torch.float16)),
      torch.float16),
+    # A Python number against a 0-dim tensor: the tensor's dtype wins (also where a prim runs on torch
+    # functions that take no number, and the number becomes a tensor).
+    (lambda a: torch.relu(a), (torch.tensor(-3, dtype=torch.int32),), torch.int32),
+    (lambda a: torch.nn.functional.relu6(a), (torch.tensor(7.5, dtype=torch.float16),), torch.float16),
+    (lambda a: torch.clamp(a, 0.25, 2), (torch.tensor(3.0, dtype=torch.bfloat16),), torch.bfloat16),
+    # Integer reductions with an explicit dtype keep it; a bool max over a dim.
+    (lambda a: torch.prod(a, 1, dtype=torch.int32), (torch.ones(3, 4, dtype=torch.int32),), torch.int32),
+    (lambda a: torch.sum(a, 1, dtype=torch.int16), (torch.ones(3, 4, dtype=torch.int16),), torch.int16),
+    (lambda a: torch.max(a, 1).values, (torch.tensor([[True, False], [False, False]]),), torch.bool),
+    # An integer arange truncates its bounds and step before counting.
+    (lambda a: torch.arange(0.0, -8.000001, -4.0, dtype=torch.int64) + a, (torch.tensor(1),), torch.int64),
 ])
 def test_promotion_matches_torch(fn, args, dtype):
     check(fn, *args, expected_dtype=dtype)

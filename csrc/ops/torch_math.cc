@@ -434,7 +434,9 @@ void register_reductions() {
       int64_t d = canonical_dim(is_max ? "ltorch.max" : "ltorch.min", a[1].as_int(), m.ndim());
       if (m.ndim() > 0 && m.shape[d] == 0) fail(is_max ? "ltorch.max" : "ltorch.min", "cannot reduce a zero-size dimension");
       Value values = b.torch(is_max ? "amax" : "amin", {a[0], Value::ints({d}), a[2]});
-      Value indices = b.torch(is_max ? "argmax" : "argmin", {a[0], Int(d), a[2]});
+      // torch.argmax takes no bool tensor; torch.max(bool, dim) does (False < True, as 0 < 1).
+      Value ordered = m.dtype == DType::Bool ? cast(b, a[0], DType::UInt8) : a[0];
+      Value indices = b.torch(is_max ? "argmax" : "argmin", {ordered, Int(d), a[2]});
       return Value::tuple({values, indices});
     });
   }

@@ -327,13 +327,16 @@ void register_creation() {
                                     std::holds_alternative<double>(step.v);
                    DType d = dtype_or(a[3], any_float ? DType::Float32 : DType::Int64);
                    double s = start.as_double(), e = end.as_double(), st = step.as_double();
-                   if (!ir::is_floating(d) && !ir::is_complex(d)) {
-                     // An integer arange computes in int64, bounds and step truncated first (ATen's arange).
-                     s = std::trunc(s), e = std::trunc(e), st = std::trunc(st);
-                     start = Int(static_cast<int64_t>(s)), step = Int(static_cast<int64_t>(st));
-                   }
                    if (st == 0) fail("ltorch.arange", "step must be nonzero");
                    if ((st > 0 && e < s) || (st < 0 && e > s)) fail("ltorch.arange", "upper bound and larger bound inconsistent with step sign");
+                   // ATen's arange: the length from the bounds as doubles, except for int64, whose bounds and
+                   // step are truncated first; integer values step from the truncated start by the truncated step.
+                   if (d == DType::Int64) s = std::trunc(s), e = std::trunc(e), st = std::trunc(st);
+                   if (!ir::is_floating(d) && !ir::is_complex(d)) {
+                     start = Int(static_cast<int64_t>(start.as_double()));
+                     step = Int(static_cast<int64_t>(step.as_double()));
+                     if (step == Int(0)) fail("ltorch.arange", "step must be nonzero");
+                   }
                    int64_t n = static_cast<int64_t>(std::ceil((e - s) / st));
                    return b.prim("iota", {Int(n), start, step, Value(d), device_or(a[4], "cpu")});
                  });
