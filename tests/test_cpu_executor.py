@@ -470,3 +470,10 @@ def test_a_slice_returned_from_the_function_stays_a_view():
 def test_a_slice_feeding_a_reduction_is_not_fused_with_it():
     fn = lambda x: x[:, 2:].softmax(-1) * 2  # noqa: E731
     assert_matches_eager(fn, torch.randn(5, 9))
+
+
+def test_rope_over_narrow_dtypes_keeps_its_slices_outside_kernels():
+    x, cos, sin = (torch.randn(2, 3, 5, 16).to(torch.bfloat16), torch.randn(5, 16).to(torch.bfloat16),
+                   torch.randn(5, 16).to(torch.bfloat16))
+    assert_matches_eager(_rope, x, cos, sin)
+    assert "slice" not in _fused_symbols(_rope, x, cos, sin)  # 2-byte gathers would not vectorize

@@ -125,9 +125,14 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
         index.shape != picked || ir::is_floating(index.dtype) || index.dtype == ir::DType::Bool)
       return fail(why, "take_along_axis other than a pick along the reduced dim"), std::nullopt;
   }
-  for (const ir::BoundSymbol& b : symbols)
-    if ((b.sym->name == "slice" || b.sym->name == "cat") && reduction_input)
-      return fail(why, "slice or cat in a kernel with reductions"), std::nullopt;
+  for (const ir::BoundSymbol& b : symbols) {
+    if (b.sym->name != "slice" && b.sym->name != "cat") continue;
+    if (reduction_input) return fail(why, "slice or cat in a kernel with reductions"), std::nullopt;
+    // Remapped reads become gathers, which the CPU has for 4- and 8-byte elements only: with narrower
+    // inputs (float16, bfloat16, bool, 8/16-bit integers) the loop would not vectorize at all.
+    for (ProxyId id : p.inputs)
+      if (ir::item_size(t.tensor(id).dtype) < 4) return fail(why, "slice or cat over narrow dtypes"), std::nullopt;
+  }
   for (ProxyId id : p.inputs)
     if (ir::is_complex(t.tensor(id).dtype) || t.tensor(id).device != "cpu") return fail(why, "input dtype/device"), std::nullopt;
   if (p.outputs.empty()) return fail(why, "no outputs"), std::nullopt;
