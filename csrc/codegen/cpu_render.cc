@@ -240,7 +240,7 @@ class KernelWriter {
         else stores += store_line(p_.outputs[i], i, row, "");
       }
       if (!element_outputs.empty()) {
-        Scope inner_scope{{}, &row, {}};
+        Scope inner_scope{{}, &row, {}, false};
         std::string inner_stores;
         for (size_t i : element_outputs) inner_stores += store_line(p_.outputs[i], i, inner_scope, "");
         row.lines += loops(inner, inner_scope.lines + inner_stores,
@@ -405,7 +405,7 @@ class KernelWriter {
     for (size_t d = 0; d < p_.domain.size(); ++d)
       if (p_.reduced[d]) dim = static_cast<int>(d);
     emit(index, scope);
-    Scope inner{{}, &scope, {}};
+    Scope inner{{}, &scope, {}, false};
     emit(src, inner);  // row-level operands land in `scope` first, element-level lines in `inner`
     const std::string i = "i" + std::to_string(dim), n = std::to_string(p_.domain[dim]) + "LL";
     scope.lines += compute_type(dtype(v)) + " " + var(v) + ";\n{\n  int64_t " + i + " = (int64_t)" + var(index) + ";\n";
@@ -422,7 +422,7 @@ class KernelWriter {
       if (p_.reduced[d]) length *= p_.domain[d];
     Reduction r = reduction_rule(b.sym->name, dtype(in), length);
     std::string acc = "acc" + std::to_string(v);
-    Scope inner{{}, &scope, {}};
+    Scope inner{{}, &scope, {}, false};
     emit(in, inner);
     std::string body = inner.lines + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n";
     const std::string nan = "nan" + std::to_string(v);

@@ -475,9 +475,11 @@ TEST_F(Passes, ClaimingDescendsIntoUnclaimedDecompositions) {
                                          {"ltorch.sub", "torch.sub"},
                                          {"ltorch.exp", "torch.exp"},
                                          {"ltorch.sum", "torch.sum"},
-                                         {"ltorch.div", "torch.div"}}});
+                                         {"ltorch.reciprocal", "torch.reciprocal"},
+                                         {"ltorch.mul", "torch.mul"}}});
   Trace out = claim_executors(trace, ctx);
-  EXPECT_EQ(callees(out), (Names{"torch.add", "torch.amax", "torch.sub", "torch.exp", "torch.sum", "torch.div"}));
+  EXPECT_EQ(callees(out), (Names{"torch.add", "torch.amax", "torch.sub", "torch.exp", "torch.sum", "torch.reciprocal",
+                                 "torch.mul"}));
   for (const ir::BoundSymbol& bsym : out.symbols) {
     EXPECT_EQ(bsym.executor, "torch");
     EXPECT_EQ(bsym.source, "model.py:7 in forward: return x.add(x).softmax(-1)");
