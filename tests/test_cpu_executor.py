@@ -477,3 +477,11 @@ def test_rope_over_narrow_dtypes_keeps_its_slices_outside_kernels():
                    torch.randn(5, 16).to(torch.bfloat16))
     assert_matches_eager(_rope, x, cos, sin)
     assert "slice" not in _fused_symbols(_rope, x, cos, sin)  # 2-byte gathers would not vectorize
+
+
+def test_a_float16_product_rounds_before_the_add_that_follows():
+    # GCC would contract v0 + round16(a * b) into fma(a, b, v0), dropping the rounding (-ffp-contract=off).
+    a, b = torch.full((16,), -2.400390625).half(), torch.full((16,), -3.97265625).half()
+    c = torch.tensor(-8.4765625).half()
+    out = assert_matches_eager(lambda a, b, c: c.float() + (a * b).float(), a, b, c, kernels=1)
+    assert out[0].item() == 1.0625

@@ -179,9 +179,11 @@ void register_elementwise() {
                    [mul](Builder& b, const Args& a) {
                      DType d = result_type(b, {a[0], a[1], a[2]});
                      if (!mul && !is_float(d)) fail("ltorch.addcdiv", "integer division with addcdiv is not supported");
-                     Value prod = T(b, mul ? "mul" : "div", {cast(b, a[1], d), cast(b, a[2], d)});
+                     // Computed in float32 for half types and rounded once, as ATen's kernel does.
+                     const DType c = opmath(d);
+                     Value prod = T(b, mul ? "mul" : "div", {cast(b, a[1], c), cast(b, a[2], c)});
                      if (!(a[3] == Int(1))) prod = T(b, "mul", {prod, a[3]});
-                     return T(b, "add", {cast(b, a[0], d), prod});
+                     return cast(b, T(b, "add", {cast(b, a[0], c), prod}), d);
                    });
   }
   // torch.special functions.

@@ -1,6 +1,7 @@
 // More torch.nn.functional: convolutions and pooling (single torch-level
 // symbols with shape rules), normalizations and losses (decompositions),
 // matrix products, padding.
+#include <cstring>
 #include <cmath>
 
 #include "ops/torch_common.h"
@@ -372,10 +373,20 @@ void register_products() {
     if (b.meta(a[0]).ndim() != 1 || b.meta(a[1]).ndim() != 1) fail("ltorch.outer", "1D tensors expected");
     return T(b, "mul", {b.torch("unsqueeze", {a[0], Int(1)}), a[1]});
   });
-  // ATen casts alpha and beta to the tensors' dtype: an integer tensor truncates them, a bool one tests them.
+  // ATen casts alpha and beta to the tensors' dtype: an integer tensor truncates them, a bool one tests
+  // them, a float16/bfloat16 one rounds them (to nearest even).
   auto scalar_as = [](DType d, const Value& s) {
     if (d == DType::Bool) return Value(s.as_double() != 0.0);
     if (!ir::is_floating(d) && !ir::is_complex(d)) return Int(static_cast<int64_t>(s.as_double()));
+    if (d == DType::Float16) return Value(static_cast<double>(static_cast<_Float16>(s.as_double())));
+    if (d == DType::BFloat16) {
+      float f = static_cast<float>(s.as_double());
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000u;
+      std::memcpy(&f, &bits, 4);
+      return Value(static_cast<double>(f));
+    }
     return s;
   };
   // beta * input + alpha * (m1 @ m2); beta == 0 ignores input (NaNs included), like torch.
@@ -411,10 +422,11 @@ void register_products() {
   addmm_like("addmv", "mv", 2, 1, false);
   def_decomposed("addr", 0, {kInput, req("vec1"), req("vec2"), opt("beta", Int(1)), opt("alpha", Int(1))},
                  [scalar_as](Builder& b, const Args& a) {
-                   Value prod = b.torch("outer", {a[1], a[2]});
-                   const DType d = b.meta(prod).dtype;
+                   // beta * input + (alpha * vec1) outer vec2, each op in the dtype, in ATen's kernel's order.
+                   const DType d = result_type(b, {a[1], a[2]});
                    const Value alpha = scalar_as(d, a[4]), beta = scalar_as(d, a[3]);
-                   if (!(alpha == Int(1)) && !(alpha == Value(true))) prod = T(b, "mul", {prod, alpha});
+                   Value v1 = alpha == Int(1) || alpha == Value(true) ? a[1] : T(b, "mul", {a[1], alpha});
+                   Value prod = b.torch("outer", {v1, a[2]});
                    if (beta.as_double() == 0.0) return expand_to(b, T(b, "mul", {prod, scalar_as(d, Int(1))}), b.meta(prod).shape);
                    Value in = a[0];
                    if (!(beta == Int(1)) && !(beta == Value(true))) in = T(b, "mul", {in, beta});

@@ -10,8 +10,10 @@ namespace thunder::runtime {
 
 struct CompileOptions {
   std::string compiler = "g++";
+  // -ffp-contract=off: every op rounds as an eager op does (GCC's default contracts a * b + c into an FMA,
+  // even across a float16 rounding written between them).
   std::vector<std::string> flags = {"-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
-                                    "-fwrapv", "-fno-math-errno", "-w", "-lmvec", "-lm"};
+                                    "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-w", "-lmvec", "-lm"};
   std::string cache_dir;  // required
 };
 
