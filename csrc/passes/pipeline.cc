@@ -20,6 +20,14 @@ bool outputs_require_grad(const Trace& t, const ir::BoundSymbol& b) {
   return false;
 }
 
+// Generated kernels have no complex arithmetic: a fusion executor takes nothing that reads or makes complex tensors.
+bool touches_complex(const Trace& t, const ir::BoundSymbol& b) {
+  for (const std::vector<ProxyId>& ids : {b.input_proxies(), b.output_proxies()})
+    for (ProxyId id : ids)
+      if (t.proxy(id).is_tensor && ir::is_complex(t.proxy(id).tensor.dtype)) return true;
+  return false;
+}
+
 bool claims_prim(const ir::BoundSymbol& b, const ExecutorTable& ex) {
   return b.sym->level == ir::Level::Prim && ex.callees.count(op_key(b)) > 0;
 }
@@ -90,7 +98,7 @@ void claim_into(const Trace& t, const ir::BoundSymbol& b, const PassContext& ctx
   const std::string key = op_key(b);
   for (const ExecutorTable& ex : ctx.executors) {
     if (ex.fusion) {
-      if (!allow_fusion || !(open_data_mover || fusible(b, ex))) continue;
+      if (!allow_fusion || touches_complex(t, b) || !(open_data_mover || fusible(b, ex))) continue;
       if (b.subsymbols.empty()) {
         ir::BoundSymbol claimed = b;
         claimed.executor = ex.name;
