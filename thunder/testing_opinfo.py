@@ -364,7 +364,13 @@ SKIPS: dict[tuple[str, str, str], str] = {
 
 # Documented skips of the "forward" check with THUNDER_OPINFO_EXECUTORS=cpu (generated kernels): opinfo id,
 # dtype name -> the PyTorch behaviour the kernels deliberately do not follow.
+_LOSS_ORDER = ("eager's fused CPU loss kernel rounds to the half dtype in another order than the decomposition's "
+               "ops do (e.g. 0.5 * z * z against (z * z) * 0.5, a margin rounded to the dtype first); a few samples "
+               "differ by more than the half-precision tolerance")
 CPU_EXECUTOR_SKIPS: dict[tuple[str, str], str] = {
+    ("nn.functional.huber_loss", "float16"): _LOSS_ORDER,
+    ("nn.functional.hinge_embedding_loss", "float16"): _LOSS_ORDER,
+    ("nn.functional.hinge_embedding_loss", "bfloat16"): _LOSS_ORDER,
     ("nn.functional.nll_loss", "float16"):
         "with class weights and reduction='mean', eager's CPU kernel accumulates the weighted losses in float16: "
         "on one sample it is 0.19% off the float32 result (-3.1992 for -3.1932), beyond float16 tolerance; "

@@ -125,7 +125,7 @@ std::string expression(const std::string& op, DType out, DType in, const std::ve
   if (op == "isnan") return fl ? "(" + a + " != " + a + ")" : "false";
   if (op == "isinf") return fl ? "std::isinf(" + a + ")" : "false";
   if (op == "isfinite") return fl ? "std::isfinite(" + a + ")" : "true";
-  if (op == "signbit") return fl ? "std::signbit(" + a + ")" : "(" + a + " < 0)";
+  if (op == "signbit") return fl ? "sign_bit(" + a + ")" : "(" + a + " < 0)";
   if (op == "add") return "(" + T + ")(" + a + " + " + b() + ")";
   if (op == "sub") return "(" + T + ")(" + a + " - " + b() + ")";
   if (op == "mul") return "(" + T + ")(" + a + " * " + b() + ")";
@@ -578,6 +578,9 @@ static inline float bf16_round(float f) { return bf16_to_float(float_to_bf16(f))
 // torch.maximum / torch.minimum: NaN wins.
 template <class T> static inline T nan_max(T a, T b) { return (a != a || a > b) ? a : b; }
 template <class T> static inline T nan_min(T a, T b) { return (a != a || a < b) ? a : b; }
+// The sign bit, NaN's included (std::signbit inside an omp simd loop over bfloat16 crashes GCC 12).
+static inline bool sign_bit(float x) { uint32_t b; std::memcpy(&b, &x, 4); return b >> 31; }
+static inline bool sign_bit(double x) { uint64_t b; std::memcpy(&b, &x, 8); return b >> 63; }
 // Python's remainder: the result has the divisor's sign.
 template <class T> static inline T py_remainder(T a, T b) {
   T r = std::fmod(a, b);
