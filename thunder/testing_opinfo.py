@@ -1011,6 +1011,7 @@ def main(argv=None):
     parser.add_argument("--ops", help="comma-separated OpInfo ids to run (default: all)")
     parser.add_argument("--results", help="write every outcome as JSON lines here")
     parser.add_argument("--checks", help="comma-separated checks to run (default: all of " + ",".join(CHECKS) + ")")
+    parser.add_argument("--dtypes", help="comma-separated dtype names to run (default: all)")
     parser.add_argument("--merge", action="append", default=[],
                         help="JSON-lines results of an earlier sweep: their tasks that this run does not repeat "
                              "enter the report too")
@@ -1024,6 +1025,8 @@ def main(argv=None):
     task_list = tasks(which, ops)
     if args.checks:
         task_list = [t for t in task_list if t.check in args.checks.split(",")]
+    if args.dtypes:
+        task_list = [t for t in task_list if t.dtype in args.dtypes.split(",")]
     start = time.perf_counter()
     results = sweep(task_list, jobs=args.jobs, results_path=args.results)
     seconds = time.perf_counter() - start
