@@ -343,6 +343,7 @@ NB_MODULE(_core, m) {
   m.def("set_buffer_pool_limit", [](size_t bytes) { runtime::output_buffer_pool().set_limit(bytes); },
         "Most bytes the output pool keeps unused (0: keep none).");
 
+  m.def("fusible_prims", &codegen::fusible_prims, "The prims the CPU code generator has code for.");
   m.def("pass_names", [] {
     std::vector<std::string> out;
     for (const auto& p : passes::pass_table()) out.push_back(p.name);

@@ -396,22 +396,19 @@ class KernelWriter {
     return r;
   }
 
-  // take_along_axis along the reduced dim d, at row level: the source's element-level expression
-  // evaluated once, with the loop index i<d> replaced by the row's index value (bounds-checked: an
-  // index out of range sets the kernel's error flag, as torch.gather raises).
+  // take_along_axis along the reduced dim d, at row level: the source evaluated once per row, at the
+  // row's index value (bounds-checked: an index out of range sets the kernel's error flag, as torch.gather raises).
   void emit_pick(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
     ProxyId src = b.args[0].proxy(), index = b.args[1].proxy();
     int dim = -1;
     for (size_t d = 0; d < p_.domain.size(); ++d)
       if (p_.reduced[d]) dim = static_cast<int>(d);
     emit(index, scope);
-    Scope inner{{}, &scope, {}, false};
-    emit(src, inner);  // row-level operands land in `scope` first, element-level lines in `inner`
-    const std::string i = "i" + std::to_string(dim), n = std::to_string(p_.domain[dim]) + "LL";
-    scope.lines += compute_type(dtype(v)) + " " + var(v) + ";\n{\n  int64_t " + i + " = (int64_t)" + var(index) + ";\n";
-    scope.lines += "  if (" + i + " < 0 || " + i + " >= " + n + ") {\n    #pragma omp atomic write\n    error = 1;\n    " + i +
-                   " = 0;\n  }\n";
-    scope.lines += indent(inner.lines, "  ") + "  " + var(v) + " = " + var(src) + ";\n}\n";
+    const std::string i = "pick" + std::to_string(v);
+    scope.lines += "int64_t " + i + " = (int64_t)" + var(index) + ";\nif (" + i + " < 0 || " + i + " >= " +
+                   std::to_string(p_.domain[dim]) + "LL) {\n  #pragma omp atomic write\n  error = 1;\n  " + i + " = 0;\n}\n";
+    const std::string r = emit_at(src, {{dim, i}}, scope);
+    scope.lines += "const " + compute_type(dtype(v)) + " " + var(v) + " = " + r + ";\n";
     scope.defined.insert(v);
   }
 
@@ -520,7 +517,7 @@ class KernelWriter {
     int64_t stride = 1;
     for (size_t d = p_.domain.size(); d-- > 0;) {
       if (!p_.reduced[d]) continue;
-      out = "i" + std::to_string(d) + (stride == 1 ? "" : " * " + std::to_string(stride) + "LL") + (out.empty() ? "" : " + " + out);
+      out = index(static_cast<int>(d)) + (stride == 1 ? "" : " * " + std::to_string(stride) + "LL") + (out.empty() ? "" : " + " + out);
       stride *= p_.domain[d];
     }
     return out.empty() ? "0" : out;

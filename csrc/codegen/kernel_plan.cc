@@ -64,6 +64,12 @@ std::optional<std::vector<int>> reshape_input_alignment(const std::vector<int64_
 
 bool is_fusible_prim(const std::string& name) { return kFusible.count(name) > 0; }
 
+std::vector<std::string> fusible_prims() {
+  std::vector<std::string> out(kFusible.begin(), kFusible.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 bool KernelPlan::has_reduction() const { return std::find(reduced.begin(), reduced.end(), true) != reduced.end(); }
 
 bool KernelPlan::element_level(ProxyId v) const {

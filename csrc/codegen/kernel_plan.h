@@ -44,5 +44,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& trace, const std::vector<
 
 /// True if the generator has code for this prim at all (dtype checks come in plan_kernel).
 bool is_fusible_prim(const std::string& name);
+/// The prims the generator has code for, sorted (what a CPU fusion executor claims).
+std::vector<std::string> fusible_prims();
 
 }  // namespace thunder::codegen

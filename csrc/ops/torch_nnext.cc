@@ -84,6 +84,15 @@ int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil
   return o;
 }
 
+// A pooling result of metadata m, with its int64 argmax indices when return_indices (max pooling).
+Value pooled_output(Builder& b, const TensorMeta& m, bool with_indices) {
+  Value out = out_tensor(b, m);
+  if (!with_indices) return out;
+  TensorMeta idx = m;
+  idx.dtype = DType::Int64;
+  return Value::tuple({out, out_tensor(b, idx)});
+}
+
 Value pool(Builder& b, const Args& a, int64_t nd, bool is_max) {
   const std::string op = std::string("ltorch.") + (is_max ? "max" : "avg") + "_pool" + std::to_string(nd) + "d";
   const TensorMeta& x = tensor(b, op, a[0]);
@@ -102,13 +111,7 @@ Value pool(Builder& b, const Args& a, int64_t nd, bool is_max) {
     if (o <= 0) fail(op, "output size is too small");
     m.shape[x.ndim() - nd + i] = o;
   }
-  Value out = out_tensor(b, m);
-  if (is_max && a[6].as_bool()) {
-    TensorMeta idx = m;
-    idx.dtype = DType::Int64;
-    return Value::tuple({out, out_tensor(b, idx)});
-  }
-  return out;
+  return pooled_output(b, m, is_max && a[6].as_bool());
 }
 
 Value adaptive_pool(Builder& b, const Args& a, int64_t nd, bool is_max) {
@@ -126,13 +129,7 @@ Value adaptive_pool(Builder& b, const Args& a, int64_t nd, bool is_max) {
   if (static_cast<int64_t>(out.size()) != nd) fail(op, "output_size has the wrong length");
   TensorMeta m = x;
   for (int64_t i = 0; i < nd; ++i) m.shape[x.ndim() - nd + i] = out[i];
-  Value o = out_tensor(b, m);
-  if (is_max && a[2].as_bool()) {
-    TensorMeta idx = m;
-    idx.dtype = DType::Int64;
-    return Value::tuple({o, out_tensor(b, idx)});
-  }
-  return o;
+  return pooled_output(b, m, is_max && a[2].as_bool());
 }
 
 // ---- normalization ----

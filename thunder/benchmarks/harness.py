@@ -411,12 +411,13 @@ def _fmt_bytes(n):
     return f"{n} B"
 
 
+def _in_order(report, key):
+    """The distinct values of row[key] over the report's rows, in first-seen order."""
+    return list(dict.fromkeys(row[key] for row in report["rows"]))
+
+
 def _contender_order(report):
-    names = []
-    for row in report["rows"]:
-        if row["contender"] not in names:
-            names.append(row["contender"])
-    return names
+    return _in_order(report, "contender")
 
 
 def _table(headers, rows, aligns=None):
@@ -450,11 +451,7 @@ def _index(report):
 
 
 def _workloads(report):
-    names = []
-    for row in report["rows"]:
-        if row["workload"] not in names:
-            names.append(row["workload"])
-    return names
+    return _in_order(report, "workload")
 
 
 def summary_rows(report):

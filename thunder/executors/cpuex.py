@@ -24,16 +24,6 @@ from thunder.core.dtypes import to_torch
 from thunder.core.log import logger
 from thunder.executors import Executor
 
-_FUSIBLE_PRIMS = [
-    "neg", "abs", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
-    "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "floor",
-    "ceil", "round", "trunc", "sign", "reciprocal", "sigmoid", "bitwise_not", "isnan", "isinf", "isfinite",
-    "signbit", "logical_not", "add", "sub", "mul", "div", "remainder", "fmod", "pow", "maximum", "minimum", "atan2",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "copysign", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
-    "logical_or", "logical_xor", "where", "convert_element_type", "broadcast_in_dim", "reshape", "squeeze", "alias", "sum",
-    "prod", "amax", "amin", "take_along_axis", "slice", "cat",
-]
-
 
 def cache_dir():
     return os.environ.get("THUNDER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "thunder", "kernels")
@@ -123,4 +113,5 @@ def lower(trace):
     return launchers, [(module, source) for module, (source, _) in zip(modules, units)]
 
 
-cpu_executor = Executor("cpu", {f"prims.{n}": "" for n in _FUSIBLE_PRIMS}, {}, fusion=True, lower=lower)
+#: Claims every prim the code generator handles (csrc/codegen/kernel_plan.cc).
+cpu_executor = Executor("cpu", {f"prims.{n}": "" for n in _core.fusible_prims()}, {}, fusion=True, lower=lower)
