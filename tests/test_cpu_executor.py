@@ -132,6 +132,21 @@ def test_softmax_and_norm_in_each_float_dtype(dtype):
     assert_matches_eager(lambda x: F.rms_norm(x, (64,), eps=1e-5), x, kernels=1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape, dims", [((5, 1000), (1,)), ((3, 4, 300), (1, 2)), ((2, 256), (1,)), ((3, 64 * 5), (1,))])
+def test_long_rows_reduce_in_lanes(dtype, shape, dims):
+    # Rows from 256 elements reduce in 64 partial results (whole blocks of 64, then the rest), folded pairwise.
+    x = torch.randn(shape).to(dtype)
+    x.view(-1)[-1] = float("nan")  # in the last block (or the rest) of the last row only
+    assert_matches_eager(lambda x: torch.softmax(x, -1), x, kernels=1)
+    assert_matches_eager(lambda x: torch.amax(x, dims) + torch.amin(x, dims), x, kernels=1)
+    y = torch.randn(shape).to(dtype)
+    assert_matches_eager(lambda y: (y * y).sum(dims), y, kernels=1)
+    if dtype != torch.bfloat16:  # eager's bfloat16 prod rounds its running product after every step; ours is float
+        assert_matches_eager(lambda y: (1 + y * 0.01).prod(-1), y, kernels=1)
+    assert_matches_eager(lambda y: F.layer_norm(y, y.shape[1:]), y, kernels=1)
+
+
 def test_nan_propagates_through_max_and_maximum():
     x = torch.randn(4, 8)
     x[1, 3] = float("nan")

@@ -25,6 +25,11 @@ constexpr int64_t kGrain = 32768;  // elements below which a kernel runs on one 
 // Every parallel loop runs on the caller's thread count, passed after the kernel's pointers.
 const std::string kParallelFor = "#pragma omp parallel for num_threads(nthreads)";
 constexpr int64_t kRowCacheLimit = 8192;  // longest row whose transcendental values are kept for a later pass
+// A floating-point reduction along a row whose innermost reduced dim has at least kLaneMinimum elements
+// accumulates in kLanes partial results (several SIMD registers): one accumulator register would make
+// each vector add wait for the previous one (4 cycles), and the pass would be latency-bound.
+constexpr int64_t kLanes = 64;
+constexpr int64_t kLaneMinimum = 256;
 
 bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 
@@ -421,9 +426,8 @@ class KernelWriter {
     std::string acc = "acc" + std::to_string(v);
     Scope inner{{}, &scope, {}, false};
     emit(in, inner);
-    std::string body = inner.lines + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n";
     const std::string nan = "nan" + std::to_string(v);
-    if (r.nan_flag) body += nan + " |= " + var(in) + " != " + var(in) + ";\n";
+    std::string row_stores;  // the row-buffer stores below, done in the same pass
     // Keep the transcendental values of this pass in a row buffer, so that a later pass over the
     // row (softmax's output pass reusing exp(x - max)) loads them instead of recomputing them.
     if (!parallel_inner_ && length <= kRowCacheLimit) {
@@ -432,23 +436,66 @@ class KernelWriter {
         if (pw == producer_.end() || row_cache_.count(w) || !is_vector_math(pw->second->sym->name)) continue;
         std::string buf = "row" + std::to_string(w);
         scope.lines += compute_type(dtype(w)) + " " + buf + "[" + std::to_string(length) + "];\n";
-        body += buf + "[" + row_index() + "] = " + var(w) + ";\n";
+        row_stores += buf + "[" + row_index() + "] = " + var(w) + ";\n";
         row_cache_[w] = buf;
       }
     }
+    std::string body = inner.lines + row_stores + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n";
+    if (r.nan_flag) body += nan + " |= " + var(in) + " != " + var(in) + ";\n";
     std::vector<int> dims;
     for (size_t d = 0; d < p_.domain.size(); ++d)
       if (p_.reduced[d]) dims.push_back(static_cast<int>(d));
     if (r.pragma_op.rfind("std_", 0) == 0) reductions_.insert(r.pragma_op);
     std::string clause = " reduction(" + r.pragma_op + ":" + acc + ")" + (r.nan_flag ? " reduction(|:" + nan + ")" : "");
     std::string pragma = parallel_inner_ ? kParallelFor + collapse(dims.size()) + clause : "";
-    scope.lines += r.acc_type + " " + acc + " = " + r.init + ";\n";
-    if (r.nan_flag) scope.lines += "int " + nan + " = 0;\n";
-    scope.lines += loops(dims, body, pragma, "", true, "#pragma omp simd" + clause);
+    const int64_t innermost = p_.domain[dims.back()];
+    if (!parallel_inner_ && ir::is_floating(dtype(in)) && innermost >= kLaneMinimum) {
+      scope.lines += lane_reduction(r, v, dims, inner.lines + row_stores, var(in));
+    } else {
+      scope.lines += r.acc_type + " " + acc + " = " + r.init + ";\n";
+      if (r.nan_flag) scope.lines += "int " + nan + " = 0;\n";
+      scope.lines += loops(dims, body, pragma, "", true, "#pragma omp simd" + clause);
+    }
     std::string result = "(" + compute_type(dtype(v)) + ")" + acc;
     if (r.nan_flag) result = "(" + nan + " ? (" + compute_type(dtype(v)) + ")NAN : " + result + ")";
     scope.lines += "const " + compute_type(dtype(v)) + " " + var(v) + " = " + round_to(dtype(v), result) + ";\n";
     scope.defined.insert(v);
+  }
+
+  // The reduction of `x` (computed by `lines` at the row's current indices) into acc<v>, in kLanes
+  // partial results: lane l takes the elements whose innermost reduced index is l modulo kLanes
+  // (inside constant-length SIMD loops: a whole block of kLanes, then the rest), and the lanes are
+  // folded pairwise at the end (32 + 32, 16 + 16, ...), a fixed order whatever the machine.
+  std::string lane_reduction(const Reduction& r, ProxyId v, const std::vector<int>& dims, const std::string& lines,
+                             const std::string& x) const {
+    const std::string id = std::to_string(v), acc = "acc" + id, lane = "lane" + id, nan = "nanlane" + id;
+    const std::string lanes = std::to_string(kLanes);
+    std::string body = lines + lane + "[l] = " + replace_acc(r.combine, lane + "[l]", x) + ";\n";
+    if (r.nan_flag) body += nan + "[l] |= " + x + " != " + x + ";\n";
+    const int d = dims.back();
+    const int64_t n = p_.domain[d], whole = n / kLanes * kLanes;
+    const std::string i = index(d);
+    std::string inner;
+    if (whole > 0)
+      inner += "for (int64_t b = 0; b < " + std::to_string(whole) + "LL; b += " + lanes + ") {\n  #pragma omp simd\n"
+               "  for (int64_t l = 0; l < " + lanes + "; ++l) {\n    const int64_t " + i + " = b + l;\n" +
+               indent(body, "    ") + "  }\n}\n";
+    if (n > whole)
+      inner += "#pragma omp simd\nfor (int64_t l = 0; l < " + std::to_string(n - whole) + "; ++l) {\n  const int64_t " + i +
+               " = " + std::to_string(whole) + "LL + l;\n" + indent(body, "  ") + "}\n";
+    std::string out = r.acc_type + " " + lane + "[" + lanes + "];\n";
+    out += "for (int l = 0; l < " + lanes + "; ++l) " + lane + "[l] = " + r.init + ";\n";
+    if (r.nan_flag) out += "int " + nan + "[" + lanes + "] = {};\n";
+    out += loops(std::vector<int>(dims.begin(), dims.end() - 1), inner, "", "", false);
+    for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
+      const std::string ws = std::to_string(w);
+      out += "for (int l = 0; l < " + ws + "; ++l) " + lane + "[l] = " +
+             replace_acc(r.combine, lane + "[l]", lane + "[l + " + ws + "]") + ";\n";
+      if (r.nan_flag) out += "for (int l = 0; l < " + ws + "; ++l) " + nan + "[l] |= " + nan + "[l + " + ws + "];\n";
+    }
+    out += r.acc_type + " " + acc + " = " + lane + "[0];\n";
+    if (r.nan_flag) out += "int nan" + id + " = " + nan + "[0];\n";
+    return out;
   }
 
   static std::string replace_acc(std::string combine, const std::string& acc, const std::string& x) {
