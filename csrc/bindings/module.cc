@@ -26,6 +26,14 @@ using ir::Value;
 
 namespace {
 
+/// DLPack's DLManagedTensor (dlpack.h: tensor, manager context, deleter), with room for the shape.
+struct PooledTensor {
+  nb::dlpack::dltensor tensor;
+  void* manager_ctx = nullptr;
+  void (*deleter)(PooledTensor*) = nullptr;
+  std::vector<int64_t> shape;
+};
+
 /// A proxy as Python sees it: an index into the trace being built.
 struct PyProxy {
   ir::ProxyId id;
@@ -313,27 +321,55 @@ NB_MODULE(_core, m) {
   }, nb::arg("source"), nb::arg("cache_dir"), nb::arg("flags").none() = nb::none(), nb::arg("compiler").none() = nb::none(),
      "Compiles (or loads from the disk cache) a translation unit of kernels; RuntimeError with the compiler output on failure.");
   m.def("default_compile_flags", [] { return runtime::CompileOptions{}.flags; });
-  m.def("launch", [](uintptr_t kernel, const std::vector<uintptr_t>& pointers) {
+  m.def("launch", [](uintptr_t kernel, nb::tuple pointers) {
     auto fn = reinterpret_cast<runtime::Kernel>(kernel);
-    std::vector<void*> args(pointers.size());
-    for (size_t i = 0; i < pointers.size(); ++i) args[i] = reinterpret_cast<void*>(pointers[i]);
+    const size_t n = nb::len(pointers);
+    std::vector<void*> args(n);
+    for (size_t i = 0; i < n; ++i) {
+      args[i] = PyLong_AsVoidPtr(pointers[i].ptr());
+      if (PyErr_Occurred()) throw nb::python_error();
+    }
     nb::gil_scoped_release release;
     return fn(args.data());
-  }, "Runs a kernel on raw pointers: its inputs, then its outputs, then the thread count. Returns the kernel's "
-     "status: 0, or 1 if an index was out of range.");
+  }, nb::arg("kernel"), nb::arg("pointers"),
+     "Runs a kernel on raw pointers (a tuple of ints): its inputs, then its outputs, then the thread count. Returns "
+     "the kernel's status: 0, or 1 if an index was out of range.");
 
-  // Large kernel outputs come from the buffer pool, handed to torch through DLPack; the tensor's
-  // deleter gives the buffer back.
-  m.def("empty_pooled", [](const std::vector<size_t>& shape, uint8_t code, uint8_t bits) {
+  // Large kernel outputs come from the buffer pool, handed to torch as a DLPack capsule (torch's
+  // from_dlpack takes it); the tensor's deleter gives the buffer back.
+  m.def("pooled_capsule", [](nb::tuple shape, uint8_t code, uint8_t bits) {
+    auto* t = new PooledTensor{};
+    t->shape.resize(nb::len(shape));
     size_t bytes = bits / 8;
-    for (size_t n : shape) bytes *= n;
-    void* p = runtime::output_buffer_pool().acquire(bytes);
-    nb::capsule owner(p, [](void* q) noexcept { runtime::output_buffer_pool().release(q); });
-    return nb::ndarray<nb::pytorch, nb::device::cpu>(p, shape.size(), shape.data(), owner, nullptr,
-                                                      nb::dlpack::dtype{code, bits, 1});
+    for (size_t i = 0; i < t->shape.size(); ++i) {
+      t->shape[i] = nb::cast<int64_t>(shape[i]);
+      bytes *= static_cast<size_t>(t->shape[i]);
+    }
+    t->tensor.data = runtime::output_buffer_pool().acquire(bytes);
+    t->tensor.device = {1, 0};  // kDLCPU
+    t->tensor.ndim = static_cast<int32_t>(t->shape.size());
+    t->tensor.dtype = {code, bits, 1};
+    t->tensor.shape = t->shape.data();  // no strides: contiguous
+    t->deleter = [](PooledTensor* self) {
+      runtime::output_buffer_pool().release(self->tensor.data);
+      delete self;
+    };
+    PyObject* capsule = PyCapsule_New(t, "dltensor", [](PyObject* c) {
+      // Still named "dltensor": no one took ownership (torch renames what it consumes "used_dltensor").
+      if (PyCapsule_IsValid(c, "dltensor")) {
+        auto* self = static_cast<PooledTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+        self->deleter(self);
+      }
+    });
+    if (!capsule) {
+      t->deleter(t);
+      throw nb::python_error();
+    }
+    return nb::steal(capsule);
   }, nb::arg("shape"), nb::arg("dlpack_code"), nb::arg("bits"),
-     "An uninitialized contiguous CPU torch.Tensor of this shape and DLPack dtype (code: 0 int, 1 uint, 2 float, "
-     "4 bfloat, 6 bool), in a buffer of the output pool (2 MiB-aligned, transparent huge pages, reused once freed).");
+     "A DLPack capsule of an uninitialized contiguous CPU tensor of this shape and DLPack dtype (code: 0 int, 1 uint, "
+     "2 float, 4 bfloat, 6 bool), in a buffer of the output pool (2 MiB-aligned, transparent huge pages, reused once "
+     "freed); torch.utils.dlpack.from_dlpack(capsule) makes it a torch.Tensor.");
   m.def("buffer_pool_stats", [] {
     auto& pool = runtime::output_buffer_pool();
     return std::make_tuple(pool.cached_bytes(), pool.live_bytes(), pool.peak_live_bytes());
