@@ -88,6 +88,25 @@ def test_closure_and_side_effects():
     assert log == [1, 1, 1]
 
 
+def test_an_emptied_closure_cell_raises_like_eager():
+    w = torch.randn(3)
+
+    def f(a):
+        return a * w
+
+    jitted = thunder.jit(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(jitted(x), x * w)
+    torch.testing.assert_close(jitted(x), x * w)  # through the fast path
+    del w
+    try:
+        jitted(x)
+    except NameError:
+        pass
+    else:
+        raise AssertionError("a call reading an unbound closure variable must raise NameError, as eager does")
+
+
 def test_graph_breaks_and_keywords_take_the_slow_path():
     def f(a, b=1.0):
         a = a + b
