@@ -147,6 +147,24 @@ def test_long_rows_reduce_in_lanes(dtype, shape, dims):
     assert_matches_eager(lambda y: F.layer_norm(y, y.shape[1:]), y, kernels=1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_large_outputs_are_streamed_out(dtype):
+    # From 16 MiB an output is written in chunks with non-temporal stores; rows of odd length leave
+    # unaligned ends, copied with ordinary stores.
+    rows = (16 << 20) // (1023 * torch.empty((), dtype=dtype).element_size()) + 1
+    x = torch.randn(rows, 1023).to(dtype)
+    assert_matches_eager(lambda x: (x * 2 + 1).sin(), x, kernels=1)
+    assert_matches_eager(lambda x: torch.softmax(x, -1), x, kernels=1)
+    flat = x.reshape(-1)[1:]  # a 1-D domain, the chunk loop parallel itself; the output's start unaligned
+    assert_matches_eager(lambda f: f * f, flat, kernels=1)
+    with torch.no_grad():
+        expected = (x * 3, x.sum(-1))
+    (scaled, total), _ = run_cpu(lambda x: (x * 3, x.sum(-1)), x)
+    rtol, atol = tolerance(dtype)
+    torch.testing.assert_close(scaled, expected[0], rtol=rtol, atol=atol)
+    torch.testing.assert_close(total, expected[1], rtol=rtol, atol=atol * 100)
+
+
 def test_nan_propagates_through_max_and_maximum():
     x = torch.randn(4, 8)
     x[1, 3] = float("nan")
