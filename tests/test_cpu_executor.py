@@ -109,6 +109,10 @@ def test_sum_of_ten_million_elements_is_within_float32_tolerance_of_float64():
     ("log_softmax", lambda x: torch.log_softmax(x, 1), lambda: (torch.randn(5, 64, 3),), 1),
     ("layer_norm", lambda x, w, b: F.layer_norm(x, (48,), w, b), lambda: (torch.randn(7, 48), torch.randn(48), torch.randn(48)), 1),
     ("rms_norm", lambda x, w: F.rms_norm(x, (48,), w, 1e-6), lambda: (torch.randn(3, 7, 48), torch.randn(48)), 1),
+    # Hugging Face Llama's RMSNorm: mean(keepdim=True) over a batch of one, whose size-1 dim is both a domain dim
+    # and a broadcast.
+    ("rms_norm_keepdim_mean", lambda x, w: w * (x * torch.rsqrt(x.to(torch.float32).pow(2).mean(-1, keepdim=True) + 1e-6)),
+     lambda: (torch.randn(1, 7, 48), torch.randn(48)), 1),
     ("bias_gelu", lambda x, b: F.gelu(x + b), lambda: (torch.randn(16, 80), torch.randn(80)), 1),
     ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), lambda: (torch.randn(100),), 1),
     ("silu_mul", lambda x, y: F.silu(x) * y, lambda: (torch.randn(64, 32), torch.randn(64, 32)), 1),

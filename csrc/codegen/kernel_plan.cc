@@ -37,10 +37,20 @@ bool fail(std::string* why, std::string msg) {
 
 bool is_reduction(const std::string& n) { return n == "sum" || n == "prod" || n == "amax" || n == "amin"; }
 
-// Assigns `al` to `v`, or checks it equals the alignment already assigned.
-bool assign(KernelPlan& p, ProxyId v, const std::vector<int>& al, std::string* why) {
+// Whether two alignments of a value of this shape read the same elements: a dim of size 1 reads its one
+// element whether it is aligned to a domain dim (of extent 1) or broadcast.
+bool same_alignment(const std::vector<int>& a, const std::vector<int>& b, const std::vector<int64_t>& shape) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i] && shape[i] != 1) return false;
+  return true;
+}
+
+// Assigns `al` to `v`, or checks it agrees with the alignment already assigned.
+bool assign(const ir::Trace& t, KernelPlan& p, ProxyId v, const std::vector<int>& al, std::string* why) {
   auto [it, inserted] = p.align.emplace(v, al);
-  if (!inserted && it->second != al) return fail(why, "a value is used with two different alignments");
+  if (!inserted && !same_alignment(it->second, al, t.tensor(v).shape))
+    return fail(why, "a value is used with two different alignments");
   return true;
 }
 
@@ -203,7 +213,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
         if (out_al[i] < 0) return fail(why, "a slice along a broadcast dim"), std::nullopt;
         e[out_al[i]] = src_shape[i];
       }
-      if (!assign(p, src, out_al, why) || !assign_extent(src, e)) return std::nullopt;
+      if (!assign(t, p, src, out_al, why) || !assign_extent(src, e)) return std::nullopt;
       continue;
     }
     if (n == "cat") {
@@ -214,7 +224,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       for (const ir::Value& part : parts) {
         std::vector<int64_t> e = out_extent;
         e[out_al[k]] = t.tensor(part.proxy()).shape[k];
-        if (!assign(p, part.proxy(), out_al, why) || !assign_extent(part.proxy(), e)) return std::nullopt;
+        if (!assign(t, p, part.proxy(), out_al, why) || !assign_extent(part.proxy(), e)) return std::nullopt;
       }
       continue;
     }
@@ -231,30 +241,32 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       std::vector<int64_t> bdims = b.args[2].as_ints();
       std::vector<int> al(in.size());
       for (size_t i = 0; i < in.size(); ++i) al[i] = in[i] == shape[bdims[i]] ? out_al[bdims[i]] : -1;
-      if (!assign(p, b.args[0].proxy(), al, why)) return std::nullopt;
+      if (!assign(t, p, b.args[0].proxy(), al, why)) return std::nullopt;
     } else if (reshape) {
       auto al = reshape_input_alignment(t.tensor(b.args[0].proxy()).shape, t.tensor(out).shape, out_al);
       if (!al) return fail(why, "a reshape that moves data"), std::nullopt;
-      if (!assign(p, b.args[0].proxy(), *al, why)) return std::nullopt;
+      if (!assign(t, p, b.args[0].proxy(), *al, why)) return std::nullopt;
     } else if (n == "take_along_axis") {
       std::vector<int> al, keepdim;
       for (size_t d = 0; d < p.domain.size(); ++d) {
         al.push_back(static_cast<int>(d));
         keepdim.push_back(p.reduced[d] ? -1 : static_cast<int>(d));
       }
-      if (out_al != keepdim) return fail(why, "a picked value used against another layout"), std::nullopt;
-      if (!assign(p, b.args[0].proxy(), al, why) || !assign(p, b.args[1].proxy(), keepdim, why)) return std::nullopt;
+      if (!same_alignment(out_al, keepdim, t.tensor(out).shape))
+        return fail(why, "a picked value used against another layout"), std::nullopt;
+      if (!assign(t, p, b.args[0].proxy(), al, why) || !assign(t, p, b.args[1].proxy(), keepdim, why)) return std::nullopt;
     } else if (is_reduction(n)) {
       std::vector<int> al;
       for (size_t d = 0; d < p.domain.size(); ++d) al.push_back(static_cast<int>(d));
       std::vector<int> kept;
       for (size_t d = 0; d < p.domain.size(); ++d)
         if (!p.reduced[d]) kept.push_back(static_cast<int>(d));
-      if (out_al != kept) return fail(why, "a reduction result used against another layout"), std::nullopt;
-      if (!assign(p, b.args[0].proxy(), al, why)) return std::nullopt;
+      if (!same_alignment(out_al, kept, t.tensor(out).shape))
+        return fail(why, "a reduction result used against another layout"), std::nullopt;
+      if (!assign(t, p, b.args[0].proxy(), al, why)) return std::nullopt;
     } else {
       for (size_t i = 0; i < b.args.size(); ++i)
-        if (arg_tensor(i) && !assign(p, b.args[i].proxy(), out_al, why)) return std::nullopt;
+        if (arg_tensor(i) && !assign(t, p, b.args[i].proxy(), out_al, why)) return std::nullopt;
     }
   }
   // Every aligned dim must have the size of the index range it is read over (the domain's, but under a
