@@ -342,6 +342,23 @@ def _fused_symbols(fn, *args):
             for s in b.subsymbols]
 
 
+def test_a_broadcast_read_by_a_later_kernel_moves_into_it():
+    # As in a Llama's RoPE: c feeds the first kernel, and its broadcast, grouped with c's producer, is read only
+    # by the kernel after the matmul. There it is index arithmetic; as the first kernel's output, a full copy.
+    def f(x, w, q):
+        c = x.cos()[None, None]
+        h = (q * c).sum(1) @ w
+        return h.view(1, 4, 16, 16) * c
+    args = torch.randn(16, 16), torch.randn(16, 64), torch.randn(1, 4, 16, 16)
+    assert_matches_eager(f, *args, kernels=2)
+    jitted = thunder.jit(f, executors=CPU)
+    with torch.no_grad():
+        jitted(*args)
+    first, _ = [line for line in str(compiled_graphs(jitted)[0].execution_trace).splitlines()
+                     if "= cpu_fusion" in line]
+    assert "f32[1, 4, 16, 16]" not in first  # c leaves the first kernel, not its broadcast
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("kwargs", [{}, {"reduction": "sum"}, {"reduction": "none"}, {"ignore_index": 3}])
 def test_cross_entropy_picks_the_target_inside_the_kernel(dtype, kwargs):

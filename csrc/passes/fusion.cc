@@ -132,6 +132,53 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
   groups = std::move(kept);
 }
 
+// Moves a data mover (a broadcast, reshape, ... of no arithmetic) from the kernel that computes its input
+// into the one kernel that reads its result, when no one else reads that result: there it costs nothing
+// (it is index arithmetic), where as an output of the first kernel it would be written out in full. (A
+// Llama's RoPE cos/sin, broadcast per layer, otherwise left the first layer's kernel as eight copies.)
+void sink_data_movers(const Trace& t, std::vector<Group>& groups, std::vector<int>& group_of,
+                      const std::vector<int>& segment) {
+  std::fill(group_of.begin(), group_of.end(), -1);  // (merging renumbered the groups)
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t i : groups[g].members) group_of[i] = static_cast<int>(g);
+  std::unordered_map<ProxyId, std::vector<size_t>> readers;
+  for (size_t i = 0; i < t.symbols.size(); ++i)
+    for (ProxyId id : t.symbols[i].input_proxies()) readers[id].push_back(i);
+  std::set<ProxyId> trace_outputs;
+  ir::for_each_proxy(t.output, [&](ProxyId id) { trace_outputs.insert(id); });
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t k = groups[g].members.size(); k-- > 0;) {
+      const size_t i = groups[g].members[k];
+      const ir::BoundSymbol& b = t.symbols[i];
+      if (computes(b) || b.output_proxies().size() != 1) continue;
+      const ProxyId out = b.output_proxies()[0];
+      if (trace_outputs.count(out) || readers[out].empty()) continue;
+      int target = -1;
+      for (size_t r : readers[out]) {
+        const int h = group_of[r];
+        if (h < 0 || h == static_cast<int>(g) || (target >= 0 && h != target)) target = -2;
+        if (target == -2) break;
+        target = h;
+      }
+      if (target < 0 || segment[groups[target].members.front()] != segment[i]) continue;
+      std::vector<size_t> grown = groups[target].members, shrunk = groups[g].members;
+      grown.insert(std::upper_bound(grown.begin(), grown.end(), i), i);
+      shrunk.erase(shrunk.begin() + static_cast<std::ptrdiff_t>(k));
+      if (!plan_for(t, grown) || (!shrunk.empty() && !plan_for(t, shrunk))) continue;
+      groups[target].members = std::move(grown);
+      groups[g].members = std::move(shrunk);
+      group_of[i] = target;
+    }
+  }
+  std::vector<Group> kept;
+  for (Group& g : groups)
+    if (!g.members.empty()) kept.push_back(std::move(g));
+  groups = std::move(kept);
+  std::fill(group_of.begin(), group_of.end(), -1);
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t i : groups[g].members) group_of[i] = static_cast<int>(g);
+}
+
 }  // namespace
 
 Trace fuse(const Trace& t, const PassContext& ctx) {
@@ -218,6 +265,7 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
     }
   }
   merge_groups(t, groups, group_of, producer, depends, segment);
+  sink_data_movers(t, groups, group_of, segment);
   // Build the fused symbols; a group without arithmetic, or that does not
   // plan, goes back to the other executors symbol by symbol.
   std::vector<ir::BoundSymbol> nodes;  // one per group or unfused symbol
