@@ -503,6 +503,12 @@ def _rope(x, cos, sin):
     ("strided_slices", lambda x: x[::2, 1::3].sin() * x[1::2, :-2:3], lambda: (torch.randn(10, 12),)),
     ("slice_of_broadcast", lambda x, b: (x + b)[:, 2:7] * 3, lambda: (torch.randn(6, 9), torch.randn(9))),
     ("int_cat", lambda a, b: torch.cat((a, b + 1), 0) * 3, lambda: (torch.arange(6).view(2, 3), torch.arange(9).view(3, 3))),
+    # Two cats along the innermost dim, parts ending at different places: the loop splits at 3, 5, 7 and 9.
+    ("two_innermost_cats", lambda a, b: torch.cat((a[:, :3], b, a[:, 3:]), 1) * torch.cat((b.cos(), a), 1),
+     lambda: (torch.randn(4, 7), torch.randn(4, 2))),
+    ("bf16_innermost_cats", lambda a, b: torch.cat((a[:, :3], b, a[:, 3:]), 1) * torch.cat((b.cos(), a), 1),
+     lambda: (torch.randn(4, 7).bfloat16(), torch.randn(4, 2).bfloat16())),
+    ("slice_of_an_innermost_cat", lambda a, b: torch.cat((a, b), 1)[:, 1:6].exp(), lambda: (torch.randn(3, 4), torch.randn(3, 4))),
 ])
 def test_slices_and_cats_fuse_into_one_kernel(name, fn, make):
     assert_matches_eager(fn, *make(), kernels=1)
@@ -526,11 +532,27 @@ def test_a_slice_feeding_a_reduction_is_not_fused_with_it():
     assert_matches_eager(fn, torch.randn(5, 9))
 
 
-def test_rope_over_narrow_dtypes_keeps_its_slices_outside_kernels():
-    x, cos, sin = (torch.randn(2, 3, 5, 16).to(torch.bfloat16), torch.randn(5, 16).to(torch.bfloat16),
-                   torch.randn(5, 16).to(torch.bfloat16))
-    assert_matches_eager(_rope, x, cos, sin)
-    assert "slice" not in _fused_symbols(_rope, x, cos, sin)  # 2-byte gathers would not vectorize
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_rope_over_any_dtype_is_one_kernel_with_its_innermost_loop_split_at_the_cat(dtype):
+    x, cos, sin = torch.randn(2, 3, 5, 16).to(dtype), torch.randn(5, 16).to(dtype), torch.randn(5, 16).to(dtype)
+    assert_matches_eager(_rope, x, cos, sin, kernels=1)
+    jitted = thunder.jit(_rope, executors=CPU)
+    with torch.no_grad():
+        jitted(x, cos, sin)
+    source = thunder.last_kernels(jitted)[0]["source"]
+    assert "for (int64_t i3 = 8LL; i3 < 16LL; ++i3)" in source  # the second part, read at a fixed offset
+
+
+def test_narrow_dtypes_keep_gathering_slices_and_1d_cats_outside_kernels():
+    x = torch.randn(6, 12).to(torch.bfloat16)
+    assert_matches_eager(lambda x: x[:, ::2].sin() * 2, x)  # a strided slice along the innermost dim
+    assert "slice" not in _fused_symbols(lambda x: x[:, ::2].sin() * 2, x)
+    a, b = torch.randn(5).to(torch.float16), torch.randn(7).to(torch.float16)
+    assert_matches_eager(lambda a, b: torch.cat((a.exp(), b * 2)) + 1, a, b)
+    assert "cat" not in _fused_symbols(lambda a, b: torch.cat((a.exp(), b * 2)) + 1, a, b)
+    # Along an outer dim, a cat of narrow dtypes reads contiguously, and fuses.
+    c, d = torch.randn(2, 8).to(torch.bfloat16), torch.randn(3, 8).to(torch.bfloat16)
+    assert_matches_eager(lambda c, d: torch.cat((c.exp(), d * 2), 0) + 1, c, d, kernels=1)
 
 
 def test_a_float16_product_rounds_before_the_add_that_follows():

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -234,7 +235,29 @@ class KernelWriter {
       std::vector<size_t> all(p_.outputs.size());
       for (size_t i = 0; i < all.size(); ++i) all[i] = i;
       const size_t keep = outer.size() > 1 ? outer.size() - 1 : 1;  // the parallel loops
-      if (!outer.empty() && streams(all, outer.back())) {
+      std::vector<int64_t> cuts = outer.size() > 1 ? innermost_cat_cuts() : std::vector<int64_t>{};
+      if (!cuts.empty()) {
+        // The innermost loop split where a cat along it changes part: one loop per piece, each reading
+        // its part at a fixed offset, contiguous (vectorizable for every dtype, no gathers or selects).
+        const int d = outer.back();
+        std::string text;
+        int64_t lo = 0;
+        cuts.push_back(p_.domain[d]);
+        for (int64_t hi : cuts) {
+          piece_ = {lo, hi};
+          Scope scope;
+          std::string stores;
+          for (size_t i : all) stores += store_line(p_.outputs[i], i, scope, "  ");
+          const std::string i = index(d);
+          text += "#pragma omp simd\nfor (int64_t " + i + " = " + std::to_string(lo) + "LL; " + i + " < " +
+                  std::to_string(hi) + "LL; ++" + i + ") {\n" + indent(scope.lines, "  ") + stores + "}\n";
+          lo = hi;
+        }
+        piece_.reset();
+        const std::vector<int> rest(outer.begin(), outer.end() - 1);
+        std::string pragma = total >= kGrain ? kParallelFor + collapse(rest.size()) + " schedule(static)" : "";
+        body = loops(rest, text, pragma, "  ", false);
+      } else if (!outer.empty() && streams(all, outer.back())) {
         std::string pragma = total >= kGrain ? kParallelFor + collapse(keep) + " schedule(static)" : "";
         body = streamed_loops(outer, all, nullptr, pragma, "  ");
       } else {
@@ -378,6 +401,23 @@ class KernelWriter {
     if (k < 0) k += t_.tensor(v).ndim();
     const int d = al[k];
     const auto& parts = b.args[0].items();
+    if (piece_ && d + 1 == static_cast<int>(p_.domain.size()) && index(d) == "i" + std::to_string(d)) {
+      // In a piece of the split innermost loop: one part, read at a fixed offset.
+      int64_t begin = 0;
+      for (const ir::Value& part : parts) {
+        const int64_t len = t_.tensor(part.proxy()).shape[k];
+        if (begin <= piece_->first && piece_->second <= begin + len) {
+          std::vector<std::pair<int, std::string>> remap;
+          if (begin != 0) remap.emplace_back(d, index(d) + " - " + std::to_string(begin) + "LL");
+          const std::string r = emit_at(part.proxy(), remap, scope);
+          scope.lines += "const " + T + " " + var(v) + " = " + r + ";\n";
+          scope.defined.insert(v);
+          return;
+        }
+        begin += len;
+      }
+      throw std::logic_error("cpu codegen: a piece of the innermost loop spans two parts of a cat");
+    }
     std::vector<std::string> values, bounds;
     int64_t begin = 0;
     for (const ir::Value& part : parts) {
@@ -476,6 +516,25 @@ class KernelWriter {
     if (r.nan_flag) result = "(" + nan + " ? (" + compute_type(dtype(v)) + ")NAN : " + result + ")";
     scope.lines += "const " + compute_type(dtype(v)) + " " + var(v) + " = " + round_to(dtype(v), result) + ";\n";
     scope.defined.insert(v);
+  }
+
+  // Where the parts of the cats along the innermost domain dim begin (inside the dim, sorted, distinct).
+  std::vector<int64_t> innermost_cat_cuts() const {
+    const int inner = static_cast<int>(p_.domain.size()) - 1;
+    std::set<int64_t> cuts;
+    for (const ir::BoundSymbol& b : p_.symbols) {
+      if (b.sym->name != "cat") continue;
+      int64_t k = b.args[1].as_int();
+      const ProxyId out = b.output.proxy();
+      if (k < 0) k += t_.tensor(out).ndim();
+      if (p_.align.at(out)[k] != inner) continue;
+      int64_t begin = 0;
+      for (const ir::Value& part : b.args[0].items()) {
+        begin += t_.tensor(part.proxy()).shape[k];
+        if (begin > 0 && begin < p_.domain[inner]) cuts.insert(begin);
+      }
+    }
+    return {cuts.begin(), cuts.end()};
   }
 
   // Whether the outputs `which` are written by streaming stores: one of them is large (kStreamBytes),
@@ -620,6 +679,7 @@ class KernelWriter {
   std::map<ProxyId, std::string> row_cache_;  // element-level value -> the row buffer holding it
   bool parallel_inner_ = false;
   bool streaming_ = false;  // some output is written with streaming stores
+  std::optional<std::pair<int64_t, int64_t>> piece_;  // the innermost loop's range, in a split loop
   std::vector<std::string> index_names_;  // per domain dim, the variable holding its index ("i2", or a remap's)
   int next_remap_ = 0;
 
