@@ -169,6 +169,17 @@ def test_large_outputs_are_streamed_out(dtype):
     torch.testing.assert_close(total, expected[1], rtol=rtol, atol=atol * 100)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_sin_and_cos_of_one_value_vectorize(dtype):
+    # GCC would merge them into one sincos call, which has no vector version (a scalar loop).
+    x = torch.randn(8, 64).to(dtype)
+    assert_matches_eager(lambda x: x.sin() * x.cos(), x, kernels=1)
+    jitted = thunder.jit(lambda x: x.sin() * x.cos(), executors=CPU)
+    with torch.no_grad():
+        jitted(x)
+    assert "thunder_sin" in thunder.last_kernels(jitted)[0]["source"]
+
+
 def test_nan_propagates_through_max_and_maximum():
     x = torch.randn(4, 8)
     x[1, 3] = float("nan")
