@@ -4,6 +4,8 @@ Inference only: the executor leaves symbols whose outputs require grad to
 torch, so every test here runs under torch.no_grad().
 """
 import os
+import re
+import subprocess
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import thunder
+from thunder import _core
 from thunder.executors import executor_sets
 from thunder.jit import compiled_graphs
 from thunder.testing import tolerance
@@ -104,7 +107,7 @@ def test_sum_of_ten_million_elements_is_within_float32_tolerance_of_float64():
 
 # ---- fused patterns, each one kernel ----
 
-@pytest.mark.parametrize("name,fn,make,kernels", [
+FUSED_PATTERNS = [
     ("softmax", lambda x: torch.softmax(x, -1), lambda: (torch.randn(33, 70),), 1),
     ("log_softmax", lambda x: torch.log_softmax(x, 1), lambda: (torch.randn(5, 64, 3),), 1),
     ("layer_norm", lambda x, w, b: F.layer_norm(x, (48,), w, b), lambda: (torch.randn(7, 48), torch.randn(48), torch.randn(48)), 1),
@@ -124,7 +127,10 @@ def test_sum_of_ten_million_elements_is_within_float32_tolerance_of_float64():
     ("reduce_all", lambda x: (x * x).mean(), lambda: (torch.randn(300, 20),), 1),
     ("zero_dim", lambda x, y: x * y + 1, lambda: (torch.tensor(3.0), torch.tensor(2.0)), 1),
     ("non_contiguous_input", lambda x: x.exp() + 1, lambda: (torch.randn(20, 30).t(),), 1),
-])
+]
+
+
+@pytest.mark.parametrize("name,fn,make,kernels", FUSED_PATTERNS)
 def test_fused_patterns_match_eager(name, fn, make, kernels):
     assert_matches_eager(fn, *make(), kernels=kernels)
 
@@ -497,6 +503,46 @@ def test_a_new_layout_of_the_same_shape_recompiles():
     with torch.no_grad():
         for x in (base, base.t(), base, base.t().contiguous(), base[:, :8], base[:8]):
             torch.testing.assert_close(jitted(x), fn(x))
+
+
+def _llama_rotary(positions, inv_freq, q):
+    freqs = positions[:, None].float() * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), -1)
+    half = q.shape[-1] // 2
+    return q * emb.cos() + torch.cat((-q[..., half:], q[..., :half]), -1) * emb.sin()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name,fn,make", [(p[0], p[1], p[2]) for p in FUSED_PATTERNS if p[0] != "zero_dim"] + [
+    ("llama_rotary", _llama_rotary, lambda: (torch.arange(64), torch.rand(32), torch.randn(4, 64, 64)))])
+def test_every_innermost_simd_loop_vectorizes(dtype, name, fn, make, tmp_path):
+    # GCC reports the loops it vectorized (-fopt-info-vec-optimized); a `#pragma omp simd` loop missing from the
+    # report runs scalar (as RoPE's cos/sin did, merged into a sincos call that has no vector version).
+    args = [a.to(dtype) if a.is_floating_point() else a for a in make()]
+    jitted = thunder.jit(fn, executors=CPU)
+    with torch.no_grad():
+        jitted(*args)
+    flags = [f for f in _core.default_compile_flags() if f not in ("-shared", "-w") and not f.startswith("-l")]
+    for k, kernel in enumerate(thunder.last_kernels(jitted)):
+        path = tmp_path / f"kernel{k}.cc"
+        path.write_text(kernel["source"])
+        report = subprocess.run(["g++", *flags, "-c", str(path), "-o", str(tmp_path / f"kernel{k}.o"),
+                                 "-fopt-info-vec-optimized"], capture_output=True, text=True, check=True).stderr
+        vectorized = {int(m) for m in re.findall(rf"{path.name}:(\d+):\d+: optimized: loop vectorized", report)}
+        lines = kernel["source"].splitlines()
+        missed = []
+        for i, line in enumerate(lines):  # GCC reports a loop at its pragma, its `for` or a line of its body
+            if not line.strip().startswith("#pragma omp simd"):
+                continue
+            end, depth = i + 1, 0
+            while True:
+                depth += lines[end].count("{") - lines[end].count("}")
+                if depth == 0:
+                    break
+                end += 1
+            if not any(i + 1 <= n <= end + 1 for n in vectorized):
+                missed.append(lines[i + 1].strip())
+        assert not missed, f"{name} ({dtype}): scalar loops {missed}"
 
 
 # ---- slices and cats inside kernels (index remapping) ----
