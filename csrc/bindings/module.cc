@@ -368,7 +368,7 @@ NB_MODULE(_core, m) {
     return nb::steal(capsule);
   }, nb::arg("shape"), nb::arg("dlpack_code"), nb::arg("bits"),
      "A DLPack capsule of an uninitialized contiguous CPU tensor of this shape and DLPack dtype (code: 0 int, 1 uint, "
-     "2 float, 4 bfloat, 6 bool), in a buffer of the output pool (2 MiB-aligned, transparent huge pages, reused once "
+     "2 float, 4 bfloat, 6 bool), in a buffer of the output pool (reused once "
      "freed); torch.utils.dlpack.from_dlpack(capsule) makes it a torch.Tensor.");
   m.def("buffer_pool_stats", [] {
     auto& pool = runtime::output_buffer_pool();

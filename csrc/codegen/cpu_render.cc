@@ -708,9 +708,6 @@ std::string cpu_prelude() {
 #include <cstring>
 #include <limits>
 #include <algorithm>
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
 
 // glibc's libmvec has vector versions of these; declaring them `omp declare simd`
 // lets the compiler vectorize loops that call them without -ffast-math
@@ -720,10 +717,10 @@ std::string cpu_prelude() {
   _Pragma("omp declare simd notinbranch") double name(double);
 extern "C" {
 THUNDER_VECTOR_MATH(exp) THUNDER_VECTOR_MATH(exp2) THUNDER_VECTOR_MATH(log) THUNDER_VECTOR_MATH(log2)
-THUNDER_VECTOR_MATH(log10) THUNDER_VECTOR_MATH(log1p) THUNDER_VECTOR_MATH(expm1) THUNDER_VECTOR_MATH(cos) THUNDER_VECTOR_MATH(tan) THUNDER_VECTOR_MATH(asin) THUNDER_VECTOR_MATH(acos)
-THUNDER_VECTOR_MATH(atan) THUNDER_VECTOR_MATH(sinh) THUNDER_VECTOR_MATH(cosh) THUNDER_VECTOR_MATH(tanh)
-THUNDER_VECTOR_MATH(asinh) THUNDER_VECTOR_MATH(acosh) THUNDER_VECTOR_MATH(atanh) THUNDER_VECTOR_MATH(erf)
-THUNDER_VECTOR_MATH(erfc)
+THUNDER_VECTOR_MATH(log10) THUNDER_VECTOR_MATH(log1p) THUNDER_VECTOR_MATH(expm1) THUNDER_VECTOR_MATH(cos)
+THUNDER_VECTOR_MATH(tan) THUNDER_VECTOR_MATH(asin) THUNDER_VECTOR_MATH(acos) THUNDER_VECTOR_MATH(atan)
+THUNDER_VECTOR_MATH(sinh) THUNDER_VECTOR_MATH(cosh) THUNDER_VECTOR_MATH(tanh) THUNDER_VECTOR_MATH(asinh)
+THUNDER_VECTOR_MATH(acosh) THUNDER_VECTOR_MATH(atanh) THUNDER_VECTOR_MATH(erf) THUNDER_VECTOR_MATH(erfc)
 // sin under another name: GCC merges a sin and a cos of one value into one sincos call, which has no vector
 // version (the loop then runs scalar: RoPE's cos/sin of the positions). The same symbols, const as without errno.
 #pragma omp declare simd notinbranch
@@ -763,7 +760,7 @@ static inline bool sign_bit(float x) { uint32_t b; std::memcpy(&b, &x, 4); retur
 static inline bool sign_bit(double x) { uint64_t b; std::memcpy(&b, &x, 8); return b >> 63; }
 // erf for float, within 2.5 ulp: |x| * P(x^2) below 1, Q(|x| - 2.46) up to 3.92, 1 above (where erf rounds
 // to 1.0f); the coefficients are least-squares fits made by tools/fit_erf.py. Branch-free, so loops calling
-// it vectorize: both polynomials are evaluated (20 FMAs), about 0.34 ns per element here, where glibc's
+// it vectorize: both polynomials are evaluated (18 FMAs), about 0.34 ns per element here, where glibc's
 // libmvec erff takes 0.53 ns (GELU spends most of its time in erf). NaN stays NaN; erf(+-inf) = +-1.
 static inline float thunder_erff(float x) {
   const float a = std::fabs(x), s = a * a, t = a - 2.46f;
@@ -780,36 +777,37 @@ static inline float thunder_erff(float x) {
 }
 // Copies `bytes` to dst with non-temporal stores (straight to memory, no read of the destination's lines);
 // the ends not aligned to a vector are copied as usual. stream_fence() orders them before later stores.
+// (GCC's builtins, not <immintrin.h>, whose parsing would double the compile time of a small kernel.)
+#if defined(__AVX512F__)
+typedef long long thunder_stream_t __attribute__((vector_size(64)));
+#define THUNDER_STREAM(d, v) __builtin_ia32_movntdq512((thunder_stream_t*)(d), v)
+#elif defined(__AVX__)
+typedef long long thunder_stream_t __attribute__((vector_size(32)));
+#define THUNDER_STREAM(d, v) __builtin_ia32_movntdq256((thunder_stream_t*)(d), v)
+#elif defined(__SSE2__)
+typedef long long thunder_stream_t __attribute__((vector_size(16)));
+#define THUNDER_STREAM(d, v) __builtin_ia32_movntdq((thunder_stream_t*)(d), v)
+#endif
 static inline void stream_bytes(void* dst, const void* src, int64_t bytes) {
   char* d = (char*)dst;
   const char* s = (const char*)src;
-#if defined(__AVX512F__) || defined(__AVX__) || defined(__SSE2__)
-#if defined(__AVX512F__)
-  constexpr int64_t W = 64;
-#elif defined(__AVX__)
-  constexpr int64_t W = 32;
-#else
-  constexpr int64_t W = 16;
-#endif
+#if defined(THUNDER_STREAM)
+  constexpr int64_t W = sizeof(thunder_stream_t);
   int64_t head = (int64_t)((W - ((uintptr_t)d & (W - 1))) & (W - 1));
   if (head > bytes) head = bytes;
   std::memcpy(d, s, head);
   d += head, s += head, bytes -= head;
   for (; bytes >= W; bytes -= W, d += W, s += W) {
-#if defined(__AVX512F__)
-    _mm512_stream_si512((__m512i*)d, _mm512_loadu_si512((const void*)s));
-#elif defined(__AVX__)
-    _mm256_stream_si256((__m256i*)d, _mm256_loadu_si256((const __m256i*)s));
-#else
-    _mm_stream_si128((__m128i*)d, _mm_loadu_si128((const __m128i*)s));
-#endif
+    thunder_stream_t v;
+    std::memcpy(&v, s, W);
+    THUNDER_STREAM(d, v);
   }
 #endif
   std::memcpy(d, s, bytes);
 }
 static inline void stream_fence() {
 #if defined(__SSE2__)
-  _mm_sfence();
+  __builtin_ia32_sfence();
 #endif
 }
 // Python's remainder: the result has the divisor's sign.

@@ -1,7 +1,5 @@
 #include "runtime/buffer_pool.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <new>
@@ -12,7 +10,7 @@ namespace thunder::runtime {
 BufferPool::~BufferPool() { clear(); }
 
 void* BufferPool::acquire(size_t bytes) {
-  // Size classes: whole pages below one huge page, whole huge pages from there on.
+  // Size classes: whole pages below 2 MiB, whole 2 MiB units from there on.
   const size_t align = bytes >= kAlignment ? kAlignment : kPage;
   const size_t size = (std::max<size_t>(bytes, 1) + align - 1) / align * align;
   {
@@ -30,7 +28,6 @@ void* BufferPool::acquire(size_t bytes) {
   }
   void* p = std::aligned_alloc(align, size);
   if (p == nullptr) throw std::bad_alloc();
-  if (align == kAlignment) madvise(p, size, MADV_HUGEPAGE);  // a hint: where THP is off, plain pages
   std::lock_guard<std::mutex> lock(mutex_);
   live_[p] = size;
   live_total_ += size;

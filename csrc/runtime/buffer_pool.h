@@ -4,9 +4,10 @@
 // takes a page fault per 4 KiB page, which costs as much as the kernel's own work (a 64 MiB output
 // here: about 16k faults and 25 ms, against about 5 ms to write the data; a 256 KiB one, freed and
 // unmapped after each call, adds about 7 us to a 40 us kernel). The pool hands out buffers of whole
-// pages (from 2 MiB on, aligned to 2 MiB and marked for transparent huge pages), and when the tensor
-// owning one is freed it keeps the buffer for the next output of the same size class, up to a limit
-// on the bytes it holds unused. Thread-safe: tensors are freed on any thread.
+// pages (from 2 MiB on, whole 2 MiB units), and when the tensor owning one is freed it keeps the
+// buffer for the next output of the same size class, up to a limit on the bytes it holds unused.
+// Thread-safe: tensors are freed on any thread. (Not marked for transparent huge pages: no faster once
+// the pages exist, and the kernel's compaction for them could stall a first write by 100 ms and more.)
 #pragma once
 
 #include <cstddef>
@@ -18,7 +19,7 @@ namespace thunder::runtime {
 
 class BufferPool {
  public:
-  static constexpr size_t kAlignment = size_t{2} << 20;  // one transparent huge page
+  static constexpr size_t kAlignment = size_t{2} << 20;  // the size-class unit of large buffers
   static constexpr size_t kPage = 4096;
 
   explicit BufferPool(size_t limit_bytes) : limit_(limit_bytes) {}
@@ -27,7 +28,7 @@ class BufferPool {
   BufferPool& operator=(const BufferPool&) = delete;
 
   /// A buffer of at least `bytes` bytes: rounded up to whole pages (kPage) below kAlignment bytes, to whole
-  /// huge pages (kAlignment, and marked for transparent huge pages) from there on. Throws std::bad_alloc.
+  /// kAlignment units from there on (aligned to kAlignment). Throws std::bad_alloc.
   void* acquire(size_t bytes);
   /// Takes back a buffer from acquire(): kept for reuse, or freed if the pool holds `limit` unused bytes.
   void release(void* buffer);

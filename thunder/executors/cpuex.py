@@ -39,7 +39,7 @@ def _index_error(name):
 
 
 #: Outputs of at least this many bytes come from the output buffer pool (``_core.pooled_capsule``): reused
-#: memory (huge pages from 2 MiB on) instead of fresh pages faulted in on first write. Smaller ones are
+#: memory instead of fresh pages faulted in on first write. Smaller ones are
 #: ``torch.empty_like`` of a prototype of their shape and dtype kept by the launcher (0.6 us here, where
 #: ``torch.empty(shape, dtype=...)`` takes 1.2 us to parse its arguments); malloc serves them without fresh pages.
 POOLED_OUTPUT_BYTES = 64 << 10
