@@ -186,6 +186,18 @@ def test_sin_and_cos_of_one_value_vectorize(dtype):
     assert "thunder_sin" in thunder.last_kernels(jitted)[0]["source"]
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("fn", [F.gelu, lambda x: F.gelu(x, approximate="tanh"), F.silu], ids=["gelu", "gelu_tanh", "silu"])
+def test_half_precision_activations_round_once_like_their_aten_kernels(dtype, fn):
+    # Rounding erf(x / sqrt 2) to float16 before adding 1 cancels to 0 below x = -3, where eager gives -1e-4.
+    x = torch.tensor([-4.0, -3.669921875, -3.0, -2.5, -0.01, 0.5, 2.048828125]).to(dtype)
+    with torch.no_grad():
+        expected = fn(x)
+    out, kernels = run_cpu(fn, x)
+    assert kernels == 1
+    torch.testing.assert_close(out, expected)
+
+
 def test_nan_propagates_through_max_and_maximum():
     x = torch.randn(4, 8)
     x[1, 3] = float("nan")

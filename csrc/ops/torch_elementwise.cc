@@ -29,17 +29,20 @@ void add_like(const std::string& name) {
                  });
 }
 
+// GELU and SiLU are one ATen kernel each, which computes a half-precision input in float32 and rounds once
+// (rounding erf(x / sqrt 2) to float16 before adding 1 would cancel to 0 below x = -3); so do these.
 Value gelu(Builder& b, const Args& a) {
-  const Value& x = a[0];
+  const DType d = tensor(b, "ltorch.gelu", a[0]).dtype;
+  const Value x = cast(b, a[0], opmath(d));
   const std::string& approximate = a[1].as_str();
   if (approximate == "none") {  // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
     Value cdf = b.torch("add", {b.torch("erf", {b.torch("mul", {x, num(M_SQRT1_2)})}), num(1.0)});
-    return b.torch("mul", {b.torch("mul", {x, num(0.5)}), cdf});
+    return cast(b, b.torch("mul", {b.torch("mul", {x, num(0.5)}), cdf}), d);
   }
   if (approximate == "tanh") {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
     Value cube = b.torch("mul", {b.torch("mul", {x, x}), x});
     Value inner = b.torch("mul", {b.torch("add", {x, b.torch("mul", {cube, num(0.044715)})}), num(M_2_SQRTPI * M_SQRT1_2)});
-    return b.torch("mul", {b.torch("mul", {x, num(0.5)}), b.torch("add", {b.torch("tanh", {inner}), num(1.0)})});
+    return cast(b, b.torch("mul", {b.torch("mul", {x, num(0.5)}), b.torch("add", {b.torch("tanh", {inner}), num(1.0)})}), d);
   }
   fail("ltorch.gelu", "argument 'approximate' must be 'none' or 'tanh', got '" + approximate + "'");
 }
@@ -84,7 +87,9 @@ void register_activations() {
   def_decomposed("gelu", kElementwise, {kInput, opt("approximate", Value(ir::Str{"none"}))}, gelu);
   def_decomposed("silu", kElementwise, {kInput, opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     if (a[1].as_bool()) throw NotNative("in-place silu");
-    return b.torch("mul", {a[0], b.torch("sigmoid", {a[0]})});
+    const DType d = tensor(b, "ltorch.silu", a[0]).dtype;
+    const Value x = cast(b, a[0], opmath(d));
+    return cast(b, b.torch("mul", {x, b.torch("sigmoid", {x})}), d);
   });
   def_decomposed("where", kElementwise, {req("condition"), kInput, req("other")}, [](Builder& b, const Args& a) {
     DType d = result_type(b, {a[1], a[2]});
