@@ -578,6 +578,8 @@ def _rope(x, cos, sin):
     ("bf16_innermost_cats", lambda a, b: torch.cat((a[:, :3], b, a[:, 3:]), 1) * torch.cat((b.cos(), a), 1),
      lambda: (torch.randn(4, 7).bfloat16(), torch.randn(4, 2).bfloat16())),
     ("slice_of_an_innermost_cat", lambda a, b: torch.cat((a, b), 1)[:, 1:6].exp(), lambda: (torch.randn(3, 4), torch.randn(3, 4))),
+    # An empty part has no element to read, and maybe no memory (its data pointer can be null).
+    ("cat_with_an_empty_part", lambda a, b: torch.cat((a, b), 0) * 2, lambda: (torch.empty(0, 5), torch.randn(3, 5))),
 ])
 def test_slices_and_cats_fuse_into_one_kernel(name, fn, make):
     assert_matches_eager(fn, *make(), kernels=1)

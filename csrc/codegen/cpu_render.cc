@@ -423,12 +423,14 @@ class KernelWriter {
     int64_t begin = 0;
     for (const ir::Value& part : parts) {
       const int64_t len = t_.tensor(part.proxy()).shape[k];
+      if (len == 0) continue;  // an empty part has no element to read (and maybe no memory)
       std::string i = "std::min<int64_t>(std::max<int64_t>(" + index(d) + " - " + std::to_string(begin) + "LL, 0), " +
                       std::to_string(len - 1) + "LL)";
       values.push_back(emit_at(part.proxy(), {{d, i}}, scope));
       begin += len;
       bounds.push_back(std::to_string(begin) + "LL");
     }
+    if (values.empty()) values.push_back("(" + T + ")0"), bounds.push_back("0LL");  // every part empty: no element
     std::string e = values.back();
     for (size_t j = values.size() - 1; j-- > 0;) e = "(" + index(d) + " < " + bounds[j] + " ? " + values[j] + " : " + e + ")";
     scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
