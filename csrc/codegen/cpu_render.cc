@@ -40,6 +40,11 @@ constexpr int64_t kStreamChunkBytes = 4096;
 
 bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 
+// Prims that only change how their (first) operand is indexed: the operand's value, unrounded.
+bool is_index_only(const std::string& op) {
+  return op == "alias" || op == "broadcast_in_dim" || op == "reshape" || op == "squeeze";
+}
+
 // The C++ type a value is computed in.
 std::string compute_type(DType d) {
   switch (d) {
@@ -162,7 +167,7 @@ std::string expression(const std::string& op, DType out, DType in, const std::ve
   if (op == "logical_xor") return "((" + a + " != 0) != (" + b() + " != 0))";
   if (op == "where") return "(" + a + " ? " + b() + " : " + x.at(2) + ")";
   if (op == "convert_element_type") return out == DType::Bool ? "(" + a + " != 0)" : "(" + T + ")(" + a + ")";
-  if (op == "alias" || op == "broadcast_in_dim" || op == "reshape" || op == "squeeze") return a;
+  if (is_index_only(op)) return a;
   throw std::logic_error("cpu codegen: no expression for prims." + op);
 }
 
@@ -359,7 +364,7 @@ class KernelWriter {
     for (size_t i = 0; i < b.args.size(); ++i) {
       const ir::Value& a = b.args[i];
       if (op == "convert_element_type" && i == 1) break;
-      if ((op == "broadcast_in_dim" || op == "reshape" || op == "squeeze") && i > 0) break;
+      if (is_index_only(op) && i > 0) break;
       if (a.is_proxy()) {
         emit(a.proxy(), scope);
         operands.push_back(var(a.proxy()));
@@ -373,8 +378,7 @@ class KernelWriter {
     std::string e = op == "pow" && b.args[1].is_number() ? small_power(operands[0], b.args[1].as_double(), compute_type(dtype(v)))
                                                          : "";
     if (e.empty()) e = expression(op, dtype(v), in_dtype, operands);
-    if (is_half(dtype(v)) && op != "alias" && op != "broadcast_in_dim" && op != "reshape" && op != "squeeze")
-      e = round_to(dtype(v), e);
+    if (is_half(dtype(v)) && !is_index_only(op)) e = round_to(dtype(v), e);
     scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
     scope.defined.insert(v);
   }
@@ -499,8 +503,6 @@ class KernelWriter {
         row_cache_[w] = buf;
       }
     }
-    std::string body = inner.lines + row_stores + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n";
-    if (r.nan_flag) body += nan + " |= " + var(in) + " != " + var(in) + ";\n";
     std::vector<int> dims;
     for (size_t d = 0; d < p_.domain.size(); ++d)
       if (p_.reduced[d]) dims.push_back(static_cast<int>(d));
@@ -511,6 +513,8 @@ class KernelWriter {
     if (!parallel_inner_ && ir::is_floating(dtype(in)) && innermost >= kLaneMinimum) {
       scope.lines += lane_reduction(r, v, dims, inner.lines + row_stores, var(in));
     } else {
+      std::string body = inner.lines + row_stores + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n";
+      if (r.nan_flag) body += nan + " |= " + var(in) + " != " + var(in) + ";\n";
       scope.lines += r.acc_type + " " + acc + " = " + r.init + ";\n";
       if (r.nan_flag) scope.lines += "int " + nan + " = 0;\n";
       scope.lines += loops(dims, body, pragma, "", true, "#pragma omp simd" + clause);

@@ -136,9 +136,9 @@ Value sdpa(Builder& b, const Args& a) {
   return cast(b, b.torch("matmul", {probs, vs}), d);
 }
 
-// Class-index targets only; the mean divides by the total weight of non-ignored targets.
 }  // namespace
 
+// Class-index targets only; the mean divides by the total weight of non-ignored targets.
 Value nll_loss_of(Builder& b, const Value& logp, const Value& target, const Value& weight, const Value& ignore_index,
                   const std::string& reduction) {
   const TensorMeta im = b.meta(logp), tm = b.meta(target);

@@ -24,6 +24,17 @@ struct Group {
   std::vector<size_t> members;  // indices into the trace's symbols, in order
 };
 
+// Drops the emptied groups and renumbers group_of (symbol index -> group, or -1) to match.
+void compact(std::vector<Group>& groups, std::vector<int>& group_of) {
+  std::vector<Group> kept;
+  for (Group& g : groups)
+    if (!g.members.empty()) kept.push_back(std::move(g));
+  groups = std::move(kept);
+  std::fill(group_of.begin(), group_of.end(), -1);
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t i : groups[g].members) group_of[i] = static_cast<int>(g);
+}
+
 // The values of `members` read after them (by other symbols or as trace outputs).
 std::set<ProxyId> live_out(const Trace& t, const std::vector<size_t>& members) {
   std::set<ProxyId> produced, used_outside;
@@ -126,10 +137,7 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
     }
   }
   }
-  std::vector<Group> kept;
-  for (Group& g : groups)
-    if (!g.members.empty()) kept.push_back(std::move(g));
-  groups = std::move(kept);
+  compact(groups, group_of);
 }
 
 // Moves a data mover (a broadcast, reshape, ... of no arithmetic) from the kernel that computes its input
@@ -138,9 +146,6 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
 // Llama's RoPE cos/sin, broadcast per layer, otherwise left the first layer's kernel as eight copies.)
 void sink_data_movers(const Trace& t, std::vector<Group>& groups, std::vector<int>& group_of,
                       const std::vector<int>& segment) {
-  std::fill(group_of.begin(), group_of.end(), -1);  // (merging renumbered the groups)
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (size_t i : groups[g].members) group_of[i] = static_cast<int>(g);
   std::unordered_map<ProxyId, std::vector<size_t>> readers;
   for (size_t i = 0; i < t.symbols.size(); ++i)
     for (ProxyId id : t.symbols[i].input_proxies()) readers[id].push_back(i);
@@ -170,13 +175,7 @@ void sink_data_movers(const Trace& t, std::vector<Group>& groups, std::vector<in
       group_of[i] = target;
     }
   }
-  std::vector<Group> kept;
-  for (Group& g : groups)
-    if (!g.members.empty()) kept.push_back(std::move(g));
-  groups = std::move(kept);
-  std::fill(group_of.begin(), group_of.end(), -1);
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (size_t i : groups[g].members) group_of[i] = static_cast<int>(g);
+  compact(groups, group_of);
 }
 
 }  // namespace

@@ -50,10 +50,10 @@ _DLPACK_DTYPES = {torch.bool: 6, torch.bfloat16: 4, torch.float16: 2, torch.floa
 
 def _allocation(name, shape, dtype, namespace):
     """The launcher's expression for a fresh, uninitialized output tensor (adding what it needs to namespace)."""
-    prototype = torch.empty(tuple(shape), dtype=dtype)
-    if prototype.nbytes >= POOLED_OUTPUT_BYTES and dtype in _DLPACK_DTYPES:
-        return f"from_dlpack(pooled({tuple(shape)}, {_DLPACK_DTYPES[dtype]}, {prototype.element_size() * 8}))"
-    namespace[f"prototype_{name}"] = prototype
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if math.prod(shape) * itemsize >= POOLED_OUTPUT_BYTES and dtype in _DLPACK_DTYPES:
+        return f"from_dlpack(pooled({tuple(shape)}, {_DLPACK_DTYPES[dtype]}, {itemsize * 8}))"
+    namespace[f"prototype_{name}"] = torch.empty(tuple(shape), dtype=dtype)
     return f"empty_like(prototype_{name})"
 
 
