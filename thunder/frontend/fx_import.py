@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from thunder import _core
 from thunder.core import dtypes
 from thunder.core.log import logger
+from thunder.frontend import global_state
 
 
 class UnsupportedGraph(Exception):
@@ -144,7 +145,12 @@ _MUTATING_OPERATORS = {operator.setitem, operator.delitem, operator.iadd, operat
 
 
 def _has_effect(node, name):
+    """Whether an opaque node may change something besides its result: it mutates an argument (in-place
+    methods, ``out=``, augmented assignment), draws random numbers, or returns nothing that is used -- a call
+    made for what it does, not for its value (``torch._C._set_grad_enabled(False)``, ``torch._assert``)."""
     if node.op == "call_function" and node.target in _MUTATING_OPERATORS:
+        return True
+    if node.meta.get("example_value") is None and not node.users:
         return True
     short = name.rsplit(".", 1)[-1]
     if short.endswith("_") and not short.endswith("__"):
@@ -306,6 +312,11 @@ class _Importer:
             base = self.env.get(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
             if isinstance(base, (tuple, list)):
                 return base[node.args[1]]
+        if node.op == "call_function" and node.target in global_state.CALLEES:
+            return self._global_state(node)
+        if "example_value" in node.meta and node.meta["example_value"] is None and node.users:
+            raise UnsupportedGraph(f"{_target_name(node)} returns a Python object that later ops use "
+                                   "(a trace holds only tensors and numbers)")
         kind = "method" if node.op == "call_method" else "function"
         name = _METHODS.get(node.target) if kind == "method" else _FUNCTIONS.get(node.target)
         if name is not None:
@@ -352,6 +363,16 @@ class _Importer:
                 self.builder.pop_symbol()
                 raise _core.NotNative(f"metadata mismatch: core says {(dtype, shape, device)}, Dynamo says {want}")
             self.builder.set_requires_grad(proxy, bool(e.requires_grad))
+
+    def _global_state(self, node):
+        """A call that sets grad mode, inference mode or autocast: an effect, in place (see global_state)."""
+        callee = global_state.CALLEES[node.target]
+        if callee.startswith("global_state."):
+            self.namespace["global_state"] = global_state
+        exit_call = node.target in global_state.EXITS  # its argument is the enter's context object
+        args = [] if exit_call else self._unwrap(self._arg(list(node.args)))
+        kwargs = {} if exit_call else {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
+        return self.builder.opaque(callee, args, kwargs, None, True)
 
     def _opaque(self, node):
         target = node.target
