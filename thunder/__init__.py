@@ -27,17 +27,28 @@ def jit(fn, *, executors=None, passes=None):
 
     Args:
         fn: a Python function or method using torch, or an ``nn.Module``.
-        executors: :class:`thunder.executors.Executor` list in priority order
-            (default: ``thunder.executors.default_executors()``).
+        executors: the executors, in priority order: ``None`` (the default,
+            ``thunder.executors.default_executors()``: the CPU fusion executor, then torch);
+            an executor set's name (``"cpu"`` or ``"torch"``, see ``thunder.executors.executor_sets()``);
+            or a list of :class:`thunder.executors.Executor` objects and executor names
+            (``["cpu", "torch"]``).
         passes: names of the core passes to run, in order (default
-            ``thunder.core.options.DEFAULT_PASSES``).
+            ``thunder.core.options.DEFAULT_PASSES``; the names are ``thunder._core.pass_names()``).
+            Each runs at most once, ``"fusion"`` needs ``"claim"`` before it, ``"release"`` runs last.
     Returns:
         :class:`ThunderModule` for a module, :class:`ThunderFunction` otherwise.
     Raises:
-        TypeError: ``fn`` is not callable.
+        TypeError: ``fn`` is not callable; ``executors`` or ``passes`` is of the wrong type
+            (``passes="dce"`` included: a list of names is expected).
+        ValueError: an unknown executor or pass name (the message lists the valid ones), or a pass
+            order the pipeline cannot run (the message names the rule).
 
     Data-dependent Python control flow becomes a graph break (that part runs in
     Python); a new input shape, dtype or device recompiles.
+
+    Example::
+
+        jitted = thunder.jit(model, executors="torch", passes=("cse", "dce", "claim"))
     """
     if isinstance(fn, ThunderFunction | ThunderModule):
         return fn
@@ -48,27 +59,55 @@ def jit(fn, *, executors=None, passes=None):
     return ThunderFunction(fn, executors, passes)
 
 
+def _state_of(jitted, caller):
+    """The JitState of what thunder.jit returned; TypeError naming ``caller`` for anything else."""
+    if not isinstance(jitted, ThunderFunction | ThunderModule):
+        name = getattr(jitted, "__qualname__", None) or type(jitted).__name__
+        raise TypeError(f"thunder.{caller}: {name} is not a thunder-jitted callable (pass what thunder.jit returned)")
+    return jitted._state
+
+
+def _compiled_graphs(jitted, caller):
+    _state_of(jitted, caller)
+    graphs = compiled_graphs(jitted)
+    if not graphs:
+        raise LookupError(f"thunder.{caller}: no graph has been compiled yet (call the jitted function first)")
+    return graphs
+
+
 def last_traces(jitted, graph: int = -1):
     """Every trace of one compiled graph, in pipeline order (the import, then one per pass).
 
     Each is printable (``print(t)`` gives a runnable Python program) and has
-    ``.provenance`` and ``.python_callable()``. ``graph`` indexes the compiled
-    graphs (default: the most recent). Raises LookupError if nothing was compiled.
+    ``.provenance`` and ``.python_callable()``.
+
+    Args:
+        jitted: what :func:`jit` returned.
+        graph: index into the compiled graphs (default: the most recent).
+    Raises:
+        TypeError: ``jitted`` is not a thunder-jitted callable.
+        LookupError: nothing was compiled yet.
+        IndexError: no compiled graph has that index.
     """
-    graphs = compiled_graphs(jitted)
-    if not graphs:
-        raise LookupError("thunder.last_traces: no graph has been compiled yet (call the jitted function first)")
-    return list(graphs[graph].traces)
+    return list(_compiled_graphs(jitted, "last_traces")[graph].traces)
 
 
 def compile_stats(jitted) -> CompileStats:
-    """Calls, cache hits/misses, graph breaks, and per graph its compile time and pass times (seconds)."""
-    s = jitted._state
+    """Calls, cache hits/misses, graph breaks, and per graph its compile time and pass times (seconds).
+
+    Each graph is a dict: ``index``, ``compiled`` (False for a graph thunder could not compile, which
+    runs with torch as Dynamo captured it), ``reason`` (why it runs uncompiled; None if compiled),
+    ``calls``, ``compile_seconds`` and ``pass_seconds``.
+
+    Raises:
+        TypeError: ``jitted`` is not a thunder-jitted callable.
+    """
+    s = _state_of(jitted, "compile_stats")
     graphs = []
     for g in s.graphs:
         compiled = not isinstance(g, _dynamo.EagerGraph)
-        graphs.append({"index": g.index, "compiled": compiled, "calls": g.calls,
-                       "compile_seconds": g.compile_seconds if compiled else None,
+        graphs.append({"index": g.index, "compiled": compiled, "reason": None if compiled else g.reason,
+                       "calls": g.calls, "compile_seconds": g.compile_seconds if compiled else None,
                        "pass_seconds": dict(g.pass_seconds) if compiled else {}})
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks))
 
@@ -81,11 +120,14 @@ def last_kernels(jitted, graph: int = -1):
     ``executor``, ``source`` (the C++ translation unit), ``command`` (the
     compiler command line; "" when loaded from the disk cache), ``path`` (the
     cached shared object), ``cache_hit`` and ``compile_seconds``. Empty if the
-    graph has no fusions. Raises LookupError if nothing was compiled.
+    graph has no fusions.
+
+    Raises:
+        TypeError: ``jitted`` is not a thunder-jitted callable.
+        LookupError: nothing was compiled yet.
+        IndexError: no compiled graph has that index.
     """
-    graphs = compiled_graphs(jitted)
-    if not graphs:
-        raise LookupError("thunder.last_kernels: no graph has been compiled yet (call the jitted function first)")
     return [{"executor": name, "source": source, "command": module.command, "path": module.path,
              "cache_hit": module.cache_hit, "compile_seconds": module.compile_seconds}
-            for name, units in graphs[graph].kernels.items() for module, source in units]
+            for name, units in _compiled_graphs(jitted, "last_kernels")[graph].kernels.items()
+            for module, source in units]

@@ -8,8 +8,8 @@ import torch.nn as nn
 
 from thunder.core.compile import CompiledGraph
 from thunder.core.log import logger
-from thunder.core.options import DEFAULT_PASSES
-from thunder.executors import default_executors
+from thunder.core.options import check_passes
+from thunder.executors import resolve_executors
 from thunder.frontend.dynamo import MISS, EagerGraph, FastPath, JitState, current_state, thunder_backend
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
@@ -29,7 +29,9 @@ class _Jitted:
     """Shared by ThunderFunction and ThunderModule: the Dynamo-compiled callable and its state."""
 
     def _setup(self, target, name, executors, passes):
-        self._state = JitState(name, list(executors or default_executors()), tuple(passes or DEFAULT_PASSES))
+        # Checked here, at thunder.jit time: a bad executor or pass list would otherwise surface only inside the
+        # backend, where every graph would fall back to eager.
+        self._state = JitState(name, resolve_executors(executors), check_passes(passes))
         backend = functools.partial(thunder_backend, state=self._state)
         self._compiled = torch.compile(target, backend=backend, dynamic=False)
         self._signature_fn = target.forward if isinstance(target, nn.Module) else target
@@ -102,7 +104,10 @@ class _Jitted:
 
     def _report(self):
         s = self._state
-        lines = [f"thunder.jit({s.name}): {s.calls} calls, {len(s.graphs)} graphs compiled, "
+        uncompiled = sum(isinstance(g, EagerGraph) for g in s.graphs)
+        graphs = f"{len(s.graphs)} graphs compiled" if not uncompiled else \
+            f"{len(s.graphs)} graphs captured, {len(s.graphs) - uncompiled} compiled, {uncompiled} run UNCOMPILED"
+        lines = [f"thunder.jit({s.name}): {s.calls} calls, {graphs}, "
                  f"cache {s.cache_hits} hits / {s.cache_misses} misses",
                  "executors: " + ", ".join(e.name for e in s.executors)]
         breaks = list(dict.fromkeys(str(b) for b in s.graph_breaks))
@@ -112,7 +117,8 @@ class _Jitted:
             lines.append("no graph was captured: every call ran eagerly (see the graph breaks above)")
         for g in s.graphs:
             if isinstance(g, EagerGraph):
-                lines.append(f"graph {g.index}: runs with torch as captured ({g.reason}); called {g.calls} times")
+                lines.append(f"graph {g.index}: UNCOMPILED, runs with torch as Dynamo captured it; called {g.calls} "
+                             f"times; reason: {g.reason}")
                 continue
             opaque = f", {len(g.fallbacks)} ops opaque" if g.fallbacks else ""
             lines.append(f"graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, "
@@ -219,5 +225,10 @@ class CompileStats:
     calls: int
     cache_hits: int
     cache_misses: int
-    graphs: list          # dicts: index, compiled (bool), compile_seconds, pass_seconds, calls
+    graphs: list          # dicts: index, compiled (bool), reason (str, or None if compiled), calls, compile_seconds, pass_seconds
     graph_breaks: list    # GraphBreak
+
+    @property
+    def uncompiled(self):
+        """The graphs that run with torch as Dynamo captured them (dicts as in ``graphs``), each with its reason."""
+        return [g for g in self.graphs if not g["compiled"]]

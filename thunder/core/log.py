@@ -14,13 +14,21 @@ _file_handler = None
 
 
 def set_log_level(level: LogLevel) -> None:
-    """Sets how much thunder logs (a :class:`thunder.core.options.LogLevel` or a logging level int).
+    """Sets how much thunder logs.
 
+    Args:
+        level: a :class:`thunder.core.options.LogLevel`, or a standard :mod:`logging` level int
+            from 0 (``logging.NOTSET``: everything) to 50 (``logging.CRITICAL``); TRACE is 5.
     Raises:
-        TypeError: ``level`` is not a LogLevel or an int.
+        TypeError: ``level`` is not a LogLevel or an int (a bool is neither).
+        ValueError: ``level`` is an int outside 0..50.
     """
-    if not isinstance(level, int):
-        raise TypeError(f"thunder.set_log_level: expected a thunder.core.options.LogLevel, got {type(level).__name__}")
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise TypeError("thunder.set_log_level: expected a thunder.core.options.LogLevel or a logging level int, "
+                        f"got {type(level).__name__}: {level!r}")
+    if not logging.NOTSET <= level <= logging.CRITICAL:
+        raise ValueError(f"thunder.set_log_level: {level} is not a logging level (expected {logging.NOTSET} to "
+                         f"{logging.CRITICAL}: {', '.join(f'{m.name} = {m.value}' for m in LogLevel)})")
     logger.setLevel(int(level))
 
 

@@ -24,3 +24,52 @@ class LogLevel(enum.IntEnum):
 
 #: Passes run on every captured graph, in order (names from thunder._core.pass_names()).
 DEFAULT_PASSES = ("cse", "constant_folding", "dce", "claim", "fusion", "release")
+
+#: What the pipeline requires of a pass list, beyond known names each at most once: (pass, rule, check).
+#: "fusion" groups what "claim" gave a fusion executor (before claim, nothing is claimed: it would do nothing);
+#: "release" inserts ``del`` symbols that no other pass knows (a later pass would fuse or fold across them).
+_PASS_ORDER_RULES = (
+    ("fusion", "'fusion' needs 'claim' before it (it groups what claiming gave a fusion executor)",
+     lambda p: p.index("claim") < p.index("fusion") if "claim" in p else False),
+    ("release", "'release' must be the last pass (no other pass knows the del symbols it inserts)",
+     lambda p: p[-1] == "release"),
+)
+
+
+def check_passes(passes):
+    """The pass list ``thunder.jit(..., passes=...)`` asks for, checked.
+
+    Args:
+        passes: ``None`` (:data:`DEFAULT_PASSES`) or a list or tuple of pass names from
+            ``thunder._core.pass_names()``, in the order to run them (empty: no pass runs).
+    Returns:
+        The passes as a tuple.
+    Raises:
+        TypeError: ``passes`` is a string (a sequence of names is expected, e.g. ``("dce",)``), not a
+            list or tuple, or holds something other than strings.
+        ValueError: an unknown pass (the message lists the valid ones); a pass listed twice; an order the
+            pipeline cannot run: ``"fusion"`` before ``"claim"`` or without it, ``"release"`` not last.
+    """
+    from thunder import _core
+
+    if passes is None:
+        return DEFAULT_PASSES
+    if isinstance(passes, str):
+        raise TypeError(f"thunder.jit: passes must be a list or tuple of pass names, e.g. ({passes!r},); "
+                        f"got the string {passes!r}")
+    if not isinstance(passes, (list, tuple)):
+        raise TypeError(f"thunder.jit: passes must be a list or tuple of pass names, got {type(passes).__name__}")
+    valid = list(_core.pass_names())
+    for name in passes:
+        if not isinstance(name, str):
+            raise TypeError(f"thunder.jit: pass names are strings, got {type(name).__name__}: {name!r}")
+        if name not in valid:
+            raise ValueError(f"thunder.jit: unknown pass {name!r}; valid passes: {', '.join(valid)} "
+                             f"(default order: {', '.join(DEFAULT_PASSES)})")
+        if passes.count(name) > 1:
+            raise ValueError(f"thunder.jit: pass {name!r} is listed {passes.count(name)} times; each runs at most once")
+    passes = tuple(passes)
+    for name, rule, ok in _PASS_ORDER_RULES:
+        if name in passes and not ok(passes):
+            raise ValueError(f"thunder.jit: invalid pass order {list(passes)}: {rule}")
+    return passes

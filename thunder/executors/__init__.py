@@ -42,3 +42,61 @@ def executor_sets():
     from thunder.executors.torchex import torch_executor
 
     return {"torch": [torch_executor], "cpu": [cpu_executor, torch_executor]}
+
+
+def executors_by_name():
+    """Every executor thunder offers, by its name: {"cpu": the CPU fusion executor, "torch": the torch executor}."""
+    from thunder.executors.cpuex import cpu_executor
+    from thunder.executors.torchex import torch_executor
+
+    return {ex.name: ex for ex in (cpu_executor, torch_executor)}
+
+
+def resolve_executors(executors):
+    """The executor list ``thunder.jit(..., executors=...)`` asks for, checked.
+
+    Args:
+        executors: ``None`` (:func:`default_executors`); the name of an executor set of
+            :func:`executor_sets` (``"cpu"``: the CPU fusion executor, then torch; ``"torch"``);
+            an :class:`Executor`; or a list or tuple of executors and executor names
+            (``"cpu"``, ``"torch"``, see :func:`executors_by_name`), in priority order.
+    Returns:
+        A new list of :class:`Executor`, in priority order.
+    Raises:
+        TypeError: ``executors`` (or an item of it) is neither an Executor nor a name.
+        ValueError: an unknown name (the message lists the valid ones); an empty list; an executor
+            listed twice; only fusion executors (a fusion executor runs only what it fuses: the
+            list needs one that runs everything else, such as ``"torch"``).
+    """
+    if executors is None:
+        return list(default_executors())
+    if isinstance(executors, str):
+        sets = executor_sets()
+        if executors not in sets:
+            raise ValueError(f"thunder.jit: unknown executor set {executors!r}; valid names: "
+                             f"{', '.join(map(repr, sets))}")
+        return list(sets[executors])
+    if isinstance(executors, Executor):
+        executors = [executors]
+    if not isinstance(executors, (list, tuple)):
+        raise TypeError("thunder.jit: executors must be an Executor, an executor name, or a list of those, "
+                        f"got {type(executors).__name__}")
+    by_name, out = executors_by_name(), []
+    for ex in executors:
+        if isinstance(ex, str):
+            if ex not in by_name:
+                raise ValueError(f"thunder.jit: unknown executor {ex!r}; valid names: {', '.join(map(repr, by_name))} "
+                                 "(or pass an Executor)")
+            ex = by_name[ex]
+        elif not isinstance(ex, Executor):
+            raise TypeError(f"thunder.jit: executors must be Executors or executor names "
+                            f"({', '.join(map(repr, by_name))}), got {type(ex).__name__}: {ex!r}")
+        if any(e.name == ex.name for e in out):
+            raise ValueError(f"thunder.jit: executor {ex.name!r} is listed twice")
+        out.append(ex)
+    if not out:
+        raise ValueError("thunder.jit: executors is empty; pass None for the default executors")
+    if all(ex.fusion for ex in out):
+        raise ValueError(f"thunder.jit: {', '.join(e.name for e in out)} only run what they fuse; add an executor "
+                         "that runs everything else, e.g. executors=['cpu', 'torch']")
+    return out

@@ -9,6 +9,7 @@ import dis
 import inspect
 import linecache
 import logging
+import re
 import traceback
 import types
 from dataclasses import dataclass, field
@@ -41,12 +42,16 @@ class GraphBreak:
 
 @dataclass
 class EagerGraph:
-    """A captured graph thunder could not compile; it runs as Dynamo captured it, with torch."""
+    """A captured graph thunder could not compile; it runs as Dynamo captured it, with torch.
+
+    ``reason`` is the error's type and the first line of its message; ``detail`` the whole message
+    (a compiler's output, for instance)."""
 
     index: int
     reason: str
     gm: object = field(repr=False)
     calls: int = 0
+    detail: str = field(default="", repr=False)
 
 
 @dataclass
@@ -69,23 +74,72 @@ GLOBAL_STATE = JitState("torch.compile(backend='thunder')", default_executors())
 current_state = contextvars.ContextVar("thunder_jit_state", default=None)
 
 
-def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState = None):
+#: The causes of fallbacks already warned about in this process (see _fallback_cause).
+_warned_causes = set()
+#: The torch.compile options already warned about (mode, options), as their repr.
+_warned_options = set()
+
+
+def _fallback_cause(error):
+    """What makes two fallbacks "the same" for warning once: the error's type and its errno (an OSError's, or
+    "errno N" / "[Errno N]" in its message), else its message's first line with paths and numbers blanked
+    (a kernel that fails to compile is kept under a new name each time)."""
+    errno = getattr(error, "errno", None) if isinstance(error, OSError) else None
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if errno is None:
+        match = re.search(r"errno[ =:]*(\d+)", first, re.IGNORECASE)
+        errno = int(match.group(1)) if match else None
+    if errno is not None:
+        return type(error).__name__, f"errno {errno}"
+    return type(error).__name__, re.sub(r"\d+", "N", re.sub(r"(?:[\w.~-]*/)+[\w.-]*", "<path>", first))
+
+
+def _report_fallback(state, index, error):
+    """Logs that a graph runs uncompiled: a WARNING the first time this process sees its cause (see
+    _fallback_cause), DEBUG after that, so a cache directory that cannot be written does not warn on every
+    recompile. A graph the importer declines as a whole (UnsupportedGraph) is logged at INFO."""
+    reason = f"{type(error).__name__}: {error}"
+    if isinstance(error, UnsupportedGraph):
+        logger.info("thunder: graph %d of %s runs with torch as captured: %s", index, state.name, reason)
+        return
+    cause = _fallback_cause(error)
+    if cause in _warned_causes:
+        logger.debug("thunder: graph %d of %s runs with torch as captured (again): %s", index, state.name, reason)
+    else:
+        _warned_causes.add(cause)
+        logger.warning("thunder: graph %d of %s runs with torch as captured: %s\n  (warned once per cause, later "
+                       "ones at DEBUG; print(jitted) lists every graph that runs uncompiled)", index, state.name, reason)
+    logger.debug("%s", traceback.format_exc())
+
+
+def _warn_ignored_options(options):
+    """torch.compile's mode= and options= are Inductor's: thunder ignores them, saying so once per value."""
+    key = repr(sorted(options.items()))
+    if key not in _warned_options:
+        _warned_options.add(key)
+        logger.warning("thunder: the thunder backend ignores torch.compile's %s (they configure Inductor)",
+                       ", ".join(f"{k}={v!r}" for k, v in sorted(options.items())))
+
+
+def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState = None, **options):
     """The Dynamo backend: compiles one FX graph and returns a callable with gm's calling convention.
 
     Never raises: a graph thunder cannot compile runs with torch as captured
-    (and ``print(jitted)`` says why).
+    (and ``print(jitted)`` and ``thunder.compile_stats`` say why). ``options`` are what
+    ``torch.compile(..., mode=..., options=...)`` passes on; like the ``eager`` backend,
+    thunder ignores them, with a warning once per distinct value.
     """
+    if options:
+        _warn_ignored_options(options)
     state = state or current_state.get() or GLOBAL_STATE
     index = len(state.graphs)
     try:
         compiled = compile_trace(import_graph(gm, example_inputs), state.executors, state.passes, index)
     except Exception as e:  # noqa: BLE001 -- any failure means: run this graph with torch
-        expected = isinstance(e, UnsupportedGraph)
-        (logger.info if expected else logger.warning)(
-            "thunder: graph %d of %s runs with torch as captured: %s: %s", index, state.name, type(e).__name__, e)
-        if not expected:
-            logger.debug("%s", traceback.format_exc())
-        eager = EagerGraph(index, f"{type(e).__name__}: {e}", gm)
+        _report_fallback(state, index, e)
+        message = str(e).strip()
+        eager = EagerGraph(index, f"{type(e).__name__}: {message.splitlines()[0] if message else ''}", gm,
+                           detail=f"{type(e).__name__}: {message}")
         state.graphs.append(eager)
 
         def run_eager(*args):

@@ -1,0 +1,262 @@
+"""thunder's own API checks what it is given (issue #10, items 9-12): executors and passes at thunder.jit
+time, log levels, the inspection functions' argument, torch.compile's Inductor options, Python ints the core
+cannot hold, ops on dtypes they do not support, and how a graph that falls back is reported."""
+import logging
+
+import pytest
+import torch
+
+import thunder
+import thunder.frontend.dynamo as _dynamo
+from thunder import _core
+from thunder.core.options import DEFAULT_PASSES, LogLevel
+from thunder.executors import Executor, executor_sets
+from thunder.executors.cpuex import cpu_executor
+from thunder.executors.torchex import torch_executor
+
+
+def f(x):
+    return x * 2 + 1
+
+
+class Records(logging.Handler):
+    """Collects thunder's log records (its logger does not propagate, so caplog does not see them)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+    def messages(self, level):
+        return [r.getMessage() for r in self.records if r.levelno == level]
+
+
+@pytest.fixture
+def log(restore_logging, monkeypatch):
+    """thunder's log records at DEBUG and above, with the once-per-process warning memory emptied."""
+    monkeypatch.setattr(_dynamo, "_warned_causes", set())
+    monkeypatch.setattr(_dynamo, "_warned_options", set())
+    handler = Records()
+    logger = thunder.core.log.logger
+    logger.addHandler(handler)
+    thunder.set_log_level(LogLevel.DEBUG)
+    yield handler
+    logger.removeHandler(handler)
+
+
+# ---- item 9: executors ----
+
+@pytest.mark.parametrize("executors,names", [
+    ("torch", ["torch"]),
+    ("cpu", ["cpu", "torch"]),
+    (["torch"], ["torch"]),
+    (("cpu", "torch"), ["cpu", "torch"]),
+    ([cpu_executor, "torch"], ["cpu", "torch"]),
+    (torch_executor, ["torch"]),
+    (None, ["cpu", "torch"]),
+])
+def test_executors_by_object_or_name(executors, names):
+    jitted = thunder.jit(f, executors=executors)
+    assert [e.name for e in jitted._get_executors()] == names
+    x = torch.randn(4)
+    torch.testing.assert_close(jitted(x), f(x))
+    stats = thunder.compile_stats(jitted)
+    assert [g["compiled"] for g in stats.graphs] == [True], stats.graphs
+    used = {b.executor for b in thunder.last_traces(jitted)[-1].symbols if b.executor}
+    assert used and used <= set(names), used
+
+
+def test_executor_names_match_the_sets():
+    assert [e.name for e in executor_sets()["cpu"]] == ["cpu", "torch"]
+
+
+@pytest.mark.parametrize("executors", [["tourch"], "inductor", ["cpu", "nvfuser"]])
+def test_unknown_executor_name_is_rejected_at_jit_time(executors):
+    with pytest.raises(ValueError) as info:
+        thunder.jit(f, executors=executors)
+    assert "'torch'" in str(info.value) and "'cpu'" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("executors", [[None], [1], 3.5, {"torch"}])
+def test_executor_of_the_wrong_type_is_rejected(executors):
+    with pytest.raises(TypeError, match="executor"):
+        thunder.jit(f, executors=executors)
+
+
+@pytest.mark.parametrize("executors,match", [
+    ([], "empty"),
+    (["torch", "torch"], "twice"),
+    (["cpu"], "fuse"),
+])
+def test_executor_lists_that_cannot_run_a_graph(executors, match):
+    with pytest.raises(ValueError, match=match):
+        thunder.jit(f, executors=executors)
+
+
+def test_a_custom_executor_object_is_accepted():
+    mine = Executor("mine", dict(torch_executor.callees), torch_executor.namespace)
+    jitted = thunder.jit(f, executors=[mine])
+    x = torch.randn(3)
+    torch.testing.assert_close(jitted(x), f(x))
+    assert thunder.compile_stats(jitted).graphs[0]["compiled"]
+
+
+def test_module_executors_are_checked_too():
+    with pytest.raises(ValueError, match="unknown executor"):
+        thunder.jit(torch.nn.Linear(2, 2), executors=["tourch"])
+
+
+# ---- item 9: passes ----
+
+@pytest.mark.parametrize("passes", [
+    DEFAULT_PASSES,
+    list(DEFAULT_PASSES),
+    ("cse", "constant_folding", "claim"),
+    ("claim", "fusion"),
+    ("claim", "fusion", "dce"),
+    ("release",),
+    ("dce", "release"),
+    (),
+])
+def test_valid_pass_lists_compile(passes):
+    jitted = thunder.jit(f, passes=passes)
+    x = torch.randn(5)
+    torch.testing.assert_close(jitted(x), f(x))
+    stats = thunder.compile_stats(jitted)
+    assert stats.graphs[0]["compiled"], stats.graphs
+    assert list(stats.graphs[0]["pass_seconds"]) == list(passes)
+
+
+def test_unknown_pass_is_rejected_listing_the_valid_ones():
+    with pytest.raises(ValueError) as info:
+        thunder.jit(f, passes=["cse", "fuse"])
+    for name in _core.pass_names():
+        assert name in str(info.value)
+
+
+def test_a_string_is_not_a_pass_list():
+    with pytest.raises(TypeError, match="the string 'dce'"):
+        thunder.jit(f, passes="dce")
+
+
+@pytest.mark.parametrize("passes", [["dce", 3], {"dce"}, 7])
+def test_passes_of_the_wrong_type(passes):
+    with pytest.raises(TypeError):
+        thunder.jit(f, passes=passes)
+
+
+@pytest.mark.parametrize("passes,rule", [
+    (["release", "release"], "at most once"),
+    (["cse", "claim", "cse"], "at most once"),
+    (["fusion"], "'fusion' needs 'claim' before it"),
+    (["fusion", "claim"], "'fusion' needs 'claim' before it"),
+    (["claim", "release", "fusion"], "'release' must be the last"),
+    (["release", "dce"], "'release' must be the last"),
+])
+def test_pass_order_is_checked(passes, rule):
+    with pytest.raises(ValueError, match=rule):
+        thunder.jit(f, passes=passes)
+
+
+# ---- item 9: log levels and the inspection functions ----
+
+@pytest.mark.parametrize("level", [LogLevel.DEBUG, logging.INFO, 5, 0, logging.CRITICAL])
+def test_set_log_level_accepts_levels(level, restore_logging):
+    thunder.set_log_level(level)
+    assert thunder.core.log.logger.level == int(level)
+
+
+@pytest.mark.parametrize("level,error", [
+    (True, TypeError), (False, TypeError), ("DEBUG", TypeError), (10.0, TypeError), (None, TypeError),
+    (10**20, ValueError), (-1, ValueError), (51, ValueError),
+])
+def test_set_log_level_rejects(level, error, restore_logging):
+    before = thunder.core.log.logger.level
+    with pytest.raises(error):
+        thunder.set_log_level(level)
+    assert thunder.core.log.logger.level == before
+
+
+@pytest.mark.parametrize("inspect", [thunder.last_traces, thunder.last_kernels, thunder.compile_stats])
+@pytest.mark.parametrize("target", [f, torch.nn.Linear(2, 2), None, torch.compile(f, backend="eager")])
+def test_inspection_of_something_not_jitted(inspect, target):
+    with pytest.raises(TypeError, match="is not a thunder-jitted callable"):
+        inspect(target)
+
+
+def test_inspection_before_a_call():
+    jitted = thunder.jit(f)
+    with pytest.raises(LookupError):
+        thunder.last_traces(jitted)
+    with pytest.raises(LookupError):
+        thunder.last_kernels(jitted)
+    assert thunder.compile_stats(jitted).graphs == []
+
+
+# ---- item 10: torch.compile's Inductor options ----
+
+@pytest.mark.parametrize("kwargs", [{"mode": "max-autotune"}, {"options": {"triton.cudagraphs": False}},
+                                    {"mode": "reduce-overhead"}])
+def test_torch_compile_mode_and_options_are_ignored_with_one_warning(kwargs, log):
+    x = torch.randn(3)
+    compiled = torch.compile(f, backend="thunder", **kwargs)
+    torch.testing.assert_close(compiled(x), f(x))
+    y = torch.randn(4)
+    torch.testing.assert_close(compiled(y), f(y))
+    other = torch.compile(lambda x: x.sin(), backend="thunder", **kwargs)
+    other(x)
+    warnings = [m for m in log.messages(logging.WARNING) if "ignores torch.compile" in m]
+    assert len(warnings) == 1, warnings
+    assert next(iter(kwargs)) in warnings[0]
+
+
+# ---- item 12: reporting a graph that falls back ----
+
+def _unwritable_cache(tmp_path, monkeypatch):
+    """A kernel cache directory that cannot be created: its parent is a regular file."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("THUNDER_CACHE_DIR", str(blocker / "kernels"))
+
+
+def test_fallback_warns_once_per_cause_and_reports_the_reason(tmp_path, monkeypatch, log):
+    _unwritable_cache(tmp_path, monkeypatch)
+    jitted = thunder.jit(lambda x: x.sin() * 2)
+    for n in (3, 4, 5):  # each shape recompiles, and each compile fails the same way
+        x = torch.randn(n)
+        torch.testing.assert_close(jitted(x), x.sin() * 2)
+    other = thunder.jit(lambda x: x.cos() + 1)
+    x = torch.randn(3)
+    torch.testing.assert_close(other(x), x.cos() + 1)
+    fallbacks = [m for m in log.messages(logging.WARNING) if "runs with torch as captured" in m]
+    assert len(fallbacks) == 1, fallbacks
+    again = [m for m in log.messages(logging.DEBUG) if "runs with torch as captured (again)" in m]
+    assert len(again) == 3, again
+    stats = thunder.compile_stats(jitted)
+    assert len(stats.graphs) == 3 and not any(g["compiled"] for g in stats.graphs)
+    assert all(g["reason"] and "RuntimeError" in g["reason"] for g in stats.graphs), stats.graphs
+    assert stats.uncompiled == stats.graphs
+    report = str(jitted)
+    assert "3 run UNCOMPILED" in report and report.count("UNCOMPILED, runs with torch") == 3, report
+    assert "reason: RuntimeError" in report
+
+
+def test_compiled_graphs_have_no_reason():
+    jitted = thunder.jit(f)
+    jitted(torch.randn(2))
+    stats = thunder.compile_stats(jitted)
+    assert stats.graphs[0]["reason"] is None and stats.uncompiled == []
+    assert "UNCOMPILED" not in str(jitted)
+
+
+@pytest.mark.parametrize("error,cause", [
+    (PermissionError(13, "Permission denied", "/x/y"), ("PermissionError", "errno 13")),
+    (RuntimeError("cannot write /a/b/1234.cc: No space left on device (errno 28)"), ("RuntimeError", "errno 28")),
+    (RuntimeError("cannot write /a/b/1234.77.cc"), ("RuntimeError", "cannot write <path>")),
+    (RuntimeError("kernel compilation failed (kept /c/d.3.cc):\ng++ ...\nerror: one"),
+     ("RuntimeError", "kernel compilation failed (kept <path>):")),
+])
+def test_fallback_causes(error, cause):
+    assert _dynamo._fallback_cause(error) == cause
