@@ -121,3 +121,47 @@ def test_cat_promotes_int_and_bool_and_float():
 ])
 def test_promotion_matches_torch(fn, args, dtype):
     check(fn, *args, expected_dtype=dtype)
+
+
+#: Every binary elementwise op, with a 0-dim operand: ATen reads the second operand of mul and the divisions as a
+#: float32 scalar when the result is half precision (x * s == x * s.item()); the others round it to the result
+#: dtype first. Either way thunder must give eager's bits.
+_BINARY_OPS = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "true_divide": torch.true_divide,
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"), "floor_divide": torch.floor_divide,
+    "remainder": torch.remainder, "fmod": torch.fmod, "pow": torch.pow, "atan2": torch.atan2,
+    "maximum": torch.maximum, "minimum": torch.minimum, "copysign": torch.copysign,
+    "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+    "add_alpha": lambda a, b: torch.add(a, b, alpha=2), "where": lambda a, b: torch.where(a > 0, a, b),
+}
+
+
+def _every_binary_op(a, b):
+    return tuple(op(a, b) for op in _BINARY_OPS.values())
+
+
+@pytest.mark.parametrize("scalar_first", [False, True], ids=["tensor_op_scalar", "scalar_op_tensor"])
+@pytest.mark.parametrize("scalar_dtype", [torch.float32, torch.float64, torch.int64])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_tensor_with_a_wider_zero_dim_operand_matches_eager_bits(dtype, scalar_dtype, scalar_first):
+    torch.manual_seed(0)
+    x = (torch.randn(1024) * 3).to(dtype)
+    s = torch.tensor(257 if scalar_dtype == torch.int64 else 2.3456, dtype=scalar_dtype)
+    args = (s, x) if scalar_first else (x, s)
+    expected = _every_binary_op(*args)
+    for name, executors in _executor_sets().items():
+        jitted = thunder.jit(T._fresh_function(_every_binary_op, name), executors=executors)
+        actual = jitted(*args)
+        path, opaque, fallbacks, _ = T._path(jitted)
+        assert path == "native", f"[{name}] not native: opaque {opaque}, fallbacks {fallbacks}"
+        for op, a, e in zip(_BINARY_OPS, actual, expected):
+            assert a.dtype == e.dtype, (name, op, a.dtype, e.dtype)
+            torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"[{name}] {op}: {m}")
+
+
+def test_half_tensor_times_zero_dim_then_softmax_matches_eager():
+    torch.manual_seed(0)
+    x, s = torch.randn(8, 128, dtype=torch.bfloat16), torch.tensor(2.3456)
+    fn = lambda x, s: torch.softmax(x / s, -1)  # noqa: E731
+    torch.testing.assert_close(thunder.jit(fn)(x, s), fn(x, s), rtol=0, atol=0)

@@ -19,6 +19,33 @@ void binary(const std::string& name, Promotion p, const std::string& prim) {
                  [prim, p](Builder& b, const Args& a) { return elementwise(b, prim, {a[0], a[1]}, p); });
 }
 
+// ATen's CPU kernels for mul and the divisions (true, trunc, floor) read their second operand as a scalar in the
+// op's math type when it is a 0-dim tensor of another dtype and the result is float16 or bfloat16: x * s computes
+// float(x) * float(s) and rounds once, exactly as x * s.item() does (BinaryOpsKernel.cpp reads it with
+// original_scalar_value), instead of rounding s to the result dtype first as every other binary op does.
+bool second_operand_in_opmath(Builder& b, const Args& a) {
+  if (!b.is_tensor(a[0]) || !b.is_tensor(a[1])) return false;
+  const TensorMeta &x = b.meta(a[0]), &s = b.meta(a[1]);
+  const DType d = result_type(b, {a[0], a[1]});
+  return x.ndim() > 0 && s.ndim() == 0 && s.device == "cpu" && x.device == "cpu" && is_half(d) && s.dtype != d;
+}
+
+// op(a), or, where ATen reads the second operand as a float32 scalar (second_operand_in_opmath), op of both operands
+// cast to float32, rounded once to the result dtype.
+template <class Op>
+Value with_scalar_rule(Builder& b, const Args& a, Op op) {
+  if (!second_operand_in_opmath(b, a)) return op(a);
+  const DType d = result_type(b, {a[0], a[1]});
+  return cast(b, op(Args{cast(b, a[0], DType::Float32), cast(b, a[1], DType::Float32)}), d);
+}
+
+// A binary op that follows ATen's scalar rule of mul and the divisions.
+void scalar_rule_binary(const std::string& name, Promotion p, const std::string& prim) {
+  def_decomposed(name, kElementwise, {kInput, req("other")}, [prim, p](Builder& b, const Args& a) {
+    return with_scalar_rule(b, a, [&](const Args& x) { return elementwise(b, prim, {x[0], x[1]}, p); });
+  });
+}
+
 // add and sub take alpha: input + alpha * other.
 void add_like(const std::string& name) {
   def_decomposed(name, kElementwise, {kInput, req("other"), opt("alpha", Value(int64_t{1}))},
@@ -56,11 +83,13 @@ void register_math() {
     unary(n, Promotion::Default, n);
   for (const char* n : {"isnan", "isinf", "isfinite", "signbit", "logical_not"})
     unary(n, Promotion::Default, n);
-  binary("true_divide", Promotion::IntToFloat, "div");  // torch.true_divide(input, other)
+  scalar_rule_binary("true_divide", Promotion::IntToFloat, "div");  // torch.true_divide(input, other)
+  scalar_rule_binary("mul", Promotion::Default, "mul");
+  scalar_rule_binary("floor_divide", Promotion::Default, "floor_divide");
   add_like("add");
   add_like("sub");
-  for (const char* n : {"mul", "remainder", "fmod", "pow", "maximum", "minimum", "bitwise_and", "bitwise_or",
-                        "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "floor_divide"})
+  for (const char* n : {"remainder", "fmod", "pow", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor",
+                        "bitwise_left_shift", "bitwise_right_shift"})
     binary(n, Promotion::Default, n);
   binary("copysign", Promotion::IntToFloat, "copysign");
   binary("atan2", Promotion::IntToFloat, "atan2");
@@ -68,13 +97,15 @@ void register_math() {
     binary(n, Promotion::AlwaysBool, n);
   def_decomposed("div", kElementwise, {kInput, req("other"), opt("rounding_mode", Value())},
                  [](Builder& b, const Args& a) {
-                   if (a[2].is_none()) return elementwise(b, "div", {a[0], a[1]}, Promotion::IntToFloat);
-                   const std::string& mode = a[2].as_str();
-                   if (mode == "floor") return elementwise(b, "floor_divide", {a[0], a[1]}, Promotion::Default);
-                   if (mode != "trunc") fail("ltorch.div", "rounding_mode must be None, 'trunc' or 'floor', got '" + mode + "'");
-                   DType d = result_type(b, {a[0], a[1]});
-                   Value q = elementwise(b, "div", {a[0], a[1]}, Promotion::Default);
-                   return ir::is_floating(d) ? b.prim("trunc", {q}) : q;
+                   return with_scalar_rule(b, a, [&](const Args& x) {
+                     if (a[2].is_none()) return elementwise(b, "div", {x[0], x[1]}, Promotion::IntToFloat);
+                     const std::string& mode = a[2].as_str();
+                     if (mode == "floor") return elementwise(b, "floor_divide", {x[0], x[1]}, Promotion::Default);
+                     if (mode != "trunc") fail("ltorch.div", "rounding_mode must be None, 'trunc' or 'floor', got '" + mode + "'");
+                     DType d = result_type(b, {x[0], x[1]});
+                     Value q = elementwise(b, "div", {x[0], x[1]}, Promotion::Default);
+                     return ir::is_floating(d) ? b.prim("trunc", {q}) : q;
+                   });
                  });
 }
 
