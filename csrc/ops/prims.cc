@@ -32,16 +32,22 @@ const TensorMeta& tensor_arg(Builder& b, std::string_view op, const Value& v, co
 enum class Out { Same, Bool, Real };
 
 // Checks that the tensor operands agree and returns the result proxy (a
-// number proxy when every operand is a number).
+// number proxy when every operand is a number). Tensors are on one device,
+// except that a 0-dim CPU tensor among tensors on another device is a scalar
+// (as torch takes cuda_x + torch.tensor(2.0)): it may have any shape rank 0.
 Value elementwise(Builder& b, std::string_view op, const Args& args, Out out) {
   const TensorMeta* first = nullptr;
+  for (const Value& a : args)
+    if (b.is_tensor(a) && (first == nullptr || (first->ndim() == 0 && first->device == "cpu"))) first = &b.meta(a);
   for (size_t i = 0; i < args.size(); ++i) {
     const Value& a = args[i];
     if (b.is_tensor(a)) {
       const TensorMeta& m = b.meta(a);
-      if (first == nullptr) {
-        first = &m;
-      } else if (m.shape != first->shape) {
+      const bool scalar = m.ndim() == 0 && m.device == "cpu" && first->device != "cpu";
+      if (m.device != first->device && !scalar) {
+        fail(prim_name(op), "expected tensors on one device, got " + first->device + " and " + m.device +
+                                 " (argument " + std::to_string(i) + ")");
+      } else if (m.shape != first->shape && !scalar) {
         fail(prim_name(op), "expected tensors of one shape, got " + shape_string(first->shape) + " and " +
                                  shape_string(m.shape) + " (argument " + std::to_string(i) + ")");
       } else if (m.dtype != first->dtype && op != "where") {

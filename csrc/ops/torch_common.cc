@@ -61,15 +61,22 @@ Value elementwise(Builder& b, std::string_view prim, const Args& operands, Promo
   DType computation = result_type(b, operands);
   if (promotion == Promotion::IntToFloat && !ir::is_floating(computation) && !ir::is_complex(computation))
     computation = DType::Float32;
+  // A 0-dim CPU tensor among tensors on another device stays a scalar: not broadcast (which would make a CPU tensor).
+  std::string device;
+  for (const Value& v : operands)
+    if (b.is_tensor(v) && (device.empty() || b.meta(v).ndim() > 0)) device = b.meta(v).device;
+  auto scalar = [&](const Value& v) {
+    return device != "cpu" && b.is_tensor(v) && b.meta(v).ndim() == 0 && b.meta(v).device == "cpu";
+  };
   std::vector<int64_t> shape;
   bool any_tensor = false;
   for (const Value& v : operands)
-    if (b.is_tensor(v)) {
+    if (b.is_tensor(v) && !scalar(v)) {
       shape = any_tensor ? broadcast_shapes(prim, shape, b.meta(v).shape) : b.meta(v).shape;
       any_tensor = true;
     }
   Args args;
-  for (const Value& v : operands) args.push_back(expand_to(b, cast(b, v, computation), shape));
+  for (const Value& v : operands) args.push_back(scalar(v) ? cast(b, v, computation) : expand_to(b, cast(b, v, computation), shape));
   return b.prim(prim, std::move(args));
 }
 

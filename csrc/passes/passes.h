@@ -31,10 +31,13 @@ using Evaluator =
 /// A fusion executor (`fusion` true) claims the prims in `callees` for its
 /// kernels, and a torch-level op whose whole decomposition it claims (by
 /// descending into it); it never claims a symbol whose outputs require grad.
+/// An executor that names `devices` ("cpu") claims only symbols whose tensors are
+/// all on them, 0-dim CPU inputs (scalars) aside; one that names none claims any.
 struct ExecutorTable {
   std::string name;
   std::map<std::string, std::string> callees;
   bool fusion = false;
+  std::vector<std::string> devices;
 };
 
 struct PassContext {

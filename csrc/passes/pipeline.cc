@@ -32,6 +32,22 @@ bool claims_prim(const ir::BoundSymbol& b, const ExecutorTable& ex) {
   return b.sym->level == ir::Level::Prim && ex.callees.count(op_key(b)) > 0;
 }
 
+// Whether every tensor b reads or makes is on one of ex's devices (any, if it names none). A 0-dim CPU tensor b
+// reads is a scalar, which kernels on every device take (torch runs cuda_x * torch.tensor(2.0)).
+bool on_its_devices(const Trace& t, const ir::BoundSymbol& b, const ExecutorTable& ex) {
+  if (ex.devices.empty()) return true;
+  auto on = [&](ProxyId id, bool input) {
+    const ir::ProxyInfo& p = t.proxy(id);
+    if (!p.is_tensor || (input && p.tensor.ndim() == 0 && p.tensor.device == "cpu")) return true;
+    return std::find(ex.devices.begin(), ex.devices.end(), p.tensor.device) != ex.devices.end();
+  };
+  for (ProxyId id : b.input_proxies())
+    if (!on(id, true)) return false;
+  for (ProxyId id : b.output_proxies())
+    if (!on(id, false)) return false;
+  return true;
+}
+
 // Counts the leaf prims of b the fusion executor claims (`fused`, those that
 // compute, not just move data) and the others; `matmul` notes a matmul among the others.
 void count_leaves(const ir::BoundSymbol& b, const ExecutorTable& ex, int& fused, int& other, bool& matmul) {
@@ -47,8 +63,8 @@ void count_leaves(const ir::BoundSymbol& b, const ExecutorTable& ex, int& fused,
 // opening: one with arithmetic it can fuse and no matmul (matmuls, and ops
 // built on them such as linear and attention, stay with torch's BLAS).
 // Leaves it cannot fuse (e.g. the gather in cross_entropy) go to the next executor.
-bool fusible(const ir::BoundSymbol& b, const ExecutorTable& ex) {
-  if (b.sym->level == ir::Level::Opaque) return false;
+bool fusible(const Trace& t, const ir::BoundSymbol& b, const ExecutorTable& ex) {
+  if (b.sym->level == ir::Level::Opaque || !on_its_devices(t, b, ex)) return false;
   if (b.subsymbols.empty()) return claims_prim(b, ex);
   int fused = 0, other = 0;
   bool matmul = false;
@@ -57,8 +73,8 @@ bool fusible(const ir::BoundSymbol& b, const ExecutorTable& ex) {
 }
 
 // A composite that only moves data (a slicing getitem, cat) and whose leaves the fusion executor claims.
-bool moves_data_only(const ir::BoundSymbol& b, const ExecutorTable& ex) {
-  if (b.sym->level == ir::Level::Opaque || b.subsymbols.empty()) return false;
+bool moves_data_only(const Trace& t, const ir::BoundSymbol& b, const ExecutorTable& ex) {
+  if (b.sym->level == ir::Level::Opaque || b.subsymbols.empty() || !on_its_devices(t, b, ex)) return false;
   int fused = 0, other = 0;
   bool matmul = false;
   count_leaves(b, ex, fused, other, matmul);
@@ -77,13 +93,13 @@ std::unordered_set<size_t> data_movers_to_open(const Trace& t, const std::vector
   std::unordered_set<size_t> open;
   for (size_t i = symbols.size(); i-- > 0;) {
     const ir::BoundSymbol& b = symbols[i];
-    if (!moves_data_only(b, ex) || outputs_require_grad(t, b)) continue;
+    if (!moves_data_only(t, b, ex) || outputs_require_grad(t, b)) continue;
     bool all_fused = true;
     for (ProxyId id : b.output_proxies()) {
       all_fused &= !escaping.count(id) && !readers[id].empty();
       for (size_t r : readers[id]) {
         const ir::BoundSymbol& c = symbols[r];
-        all_fused &= !outputs_require_grad(t, c) && (open.count(r) || (fusible(c, ex) && !moves_data_only(c, ex)));
+        all_fused &= !outputs_require_grad(t, c) && (open.count(r) || (fusible(t, c, ex) && !moves_data_only(t, c, ex)));
       }
     }
     if (all_fused) open.insert(i);
@@ -98,7 +114,7 @@ void claim_into(const Trace& t, const ir::BoundSymbol& b, const PassContext& ctx
   const std::string key = op_key(b);
   for (const ExecutorTable& ex : ctx.executors) {
     if (ex.fusion) {
-      if (!allow_fusion || touches_complex(t, b) || !(open_data_mover || fusible(b, ex))) continue;
+      if (!allow_fusion || touches_complex(t, b) || !(open_data_mover || fusible(t, b, ex))) continue;
       if (b.subsymbols.empty()) {
         ir::BoundSymbol claimed = b;
         claimed.executor = ex.name;

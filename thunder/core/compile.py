@@ -108,7 +108,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     for ex in executors:
         namespace.update(ex.namespace)
     namespace.update(imported.namespace)
-    tables = [(ex.name, ex.callees, ex.fusion) for ex in executors]
+    tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices)) for ex in executors]
     views = [TraceView(imported.trace, namespace, "Imported from the FX graph")]
     results = _core.run_pipeline(imported.trace, list(passes), _constant_evaluator(namespace, constants), tables)
     pass_seconds = {}

@@ -16,13 +16,18 @@ class Executor:
     A *fusion* executor claims prims (and torch-level ops whose decompositions
     it can run whole) for its kernels; the core's fusion pass groups them into
     fusion symbols, and ``lower(trace)`` returns the callables that run those
-    (a dict from each fusion's printed name to a Python callable)."""
+    (a dict from each fusion's printed name to a Python callable).
+
+    ``devices`` ("cpu", "cuda", "meta"): an executor that names some claims only
+    symbols whose tensors are all on them (a 0-dim CPU tensor input is a scalar,
+    which any device takes); one that names none claims on every device."""
 
     name: str
     callees: dict = field(repr=False)
     namespace: dict = field(repr=False, default_factory=dict)
     fusion: bool = False
     lower: object = field(repr=False, default=None)
+    devices: tuple = ()
 
     def __repr__(self):
         return f"Executor({self.name!r}, {len(self.callees)} ops)"

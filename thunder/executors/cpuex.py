@@ -116,4 +116,5 @@ def lower(trace):
 
 
 #: Claims every prim the code generator handles (csrc/codegen/kernel_plan.cc).
-cpu_executor = Executor("cpu", {f"prims.{n}": "" for n in _core.fusible_prims()}, {}, fusion=True, lower=lower)
+cpu_executor = Executor("cpu", {f"prims.{n}": "" for n in _core.fusible_prims()}, {}, fusion=True, lower=lower,
+                        devices=("cpu",))
