@@ -1,6 +1,7 @@
 """thunder's own API checks what it is given (issue #10, items 9-12): executors and passes at thunder.jit
 time, log levels, the inspection functions' argument, torch.compile's Inductor options, Python ints the core
 cannot hold, ops on dtypes they do not support, and how a graph that falls back is reported."""
+import errno
 import logging
 
 import pytest
@@ -214,33 +215,48 @@ def test_torch_compile_mode_and_options_are_ignored_with_one_warning(kwargs, log
 
 # ---- item 12: reporting a graph that falls back ----
 
-def _unwritable_cache(tmp_path, monkeypatch):
-    """A kernel cache directory that cannot be created: its parent is a regular file."""
-    blocker = tmp_path / "a_file"
-    blocker.write_text("")
-    monkeypatch.setenv("THUNDER_CACHE_DIR", str(blocker / "kernels"))
+def _failing_fusion_executor(make_error):
+    """The CPU fusion executor, except that building its kernels raises make_error() (a cache that cannot be
+    written, a compiler that fails): each graph with a fusion then falls back."""
+    def lower(trace):
+        raise make_error()
+    return Executor("failing_cpu", cpu_executor.callees, {}, fusion=True, lower=lower)
 
 
-def test_fallback_warns_once_per_cause_and_reports_the_reason(tmp_path, monkeypatch, log):
-    _unwritable_cache(tmp_path, monkeypatch)
-    jitted = thunder.jit(lambda x: x.sin() * 2)
+def test_fallback_warns_once_per_cause_and_reports_the_reason(log):
+    read_only = _failing_fusion_executor(lambda: OSError(errno.EROFS, "Read-only file system", "/cache/k.cc"))
+    jitted = thunder.jit(lambda x: x.sin() * 2, executors=[read_only, "torch"])
     for n in (3, 4, 5):  # each shape recompiles, and each compile fails the same way
         x = torch.randn(n)
         torch.testing.assert_close(jitted(x), x.sin() * 2)
-    other = thunder.jit(lambda x: x.cos() + 1)
+    other = thunder.jit(lambda x: x.cos() + 1, executors=[read_only, "torch"])
     x = torch.randn(3)
     torch.testing.assert_close(other(x), x.cos() + 1)
     fallbacks = [m for m in log.messages(logging.WARNING) if "runs with torch as captured" in m]
     assert len(fallbacks) == 1, fallbacks
+    assert "Read-only file system" in fallbacks[0] and "once per cause" in fallbacks[0], fallbacks[0]
     again = [m for m in log.messages(logging.DEBUG) if "runs with torch as captured (again)" in m]
     assert len(again) == 3, again
+
+    # Another cause warns once more: a compiler failure, its kept source under a new name each time.
+    count = iter(range(100))
+    broken = _failing_fusion_executor(lambda: RuntimeError(f"kernel compilation failed (kept /c/{next(count)}.cc):\n"
+                                                           "error: invalid operands"))
+    third = thunder.jit(lambda x: x.tan() - 1, executors=[broken, "torch"])
+    for n in (3, 4):
+        x = torch.randn(n)
+        torch.testing.assert_close(third(x), x.tan() - 1)
+    fallbacks = [m for m in log.messages(logging.WARNING) if "runs with torch as captured" in m]
+    assert len(fallbacks) == 2 and "kernel compilation failed" in fallbacks[1], fallbacks
+
     stats = thunder.compile_stats(jitted)
     assert len(stats.graphs) == 3 and not any(g["compiled"] for g in stats.graphs)
-    assert all(g["reason"] and "RuntimeError" in g["reason"] for g in stats.graphs), stats.graphs
+    assert all(g["reason"].startswith("OSError: [Errno 30] Read-only file system") for g in stats.graphs), stats.graphs
     assert stats.uncompiled == stats.graphs
     report = str(jitted)
     assert "3 run UNCOMPILED" in report and report.count("UNCOMPILED, runs with torch") == 3, report
-    assert "reason: RuntimeError" in report
+    assert "reason: OSError: [Errno 30] Read-only file system" in report
+    assert thunder.compile_stats(third).graphs[0]["reason"] == "RuntimeError: kernel compilation failed (kept /c/0.cc):"
 
 
 def test_compiled_graphs_have_no_reason():

@@ -1,5 +1,7 @@
 """Errors: a jitted callable raises what eager raises (same exception type),
 and names the argument it cannot handle."""
+import logging
+
 import pytest
 import torch
 import torch.nn as nn
@@ -156,3 +158,123 @@ def test_error_after_a_graph_break_is_still_a_runtime_error():
     with pytest.raises(RuntimeError):
         jitted(torch.ones(2), torch.ones(3))
     assert len(calls) == 1
+
+
+# ---- issue #10 item 11: what the core cannot hold or compute is declined with a reason, never a cryptic warning ----
+
+class _Warnings(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def thunder_warnings(monkeypatch):
+    """The WARNINGs thunder logs during the test (with the once-per-cause memory emptied), and a fresh kernel cache."""
+    import tempfile
+
+    import thunder.frontend.dynamo as _dynamo
+
+    monkeypatch.setattr(_dynamo, "_warned_causes", set())
+    monkeypatch.setenv("THUNDER_CACHE_DIR", tempfile.mkdtemp(prefix="thunder-test-errors-"))
+    handler = _Warnings()
+    thunder.core.log.logger.addHandler(handler)
+    yield handler.messages
+    thunder.core.log.logger.removeHandler(handler)
+
+
+def _fallback_reasons(jitted):
+    return [reason for g in jitted._state.graphs for _, _, reason in getattr(g, "fallbacks", [])]
+
+
+@pytest.mark.parametrize("fn,x", [
+    (lambda x: x + 2**63, torch.ones(3, dtype=torch.int32)),
+    (lambda x: (x + 2**63) * 2, torch.ones(3)),
+    (lambda x: x.double() * 2**63, torch.ones(3)),
+    (lambda x: x - 2**63 - 5, torch.ones(3, dtype=torch.int32)),
+    (lambda x: (x == 2**63) | (x > 0), torch.ones(3)),
+    (lambda x: x.clamp(max=2**63) + 1, torch.ones(3)),
+], ids=["int32_plus_2**63", "float_plus_2**63", "double_times_2**63", "below_int64_min", "eq_2**63", "clamp_2**63"])
+def test_python_int_outside_int64_makes_the_op_opaque(fn, x, thunder_warnings):
+    expected = fn(x)
+    jitted = thunder.jit(fn)
+    actual = jitted(x)
+    assert actual.dtype == expected.dtype and torch.equal(actual, expected)
+    assert not thunder_warnings, thunder_warnings
+    assert [g["compiled"] for g in thunder.compile_stats(jitted).graphs] == [True]
+    reasons = _fallback_reasons(jitted)
+    assert any("outside int64's range" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("fn,x", [
+    (lambda x: x * 2**64, torch.ones(3)),
+    (lambda x: torch.full_like(x, 2**70, dtype=torch.float64), torch.ones(3)),
+    (lambda x: x.byte() + 2**64, torch.ones(3)),
+], ids=["float_times_2**64", "full_like_2**70", "uint8_plus_2**64"])
+def test_python_int_too_large_for_torch_raises_eagers_error(fn, x, thunder_warnings):
+    eager, jitted = eager_and_jitted_errors(fn, x)
+    assert type(jitted) is type(eager) and str(jitted) == str(eager)
+    assert not thunder_warnings, thunder_warnings
+
+
+def test_python_int_outside_int64_in_the_bindings():
+    b = thunder._core.TraceBuilder()
+    t = b.add_input_tensor(thunder._core.DType.int64, [3], "cpu", False)
+    with pytest.raises(thunder._core.NotNative, match=r"ltorch.add: the Python int 9223372036854775808 is outside"):
+        b.call("ltorch", "add", [t, 2**63], {})
+    with pytest.raises(thunder._core.NotNative, match="outside int64's range"):
+        b.call("ltorch", "reshape", [t, [2**64]], {})
+    out = b.new_tensor(thunder._core.DType.int64, [3], "cpu", False)
+    b.opaque("torch.add", [t, -2**70], {}, out, False)  # an opaque op keeps it as the literal that recreates it
+    assert "torch.add(t0, -1180591620717411303424)" in str(b.finish(out))
+
+
+@pytest.mark.parametrize("fn,dtype", [
+    (lambda a: (a & a) + 1, torch.float32),
+    (lambda a: torch.bitwise_or(a, a) * 2, torch.float16),
+    (lambda a: torch.bitwise_xor(a, a), torch.bfloat16),
+    (lambda a: torch.bitwise_not(a) * 2, torch.float64),
+    (lambda a: (a.long() & 1.5) + 1, torch.float32),
+    (lambda a: torch.bitwise_left_shift(a, a), torch.bool),
+    (lambda a: torch.bitwise_right_shift(a, 1) + 1, torch.float32),
+    (lambda a: a.abs() & a, torch.bool),
+    (lambda a: a.floor(), torch.bool),
+], ids=["and_float32", "or_float16", "xor_bfloat16", "not_float64", "and_int_float_number", "shift_bool",
+        "shift_float", "abs_bool", "floor_bool"])
+def test_op_on_an_unsupported_dtype_raises_eagers_error_without_compiling_anything(fn, dtype, thunder_warnings):
+    import os
+
+    x = torch.tensor([1, 0, 3, 2]).to(dtype)
+    eager, jitted_error = eager_and_jitted_errors(fn, x)
+    assert type(jitted_error) is type(eager) and str(jitted_error) == str(eager)
+    assert not thunder_warnings, thunder_warnings  # no compiler error, no fallback of the graph
+    left = [f for f in os.listdir(os.environ["THUNDER_CACHE_DIR"]) if f.endswith(".cc")]
+    assert not left, left  # no rejected source left in the cache
+
+
+def test_bitwise_dtype_rule_names_the_op_and_the_argument():
+    jitted = thunder.jit(lambda a, b: a & b)
+    with pytest.raises(NotImplementedError):
+        jitted(torch.ones(2, dtype=torch.int64), torch.ones(2))
+    reasons = _fallback_reasons(jitted)
+    assert any("ltorch.bitwise_and" in r and "argument 'other' is a float32 tensor" in r and "integer or bool" in r
+               for r in reasons), reasons
+    b = thunder._core.TraceBuilder()
+    t = b.add_input_tensor(thunder._core.DType.float32, [2], "cpu", False)
+    with pytest.raises(thunder._core.OpError, match=r"prims.bitwise_and: expected argument 'a' to be an integer or bool"):
+        b.call("prims", "bitwise_and", [t, t], {})
+    with pytest.raises(thunder._core.OpError, match=r"ltorch.bitwise_left_shift: .*expected integer operands"):
+        b.call("ltorch", "bitwise_left_shift", [t, 1], {})
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int32, torch.int64])
+def test_bitwise_ops_on_integers_still_fuse(dtype):
+    fn = lambda a: ((a & a) | (a ^ ~a)) == a  # noqa: E731
+    x = torch.tensor([1, 0, 3, 2]).to(dtype)
+    jitted = thunder.jit(fn)
+    assert torch.equal(jitted(x), fn(x))
+    assert not _fallback_reasons(jitted)
+    assert any(b.executor == "cpu" for b in thunder.last_traces(jitted)[-1].symbols)

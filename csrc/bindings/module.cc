@@ -39,25 +39,40 @@ struct PyProxy {
   ir::ProxyId id;
 };
 
-Value from_py(nb::handle h) {
+/// A Python int as a core Value. The core's integers are int64 (as torch's): a larger one cannot be an argument
+/// of a native op (`native_op` names it: NotNative, so the front end runs the op as torch does, which computes with
+/// it or raises as eager does), and is kept as its source text (a Literal) in an opaque op's arguments.
+Value int_from_py(nb::handle h, const std::string* native_op) {
+  int64_t i = 0;
+  if (nb::try_cast<int64_t>(h, i)) return Value(i);
+  PyErr_Clear();
+  std::string text = nb::repr(h).c_str();
+  if (native_op == nullptr) return Value(ir::Literal{text});
+  throw ops::NotNative(*native_op + ": the Python int " + text +
+                       " is outside int64's range [-2**63, 2**63 - 1], the core's integers; the op runs as torch runs it");
+}
+
+/// A Python value as a core Value; `native_op` names the native op it is an argument of (nullptr otherwise).
+Value from_py(nb::handle h, const std::string* native_op = nullptr) {
   if (h.is_none()) return Value();
   if (nb::isinstance<nb::bool_>(h)) return Value(nb::cast<bool>(h));
-  if (nb::isinstance<nb::int_>(h)) return Value(nb::cast<int64_t>(h));
+  if (nb::isinstance<nb::int_>(h)) return int_from_py(h, native_op);
   if (nb::isinstance<nb::float_>(h)) return Value(nb::cast<double>(h));
   if (nb::isinstance<nb::str>(h)) return Value(ir::Str{nb::cast<std::string>(h)});
   if (nb::isinstance<PyProxy>(h)) return Value(ir::ProxyRef{nb::cast<PyProxy>(h).id});
   if (nb::isinstance<ir::DType>(h)) return Value(nb::cast<ir::DType>(h));
   if (nb::isinstance<ir::Literal>(h)) return Value(nb::cast<ir::Literal>(h));
   if (h.is(nb::ellipsis())) return Value(ir::EllipsisT{});
-  auto seq = [](nb::handle items, ir::Seq::Kind kind) {
+  auto seq = [native_op](nb::handle items, ir::Seq::Kind kind) {
     ir::Seq s{kind, {}};
-    for (nb::handle item : items) s.items.push_back(from_py(item));
+    for (nb::handle item : items) s.items.push_back(from_py(item, native_op));
     return Value(std::move(s));
   };
   if (nb::isinstance<nb::list>(h)) return seq(h, ir::Seq::Kind::List);
   if (nb::isinstance<nb::tuple>(h)) return seq(h, ir::Seq::Kind::Tuple);
   if (nb::isinstance<nb::slice>(h))
-    return Value(ir::Seq{ir::Seq::Kind::Slice, {from_py(h.attr("start")), from_py(h.attr("stop")), from_py(h.attr("step"))}});
+    return Value(ir::Seq{ir::Seq::Kind::Slice, {from_py(h.attr("start"), native_op), from_py(h.attr("stop"), native_op),
+                                                from_py(h.attr("step"), native_op)}});
   throw nb::type_error(("cannot pass an object of type " + std::string(nb::type_name(h.type()).c_str()) +
                         " to the core; wrap it in a Literal").c_str());
 }
@@ -84,15 +99,15 @@ nb::object to_py(const Value& v) {
   return std::visit(Visitor{}, v.v);
 }
 
-ops::Args args_from_py(const nb::list& args) {
+ops::Args args_from_py(const nb::list& args, const std::string* native_op = nullptr) {
   ops::Args out;
-  for (nb::handle a : args) out.push_back(from_py(a));
+  for (nb::handle a : args) out.push_back(from_py(a, native_op));
   return out;
 }
 
-ops::Kwargs kwargs_from_py(const nb::dict& kwargs) {
+ops::Kwargs kwargs_from_py(const nb::dict& kwargs, const std::string* native_op = nullptr) {
   ops::Kwargs out;
-  for (auto [k, v] : kwargs) out.emplace_back(nb::cast<std::string>(k), from_py(v));
+  for (auto [k, v] : kwargs) out.emplace_back(nb::cast<std::string>(k), from_py(v, native_op));
   return out;
 }
 
@@ -207,8 +222,10 @@ NB_MODULE(_core, m) {
       .def("new_number", [](PyBuilder& b, int type) { return PyProxy{b.builder.new_number(static_cast<ir::NumberType>(type))}; })
       .def("call", [](PyBuilder& b, const std::string& level, const std::string& name, nb::list args, nb::dict kwargs) {
         ir::Level l = level == "prims" ? ir::Level::Prim : ir::Level::Torch;
-        return to_py(b.builder.call(l, name, args_from_py(args), kwargs_from_py(kwargs)));
-      }, "Calls a native op; raises OpError for invalid arguments and NotNative for uses the core does not cover.")
+        const std::string op = level + "." + name;
+        return to_py(b.builder.call(l, name, args_from_py(args, &op), kwargs_from_py(kwargs, &op)));
+      }, "Calls a native op; raises OpError for invalid arguments and NotNative for uses the core does not cover "
+         "(an int outside int64's range among them).")
       .def("opaque", [](PyBuilder& b, std::string callee, nb::list args, nb::dict kwargs, nb::handle output, bool effect) {
         ops::Kwargs kw = kwargs_from_py(kwargs);
         Value out = b.builder.opaque(std::move(callee), args_from_py(args), std::move(kw), from_py(output));

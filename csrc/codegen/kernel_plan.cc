@@ -30,6 +30,10 @@ const std::unordered_set<std::string> kFloatOnly = {
     "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "reciprocal", "sigmoid",
     "pow", "atan2", "copysign", "remainder", "fmod", "div"};
 
+// C++'s &, | , ^ and ~ have no floating-point overloads (torch's bitwise ops none either): a kernel claiming
+// these on floats would not compile.
+const std::unordered_set<std::string> kIntegerOnly = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"};
+
 bool fail(std::string* why, std::string msg) {
   if (why) *why = std::move(msg);
   return false;
@@ -116,6 +120,10 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     if (kFloatOnly.count(n)) {
       for (ProxyId id : b.input_proxies())
         if (!ir::is_floating(t.tensor(id).dtype)) return fail(why, "prims." + n + " on integers"), std::nullopt;
+    }
+    if (kIntegerOnly.count(n)) {
+      for (ProxyId id : b.input_proxies())
+        if (ir::is_floating(t.tensor(id).dtype)) return fail(why, "prims." + n + " on floating-point tensors"), std::nullopt;
     }
     if (is_reduction(n)) {
       const ir::TensorMeta& in = t.tensor(b.args[0].proxy());

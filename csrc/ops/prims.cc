@@ -89,13 +89,35 @@ void def(std::string name, uint32_t tags, std::vector<ir::Param> params, MetaFn 
   register_op(OpDef{ir::Symbol{std::move(name), Level::Prim, tags, std::move(params)}, std::move(meta), nullptr});
 }
 
+// The bitwise prims compute on integers, and all but the shifts on bool: a float operand (which the code
+// generator could not even express) is an error naming it.
+void check_bitwise(const Builder& b, const std::string& op, const Args& a) {
+  if (op.rfind("bitwise_", 0) != 0) return;
+  const bool shift = op.find("shift") != std::string::npos;
+  static const char* const kNames[] = {"a", "b"};
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool tensor = b.is_tensor(a[i]);
+    const bool ok = tensor ? ir::is_integer(b.meta(a[i]).dtype) || (!shift && b.meta(a[i]).dtype == DType::Bool)
+                           : number_type_of(b, a[i]) <= NumberType::Int;
+    if (ok) continue;
+    const std::string got = tensor ? std::string(ir::dtype_name(b.meta(a[i]).dtype)) + " tensor" : "non-integer number";
+    fail(prim_name(op), std::string("expected argument '") + kNames[i] + "' to be an integer" +
+                            (shift ? " tensor or an int" : " or bool tensor or an int") + ", got a " + got);
+  }
+}
+
 void unary(const std::string& name, Out out = Out::Same) {
-  def(name, ir::kElementwise, {req("a")}, [name, out](Builder& b, const Args& a) { return elementwise(b, name, a, out); });
+  def(name, ir::kElementwise, {req("a")}, [name, out](Builder& b, const Args& a) {
+    check_bitwise(b, name, a);
+    return elementwise(b, name, a, out);
+  });
 }
 
 void binary(const std::string& name, Out out = Out::Same) {
-  def(name, ir::kElementwise, {req("a"), req("b")},
-      [name, out](Builder& b, const Args& a) { return elementwise(b, name, a, out); });
+  def(name, ir::kElementwise, {req("a"), req("b")}, [name, out](Builder& b, const Args& a) {
+    check_bitwise(b, name, a);
+    return elementwise(b, name, a, out);
+  });
 }
 
 Value reduction(Builder& b, std::string_view op, const Args& args, bool keep_dtype_int) {

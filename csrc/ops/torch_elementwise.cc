@@ -1,5 +1,6 @@
 // Torch-level elementwise ops: type promotion and broadcasting, then prims.
 #include <cmath>
+#include <set>
 
 #include "ops/torch_common.h"
 
@@ -9,14 +10,43 @@ namespace {
 using ir::kElementwise;
 const ir::Param kInput = req("input");
 
+// The bitwise ops are defined on integers, and all but the shifts on bool (ATen's kernels exist for those
+// dtypes only): an operand that promotes them to another dtype is an error naming it, as eager raises.
+void check_bitwise(const Builder& b, const std::string& op, const Args& a) {
+  const bool shift = op.find("shift") != std::string::npos;
+  auto ok = [&](DType d) { return ir::is_integer(d) || (!shift && d == DType::Bool); };
+  const DType d = result_type(b, a);
+  if (ok(d)) return;
+  static const char* const kNames[] = {"input", "other"};
+  size_t culprit = 0;
+  while (culprit + 1 < a.size() && ok(result_type(b, {a[culprit]}))) ++culprit;
+  const std::string what = b.is_tensor(a[culprit]) ? std::string(ir::dtype_name(b.meta(a[culprit]).dtype)) + " tensor"
+                                                    : "non-integer number";
+  fail("ltorch." + op, "not implemented for " + std::string(ir::dtype_name(d)) + ": argument '" + kNames[culprit] +
+                           "' is a " + what + "; expected integer" + (shift ? "" : " or bool") + " operands");
+}
+
+// The dtype rules of ops whose ATen kernels exist for some dtypes only (what eager raises NotImplementedError
+// for): the bitwise ops, and rounding and abs, which have no bool kernel.
+void check_dtypes(const Builder& b, const std::string& op, const Args& a) {
+  if (op.rfind("bitwise_", 0) == 0) return check_bitwise(b, op, a);
+  static const std::set<std::string> kNoBool = {"abs", "floor", "ceil", "round", "trunc"};
+  if (kNoBool.count(op) && b.is_tensor(a[0]) && b.meta(a[0]).dtype == DType::Bool)
+    fail("ltorch." + op, "not implemented for bool: argument 'input' is a bool tensor");
+}
+
 void unary(const std::string& name, Promotion p, const std::string& prim) {
-  def_decomposed(name, kElementwise, {kInput},
-                 [prim, p](Builder& b, const Args& a) { return elementwise(b, prim, {a[0]}, p); });
+  def_decomposed(name, kElementwise, {kInput}, [name, prim, p](Builder& b, const Args& a) {
+    check_dtypes(b, name, a);
+    return elementwise(b, prim, {a[0]}, p);
+  });
 }
 
 void binary(const std::string& name, Promotion p, const std::string& prim) {
-  def_decomposed(name, kElementwise, {kInput, req("other")},
-                 [prim, p](Builder& b, const Args& a) { return elementwise(b, prim, {a[0], a[1]}, p); });
+  def_decomposed(name, kElementwise, {kInput, req("other")}, [name, prim, p](Builder& b, const Args& a) {
+    check_dtypes(b, name, a);
+    return elementwise(b, prim, {a[0], a[1]}, p);
+  });
 }
 
 // ATen's CPU kernels for mul and the divisions (true, trunc, floor) read their second operand as a scalar in the
