@@ -13,10 +13,11 @@ import torch
 from thunder import core  # noqa: F401
 from thunder.core.log import set_log_file, set_log_level
 from thunder.core.options import LogLevel
+from thunder.executors.cpuex import clear_kernel_cache
 from thunder.frontend import dynamo as _dynamo
 from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs
 
-__all__ = ["jit", "last_traces", "last_kernels", "compile_stats", "set_log_level", "set_log_file", "LogLevel", "ThunderModule",
+__all__ = ["jit", "clear_kernel_cache", "last_traces", "last_kernels", "compile_stats", "set_log_level", "set_log_file", "LogLevel", "ThunderModule",
            "ThunderFunction"]
 
 _dynamo.register()

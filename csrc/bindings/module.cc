@@ -11,6 +11,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <memory>
 
 #include "codegen/cpu_render.h"
@@ -19,6 +20,7 @@
 #include "passes/passes.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/compiler.h"
+#include "runtime/kernel_cache.h"
 
 namespace nb = nanobind;
 using namespace thunder;
@@ -27,12 +29,43 @@ using ir::Value;
 namespace {
 
 /// DLPack's DLManagedTensor (dlpack.h: tensor, manager context, deleter), with room for the shape.
+///
+/// Two parties may end its life: the consumer (torch) through `deleter`, once, when it owns the tensor;
+/// and the capsule's destructor. A consumer that fails may already have called the deleter without
+/// marking the capsule used, so neither frees the struct alone: each holds a reference (`refs`), the
+/// buffer goes back to the pool exactly once (`released`), and whoever drops the last reference deletes it.
 struct PooledTensor {
   nb::dlpack::dltensor tensor;
   void* manager_ctx = nullptr;
   void (*deleter)(PooledTensor*) = nullptr;
   std::vector<int64_t> shape;
+  std::atomic<int> refs{2};              // the consumer's (the deleter) and the capsule's
+  std::atomic<bool> released{false};     // the buffer was given back
+  std::atomic<bool> deleter_called{false};
+
+  void release_buffer() {
+    if (!released.exchange(true)) runtime::output_buffer_pool().release(tensor.data);
+  }
+  void unref() {
+    if (refs.fetch_sub(1) == 1) delete this;
+  }
 };
+
+/// The bytes of a contiguous tensor of `shape` with `bits`-bit elements; ValueError (naming the argument)
+/// for a negative dim, a size that overflows, or an element size that is not a whole number of bytes.
+size_t pooled_bytes(const std::vector<int64_t>& shape, int bits) {
+  if (bits <= 0 || bits % 8 != 0 || bits > 128)
+    throw nb::value_error(("pooled_capsule: bits must be 8, 16, 32, 64 or 128, got " + std::to_string(bits)).c_str());
+  size_t bytes = static_cast<size_t>(bits / 8);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0)
+      throw nb::value_error(("pooled_capsule: shape[" + std::to_string(i) + "] is negative (" +
+                             std::to_string(shape[i]) + ")").c_str());
+    if (__builtin_mul_overflow(bytes, static_cast<size_t>(shape[i]), &bytes) || bytes > (size_t{1} << 62))
+      throw nb::value_error("pooled_capsule: shape's size in bytes overflows (shape has too many elements)");
+  }
+  return bytes;
+}
 
 /// A proxy as Python sees it: an index into the trace being built.
 struct PyProxy {
@@ -319,25 +352,44 @@ NB_MODULE(_core, m) {
   }, nb::arg("trace"), nb::arg("executor"), nb::arg("parts") = 1,
      "C++ translation units for the CPU fusions of a trace, and each kernel's inputs and outputs.");
 
-  nb::class_<runtime::Module>(m, "KernelModule", "A compiled, loaded shared object of kernels.")
+  nb::class_<runtime::Module>(m, "KernelModule",
+                              "A compiled, loaded shared object of kernels; unloaded (dlclose) when the last reference "
+                              "to it goes, so whatever keeps one of its kernel addresses must keep it.")
       .def_ro("path", &runtime::Module::path)
       .def_ro("key", &runtime::Module::key)
       .def_ro("command", &runtime::Module::command)
       .def_ro("cache_hit", &runtime::Module::cache_hit)
       .def_ro("compile_seconds", &runtime::Module::compile_seconds)
+      .def_ro("cache_dir", &runtime::Module::cache_dir, "The directory used (the one asked for, or a private one).")
+      .def_ro("warning", &runtime::Module::warning, "Why the cache directory asked for was not used; '' if it was.")
       .def("symbol", [](const runtime::Module& mod, const std::string& name) {
         return reinterpret_cast<uintptr_t>(mod.symbol(name));
-      }, "The address of an exported kernel.");
+      }, "The address of an exported kernel (valid while this module is alive).");
   m.def("load_module", [](const std::string& source, const std::string& cache_dir, std::optional<std::vector<std::string>> flags,
-                          std::optional<std::string> compiler) {
+                          std::optional<std::string> compiler, double timeout, uint64_t max_cache_bytes) {
     runtime::CompileOptions o;
     o.cache_dir = cache_dir;
     if (flags) o.flags = *flags;
     if (compiler) o.compiler = *compiler;
+    o.timeout_seconds = timeout;
+    o.max_cache_bytes = max_cache_bytes;
     nb::gil_scoped_release release;
     return runtime::load_module(source, o);
   }, nb::arg("source"), nb::arg("cache_dir"), nb::arg("flags").none() = nb::none(), nb::arg("compiler").none() = nb::none(),
-     "Compiles (or loads from the disk cache) a translation unit of kernels; RuntimeError with the compiler output on failure.");
+     nb::arg("timeout") = 300.0, nb::arg("max_cache_bytes") = 0,
+     "Compiles (or loads from the disk cache) a translation unit of kernels; RuntimeError with the compiler output on "
+     "failure (or on a timeout: the compiler is killed after `timeout` seconds, <= 0 for none). Entries beyond "
+     "`max_cache_bytes` (0: $THUNDER_CACHE_MAX_BYTES or 2 GiB) are evicted, least recently used first.");
+  m.def("clear_kernel_cache", [](const std::string& cache_dir) {
+    runtime::ClearResult r = runtime::clear_cache(cache_dir);
+    return std::make_tuple(r.files, r.bytes);
+  }, nb::arg("cache_dir"),
+     "Removes the cache's entries and dead processes' temporaries (and this process's private fallback directory's); "
+     "returns (files, bytes of entries) removed. Loaded modules stay loaded.");
+  m.def("kernel_cache_bytes", [](const std::string& cache_dir) {
+    runtime::CacheDir dir = runtime::open_cache_dir(cache_dir);
+    return runtime::cache_bytes(dir);
+  }, nb::arg("cache_dir"), "Total bytes of the entries in the cache directory.");
   m.def("default_compile_flags", [] { return runtime::CompileOptions{}.flags; });
   m.def("launch", [](uintptr_t kernel, nb::tuple pointers) {
     auto fn = reinterpret_cast<runtime::Kernel>(kernel);
@@ -355,39 +407,50 @@ NB_MODULE(_core, m) {
 
   // Large kernel outputs come from the buffer pool, handed to torch as a DLPack capsule (torch's
   // from_dlpack takes it); the tensor's deleter gives the buffer back.
-  m.def("pooled_capsule", [](nb::tuple shape, uint8_t code, uint8_t bits) {
+  m.def("pooled_capsule", [](std::vector<int64_t> shape, int code, int bits) {
+    if (code < 0 || code > 255) throw nb::value_error("pooled_capsule: dlpack_code must be a DLPack type code (0-255)");
+    const size_t bytes = pooled_bytes(shape, bits);
     auto* t = new PooledTensor{};
-    t->shape.resize(nb::len(shape));
-    size_t bytes = bits / 8;
-    for (size_t i = 0; i < t->shape.size(); ++i) {
-      t->shape[i] = nb::cast<int64_t>(shape[i]);
-      bytes *= static_cast<size_t>(t->shape[i]);
+    t->shape = std::move(shape);
+    try {
+      t->tensor.data = runtime::output_buffer_pool().acquire(bytes);
+    } catch (...) {
+      delete t;
+      throw;
     }
-    t->tensor.data = runtime::output_buffer_pool().acquire(bytes);
     t->tensor.device = {1, 0};  // kDLCPU
     t->tensor.ndim = static_cast<int32_t>(t->shape.size());
-    t->tensor.dtype = {code, bits, 1};
+    t->tensor.dtype = {static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
     t->tensor.shape = t->shape.data();  // no strides: contiguous
-    t->deleter = [](PooledTensor* self) {
-      runtime::output_buffer_pool().release(self->tensor.data);
-      delete self;
+    t->deleter = [](PooledTensor* self) {  // the consumer's: called once, when it no longer needs the tensor
+      self->deleter_called = true;
+      self->release_buffer();
+      self->unref();
     };
     PyObject* capsule = PyCapsule_New(t, "dltensor", [](PyObject* c) {
-      // Still named "dltensor": no one took ownership (torch renames what it consumes "used_dltensor").
+      // Still named "dltensor": no one took ownership (torch renames what it consumes "used_dltensor"), or
+      // the consumer failed, perhaps after calling the deleter. Either way the deleter will not be called
+      // later, so the consumer's reference is dropped here if it was not already.
       if (PyCapsule_IsValid(c, "dltensor")) {
         auto* self = static_cast<PooledTensor*>(PyCapsule_GetPointer(c, "dltensor"));
-        self->deleter(self);
+        self->release_buffer();
+        if (!self->deleter_called) self->unref();
+        self->unref();
+      } else if (PyCapsule_IsValid(c, "used_dltensor")) {
+        static_cast<PooledTensor*>(PyCapsule_GetPointer(c, "used_dltensor"))->unref();
       }
     });
     if (!capsule) {
-      t->deleter(t);
+      t->release_buffer();
+      delete t;
       throw nb::python_error();
     }
     return nb::steal(capsule);
   }, nb::arg("shape"), nb::arg("dlpack_code"), nb::arg("bits"),
      "A DLPack capsule of an uninitialized contiguous CPU tensor of this shape and DLPack dtype (code: 0 int, 1 uint, "
      "2 float, 4 bfloat, 6 bool), in a buffer of the output pool (reused once "
-     "freed); torch.utils.dlpack.from_dlpack(capsule) makes it a torch.Tensor.");
+     "freed); torch.utils.dlpack.from_dlpack(capsule) makes it a torch.Tensor. ValueError for a negative dim or a size "
+     "that overflows.");
   m.def("buffer_pool_stats", [] {
     auto& pool = runtime::output_buffer_pool();
     return std::make_tuple(pool.cached_bytes(), pool.live_bytes(), pool.peak_live_bytes());

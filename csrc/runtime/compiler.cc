@@ -1,49 +1,32 @@
 #include "runtime/compiler.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
+#include <cerrno>
 #include <chrono>
-#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
-#include <random>
-#include <sstream>
 #include <stdexcept>
+#include <system_error>
+
+#include "runtime/kernel_cache.h"
+#include "runtime/sha256.h"
+#include "runtime/subprocess.h"
 
 namespace thunder::runtime {
 namespace {
-
-// FNV-1a, 64 bit: stable across runs and machines, unlike std::hash.
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ULL) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-std::string run_capture(const std::string& command, int* status) {
-  std::string out;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) throw std::runtime_error("cannot run: " + command);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  *status = pclose(pipe);
-  return out;
-}
 
 const std::string& compiler_version(const std::string& compiler) {
   static std::mutex mu;
   static std::string cached_for, version;
   std::lock_guard<std::mutex> lock(mu);
   if (cached_for != compiler) {
-    int status = 0;
-    version = run_capture(compiler + " --version", &status);
-    version = version.substr(0, version.find('\n'));
+    ProcessResult r = run_process({compiler, "--version"}, 60);
+    version = r.output.substr(0, r.output.find('\n'));
     cached_for = compiler;
   }
   return version;
@@ -60,96 +43,165 @@ const std::string& cpu_features() {
   return flags;
 }
 
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
+// Errors of writing into the cache directory that a private directory elsewhere may not have.
+bool directory_unusable(int err) {
+  return err == EROFS || err == EACCES || err == EPERM || err == ENOSPC || err == EDQUOT;
 }
 
-void make_dirs(const std::string& path) {
-  for (size_t i = 1; i <= path.size(); ++i)
-    if (i == path.size() || path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);
+// The key a loaded module exports ("" if none).
+std::string exported_key(void* handle) {
+  auto fn = reinterpret_cast<const char* (*)()>(dlsym(handle, "thunder_cache_key"));
+  return fn ? fn() : "";
 }
 
-std::string unique_suffix() {
-  static std::mt19937_64 rng(std::random_device{}());
-  return std::to_string(getpid()) + "." + std::to_string(rng());
-}
-
-// dlopens `path` and checks it is the module for `key`; nullptr if not.
-void* open_checked(const std::string& path, const std::string& key) {
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) return nullptr;
-  auto fn = reinterpret_cast<const char* (*)()>(dlsym(h, "thunder_cache_key"));
-  if (!fn || key != fn()) {
-    dlclose(h);
-    return nullptr;
+// dlopens the file open at `fd`, the entry for `key` (through /proc/self/fd, so the file loaded is the file
+// checked). glibc knows a loaded object by every name it was opened with, and returns an object loaded as
+// "/proc/self/fd/N" for any later file opened at that number: a number one is known by is skipped (a
+// duplicate of `fd` at a higher number is used instead), unless that object is the module for `key`.
+void* dlopen_fd(int fd, const std::string& key, std::string* error) {
+  Fd duplicate;
+  int use = fd;
+  for (int tries = 0; tries < 65536; ++tries) {
+    const std::string path = "/proc/self/fd/" + std::to_string(use);
+    void* existing = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (existing && exported_key(existing) == key) return existing;  // loaded already (the same entry)
+    if (!existing) {
+      void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h) {
+        const char* e = dlerror();
+        *error = e ? e : "dlopen failed";
+      }
+      return h;
+    }
+    dlclose(existing);
+    const int next = fcntl(use, F_DUPFD_CLOEXEC, use + 1);
+    if (next < 0) {
+      *error = std::string("cannot duplicate a descriptor: ") + std::strerror(errno);
+      return nullptr;
+    }
+    duplicate = Fd(next);
+    use = next;
   }
-  return h;
+  *error = "no free descriptor number to load through";
+  return nullptr;
+}
+
+// Loads the verified entry open at `fd` and checks that it exports `key`; throws if it cannot be loaded.
+std::shared_ptr<Library> load_entry(const Fd& fd, const std::string& key, const std::string& path) {
+  std::string error;
+  void* h = dlopen_fd(fd.get(), key, &error);
+  if (!h) throw std::runtime_error("cannot load the kernel module " + path + ": " + error);
+  auto library = std::make_shared<Library>(h);
+  if (exported_key(h) != key) throw std::runtime_error("the kernel module " + path + " is not the entry for key " + key);
+  return library;
+}
+
+// Writes `text` to a new file `name` in `dir` with mode 0600.
+void write_new_file(const CacheDir& dir, const std::string& name, const std::string& text) {
+  Fd fd(openat(dir.fd.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  auto fail = [&](int err) {
+    unlinkat(dir.fd.get(), name.c_str(), 0);
+    throw std::system_error(err, std::generic_category(),
+                            "cannot write " + dir.path + "/" + name + " (errno " + std::to_string(err) + ")");
+  };
+  if (!fd) fail(errno);
+  if (fchmod(fd.get(), 0600) != 0) fail(errno);
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(n < 0 ? errno : ENOSPC);
+    done += static_cast<size_t>(n);
+  }
+  if (close(fd.release()) != 0) fail(errno);
+}
+
+// Compiles `source` into the entry for m.key in `dir` and loads it.
+void compile_into(const CacheDir& dir, const std::string& source, const CompileOptions& o, Module& m) {
+  const std::string src = temporary_name(m.key, "cc"), tmp = temporary_name(m.key, "so");
+  write_new_file(dir, src, source + "\nextern \"C\" const char* thunder_cache_key() { return \"" + m.key + "\"; }\n");
+  std::vector<std::string> argv = {o.compiler}, libs;
+  for (const std::string& f : o.flags) (f.rfind("-l", 0) == 0 ? libs : argv).push_back(f);
+  argv.insert(argv.end(), {"-o", dir.path + "/" + tmp, dir.path + "/" + src});
+  argv.insert(argv.end(), libs.begin(), libs.end());  // libraries after the source that needs them
+  m.command = command_line(argv);
+  const auto start = std::chrono::steady_clock::now();
+  ProcessResult r = run_process(argv, o.timeout_seconds);
+  m.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (r.timed_out || r.status != 0) {
+    unlinkat(dir.fd.get(), tmp.c_str(), 0);
+    if (r.timed_out) {
+      unlinkat(dir.fd.get(), src.c_str(), 0);
+      throw std::runtime_error("kernel compilation timed out after " + std::to_string(static_cast<long>(o.timeout_seconds)) +
+                               " s (THUNDER_COMPILE_TIMEOUT) and was killed:\n" + m.command + "\n" + r.output);
+    }
+    throw std::runtime_error("kernel compilation failed (kept " + dir.path + "/" + src + " until this process exits):\n" +
+                             m.command + "\n" + r.output);
+  }
+  unlinkat(dir.fd.get(), src.c_str(), 0);
+  Fd entry;
+  try {
+    entry = commit_entry(dir, m.key, tmp);
+  } catch (...) {
+    unlinkat(dir.fd.get(), tmp.c_str(), 0);
+    throw;
+  }
+  m.library = load_entry(entry, m.key, m.path);
 }
 
 }  // namespace
 
-Module::~Module() {
-  // Kernels may still be referenced by Python callables until exit; keep the object loaded.
+Library::~Library() {
+  if (handle) dlclose(handle);
 }
 
 void* Module::symbol(const std::string& name) const {
-  void* p = dlsym(handle, name.c_str());
+  void* p = library ? dlsym(library->handle, name.c_str()) : nullptr;
   if (!p) throw std::runtime_error("kernel module " + path + " has no symbol " + name);
   return p;
 }
 
 std::string cache_key(const std::string& source, const CompileOptions& o) {
-  std::string flags;
-  for (const std::string& f : o.flags) flags += f + " ";
-  uint64_t h = fnv1a(source);
-  h = fnv1a(compiler_version(o.compiler), h);
-  h = fnv1a(o.compiler + " " + flags, h);
-  h = fnv1a(cpu_features(), h);
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  Sha256 h;
+  auto field = [&h](const std::string& s) {
+    h.update(s);
+    h.update("\0", 1);  // fields cannot run into each other
+  };
+  field(source);
+  field(compiler_version(o.compiler));
+  field(o.compiler);
+  for (const std::string& f : o.flags) field(f);
+  field(cpu_features());
+  const auto d = h.digest();
+  return to_hex(d.data(), 16);
 }
 
 std::shared_ptr<Module> load_module(const std::string& source, const CompileOptions& o) {
   if (o.cache_dir.empty()) throw std::invalid_argument("load_module: cache_dir is required");
-  make_dirs(o.cache_dir);
   auto m = std::make_shared<Module>();
   m->key = cache_key(source, o);
-  m->path = o.cache_dir + "/" + m->key + ".so";
-  if ((m->handle = open_checked(m->path, m->key))) {
-    m->cache_hit = true;
-    return m;
+  CacheDir dir = open_cache_dir(o.cache_dir);
+  for (int attempt = 0;; ++attempt) {
+    m->cache_dir = dir.path;
+    m->warning = dir.warning;
+    m->path = dir.path + "/" + m->key + ".so";
+    if (Fd entry = open_entry(dir, m->key)) {
+      try {
+        m->library = load_entry(entry, m->key, m->path);
+        m->cache_hit = true;
+        return m;
+      } catch (const std::runtime_error&) {
+        // Verified but not loadable (built for another machine, say): rebuilt below.
+      }
+    }
+    try {
+      compile_into(dir, source, o, *m);
+      break;
+    } catch (const std::system_error& e) {
+      if (attempt > 0 || !dir.warning.empty() || !directory_unusable(e.code().value())) throw;
+      dir = fallback_cache_dir(o.cache_dir, std::string("cannot write to it: ") + e.what());
+    }
   }
-  // Missing, truncated or foreign: build it anew beside the final path, then rename over it.
-  std::string suffix = unique_suffix();
-  std::string src = o.cache_dir + "/" + m->key + "." + suffix + ".cc";
-  std::string tmp = o.cache_dir + "/" + m->key + "." + suffix + ".so";
-  {
-    std::ofstream out(src);
-    out << source << "\nextern \"C\" const char* thunder_cache_key() { return \"" << m->key << "\"; }\n";
-    if (!out) throw std::runtime_error("cannot write " + src);
-  }
-  std::string command = o.compiler, libs;
-  for (const std::string& f : o.flags) (f.rfind("-l", 0) == 0 ? libs : command) += " " + f;
-  command += " -o " + quote(tmp) + " " + quote(src) + libs;  // libraries after the source that needs them
-  auto start = std::chrono::steady_clock::now();
-  int status = 0;
-  std::string output = run_capture(command, &status);
-  m->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  m->command = command;
-  if (status != 0) {
-    unlink(tmp.c_str());
-    throw std::runtime_error("kernel compilation failed (kept " + src + "):\n" + command + "\n" + output);
-  }
-  unlink(src.c_str());
-  if (rename(tmp.c_str(), m->path.c_str()) != 0) {
-    unlink(tmp.c_str());
-    throw std::runtime_error("cannot move the compiled kernel into " + m->path);
-  }
-  m->handle = open_checked(m->path, m->key);
-  if (!m->handle) throw std::runtime_error("cannot load compiled kernel " + m->path + ": " + std::string(dlerror() ? dlerror() : "key mismatch"));
+  evict_entries(dir, o.max_cache_bytes ? o.max_cache_bytes : default_max_cache_bytes(), m->key);
   return m;
 }
 

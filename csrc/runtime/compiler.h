@@ -1,7 +1,8 @@
 // The kernel runtime: compiles generated C++ with the system compiler, caches
-// shared objects on disk, loads them, and launches kernels.
+// shared objects on disk (runtime/kernel_cache.h), loads them, and launches kernels.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,31 +15,46 @@ struct CompileOptions {
   // even across a float16 rounding written between them).
   std::vector<std::string> flags = {"-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
                                     "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-w", "-lmvec", "-lm"};
-  std::string cache_dir;  // required
+  std::string cache_dir;          // required
+  double timeout_seconds = 300;   // the compiler is killed (with its children) after this long; <= 0: no limit
+  uint64_t max_cache_bytes = 0;   // entries beyond this are evicted, least recently used first; 0: the default
 };
 
-/// A loaded shared object.
-struct Module {
+/// A dlopen'd shared object; dlclose'd when the last reference goes.
+struct Library {
   void* handle = nullptr;
-  std::string path;
+  explicit Library(void* h) : handle(h) {}
+  ~Library();
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+};
+
+/// A loaded shared object of kernels. Its kernels' addresses are valid while the Module (or a copy of its
+/// `library`) is alive: whatever keeps a kernel address must keep the Module.
+struct Module {
+  std::shared_ptr<Library> library;
+  std::string path;             // the cache entry
   std::string key;
   std::string command;          // the compiler command line, "" on a cache hit
   bool cache_hit = false;
   double compile_seconds = 0;   // 0 on a cache hit
+  std::string cache_dir;        // the directory used: options.cache_dir, or a private one (see warning)
+  std::string warning;          // why options.cache_dir was not used ("" if it was)
 
-  ~Module();
   /// The address of an exported function; throws std::runtime_error if absent.
   void* symbol(const std::string& name) const;
 };
 
-/// The cache key: a hash of the source, compiler version, flags and CPU features.
+/// The cache key: a SHA-256 (first 128 bits, as hex) of the source, compiler version, flags and CPU features.
 std::string cache_key(const std::string& source, const CompileOptions& options);
 
-/// Loads the module for `source` from the on-disk cache, compiling it first if
-/// it is missing, truncated or corrupt. Compilation runs the compiler in a
-/// subprocess, writes to a temporary file and renames it into place, so
-/// processes compiling the same kernel at once never see a half-written file.
-/// Throws std::runtime_error with the compiler's output if compilation fails.
+/// Loads the module for `source` from the on-disk cache, compiling it first if the entry is missing or
+/// fails a check (see kernel_cache.h). Compilation runs the compiler in a subprocess (no shell, killed
+/// after options.timeout_seconds), writes to a temporary file, seals it and renames it into place, so
+/// processes compiling the same kernel at once never see a half-written file. A cache directory that is
+/// unusable (not this user's, writable by others, read-only, full) is replaced by a private temporary one
+/// (Module::warning says why). Throws std::runtime_error with the compiler's output if compilation fails,
+/// and with the system's error text (and errno) if a file operation does.
 std::shared_ptr<Module> load_module(const std::string& source, const CompileOptions& options);
 
 using Kernel = int (*)(void* const*);  // 0, or nonzero: an index was out of range

@@ -10,7 +10,11 @@ system compiler into the on-disk kernel cache (``thunder._core.load_module``)
 and returns a launcher per fusion.
 
 Cache: ``$THUNDER_CACHE_DIR`` or ``~/.cache/thunder/kernels``; entries are keyed
-by source, compiler version, flags and CPU features.
+by source, compiler version, flags and CPU features, checked (owner, mode, SHA-256)
+before they are loaded, and evicted least recently used first beyond
+``$THUNDER_CACHE_MAX_BYTES`` (default 2 GiB); ``thunder.clear_kernel_cache()``
+empties it. The compiler is killed after ``$THUNDER_COMPILE_TIMEOUT`` seconds
+(default 300). See docs/cpu_executor.md.
 """
 import concurrent.futures
 import math
@@ -26,7 +30,43 @@ from thunder.executors import Executor
 
 
 def cache_dir():
+    """The kernel cache directory asked for: ``$THUNDER_CACHE_DIR``, else ``~/.cache/thunder/kernels``."""
     return os.environ.get("THUNDER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "thunder", "kernels")
+
+
+def compile_timeout():
+    """Seconds the compiler may run before it is killed: ``$THUNDER_COMPILE_TIMEOUT``, else 300 (0: no limit)."""
+    value = os.environ.get("THUNDER_COMPILE_TIMEOUT")
+    try:
+        return float(value) if value else 300.0
+    except ValueError:
+        raise ValueError(f"THUNDER_COMPILE_TIMEOUT must be a number of seconds, got {value!r}") from None
+
+
+#: Warnings of the kernel cache already logged in this process (an unusable cache directory warns once).
+_cache_warnings = set()
+
+
+def load_module(source, directory=None):
+    """Compiles a translation unit (or loads it from the kernel cache) with the executor's settings; logs once
+    why the cache directory asked for was not used, if it was not. Returns a ``thunder._core.KernelModule``."""
+    module = _core.load_module(source, directory or cache_dir(), timeout=compile_timeout())
+    if module.warning and module.warning not in _cache_warnings:
+        _cache_warnings.add(module.warning)
+        logger.warning("%s", module.warning)
+    return module
+
+
+def clear_kernel_cache(directory=None):
+    """Empties the on-disk kernel cache (default: the directory ``cache_dir()`` names).
+
+    Removes every cached kernel module (``<key>.so``), the temporary files of compiles whose process no
+    longer runs, and the entries of this process's private fallback directory (used when the cache directory
+    was unsafe or unwritable). Kernels already loaded stay loaded and keep working; a later compile of one
+    of them rebuilds its entry. Returns ``(files removed, bytes of the entries removed)``. Raises RuntimeError
+    if the directory belongs to another user or others can write to it (it is then not this process's cache).
+    """
+    return _core.clear_kernel_cache(directory or cache_dir())
 
 
 #: Set by lower(): the last translation unit's source and module, for inspection.
@@ -57,12 +97,14 @@ def _allocation(name, shape, dtype, namespace):
     return f"empty_like(prototype_{name})"
 
 
-def _launcher(name, kernel, trace, inputs, outputs):
+def _launcher(name, module, trace, inputs, outputs):
     """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous
     (a copy only if one is not; a non-contiguous trace input is read in place, the kernel having been
     generated for its strides, which the guards fix), allocates the outputs, launches the kernel with the
-    data pointers and torch's thread count, and returns the output (a tuple of them if several)."""
-    namespace = {"launch": _core.launch, "kernel": kernel, "threads": torch.get_num_threads,
+    data pointers and torch's thread count, and returns the output (a tuple of them if several). It holds
+    the kernel's module: the module is unloaded when no launcher (or compiled graph) uses it any more."""
+    namespace = {"launch": _core.launch, "kernel": module.symbol(name), "module": module,  # keeps it loaded
+                 "threads": torch.get_num_threads,
                  "index_error": _index_error, "empty_like": torch.empty_like,
                  "pooled": _core.pooled_capsule, "from_dlpack": torch.utils.dlpack.from_dlpack}
     params = [f"a{i}" for i in range(len(inputs))]
@@ -98,10 +140,10 @@ def lower(trace):
         return {}, []
     directory = cache_dir()
     if len(units) == 1:
-        modules = [_core.load_module(units[0][0], directory)]
+        modules = [load_module(units[0][0], directory)]
     else:  # load_module releases the GIL while the compiler runs
         with concurrent.futures.ThreadPoolExecutor(len(units)) as pool:
-            modules = list(pool.map(lambda unit: _core.load_module(unit[0], directory), units))
+            modules = list(pool.map(lambda unit: load_module(unit[0], directory), units))
     launchers = {}
     for module, (source, kernels) in zip(modules, units):
         if module.cache_hit:
@@ -110,7 +152,7 @@ def lower(trace):
             logger.debug("thunder: compiled cpu kernels in %.0f ms with: %s", module.compile_seconds * 1e3,
                          module.command)
         logger.debug("thunder: cpu kernel source (%s):\n%s", module.path, source)
-        launchers.update({name: _launcher(name, module.symbol(name), trace, ins, outs) for name, ins, outs in kernels})
+        launchers.update({name: _launcher(name, module, trace, ins, outs) for name, ins, outs in kernels})
     last_source = "\n".join(source for source, _ in units)
     return launchers, [(module, source) for module, (source, _) in zip(modules, units)]
 

@@ -1,0 +1,425 @@
+#include "runtime/kernel_cache.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <system_error>
+#include <tuple>
+
+#include "runtime/sha256.h"
+
+namespace thunder::runtime {
+namespace {
+
+constexpr char kMagic[8] = {'T', 'H', 'K', 'E', 'N', 'T', 'R', '1'};
+constexpr size_t kTrailer = 64;  // magic (8), key (16, its first 16 characters), payload length (8), SHA-256 (32)
+constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
+
+[[noreturn]] void fail(const std::string& what, int err = errno) {
+  throw std::system_error(err, std::generic_category(), what + " (errno " + std::to_string(err) + ")");
+}
+
+std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
+
+bool is_hex(const std::string& s, size_t begin, size_t end) {
+  if (begin >= end) return false;
+  for (size_t i = begin; i < end; ++i)
+    if (!std::isxdigit(static_cast<unsigned char>(s[i])) || std::isupper(static_cast<unsigned char>(s[i]))) return false;
+  return true;
+}
+
+bool is_digits(const std::string& s, size_t begin, size_t end) {
+  if (begin >= end || end - begin > 19) return false;
+  for (size_t i = begin; i < end; ++i)
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+  return true;
+}
+
+// <hex key>.so
+bool is_entry_name(const std::string& name) {
+  return name.size() > 3 && name.compare(name.size() - 3, 3, ".so") == 0 && name.size() - 3 >= 16 &&
+         name.size() - 3 <= 64 && is_hex(name, 0, name.size() - 3);
+}
+
+// <hex key>.<pid>.<random>.<ext>; the pid, or 0 if `name` is not a temporary.
+long temporary_pid(const std::string& name) {
+  const size_t a = name.find('.');
+  if (a == std::string::npos || a < 16 || a > 64 || !is_hex(name, 0, a)) return 0;
+  const size_t b = name.find('.', a + 1);
+  if (b == std::string::npos || !is_digits(name, a + 1, b)) return 0;
+  const size_t c = name.find('.', b + 1);
+  if (c == std::string::npos || !is_digits(name, b + 1, c) || c + 1 >= name.size()) return 0;
+  return std::strtol(name.c_str() + a + 1, nullptr, 10);
+}
+
+bool process_is_gone(long pid) { return pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+// The names in the directory `dir_fd` (read through a duplicate, so dir_fd stays open and positioned).
+std::vector<std::string> list_names(int dir_fd) {
+  std::vector<std::string> names;
+  const int dup_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (dup_fd < 0) return names;
+  DIR* d = fdopendir(dup_fd);
+  if (!d) {
+    close(dup_fd);
+    return names;
+  }
+  rewinddir(d);
+  while (const dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(std::move(name));
+  }
+  closedir(d);
+  return names;
+}
+
+// Reads `size` bytes from the start of `fd`.
+bool read_all(int fd, uint64_t size, std::string* out) {
+  out->resize(size);
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t n = pread(fd, out->data() + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+// Why a file with this status is not trusted as ours ("" if it is): a regular file owned by this user that
+// neither group nor others can write.
+std::string untrusted_file(const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (st.st_uid != geteuid())
+    return "owned by uid " + std::to_string(st.st_uid) + ", not this user (uid " + std::to_string(geteuid()) + ")";
+  if (st.st_mode & 022) return "writable by group or others";
+  return "";
+}
+
+std::string untrusted_dir(const struct stat& st) {
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  if (!S_ISDIR(st.st_mode)) return "not a directory";
+  if (st.st_uid != geteuid())
+    return "owned by uid " + std::to_string(st.st_uid) + ", not this user (uid " + std::to_string(geteuid()) + ")";
+  if (st.st_mode & 022) return std::string("writable by group or others (mode ") + mode + ")";
+  return "";
+}
+
+// Opens `path` as a directory this user owns and only this user can write; on failure says why.
+Fd open_trusted_dir(const std::string& path, std::string* why) {
+  Fd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
+    *why = "cannot open it: " + errno_text(errno);
+    return Fd();
+  }
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) {
+    *why = "cannot stat it: " + errno_text(errno);
+    return Fd();
+  }
+  if (std::string bad = untrusted_dir(st); !bad.empty()) {
+    *why = bad;
+    return Fd();
+  }
+  if (faccessat(fd.get(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
+    *why = "cannot write to it: " + errno_text(errno);
+    return Fd();
+  }
+  return fd;
+}
+
+// Creates `path` and its missing parents with mode 0700 (whatever the umask: mkdir's mode only loses bits).
+void make_private_dirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i != path.size() && path[i] != '/') continue;
+    const std::string prefix = path.substr(0, i);
+    if (mkdir(prefix.c_str(), 0700) == 0) chmod(prefix.c_str(), 0700);  // a umask of 0700 and more
+  }
+}
+
+// The process's registries: which directories were swept, which fallbacks exist (removed at exit).
+struct Registry {
+  std::mutex mu;
+  std::set<std::pair<dev_t, ino_t>> swept;
+  std::map<std::string, std::string> fallbacks;  // requested path -> private directory
+  ~Registry() {
+    for (const auto& [requested, dir] : fallbacks) {
+      Fd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+      if (!fd) continue;
+      for (const std::string& name : list_names(fd.get())) unlinkat(fd.get(), name.c_str(), 0);
+      rmdir(dir.c_str());
+    }
+  }
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+void sweep_once(const CacheDir& dir) {
+  struct stat st;
+  if (fstat(dir.fd.get(), &st) != 0) return;
+  {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    if (!registry().swept.insert({st.st_dev, st.st_ino}).second) return;
+  }
+  remove_stale_temporaries(dir);
+}
+
+}  // namespace
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int Fd::release() {
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+CacheDir fallback_cache_dir(const std::string& path, const std::string& why) {
+  CacheDir dir;
+  dir.requested = path;
+  dir.warning = "thunder: not using the kernel cache directory " + path + ": " + why;
+  std::lock_guard<std::mutex> lock(registry().mu);
+  auto it = registry().fallbacks.find(path);
+  if (it == registry().fallbacks.end()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/thunder-kernels-XXXXXX";
+    if (!mkdtemp(pattern.data())) fail("cannot create a private kernel directory " + pattern);
+    it = registry().fallbacks.emplace(path, pattern).first;
+  }
+  dir.path = it->second;
+  dir.warning += "; using the private directory " + dir.path + " for this process instead";
+  std::string bad;
+  dir.fd = open_trusted_dir(dir.path, &bad);
+  if (!dir.fd) throw std::runtime_error("thunder: the private kernel directory " + dir.path + " is unusable: " + bad);
+  return dir;
+}
+
+CacheDir open_cache_dir(const std::string& path) {
+  if (path.empty()) throw std::invalid_argument("the kernel cache directory is empty");
+  make_private_dirs(path);
+  CacheDir dir;
+  std::string why;
+  dir.fd = open_trusted_dir(path, &why);
+  if (!dir.fd) return fallback_cache_dir(path, why);
+  dir.requested = dir.path = path;
+  sweep_once(dir);
+  return dir;
+}
+
+std::string entry_trailer(const std::string& payload, const std::string& key) {
+  std::string t(kTrailer, '\0');
+  std::memcpy(t.data(), kMagic, 8);
+  std::memcpy(t.data() + 8, key.data(), std::min<size_t>(16, key.size()));
+  const uint64_t n = payload.size();
+  for (int i = 0; i < 8; ++i) t[16 + 8 + i] = static_cast<char>(n >> (8 * i));
+  Sha256 h;
+  h.update(payload);
+  h.update(key);
+  const auto d = h.digest();
+  std::memcpy(t.data() + 32, d.data(), d.size());
+  return t;
+}
+
+bool verify_entry_bytes(const std::string& bytes, const std::string& key, std::string* why) {
+  auto no = [&](const char* reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (bytes.size() < kTrailer) return no("truncated (shorter than its trailer)");
+  const std::string payload = bytes.substr(0, bytes.size() - kTrailer);
+  if (std::memcmp(bytes.data() + payload.size(), kMagic, 8) != 0) return no("no trailer (truncated, or not an entry)");
+  if (bytes.compare(bytes.size() - kTrailer, kTrailer, entry_trailer(payload, key)) != 0)
+    return no("its contents do not match its SHA-256 (truncated or altered)");
+  return true;
+}
+
+Fd open_entry(const CacheDir& dir, const std::string& key, std::string* miss) {
+  auto no = [&](const std::string& reason) {
+    if (miss) *miss = reason;
+    return Fd();
+  };
+  const std::string name = key + ".so";
+  // O_NONBLOCK: a FIFO planted at the name must not block the open.
+  Fd fd(openat(dir.fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return no(errno == ENOENT ? "absent" : "cannot open: " + errno_text(errno));
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return no("cannot stat: " + errno_text(errno));
+  if (std::string bad = untrusted_file(st); !bad.empty()) return no(bad);
+  if (static_cast<uint64_t>(st.st_size) > kMaxEntryBytes) return no("larger than any entry");
+  std::string bytes, why;
+  if (!read_all(fd.get(), static_cast<uint64_t>(st.st_size), &bytes)) return no("cannot read: " + errno_text(errno));
+  if (!verify_entry_bytes(bytes, key, &why)) return no(why);
+  futimens(fd.get(), nullptr);  // recently used: evicted last
+  return fd;
+}
+
+Fd commit_entry(const CacheDir& dir, const std::string& key, const std::string& tmp_name) {
+  Fd fd(openat(dir.fd.get(), tmp_name.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) fail("cannot open the compiled kernel " + dir.path + "/" + tmp_name);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) fail("cannot stat " + tmp_name);
+  if (std::string bad = untrusted_file(st); !bad.empty() && S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
+    // Only the mode is off (the compiler honours the umask): fixed below.
+  } else if (!bad.empty()) {
+    throw std::runtime_error("the compiled kernel " + tmp_name + " is " + bad);
+  }
+  std::string payload;
+  if (!read_all(fd.get(), static_cast<uint64_t>(st.st_size), &payload)) fail("cannot read " + tmp_name);
+  const std::string trailer = entry_trailer(payload, key);
+  for (size_t done = 0; done < trailer.size();) {
+    const ssize_t n = pwrite(fd.get(), trailer.data() + done, trailer.size() - done, static_cast<off_t>(payload.size() + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("cannot write " + dir.path + "/" + tmp_name, n < 0 ? errno : ENOSPC);
+    done += static_cast<size_t>(n);
+  }
+  if (fchmod(fd.get(), 0700) != 0) fail("cannot set the mode of " + tmp_name);
+  if (fsync(fd.get()) != 0) fail("cannot write " + dir.path + "/" + tmp_name + " to disk");
+  const std::string name = key + ".so";
+  if (renameat(dir.fd.get(), tmp_name.c_str(), dir.fd.get(), name.c_str()) != 0)
+    fail("cannot move the compiled kernel into " + dir.path + "/" + name);
+  fsync(dir.fd.get());  // the rename itself is durable (some file systems refuse: not an error)
+  return fd;
+}
+
+std::string temporary_name(const std::string& key, const std::string& ext) {
+  static std::mutex mu;
+  static std::mt19937_64 rng(std::random_device{}());
+  uint64_t r;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    r = rng();
+  }
+  return key + "." + std::to_string(getpid()) + "." + std::to_string(r) + "." + ext;
+}
+
+size_t remove_stale_temporaries(const CacheDir& dir, double max_age_seconds) {
+  size_t removed = 0;
+  const time_t now = std::time(nullptr);
+  for (const std::string& name : list_names(dir.fd.get())) {
+    const long pid = temporary_pid(name);
+    if (pid == 0) continue;
+    struct stat st;
+    if (fstatat(dir.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const bool old = static_cast<double>(now - st.st_mtime) > max_age_seconds;
+    if ((old || process_is_gone(pid)) && unlinkat(dir.fd.get(), name.c_str(), 0) == 0) ++removed;
+  }
+  return removed;
+}
+
+namespace {
+
+struct EntryInfo {
+  struct timespec mtime;
+  uint64_t bytes;
+  std::string name;
+};
+
+std::vector<EntryInfo> list_entries(const CacheDir& dir) {
+  std::vector<EntryInfo> out;
+  for (const std::string& name : list_names(dir.fd.get())) {
+    if (!is_entry_name(name)) continue;
+    struct stat st;
+    if (fstatat(dir.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    out.push_back({st.st_mtim, static_cast<uint64_t>(st.st_size), name});
+  }
+  return out;
+}
+
+}  // namespace
+
+uint64_t cache_bytes(const CacheDir& dir) {
+  uint64_t total = 0;
+  for (const EntryInfo& e : list_entries(dir)) total += e.bytes;
+  return total;
+}
+
+size_t evict_entries(const CacheDir& dir, uint64_t max_bytes, const std::string& keep_key) {
+  std::vector<EntryInfo> entries = list_entries(dir);
+  uint64_t total = 0;
+  for (const EntryInfo& e : entries) total += e.bytes;
+  if (total <= max_bytes) return 0;
+  std::sort(entries.begin(), entries.end(), [](const EntryInfo& a, const EntryInfo& b) {
+    return std::tie(a.mtime.tv_sec, a.mtime.tv_nsec, a.name) < std::tie(b.mtime.tv_sec, b.mtime.tv_nsec, b.name);
+  });
+  size_t removed = 0;
+  const std::string keep = keep_key + ".so";
+  for (const EntryInfo& e : entries) {
+    if (total <= max_bytes) break;
+    if (e.name == keep) continue;
+    if (unlinkat(dir.fd.get(), e.name.c_str(), 0) == 0) {
+      total -= e.bytes;
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+ClearResult clear_cache(const std::string& path) {
+  ClearResult result;
+  auto clear_dir = [&](const std::string& p) {
+    std::string why;
+    CacheDir dir;
+    dir.path = dir.requested = p;
+    dir.fd = open_trusted_dir(p, &why);
+    if (!dir.fd) {
+      if (errno == ENOENT && why.rfind("cannot open", 0) == 0) return;
+      throw std::runtime_error("thunder: not clearing the kernel cache " + p + ": " + why);
+    }
+    for (const EntryInfo& e : list_entries(dir)) {
+      if (unlinkat(dir.fd.get(), e.name.c_str(), 0) == 0) {
+        ++result.files;
+        result.bytes += e.bytes;
+      }
+    }
+    result.files += remove_stale_temporaries(dir);
+  };
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) clear_dir(path);
+  std::string fallback;
+  {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    auto it = registry().fallbacks.find(path);
+    if (it != registry().fallbacks.end()) fallback = it->second;
+  }
+  if (!fallback.empty()) clear_dir(fallback);
+  return result;
+}
+
+uint64_t default_max_cache_bytes() {
+  if (const char* v = std::getenv("THUNDER_CACHE_MAX_BYTES"); v && *v) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (errno == 0 && end && *end == '\0') return n;
+  }
+  return uint64_t{2} << 30;
+}
+
+}  // namespace thunder::runtime
