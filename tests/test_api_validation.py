@@ -276,3 +276,15 @@ def test_compiled_graphs_have_no_reason():
 ])
 def test_fallback_causes(error, cause):
     assert _dynamo._fallback_cause(error) == cause
+
+
+def test_torch_compile_graphs_are_inspected_through_the_global_state():
+    before = len(_dynamo.GLOBAL_STATE.graphs)
+    compiled = torch.compile(lambda x: x.sin() * 2, backend="thunder")
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x.sin() * 2)
+    stats = thunder.compile_stats(_dynamo.GLOBAL_STATE)
+    assert len(stats.graphs) == before + 1 and stats.graphs[-1]["compiled"] and stats.graphs[-1]["reason"] is None
+    assert thunder.last_traces(_dynamo.GLOBAL_STATE)[-1].provenance.startswith("Memory planning")
+    with pytest.raises(TypeError, match="GLOBAL_STATE"):
+        thunder.compile_stats(compiled)

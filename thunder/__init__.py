@@ -61,16 +61,23 @@ def jit(fn, *, executors=None, passes=None):
 
 
 def _state_of(jitted, caller):
-    """The JitState of what thunder.jit returned; TypeError naming ``caller`` for anything else."""
+    """The JitState of what thunder.jit returned (or a JitState itself, such as
+    ``thunder.frontend.dynamo.GLOBAL_STATE``); TypeError naming ``caller`` for anything else."""
+    if isinstance(jitted, _dynamo.JitState):
+        return jitted
     if not isinstance(jitted, ThunderFunction | ThunderModule):
         name = getattr(jitted, "__qualname__", None) or type(jitted).__name__
-        raise TypeError(f"thunder.{caller}: {name} is not a thunder-jitted callable (pass what thunder.jit returned)")
+        hint = ""
+        if hasattr(jitted, "_torchdynamo_orig_callable") or isinstance(jitted, torch._dynamo.eval_frame.OptimizedModule):
+            hint = ("; graphs compiled by torch.compile(..., backend='thunder') are recorded in "
+                    f"thunder.frontend.dynamo.GLOBAL_STATE: thunder.{caller}(thunder.frontend.dynamo.GLOBAL_STATE)")
+        raise TypeError(f"thunder.{caller}: {name} is not a thunder-jitted callable (pass what thunder.jit "
+                        f"returned){hint}")
     return jitted._state
 
 
 def _compiled_graphs(jitted, caller):
-    _state_of(jitted, caller)
-    graphs = compiled_graphs(jitted)
+    graphs = compiled_graphs(_state_of(jitted, caller))
     if not graphs:
         raise LookupError(f"thunder.{caller}: no graph has been compiled yet (call the jitted function first)")
     return graphs
@@ -83,7 +90,8 @@ def last_traces(jitted, graph: int = -1):
     ``.provenance`` and ``.python_callable()``.
 
     Args:
-        jitted: what :func:`jit` returned.
+        jitted: what :func:`jit` returned (or ``thunder.frontend.dynamo.GLOBAL_STATE``, which records the
+            graphs of ``torch.compile(..., backend="thunder")``).
         graph: index into the compiled graphs (default: the most recent).
     Raises:
         TypeError: ``jitted`` is not a thunder-jitted callable.
@@ -98,7 +106,9 @@ def compile_stats(jitted) -> CompileStats:
 
     Each graph is a dict: ``index``, ``compiled`` (False for a graph thunder could not compile, which
     runs with torch as Dynamo captured it), ``reason`` (why it runs uncompiled; None if compiled),
-    ``calls``, ``compile_seconds`` and ``pass_seconds``.
+    ``calls``, ``compile_seconds`` and ``pass_seconds``. ``jitted`` may also be
+    ``thunder.frontend.dynamo.GLOBAL_STATE``: every graph ``torch.compile(..., backend="thunder")``
+    compiled (calls and cache hits are not counted there).
 
     Raises:
         TypeError: ``jitted`` is not a thunder-jitted callable.

@@ -214,7 +214,8 @@ class ThunderModule(_Jitted, nn.Module):
 
 
 def compiled_graphs(jitted):
-    state = jitted._state
+    """The graphs thunder compiled (not those running uncompiled) of a jitted callable or a JitState."""
+    state = jitted if isinstance(jitted, JitState) else jitted._state
     return [g for g in state.graphs if isinstance(g, CompiledGraph)]
 
 
