@@ -128,7 +128,9 @@ class _Jitted:
 
 
 class ThunderFunction(_Jitted):
-    """A function compiled by :func:`thunder.jit`. Call it like the original."""
+    """A function compiled by :func:`thunder.jit`. Call it like the original.
+
+    ``executors`` and ``passes`` are checked as :func:`thunder.jit` checks them (TypeError, ValueError)."""
 
     def __init__(self, fn, executors=None, passes=None):
         functools.update_wrapper(self, fn)
@@ -155,7 +157,8 @@ class ThunderModule(_Jitted, nn.Module):
 
     It shares the original module's parameters, buffers and submodules (same
     names in ``state_dict``); ``train()``/``eval()`` switch the original; other
-    attributes are read from and written to the original.
+    attributes are read from and written to the original. ``executors`` and ``passes`` are checked
+    as :func:`thunder.jit` checks them (TypeError, ValueError).
     """
 
     def __init__(self, model, executors=None, passes=None):
