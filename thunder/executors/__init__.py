@@ -102,6 +102,7 @@ def resolve_executors(executors):
     if not out:
         raise ValueError("thunder.jit: executors is empty; pass None for the default executors")
     if all(ex.fusion for ex in out):
-        raise ValueError(f"thunder.jit: {', '.join(e.name for e in out)} only run what they fuse; add an executor "
-                         "that runs everything else, e.g. executors=['cpu', 'torch']")
+        names = " and ".join(repr(e.name) for e in out)
+        raise ValueError(f"thunder.jit: fusion executors ({names}) run only what they fuse; add an executor that runs "
+                         "everything else after them, e.g. executors=['cpu', 'torch']")
     return out
