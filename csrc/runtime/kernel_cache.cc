@@ -42,7 +42,7 @@ bool is_hex(const std::string& s, size_t begin, size_t end) {
 }
 
 bool is_digits(const std::string& s, size_t begin, size_t end) {
-  if (begin >= end || end - begin > 19) return false;
+  if (begin >= end || end - begin > 20) return false;  // a 64-bit number has up to 20 digits
   for (size_t i = begin; i < end; ++i)
     if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
   return true;

@@ -260,10 +260,11 @@ TEST(KernelCache, StaleTemporariesOfDeadProcessesAreRemoved) {
   TempDir t;
   rt::CacheDir d = rt::open_cache_dir(t.path + "/k");
   const std::string key = "00112233445566778899aabbccddeeff";
-  const std::string dead = key + "." + std::to_string(dead_pid()) + ".123.cc";
+  const std::string dead = rt::temporary_name(key, "cc");
+  const std::string dead_name = key + "." + std::to_string(dead_pid()) + dead.substr(dead.find('.', key.size() + 1));
   const std::string live = key + "." + std::to_string(getpid()) + ".456.so";
-  const std::string old = key + "." + std::to_string(getpid()) + ".789.cc";
-  for (const std::string& n : {dead, live, old, std::string("unrelated.txt")}) write_file(d.path + "/" + n, "x");
+  const std::string old = key + "." + std::to_string(getpid()) + ".18446744073709551615.cc";  // 20 digits
+  for (const std::string& n : {dead_name, live, old, std::string("unrelated.txt")}) write_file(d.path + "/" + n, "x");
   struct timeval two_days_ago[2] = {{time(nullptr) - 2 * 86400, 0}, {time(nullptr) - 2 * 86400, 0}};
   utimes((d.path + "/" + old).c_str(), two_days_ago);
   EXPECT_EQ(rt::remove_stale_temporaries(d), 2u);
