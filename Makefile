@@ -24,10 +24,16 @@ build/.gtest:
 	@test -f /usr/include/gtest/gtest.h || (apt-get update -qq && apt-get install -y -qq libgtest-dev)
 	@mkdir -p build && touch $@
 
+# The C++ tests run twice: plain, and built with AddressSanitizer and UndefinedBehaviorSanitizer (build/cpp-asan).
 test-cpp: build/.gtest
 	cmake -S . -B build/cpp -G Ninja -DTHUNDER_BUILD_TESTS=ON -DTHUNDER_WERROR=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build build/cpp
 	ctest --test-dir build/cpp --output-on-failure
+	cmake -S . -B build/cpp-asan -G Ninja -DTHUNDER_BUILD_TESTS=ON -DTHUNDER_WERROR=ON -DTHUNDER_SANITIZE=ON \
+	  -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build/cpp-asan
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir build/cpp-asan --output-on-failure
 
 test-py: install
 	$(PYTHON) -m pytest tests
