@@ -118,3 +118,22 @@ def test_a_call_whose_unused_result_is_none_is_kept():
     jitted(torch.randn(3))
     jitted(torch.randn(3))
     assert len(calls) == 2, "the call made for its effect was removed"
+
+
+@pytest.mark.parametrize("region", ["autocast", "inference_mode", "no_grad"])
+def test_an_error_inside_a_region_leaves_it(region):
+    def f(x, i):
+        if region == "autocast":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return x[i] @ x.t()
+        with torch.inference_mode() if region == "inference_mode" else torch.no_grad():
+            return x[i] * 2
+
+    jitted, x = thunder.jit(f), torch.randn(5, 4)
+    jitted(x, torch.tensor([1]))
+    with pytest.raises(IndexError):
+        jitted(x, torch.tensor([7]))
+    assert not torch.is_autocast_enabled("cpu")
+    assert not torch.is_inference_mode_enabled()
+    assert torch.is_grad_enabled()
+    assert torch.mm(x, x.t()).dtype == torch.float32

@@ -131,3 +131,54 @@ def test_unknown_method_and_attribute():
         return x.cumprod(0).T.flip(0) + x.new_ones(x.shape)
 
     check_program(fn, torch.randn(3, 3))
+
+
+# ---- opaque calls that mutate an argument are effects, whatever their result and however they say so ----
+
+def _leaky_relu_positional(x):
+    F.leaky_relu(x, 0.1, True)
+    return x + 0
+
+
+def _module_inplace(x, m=torch.nn.Sequential(torch.nn.ReLU6(inplace=True))):
+    m(x)
+    return x * 1
+
+
+def _aten_overload(x):
+    torch.ops.aten.add_.Tensor(x, torch.ones_like(x))
+    return x * 1
+
+
+def _aten_packet(x):
+    torch.ops.aten.relu_(x)
+    return x * 1
+
+
+@pytest.mark.parametrize("fn", [_leaky_relu_positional, _module_inplace, _aten_overload, _aten_packet])
+def test_mutating_call_with_an_unused_result_is_kept(fn):
+    x = torch.tensor([-1.0, 2.0, 9.0])
+    ex, jx = x.clone(), x.clone()
+    expected, actual = fn(ex), thunder.jit(fn)(jx)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(jx, ex)
+
+
+def test_custom_op_that_mutates_its_argument_is_kept():
+    @torch.library.custom_op("thunder_test::scale_", mutates_args={"x"})
+    def scale_(x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return x.clone()
+
+    @scale_.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+    def fn(x):
+        scale_(x)
+        return x + 1
+
+    x = torch.tensor([1.0, 2.0])
+    ex, jx = x.clone(), x.clone()
+    torch.testing.assert_close(thunder.jit(fn)(jx), fn(ex))
+    torch.testing.assert_close(jx, ex)

@@ -8,6 +8,7 @@ the node is imported as an *opaque* op: the original callable, with Dynamo's
 metadata, run by torch. So no program fails to compile for a missing op.
 """
 import builtins
+import inspect
 import linecache
 import math
 import operator
@@ -33,6 +34,7 @@ class ImportedGraph:
     trace: "_core.Trace"
     namespace: dict                      # names the trace's opaque symbols refer to
     fallbacks: list = field(default_factory=list)  # (node name, target, reason) for each opaque node
+    sets_global_state: bool = False      # calls grad-mode/autocast/inference-mode setters (see global_state)
 
 
 # ---- which FX targets are native, and how their arguments map to the op's parameters ----
@@ -146,8 +148,9 @@ _MUTATING_OPERATORS = {operator.setitem, operator.delitem, operator.iadd, operat
 
 def _has_effect(node, name):
     """Whether an opaque node may change something besides its result: it mutates an argument (in-place
-    methods, ``out=``, augmented assignment), draws random numbers, or returns nothing that is used -- a call
-    made for what it does, not for its value (``torch._C._set_grad_enabled(False)``, ``torch._assert``)."""
+    methods, ``out=``, ``inplace=True`` however passed, augmented assignment, an op whose schema writes to an
+    argument), draws random numbers, or returns nothing that is used -- a call made for what it does, not for
+    its value (``torch._C._set_grad_enabled(False)``, ``torch._assert``)."""
     if node.op == "call_function" and node.target in _MUTATING_OPERATORS:
         return True
     if node.meta.get("example_value") is None and not node.users:
@@ -155,9 +158,34 @@ def _has_effect(node, name):
     short = name.rsplit(".", 1)[-1]
     if short.endswith("_") and not short.endswith("__"):
         return True
-    if "out" in node.kwargs or node.kwargs.get("inplace") is True:
+    if "out" in node.kwargs or _inplace_argument(node):
+        return True
+    if node.op == "call_function" and _schema_writes(node.target):
         return True
     return any(word in short.lower() for word in _RANDOM_WORDS)
+
+
+def _inplace_argument(node):
+    """Whether the call passes ``inplace=True``, by keyword or by position (``F.leaky_relu(x, 0.1, True)``)."""
+    if node.kwargs.get("inplace") is True:
+        return True
+    if node.op != "call_function" or not any(a is True for a in node.args):
+        return False
+    try:
+        bound = inspect.signature(node.target).bind(*node.args, **node.kwargs)
+    except (TypeError, ValueError):  # no signature (a builtin), or the call does not bind: decide by the name
+        return False
+    return bound.arguments.get("inplace") is True
+
+
+def _schema_writes(target):
+    """Whether an aten or custom op (``torch.ops.aten.add_.Tensor``, a ``torch.library.custom_op`` with
+    ``mutates_args``) writes to an argument, by its schema; for an overload packet, whether any overload does."""
+    if isinstance(target, torch._ops.OpOverload):
+        return target._schema.is_mutable
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return any(getattr(target, o)._schema.is_mutable for o in target.overloads())
+    return False
 
 
 _PUBLIC_MODULES = {"torch": torch, "torch.nn.functional": F, "torch.special": torch.special, "torch.fft": torch.fft,
@@ -215,6 +243,7 @@ class _Importer:
         self.env = {}            # fx node -> core value (proxy, number, tuple of proxies, ...)
         self.namespace = {}      # opaque callables by printed name
         self.fallbacks = []
+        self.sets_global_state = False
 
     # -- values --
     def _new_output(self, example):
@@ -301,7 +330,7 @@ class _Importer:
                 self.env[node] = self._call(node)
             elif node.op == "output":
                 out = self._unwrap(self._arg(node.args[0]))
-                return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks)
+                return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -367,6 +396,7 @@ class _Importer:
     def _global_state(self, node):
         """A call that sets grad mode, inference mode or autocast: an effect, in place (see global_state)."""
         callee = global_state.CALLEES[node.target]
+        self.sets_global_state = True
         if callee.startswith("global_state."):
             self.namespace["global_state"] = global_state
         exit_call = node.target in global_state.EXITS  # its argument is the enter's context object

@@ -13,7 +13,9 @@ A trace has no values for Python objects, so an enter call's context object
 cannot be a proxy. It is kept here instead, on a per-thread stack: a trace calls
 ``global_state.enter_autocast(...)`` and later ``global_state.exit_autocast()``,
 which pops the object its enter pushed (a graph's enters and exits nest as the
-``with`` blocks they come from).
+``with`` blocks they come from). If the graph raises in between, :func:`restoring`
+leaves the regions it entered and restores grad mode, as leaving a ``with`` block
+by an exception does in eager.
 """
 import threading
 
@@ -31,24 +33,48 @@ def _stack():
     return stack
 
 
+def _leave():
+    exit_fn, context = _stack().pop()
+    exit_fn(context)
+
+
 def enter_autocast(*args):
     """``torch.amp.autocast_mode._enter_autocast(device_type, dtype, enabled, cache_enabled)``, keeping its mode."""
-    _stack().append(torch.amp.autocast_mode._enter_autocast(*args))
+    _stack().append((torch.amp.autocast_mode._exit_autocast, torch.amp.autocast_mode._enter_autocast(*args)))
 
 
 def exit_autocast():
     """Leaves the autocast region of the matching :func:`enter_autocast`."""
-    torch.amp.autocast_mode._exit_autocast(_stack().pop())
+    _leave()
 
 
 def enter_inference_mode(*args):
     """``torch.autograd.grad_mode._enter_inference_mode(mode)``, keeping its context."""
-    _stack().append(torch.autograd.grad_mode._enter_inference_mode(*args))
+    _stack().append((torch.autograd.grad_mode._exit_inference_mode,
+                     torch.autograd.grad_mode._enter_inference_mode(*args)))
 
 
 def exit_inference_mode():
     """Leaves the inference-mode region of the matching :func:`enter_inference_mode`."""
-    torch.autograd.grad_mode._exit_inference_mode(_stack().pop())
+    _leave()
+
+
+def restoring(fn):
+    """``fn`` (a compiled graph that sets global state), made to undo what it set if it raises: it leaves the
+    autocast and inference-mode regions it entered, innermost first, and restores grad mode and forward-mode
+    grad mode as they were when it was called. Eager does the same when an exception leaves ``with`` blocks."""
+    def call(*args):
+        stack = _stack()
+        depth, grad, fwd_grad = len(stack), torch.is_grad_enabled(), torch._C._is_fwd_grad_enabled()
+        try:
+            return fn(*args)
+        except BaseException:
+            while len(stack) > depth:
+                _leave()
+            torch._C._set_grad_enabled(grad)
+            torch._C._set_fwd_grad_enabled(fwd_grad)
+            raise
+    return call
 
 
 #: FX targets that set global state, by the callee a trace prints for them ("global_state." names resolve to this
