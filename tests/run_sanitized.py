@@ -1,7 +1,7 @@
 """Runs pytest against the ASan/UBSan build of thunder._core (see docs/cpu_executor.md, "Sanitizers").
 
-    LD_PRELOAD=$(g++ -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \\
-        python tests/run_sanitized.py build/py-asan tests/test_cpu_executor.py
+    LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so)" \\
+        ASAN_OPTIONS=detect_leaks=0 python tests/run_sanitized.py build/py-asan tests/test_cpu_executor.py
 
 The editable install's import hook would load the installed extension, so it is removed and a copy of the
 package holding the sanitized extension (built into the given directory) goes first on the path.
