@@ -101,8 +101,13 @@ def test_dim_out_of_range_raises_like_eager(fn):
     (lambda x: torch.ones(2) & x, (torch.ones(2),)),
     (lambda x: torch.stack([x, x[:1]]), (torch.ones(2),)),
     (lambda x: x.split([1, 5], 0), (torch.ones(2),)),
+    (lambda x, b: x - b, (torch.ones(2), torch.tensor([True, False]))),
+    (lambda x: x - True, (torch.ones(2),)),
+    (lambda x: True - x, (torch.ones(2),)),
+    (lambda x: torch.rsub(x, True), (torch.ones(2),)),
 ], ids=["broadcast", "matmul_shapes", "view_numel", "reshape_numel", "index", "expand", "cross_entropy_shape",
-        "gelu_mode", "bitwise_float", "stack_shapes", "split_sizes"])
+        "gelu_mode", "bitwise_float", "stack_shapes", "split_sizes", "sub_bool_tensor", "sub_bool_number",
+        "bool_number_sub", "rsub_bool"])
 def test_invalid_op_arguments_raise_like_eager(fn, args):
     eager, jitted = eager_and_jitted_errors(fn, *args)
     assert type(jitted) is type(eager), f"eager {type(eager).__name__}: {eager}\njitted {type(jitted).__name__}: {jitted}"

@@ -3,6 +3,7 @@ eager (value and dtype), and must have been imported natively (no opaque op, no 
 the default executors and with every torch-level op run as its prims decomposition."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 import thunder
 from thunder import testing_opinfo as T
@@ -165,3 +166,42 @@ def test_half_tensor_times_zero_dim_then_softmax_matches_eager():
     x, s = torch.randn(8, 128, dtype=torch.bfloat16), torch.tensor(2.3456)
     fn = lambda x, s: torch.softmax(x / s, -1)  # noqa: E731
     torch.testing.assert_close(thunder.jit(fn)(x, s), fn(x, s), rtol=0, atol=0)
+
+
+#: Ops with a Python number on half-precision tensors. ATen rounds the number to the tensor's dtype first except in
+#: mul and the divisions (read unrounded in float32), computes one op's kernel in float32 and rounds once; a number
+#: on the left of `/` is Tensor.__rtruediv__ (reciprocal, then mul). Each must give eager's bits. (Sizes are
+#: multiples of 64: ATen's vectorized loops and the scalar loop for a remainder round add with alpha differently.)
+_NUMBER_OPS = {
+    "add": lambda x, c: x + c, "sub": lambda x, c: x - c, "rsub": lambda x, c: c - x, "mul": lambda x, c: x * c,
+    "div": lambda x, c: x / c, "rdiv": lambda x, c: c / x, "floordiv": lambda x, c: x // c, "mod": lambda x, c: x % c,
+    "rmod": lambda x, c: c % x, "pow": lambda x, c: x ** c, "rpow": lambda x, c: c ** x.abs(),
+    "fmod": lambda x, c: torch.fmod(x, c), "lt": lambda x, c: x < c, "ge": lambda x, c: x >= c,
+    "clamp": lambda x, c: torch.clamp(x, min=-c, max=c), "where": lambda x, c: torch.where(x > 0, x, c),
+    "add_alpha": lambda x, c: torch.add(x, x.flip(0), alpha=c), "sub_alpha": lambda x, c: torch.sub(x, x.flip(0), alpha=c),
+    "div_trunc": lambda x, c: torch.div(x, c, rounding_mode="trunc"),
+    "div_floor": lambda x, c: torch.div(x, c, rounding_mode="floor"),
+    "elu": lambda x, c: F.elu(x, abs(c)), "celu": lambda x, c: F.celu(x, abs(c)), "selu": lambda x, c: F.selu(x * c),
+    "threshold": lambda x, c: F.threshold(x, c, -c), "leaky_relu": lambda x, c: F.leaky_relu(x, abs(c) / 10),
+    "hypot": lambda x, c: torch.hypot(x, torch.tensor(c)), "logaddexp": lambda x, c: torch.logaddexp(x, torch.tensor(c)),
+    "lerp": lambda x, c: torch.lerp(x, x.flip(0), c / 10),
+}
+
+
+@pytest.mark.parametrize("number", [2.3456, 0.1, 257.0])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_tensor_with_a_python_number_matches_eager_bits(dtype, number):
+    torch.manual_seed(0)
+    near = torch.tensor([number]).to(dtype)  # the number's neighbours in dtype, where rounding it first matters
+    x = torch.cat([(torch.randn(509) * 4).to(dtype), near, near.nextafter(near + 1), near.nextafter(near - 1)])
+
+    def every_op(x):
+        return tuple(op(x, number) for op in _NUMBER_OPS.values())
+
+    expected = every_op(x)
+    for name, executors in _executor_sets().items():
+        jitted = thunder.jit(T._fresh_function(every_op, name), executors=executors)
+        actual = jitted(x)
+        for op, a, e in zip(_NUMBER_OPS, actual, expected):
+            assert a.dtype == e.dtype, (name, op, a.dtype, e.dtype)
+            torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"[{name}] {op}: {m}")

@@ -97,6 +97,16 @@ std::string literal(const ir::Value& v, const std::string& type) {
   return "(" + type + ")" + buf;
 }
 
+// A Python number operand of an elementwise prim over `in` tensors. ATen converts it to the tensor's dtype
+// first, so over float16/bfloat16 it is rounded to that precision -- except in mul and the divisions, whose CPU
+// kernels read it unrounded in float32 (x * 0.1 computes float(x) * 0.1f; see second_operand_in_opmath in
+// ops/torch_elementwise.cc for the same rule with a 0-dim tensor).
+std::string number_operand(const std::string& op, const ir::Value& v, DType in) {
+  const std::string e = literal(v, compute_type(in));
+  const bool unrounded = op == "mul" || op == "div" || op == "floor_divide";
+  return is_half(in) && !unrounded ? round_to(in, e) : e;
+}
+
 // Functions vectorizable through glibc's libmvec (declared `omp declare simd` in the prelude).
 bool is_vector_math(const std::string& op) {
   static const std::set<std::string> ops = {"exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sin", "cos",
@@ -374,7 +384,7 @@ class KernelWriter {
       }
     }
     for (size_t i = 0; i < operands.size(); ++i)
-      if (operands[i].empty()) operands[i] = literal(b.args[i], compute_type(in_dtype));
+      if (operands[i].empty()) operands[i] = number_operand(op, b.args[i], in_dtype);
     std::string e = op == "pow" && b.args[1].is_number() ? small_power(operands[0], b.args[1].as_double(), compute_type(dtype(v)))
                                                          : "";
     if (e.empty()) e = expression(op, dtype(v), in_dtype, operands);

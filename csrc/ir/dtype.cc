@@ -1,6 +1,8 @@
 #include "ir/dtype.h"
 
 #include <array>
+#include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 namespace thunder::ir {
@@ -93,6 +95,20 @@ DType default_dtype_for(NumberType t) {
     case NumberType::Complex: return DType::Complex64;
   }
   return DType::Float32;
+}
+
+double round_to(double v, DType d) {
+  const float f = static_cast<float>(v);
+  if (d == DType::Float32) return f;
+  if (d == DType::Float16) return static_cast<float>(static_cast<_Float16>(f));
+  if (d != DType::BFloat16 || std::isnan(f)) return d == DType::Float64 || !is_floating(d) ? v : f;
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  bits += 0x7fff + ((bits >> 16) & 1);  // round to nearest, ties to even, on the 16 bits kept
+  bits &= 0xffff0000u;
+  float r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
 }
 
 }  // namespace thunder::ir

@@ -44,4 +44,9 @@ DType to_complex(DType d);
 /// The real dtype of a complex `d`; `d` itself otherwise.
 DType to_real(DType d);
 
+/// A Python float stored in a floating-point `d`, read back: rounded to float32 for float32, and through
+/// float32 to the nearest even float16 or bfloat16 for those (as c10's conversions from double do); any other
+/// dtype leaves it unchanged. E.g. 2.3456 -> 2.34375 in bfloat16.
+double round_to(double v, DType d);
+
 }  // namespace thunder::ir

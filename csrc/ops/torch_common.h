@@ -51,6 +51,9 @@ inline bool is_float(DType d) { return ir::is_floating(d) || ir::is_complex(d); 
 inline bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 /// The dtype torch computes a half-precision op in.
 inline DType opmath(DType d) { return is_half(d) ? DType::Float32 : d; }
+/// An operand of an op whose result dtype is `d`, as ATen's kernels read it: converted to `d` first (a wider
+/// 0-dim tensor is rounded to it), then widened to the math type opmath(d). Numbers pass unchanged.
+inline Value in_opmath(Builder& b, const Value& v, DType d) { return cast(b, cast(b, v, d), opmath(d)); }
 /// A fresh tensor proxy with metadata `m` (outputs never start out requiring grad).
 inline Value out_tensor(Builder& b, TensorMeta m) {
   m.requires_grad = false;

@@ -80,9 +80,19 @@ void scalar_rule_binary(const std::string& name, Promotion p, const std::string&
 void add_like(const std::string& name) {
   def_decomposed(name, kElementwise, {kInput, req("other"), opt("alpha", Value(int64_t{1}))},
                  [name](Builder& b, const Args& a) {
-                   Value other = a[1];
-                   if (!(a[2] == Value(int64_t{1}))) other = b.torch("mul", {other, a[2]});
-                   return elementwise(b, name, {a[0], other}, Promotion::Default);
+                   if (name == "sub")  // as ATen refuses it (a bool number is a bool operand too)
+                     for (const Value& v : {a[0], a[1]})
+                       if ((b.is_tensor(v) && b.meta(v).dtype == DType::Bool) || std::holds_alternative<bool>(v.v))
+                         fail("ltorch.sub", "subtraction with a bool operand is not supported (use ~ or logical_not "
+                                            "to invert a mask, ^ or logical_xor for two masks)");
+                   if (a[2] == Value(int64_t{1})) return elementwise(b, name, {a[0], a[1]}, Promotion::Default);
+                   // ATen computes input + alpha * other in one kernel: for half precision in float32 with alpha
+                   // rounded to the result dtype (as its vectorized loop does), and rounded once.
+                   const DType d = result_type(b, {a[0], a[1]});
+                   if (!is_half(d) || !a[2].is_number() || std::holds_alternative<bool>(a[2].v))
+                     return elementwise(b, name, {a[0], b.torch("mul", {a[1], a[2]})}, Promotion::Default);
+                   const Value other = b.torch("mul", {in_opmath(b, a[1], d), F(ir::round_to(a[2].as_double(), d))});
+                   return cast(b, elementwise(b, name, {in_opmath(b, a[0], d), other}, Promotion::Default), d);
                  });
 }
 
@@ -132,9 +142,11 @@ void register_math() {
                      const std::string& mode = a[2].as_str();
                      if (mode == "floor") return elementwise(b, "floor_divide", {x[0], x[1]}, Promotion::Default);
                      if (mode != "trunc") fail("ltorch.div", "rounding_mode must be None, 'trunc' or 'floor', got '" + mode + "'");
+                     // trunc(x / y) in one kernel: in float32 for half precision, rounded once.
                      DType d = result_type(b, {x[0], x[1]});
-                     Value q = elementwise(b, "div", {x[0], x[1]}, Promotion::Default);
-                     return ir::is_floating(d) ? b.prim("trunc", {q}) : q;
+                     if (!ir::is_floating(d)) return elementwise(b, "div", {x[0], x[1]}, Promotion::Default);
+                     Value q = elementwise(b, "div", {in_opmath(b, x[0], d), in_opmath(b, x[1], d)}, Promotion::Default);
+                     return cast(b, b.prim("trunc", {q}), d);
                    });
                  });
 }

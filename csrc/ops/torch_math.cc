@@ -116,7 +116,7 @@ void register_elementwise() {
   binary("hypot", [](Builder& b, const Args& a) {
     DType d = result_type(b, {a[0], a[1]});
     if (!is_float(d)) fail("ltorch.hypot", "expected floating-point inputs");
-    Value x = cast(b, a[0], opmath(d)), y = cast(b, a[1], opmath(d));
+    Value x = in_opmath(b, a[0], d), y = in_opmath(b, a[1], d);
     return cast(b, T(b, "sqrt", {T(b, "add", {T(b, "mul", {x, x}), T(b, "mul", {y, y})})}), d);
   });
   for (const char* name : {"logaddexp", "logaddexp2"}) {
@@ -124,7 +124,7 @@ void register_elementwise() {
     binary(name, [two, name](Builder& b, const Args& a) {
       DType d = result_type(b, {a[0], a[1]});
       if (!is_float(d)) fail(std::string("ltorch.") + name, "expected floating-point inputs");
-      Value x = cast(b, a[0], opmath(d)), y = cast(b, a[1], opmath(d));
+      Value x = in_opmath(b, a[0], d), y = in_opmath(b, a[1], d);
       Value m = T(b, "maximum", {x, y});
       Value diff = T(b, "neg", {T(b, "abs", {T(b, "sub", {x, y})})});
       Value r = two ? T(b, "add", {m, T(b, "div", {T(b, "log1p", {T(b, "exp2", {diff})}), F(M_LN2)})})
@@ -243,22 +243,29 @@ void register_activations() {
     Value r6 = T(b, "clamp", {T(b, "add", {a[0], F(3.0)}), F(0.0), F(6.0)});
     return T(b, "div", {T(b, "mul", {a[0], r6}), F(6.0)});
   });
+  // The ELU family is one ATen kernel, which computes a half-precision input in float32 and rounds once.
   act("elu", {opt("alpha", F(1.0)), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[2], "in-place elu");
     require_float(b, "ltorch.elu", a[0]);
-    return where_positive(b, a[0], T(b, "mul", {T(b, "expm1", {a[0]}), a[1]}));
+    const DType d = b.meta(a[0]).dtype;
+    const Value x = cast(b, a[0], opmath(d));
+    return cast(b, where_positive(b, x, T(b, "mul", {T(b, "expm1", {x}), a[1]})), d);
   });
   act("celu", {opt("alpha", F(1.0)), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[2], "in-place celu");
     require_float(b, "ltorch.celu", a[0]);
-    return where_positive(b, a[0], T(b, "mul", {T(b, "expm1", {T(b, "div", {a[0], a[1]})}), a[1]}));
+    const DType d = b.meta(a[0]).dtype;
+    const Value x = cast(b, a[0], opmath(d));
+    return cast(b, where_positive(b, x, T(b, "mul", {T(b, "expm1", {T(b, "div", {x, a[1]})}), a[1]})), d);
   });
   act("selu", {opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[1], "in-place selu");
     require_float(b, "ltorch.selu", a[0]);
     const double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
-    Value r = where_positive(b, a[0], T(b, "mul", {T(b, "expm1", {a[0]}), F(alpha)}));
-    return T(b, "mul", {r, F(scale)});
+    const DType d = b.meta(a[0]).dtype;
+    const Value x = cast(b, a[0], opmath(d));
+    Value r = where_positive(b, x, T(b, "mul", {T(b, "expm1", {x}), F(alpha)}));
+    return cast(b, T(b, "mul", {r, F(scale)}), d);
   });
   act("leaky_relu", {opt("negative_slope", F(0.01)), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[2], "in-place leaky_relu");
@@ -307,7 +314,8 @@ void register_activations() {
     DType d = b.meta(a[0]).dtype;
     Value value = is_float(d) ? a[2] : Value(static_cast<int64_t>(a[2].as_double()));
     if (d == DType::Bool) fail("ltorch.threshold", "not supported for bool");
-    return T(b, "where", {T(b, "le", {a[0], a[1]}), value, a[0]});
+    // ATen compares a half-precision input with the threshold in float32, the threshold unrounded.
+    return T(b, "where", {T(b, "le", {cast(b, a[0], opmath(d)), a[1]}), value, a[0]});
   });
   act("glu", {opt("dim", Int(-1))}, [](Builder& b, const Args& a) {
     require_float(b, "ltorch.glu", a[0]);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -137,6 +138,18 @@ TEST(DType, ComplexAndRealCounterparts) {
   EXPECT_EQ(to_real(DType::Complex64), DType::Float32);
   EXPECT_EQ(to_real(DType::Complex128), DType::Float64);
   EXPECT_EQ(to_real(DType::Int32), DType::Int32);
+}
+
+TEST(DType, RoundToAFloatingDtype) {
+  EXPECT_EQ(round_to(2.3456, DType::BFloat16), 2.34375);  // torch.tensor(2.3456).bfloat16().item()
+  EXPECT_EQ(round_to(257.0, DType::BFloat16), 256.0);     // a tie, to even
+  EXPECT_EQ(round_to(259.0, DType::BFloat16), 260.0);     // a tie, to even
+  EXPECT_EQ(round_to(2.3456, DType::Float16), 2.345703125);
+  EXPECT_EQ(round_to(0.1, DType::Float32), static_cast<double>(0.1f));
+  EXPECT_EQ(round_to(0.1, DType::Float64), 0.1);
+  EXPECT_EQ(round_to(0.1, DType::Int64), 0.1);
+  EXPECT_EQ(round_to(1e39, DType::BFloat16), INFINITY);
+  EXPECT_TRUE(std::isnan(round_to(NAN, DType::BFloat16)));
 }
 
 }  // namespace

@@ -348,8 +348,12 @@ class _Importer:
                                    "(a trace holds only tensors and numbers)")
         kind = "method" if node.op == "call_method" else "function"
         name = _METHODS.get(node.target) if kind == "method" else _FUNCTIONS.get(node.target)
+        if node.target is operator.truediv and not _is_tensor(node.args[0]) and _is_tensor(node.args[1]):
+            name = "__rtruediv__"
         if name is not None:
             try:
+                if name == "__rtruediv__":
+                    return self._rtruediv(node)
                 return self._native(node, kind, name)
             except (_core.NotNative, _core.OpError, TypeError, ValueError, KeyError, IndexError) as e:
                 self.fallbacks.append((node.name, _target_name(node), f"{type(e).__name__}: {e}"))
@@ -367,6 +371,14 @@ class _Importer:
             else:
                 args, kwargs = adapted
         out = self.builder.call("ltorch", name, self._unwrap(list(args)), self._unwrap(kwargs))
+        self._check_meta(node, out)
+        return out
+
+    def _rtruediv(self, node):
+        """number / tensor: what ``Tensor.__rtruediv__`` computes, ``tensor.reciprocal() * number`` (not
+        ``torch.div(number, tensor)``, which rounds differently in half precision)."""
+        number, tensor = self._unwrap(self._arg(list(node.args)))
+        out = self.builder.call("ltorch", "mul", [self.builder.call("ltorch", "reciprocal", [tensor], {}), number], {})
         self._check_meta(node, out)
         return out
 
@@ -419,6 +431,11 @@ class _Importer:
         output = self._new_output(node.meta.get("example_value"))
         effect = _has_effect(node, callee if node.op == "call_function" else str(target))
         return self.builder.opaque(callee, args, kwargs, output, effect)
+
+
+def _is_tensor(a):
+    """Whether an FX argument is a node whose value is a tensor."""
+    return isinstance(a, torch.fx.Node) and isinstance(a.meta.get("example_value"), torch.Tensor)
 
 
 def _number_type(x):
