@@ -186,7 +186,7 @@ def test_cache_files_are_private_whatever_the_umask(tmp_path):
     failing = "import os\nos.umask(0)\nfrom thunder import _core\n" \
               f"try:\n    _core.load_module('this is not C++', {str(cache)!r})\nexcept RuntimeError as e:\n    print(e)\n"
     out = run(failing, cache).stdout
-    kept = re.search(r"kept (\S+\.cc)", out).group(1)
+    kept = re.search(r"kept as (\S+\.cc)", out).group(1)
     assert os.path.exists(kept) is False or stat.S_IMODE(os.stat(kept).st_mode) == 0o600
 
 

@@ -205,3 +205,15 @@ def test_half_tensor_with_a_python_number_matches_eager_bits(dtype, number):
         for op, a, e in zip(_NUMBER_OPS, actual, expected):
             assert a.dtype == e.dtype, (name, op, a.dtype, e.dtype)
             torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"[{name}] {op}: {m}")
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (512,)], ids=["zero_dim", "one_element", "full"])
+def test_trunc_division_of_half_tensors_matches_eager_bits(shape):
+    # ATen divides by a one-element divisor in float32 before truncating, by any other tensor in bfloat16.
+    torch.manual_seed(0)
+    x, y = (torch.randn(512) * 4).bfloat16(), torch.full(shape, 0.1).bfloat16()
+    fn = lambda x, y: torch.div(x, y, rounding_mode="trunc")  # noqa: E731
+    expected = fn(x, y)
+    for name, executors in _executor_sets().items():
+        actual = thunder.jit(T._fresh_function(fn, name), executors=executors)(x, y)
+        torch.testing.assert_close(actual, expected, rtol=0, atol=0, msg=lambda m: f"[{name}] {m}")

@@ -142,9 +142,13 @@ void register_math() {
                      const std::string& mode = a[2].as_str();
                      if (mode == "floor") return elementwise(b, "floor_divide", {x[0], x[1]}, Promotion::Default);
                      if (mode != "trunc") fail("ltorch.div", "rounding_mode must be None, 'trunc' or 'floor', got '" + mode + "'");
-                     // trunc(x / y) in one kernel: in float32 for half precision, rounded once.
+                     // trunc(x / y). ATen's CPU kernel divides a half-precision tensor by a scalar (a number, or a
+                     // tensor of one element) in float32, truncates and rounds once; by another tensor it divides in
+                     // the dtype (rounding) before truncating.
                      DType d = result_type(b, {x[0], x[1]});
                      if (!ir::is_floating(d)) return elementwise(b, "div", {x[0], x[1]}, Promotion::Default);
+                     const bool scalar = !b.is_tensor(x[1]) || (b.meta(x[1]).numel() == 1 && b.meta(x[1]).device == "cpu");
+                     if (!is_half(d) || !scalar) return b.prim("trunc", {elementwise(b, "div", {x[0], x[1]}, Promotion::Default)});
                      Value q = elementwise(b, "div", {in_opmath(b, x[0], d), in_opmath(b, x[1], d)}, Promotion::Default);
                      return cast(b, b.prim("trunc", {q}), d);
                    });

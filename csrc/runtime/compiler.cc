@@ -20,12 +20,13 @@
 namespace thunder::runtime {
 namespace {
 
-const std::string& compiler_version(const std::string& compiler) {
+// The first line of `compiler --version`, under the compile timeout (a compiler that hangs is killed).
+const std::string& compiler_version(const std::string& compiler, double timeout_seconds) {
   static std::mutex mu;
   static std::string cached_for, version;
   std::lock_guard<std::mutex> lock(mu);
   if (cached_for != compiler) {
-    ProcessResult r = run_process({compiler, "--version"}, 60);
+    ProcessResult r = run_process({compiler, "--version"}, timeout_seconds);
     version = r.output.substr(0, r.output.find('\n'));
     cached_for = compiler;
   }
@@ -134,7 +135,8 @@ void compile_into(const CacheDir& dir, const std::string& source, const CompileO
       throw std::runtime_error("kernel compilation timed out after " + std::to_string(static_cast<long>(o.timeout_seconds)) +
                                " s (THUNDER_COMPILE_TIMEOUT) and was killed:\n" + m.command + "\n" + r.output);
     }
-    throw std::runtime_error("kernel compilation failed (kept " + dir.path + "/" + src + " until this process exits):\n" +
+    throw std::runtime_error("kernel compilation failed (source kept as " + dir.path + "/" + src +
+                             " for inspection, removed once this process has ended):\n" +
                              m.command + "\n" + r.output);
   }
   unlinkat(dir.fd.get(), src.c_str(), 0);
@@ -167,7 +169,7 @@ std::string cache_key(const std::string& source, const CompileOptions& o) {
     h.update("\0", 1);  // fields cannot run into each other
   };
   field(source);
-  field(compiler_version(o.compiler));
+  field(compiler_version(o.compiler, o.timeout_seconds));
   field(o.compiler);
   for (const std::string& f : o.flags) field(f);
   field(cpu_features());

@@ -94,6 +94,18 @@ def _fallback_cause(error):
     return type(error).__name__, re.sub(r"\d+", "N", re.sub(r"(?:[\w.~-]*/)+[\w.-]*", "<path>", first))
 
 
+def _short_reason(error):
+    """The error's type and first line; for a compiler's failure (a first line ending in ':' over its output), also
+    the output's first line that says "error"."""
+    lines = [l.strip() for l in str(error).strip().splitlines() if l.strip()]
+    reason = f"{type(error).__name__}: {lines[0] if lines else ''}"
+    if lines and lines[0].endswith(":"):
+        first_error = next((l for l in lines[1:] if "error" in l.lower()), None)
+        if first_error:
+            reason += " " + (first_error if len(first_error) <= 240 else first_error[:240] + "...")
+    return reason
+
+
 def _report_fallback(state, index, error):
     """Logs that a graph runs uncompiled: a WARNING the first time this process sees its cause (see
     _fallback_cause), DEBUG after that, so a cache directory that cannot be written does not warn on every
@@ -138,8 +150,7 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     except Exception as e:  # noqa: BLE001 -- any failure means: run this graph with torch
         _report_fallback(state, index, e)
         message = str(e).strip()
-        eager = EagerGraph(index, f"{type(e).__name__}: {message.splitlines()[0] if message else ''}", gm,
-                           detail=f"{type(e).__name__}: {message}")
+        eager = EagerGraph(index, _short_reason(e), gm, detail=f"{type(e).__name__}: {message}")
         state.graphs.append(eager)
 
         def run_eager(*args):
