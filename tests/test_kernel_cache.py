@@ -470,3 +470,81 @@ def test_killing_compiles_at_random_points_leaves_a_working_cache_and_no_tempora
     p = subprocess.run([sys.executable, "-c", FAULTS, str(cache), "20", "1234"], capture_output=True, text=True,
                        env=env, timeout=300)
     assert p.returncode == 0 and "ok" in p.stdout, p.stderr[-3000:]
+
+
+# ---- found by a second round of attacks ----
+
+def _fake_compiler(tmp_path, body):
+    """An executable shell script that runs `body` and then the real g++ with the same arguments."""
+    script = tmp_path / "fake-g++"
+    script.write_text(f"#!/bin/sh\n{body}\nexec g++ \"$@\"\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_directory_swapped_in_during_the_compile_receives_nothing(tmp_path):
+    # Whoever can rename the cache directory (its parent is theirs) swaps in a directory of their own while the
+    # compiler runs: the compiler works in the checked directory by descriptor, with relative names.
+    cache, swapped = tmp_path / "k", tmp_path / "real"
+    compiler = _fake_compiler(tmp_path, f"mv {cache} {swapped} && mkdir {cache}")
+    module = _core.load_module(_tiny(7), str(cache), TINY_FLAGS, compiler)
+    assert module.command.startswith(f"cd {cache} && ") and " -o ./" in module.command
+    assert os.listdir(cache) == []  # the attacker's directory got no source and no object
+    assert [n for n in os.listdir(swapped) if ENTRY.match(n)] == [f"{module.key}.so"]
+    assert ctypes.CFUNCTYPE(ctypes.c_int)(module.symbol("value"))() == 7
+
+
+def test_a_full_disk_falls_back_to_a_private_directory(tmp_path):
+    cache = tmp_path / "k"
+    compiler = _fake_compiler(tmp_path, f'if [ "$(pwd -P)" = "{cache}" ]; then echo "ld: final link failed: '
+                                        'No space left on device" >&2; exit 1; fi')
+    module = _core.load_module(_tiny(8), str(cache), TINY_FLAGS, compiler)
+    assert module.cache_dir != str(cache) and "ran out of space" in module.warning, module.warning
+    assert temporaries(cache) == []  # the source is not left on the full disk
+
+
+def test_a_forked_child_that_exits_leaves_the_parents_private_directory(tmp_path):
+    cache = tmp_path / "shared"
+    cache.mkdir()
+    cache.chmod(0o777)  # refused: this process compiles into a private directory instead
+    code = textwrap.dedent(f"""
+        import os, sys
+        from thunder import _core
+        first = _core.load_module('extern "C" int a() {{ return 1; }}', {str(cache)!r}, {TINY_FLAGS!r})
+        assert first.warning, "expected the private directory"
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)  # runs the C++ static destructors
+        os.waitpid(pid, 0)
+        second = _core.load_module('extern "C" int b() {{ return 2; }}', {str(cache)!r}, {TINY_FLAGS!r})
+        assert second.cache_dir == first.cache_dir and os.path.isdir(second.cache_dir)
+        print("ok")
+    """)
+    assert run(code, cache).stdout.strip() == "ok"
+
+
+def test_an_empty_directory_at_an_entry_path_is_replaced(tmp_path):
+    cache = tmp_path / "k"
+    key = _core.load_module(_tiny(9), str(cache), TINY_FLAGS).key
+    _core.clear_kernel_cache(str(cache))
+    (cache / f"{key}.so").mkdir()
+    assert not _core.load_module(_tiny(9), str(cache), TINY_FLAGS).cache_hit
+    assert os.path.isfile(cache / f"{key}.so")
+    # A directory that cannot be removed: the kernel still compiles and loads, uncached.
+    _core.clear_kernel_cache(str(cache))
+    (cache / f"{key}.so").mkdir()
+    (cache / f"{key}.so" / "x").write_text("x")
+    module = _core.load_module(_tiny(9), str(cache), TINY_FLAGS)
+    assert not module.cache_hit and os.path.isdir(cache / f"{key}.so")
+
+
+def test_an_infinite_compile_timeout_is_no_limit(tmp_path):
+    hit, _, _, _, _ = compile_once(tmp_path / "k", THUNDER_COMPILE_TIMEOUT="inf")
+    assert not hit
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "1e3", "1K"])
+def test_a_malformed_cache_size_cap_is_an_error_naming_the_variable(tmp_path, value, monkeypatch):
+    monkeypatch.setenv("THUNDER_CACHE_MAX_BYTES", value)
+    with pytest.raises(ValueError, match="THUNDER_CACHE_MAX_BYTES must be a whole number of bytes"):
+        _core.load_module(_tiny(10), str(tmp_path / "k"), TINY_FLAGS)

@@ -91,6 +91,8 @@ void* dlopen_fd(int fd, const std::string& key, std::string* error) {
 std::shared_ptr<Library> load_entry(const Fd& fd, const std::string& key, const std::string& path) {
   std::string error;
   void* h = dlopen_fd(fd.get(), key, &error);
+  if (!h && error.find("failed to map segment") != std::string::npos)  // a file system mounted noexec
+    throw std::system_error(EACCES, std::generic_category(), "cannot load the kernel module " + path + ": " + error);
   if (!h) throw std::runtime_error("cannot load the kernel module " + path + ": " + error);
   auto library = std::make_shared<Library>(h);
   if (exported_key(h) != key) throw std::runtime_error("the kernel module " + path + " is not the entry for key " + key);
@@ -122,11 +124,13 @@ void compile_into(const CacheDir& dir, const std::string& source, const CompileO
   write_new_file(dir, src, source + "\nextern \"C\" const char* thunder_cache_key() { return \"" + m.key + "\"; }\n");
   std::vector<std::string> argv = {o.compiler}, libs;
   for (const std::string& f : o.flags) (f.rfind("-l", 0) == 0 ? libs : argv).push_back(f);
-  argv.insert(argv.end(), {"-o", dir.path + "/" + tmp, dir.path + "/" + src});
+  // Names relative to the directory the compiler runs in, entered through the checked descriptor: a path
+  // would let whoever can rename a directory on the way swap in a directory of theirs mid-compile.
+  argv.insert(argv.end(), {"-o", "./" + tmp, "./" + src});
   argv.insert(argv.end(), libs.begin(), libs.end());  // libraries after the source that needs them
-  m.command = command_line(argv);
+  m.command = "cd " + command_line({dir.path}) + " && " + command_line(argv);
   const auto start = std::chrono::steady_clock::now();
-  ProcessResult r = run_process(argv, o.timeout_seconds);
+  ProcessResult r = run_process(argv, o.timeout_seconds, dir.fd.get());
   m.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (r.timed_out || r.status != 0) {
     unlinkat(dir.fd.get(), tmp.c_str(), 0);
@@ -134,6 +138,11 @@ void compile_into(const CacheDir& dir, const std::string& source, const CompileO
       unlinkat(dir.fd.get(), src.c_str(), 0);
       throw std::runtime_error("kernel compilation timed out after " + std::to_string(static_cast<long>(o.timeout_seconds)) +
                                " s (THUNDER_COMPILE_TIMEOUT) and was killed:\n" + m.command + "\n" + r.output);
+    }
+    if (r.output.find("No space left on device") != std::string::npos) {  // the disk, not the source
+      unlinkat(dir.fd.get(), src.c_str(), 0);
+      throw std::system_error(ENOSPC, std::generic_category(),
+                              "kernel compilation ran out of space in " + dir.path + " (errno " + std::to_string(ENOSPC) + "):\n" + r.output);
     }
     throw std::runtime_error("kernel compilation failed (source kept as " + dir.path + "/" + src +
                              " for inspection, removed once this process has ended):\n" +
@@ -179,6 +188,7 @@ std::string cache_key(const std::string& source, const CompileOptions& o) {
 
 std::shared_ptr<Module> load_module(const std::string& source, const CompileOptions& o) {
   if (o.cache_dir.empty()) throw std::invalid_argument("load_module: cache_dir is required");
+  const uint64_t max_bytes = o.max_cache_bytes ? o.max_cache_bytes : default_max_cache_bytes();  // checked first
   auto m = std::make_shared<Module>();
   m->key = cache_key(source, o);
   CacheDir dir = open_cache_dir(o.cache_dir);
@@ -203,7 +213,7 @@ std::shared_ptr<Module> load_module(const std::string& source, const CompileOpti
       dir = fallback_cache_dir(o.cache_dir, std::string("cannot write to it: ") + e.what());
     }
   }
-  evict_entries(dir, o.max_cache_bytes ? o.max_cache_bytes : default_max_cache_bytes(), m->key);
+  evict_entries(dir, max_bytes, m->key);
   return m;
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/kernel_cache.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -54,18 +55,68 @@ bool is_entry_name(const std::string& name) {
          name.size() - 3 <= 64 && is_hex(name, 0, name.size() - 3);
 }
 
-// <hex key>.<pid>.<random>.<ext>; the pid, or 0 if `name` is not a temporary.
-long temporary_pid(const std::string& name) {
-  const size_t a = name.find('.');
-  if (a == std::string::npos || a < 16 || a > 64 || !is_hex(name, 0, a)) return 0;
-  const size_t b = name.find('.', a + 1);
-  if (b == std::string::npos || !is_digits(name, a + 1, b)) return 0;
-  const size_t c = name.find('.', b + 1);
-  if (c == std::string::npos || !is_digits(name, b + 1, c) || c + 1 >= name.size()) return 0;
-  return std::strtol(name.c_str() + a + 1, nullptr, 10);
+// Where this process's pids mean something: 16 hex digits of a hash of the boot id and the pid namespace, so
+// that a cache shared by containers or hosts never judges another namespace's pid ("" if unknown).
+const std::string& process_origin() {
+  static const std::string origin = [] {
+    std::string boot;
+    if (Fd fd{open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)}) {
+      char buf[64];
+      const ssize_t n = read(fd.get(), buf, sizeof buf);
+      if (n > 0) boot.assign(buf, static_cast<size_t>(n));
+    }
+    struct stat st;
+    if (boot.empty() || stat("/proc/self/ns/pid", &st) != 0) return std::string();
+    Sha256 h;
+    h.update(boot + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino));
+    const auto d = h.digest();
+    return to_hex(d.data(), 8);
+  }();
+  return origin;
 }
 
-bool process_is_gone(long pid) { return pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+struct TemporaryName {
+  long pid = 0;        // 0: not a temporary
+  std::string origin;  // "" in names without one
+};
+
+// <hex key>.<pid>[-<origin>].<random>.<ext>
+TemporaryName parse_temporary(const std::string& name) {
+  const size_t a = name.find('.');
+  if (a == std::string::npos || a < 16 || a > 64 || !is_hex(name, 0, a)) return {};
+  const size_t b = name.find('.', a + 1);
+  if (b == std::string::npos) return {};
+  const size_t dash = name.find('-', a + 1);
+  const size_t pid_end = dash < b ? dash : b;
+  if (!is_digits(name, a + 1, pid_end) || (dash < b && (b - dash - 1 != 16 || !is_hex(name, dash + 1, b)))) return {};
+  const size_t c = name.find('.', b + 1);
+  if (c == std::string::npos || !is_digits(name, b + 1, c) || c + 1 >= name.size()) return {};
+  return {std::strtol(name.c_str() + a + 1, nullptr, 10), dash < b ? name.substr(dash + 1, 16) : std::string()};
+}
+
+// Whether the process that made a temporary is known to have ended: its pid is of this boot and pid namespace
+// (or the name predates origins) and no process has it.
+bool process_is_gone(const TemporaryName& t) {
+  if (!t.origin.empty() && t.origin != process_origin()) return false;  // another namespace's: age decides
+  return t.pid > 0 && kill(static_cast<pid_t>(t.pid), 0) != 0 && errno == ESRCH;
+}
+
+// Whether `payload` is an ELF file whose program headers and loaded segments lie inside it (dlopen maps them:
+// a segment past the end would fault on first touch, SIGBUS, not fail).
+bool elf_fits(const char* data, uint64_t size) {
+  Elf64_Ehdr eh;
+  if (size < sizeof eh) return false;
+  std::memcpy(&eh, data, sizeof eh);
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64) return false;
+  if (eh.e_phentsize != sizeof(Elf64_Phdr)) return false;
+  if (eh.e_phoff > size || uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr) > size - eh.e_phoff) return false;
+  for (uint64_t i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, data + eh.e_phoff + i * sizeof ph, sizeof ph);
+    if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset)) return false;
+  }
+  return true;
+}
 
 // The names in the directory `dir_fd` (read through a duplicate, so dir_fd stays open and positioned).
 std::vector<std::string> list_names(int dir_fd) {
@@ -147,7 +198,11 @@ void make_private_dirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i) {
     if (i != path.size() && path[i] != '/') continue;
     const std::string prefix = path.substr(0, i);
-    if (mkdir(prefix.c_str(), 0700) == 0) chmod(prefix.c_str(), 0700);  // a umask of 0700 and more
+    if (mkdir(prefix.c_str(), 0700) != 0) continue;
+    // Under a umask of 0700 and more the new directory lacks even our bits: set them through a descriptor of
+    // it (a chmod by path would follow a symlink someone put in its place to any file of ours).
+    Fd fd(open(prefix.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd) fchmod(fd.get(), 0700);
   }
 }
 
@@ -156,7 +211,9 @@ struct Registry {
   std::mutex mu;
   std::set<std::pair<dev_t, ino_t>> swept;
   std::map<std::string, std::string> fallbacks;  // requested path -> private directory
+  pid_t owner = getpid();                        // a forked child that exits leaves the parent's directories
   ~Registry() {
+    if (getpid() != owner) return;
     for (const auto& [requested, dir] : fallbacks) {
       Fd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
       if (!fd) continue;
@@ -276,6 +333,7 @@ Fd open_entry(const CacheDir& dir, const std::string& key, std::string* miss) {
   std::string bytes, why;
   if (!read_all(fd.get(), static_cast<uint64_t>(st.st_size), &bytes)) return no("cannot read: " + errno_text(errno));
   if (!verify_entry_bytes(bytes, key, &why)) return no(why);
+  if (!elf_fits(bytes.data(), bytes.size() - kTrailer)) return no("not a complete shared object");
   futimens(fd.get(), nullptr);  // recently used: evicted last
   return fd;
 }
@@ -302,8 +360,16 @@ Fd commit_entry(const CacheDir& dir, const std::string& key, const std::string& 
   if (fchmod(fd.get(), 0700) != 0) fail("cannot set the mode of " + tmp_name);
   if (fsync(fd.get()) != 0) fail("cannot write " + dir.path + "/" + tmp_name + " to disk");
   const std::string name = key + ".so";
-  if (renameat(dir.fd.get(), tmp_name.c_str(), dir.fd.get(), name.c_str()) != 0)
-    fail("cannot move the compiled kernel into " + dir.path + "/" + name);
+  if (renameat(dir.fd.get(), tmp_name.c_str(), dir.fd.get(), name.c_str()) != 0) {
+    const int err = errno;
+    if (err != EISDIR && err != ENOTEMPTY && err != EEXIST) fail("cannot move the compiled kernel into " + dir.path + "/" + name, err);
+    // A directory sits at the entry's name: removed if empty; else this process uses its kernel uncached.
+    if (unlinkat(dir.fd.get(), name.c_str(), AT_REMOVEDIR) != 0 ||
+        renameat(dir.fd.get(), tmp_name.c_str(), dir.fd.get(), name.c_str()) != 0) {
+      unlinkat(dir.fd.get(), tmp_name.c_str(), 0);
+      return fd;
+    }
+  }
   fsync(dir.fd.get());  // the rename itself is durable (some file systems refuse: not an error)
   return fd;
 }
@@ -316,19 +382,20 @@ std::string temporary_name(const std::string& key, const std::string& ext) {
     std::lock_guard<std::mutex> lock(mu);
     r = rng();
   }
-  return key + "." + std::to_string(getpid()) + "." + std::to_string(r) + "." + ext;
+  const std::string& origin = process_origin();
+  return key + "." + std::to_string(getpid()) + (origin.empty() ? "" : "-" + origin) + "." + std::to_string(r) + "." + ext;
 }
 
 size_t remove_stale_temporaries(const CacheDir& dir, double max_age_seconds) {
   size_t removed = 0;
   const time_t now = std::time(nullptr);
   for (const std::string& name : list_names(dir.fd.get())) {
-    const long pid = temporary_pid(name);
-    if (pid == 0) continue;
+    const TemporaryName t = parse_temporary(name);
+    if (t.pid == 0) continue;
     struct stat st;
     if (fstatat(dir.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     const bool old = static_cast<double>(now - st.st_mtime) > max_age_seconds;
-    if ((old || process_is_gone(pid)) && unlinkat(dir.fd.get(), name.c_str(), 0) == 0) ++removed;
+    if ((old || process_is_gone(t)) && unlinkat(dir.fd.get(), name.c_str(), 0) == 0) ++removed;
   }
   return removed;
 }
@@ -413,13 +480,14 @@ ClearResult clear_cache(const std::string& path) {
 }
 
 uint64_t default_max_cache_bytes() {
-  if (const char* v = std::getenv("THUNDER_CACHE_MAX_BYTES"); v && *v) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long n = std::strtoull(v, &end, 10);
-    if (errno == 0 && end && *end == '\0') return n;
-  }
-  return uint64_t{2} << 30;
+  const char* v = std::getenv("THUNDER_CACHE_MAX_BYTES");
+  if (!v || !*v) return uint64_t{2} << 30;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (!std::isdigit(static_cast<unsigned char>(*v)) || errno != 0 || *end != '\0')
+    throw std::invalid_argument(std::string("THUNDER_CACHE_MAX_BYTES must be a whole number of bytes, got '") + v + "'");
+  return n;
 }
 
 }  // namespace thunder::runtime

@@ -69,10 +69,12 @@ bool verify_entry_bytes(const std::string& bytes, const std::string& key, std::s
 /// The trailer sealing `payload` as the entry for `key`.
 std::string entry_trailer(const std::string& payload, const std::string& key);
 
-/// A name for a temporary file of `key` in the cache: <key>.<pid>.<random>.<ext>.
+/// A name for a temporary file of `key` in the cache: <key>.<pid>-<origin>.<random>.<ext>, the origin naming
+/// this boot and pid namespace (so that only processes that can see it judge whether the pid still runs).
 std::string temporary_name(const std::string& key, const std::string& ext);
 
-/// Removes the temporaries of processes that no longer run, and those older than `max_age_seconds`.
+/// Removes the temporaries of processes that no longer run (of this boot and pid namespace), and those older
+/// than `max_age_seconds`.
 /// Returns how many files were removed.
 size_t remove_stale_temporaries(const CacheDir& dir, double max_age_seconds = 86400);
 
@@ -92,7 +94,8 @@ struct ClearResult {
 /// and is not a directory this user owns.
 ClearResult clear_cache(const std::string& path);
 
-/// The default cap on a cache's size: $THUNDER_CACHE_MAX_BYTES, else 2 GiB.
+/// The default cap on a cache's size: $THUNDER_CACHE_MAX_BYTES, else 2 GiB. Throws std::invalid_argument if the
+/// variable is set to anything but a whole number of bytes.
 uint64_t default_max_cache_bytes();
 
 }  // namespace thunder::runtime

@@ -43,7 +43,7 @@ void kill_group(int) { kill(0, SIGKILL); }
 // In the forked child (async-signal-safe calls only: the parent may have other threads). Becomes the
 // leader of a new process group, arranges to kill that group if the parent thread dies, then runs the
 // program in a grandchild and exits with its status.
-[[noreturn]] void supervise(const char* path, char* const* argv, int out_fd, pid_t parent) {
+[[noreturn]] void supervise(const char* path, char* const* argv, int out_fd, pid_t parent, int cwd_fd) {
   setpgid(0, 0);
   sigset_t none;
   sigemptyset(&none);
@@ -54,6 +54,7 @@ void kill_group(int) { kill(0, SIGKILL); }
   sigaction(SIGTERM, &sa, nullptr);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) kill(0, SIGKILL);  // the parent died before the line above
+  if (cwd_fd >= 0 && fchdir(cwd_fd) != 0) _exit(126);
   const pid_t child = fork();
   if (child < 0) _exit(126);
   if (child == 0) {
@@ -88,7 +89,8 @@ std::string command_line(const std::vector<std::string>& argv) {
   return out;
 }
 
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds) {
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds, int cwd_fd) {
+  if (!(timeout_seconds < 365.0 * 86400)) timeout_seconds = 0;  // a year, inf: no limit (NaN too)
   ProcessResult result;
   if (argv.empty()) throw std::invalid_argument("run_process: empty argv");
   const std::string path = resolve(argv[0]);
@@ -110,7 +112,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     errno = saved;
     throw std::runtime_error(errno_text("cannot start " + argv[0]));
   }
-  if (pid == 0) supervise(path.c_str(), args.data(), fds[1], parent);
+  if (pid == 0) supervise(path.c_str(), args.data(), fds[1], parent, cwd_fd);
   setpgid(pid, pid);  // also done by the child; whichever runs first
   close(fds[1]);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);

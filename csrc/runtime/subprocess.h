@@ -16,8 +16,10 @@ struct ProcessResult {
 /// `timeout_seconds` (<= 0: no limit). The program runs in a process group of its own under a small
 /// supervisor process that kills the whole group when the caller's thread dies (so a compiler killed with
 /// its parent leaves no linker running to write files later) or when the timeout passes.
-/// Throws std::runtime_error (with strerror) only if the processes cannot be created.
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds);
+/// With `cwd_fd` (an open directory) the program runs in that directory, whatever its path names now: relative
+/// names in argv then cannot be redirected by renaming a directory on the way to it. A timeout above a year
+/// (or infinite) is no limit. Throws std::runtime_error (with strerror) only if the processes cannot be created.
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds, int cwd_fd = -1);
 
 /// argv as a shell command line (for logs and error messages; never executed by a shell).
 std::string command_line(const std::vector<std::string>& argv);

@@ -2,6 +2,8 @@
 // and file safety rules, stale temporaries, eviction, the compiler subprocess's timeout, unloading.
 #include <gtest/gtest.h>
 
+#include <elf.h>
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -170,11 +173,41 @@ TEST(KernelCache, ADirectoryOfAnotherUserIsRefused) {
   EXPECT_NE(d.path, theirs);
 }
 
+// The smallest payload open_entry accepts: an ELF header with no program headers.
+std::string tiny_elf() {
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_phentsize = sizeof(Elf64_Phdr);
+  return std::string(reinterpret_cast<const char*>(&eh), sizeof eh);
+}
+
+TEST(KernelCache, AnEntryWhoseSegmentsRunPastItsEndIsAMiss) {
+  // Its hash checks out, but dlopen would map a segment the file does not have: SIGBUS on first touch.
+  TempDir t;
+  rt::CacheDir d = rt::open_cache_dir(t.path + "/k");
+  const std::string key = "00112233445566778899aabbccddeeff";
+  std::string payload = tiny_elf();
+  Elf64_Phdr ph{};
+  ph.p_type = PT_LOAD;
+  ph.p_offset = 0;
+  ph.p_filesz = 1 << 20;
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, payload.data(), sizeof eh);
+  eh.e_phoff = sizeof eh;
+  eh.e_phnum = 1;
+  payload = std::string(reinterpret_cast<const char*>(&eh), sizeof eh) + std::string(reinterpret_cast<const char*>(&ph), sizeof ph);
+  write_file(d.path + "/" + key + ".so", payload + rt::entry_trailer(payload, key), 0700);
+  std::string why;
+  EXPECT_FALSE(rt::open_entry(d, key, &why));
+  EXPECT_EQ(why, "not a complete shared object");
+}
+
 TEST(KernelCache, EntriesThatAreNotRegularPrivateFilesAreMisses) {
   TempDir t;
   rt::CacheDir d = rt::open_cache_dir(t.path + "/k");
   const std::string key = "00112233445566778899aabbccddeeff", base = d.path + "/" + key;
-  std::string payload = "payload";
+  std::string payload = tiny_elf();
   std::string why;
   // A FIFO: the open must not block.
   ASSERT_EQ(mkfifo((base + ".so").c_str(), 0600), 0);
@@ -273,6 +306,22 @@ TEST(KernelCache, StaleTemporariesOfDeadProcessesAreRemoved) {
   std::vector<std::string> expected = {live, "unrelated.txt"};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(names, expected);
+}
+
+TEST(KernelCache, TemporariesOfAnotherPidNamespaceAreJudgedByAgeOnly) {
+  // A cache shared by containers or hosts: a pid of another namespace says nothing about a process here.
+  TempDir t;
+  rt::CacheDir d = rt::open_cache_dir(t.path + "/k");
+  const std::string key = "00112233445566778899aabbccddeeff";
+  const std::string mine = rt::temporary_name(key, "cc");  // <key>.<pid>-<origin>.<random>.cc
+  const size_t dash = mine.find('-'), dot = mine.find('.', dash);
+  ASSERT_NE(dash, std::string::npos);
+  const std::string origin = mine.substr(dash + 1, dot - dash - 1);
+  const std::string dead_here = key + "." + std::to_string(dead_pid()) + "-" + origin + ".1.cc";
+  const std::string dead_elsewhere = key + "." + std::to_string(dead_pid()) + "-0123456789abcdef.2.cc";
+  for (const std::string& n : {dead_here, dead_elsewhere}) write_file(d.path + "/" + n, "x");
+  EXPECT_EQ(rt::remove_stale_temporaries(d), 1u);
+  EXPECT_EQ(names_in(d.path), std::vector<std::string>{dead_elsewhere});
 }
 
 TEST(KernelCache, EvictionRemovesLeastRecentlyUsedEntriesFirst) {
