@@ -348,13 +348,12 @@ class _Importer:
                                    "(a trace holds only tensors and numbers)")
         kind = "method" if node.op == "call_method" else "function"
         name = _METHODS.get(node.target) if kind == "method" else _FUNCTIONS.get(node.target)
+        native = None if name is None else lambda: self._native(node, kind, name)
         if node.target is operator.truediv and not _is_tensor(node.args[0]) and _is_tensor(node.args[1]):
-            name = "__rtruediv__"
-        if name is not None:
+            native = lambda: self._rtruediv(node)  # noqa: E731
+        if native is not None:
             try:
-                if name == "__rtruediv__":
-                    return self._rtruediv(node)
-                return self._native(node, kind, name)
+                return native()
             except (_core.NotNative, _core.OpError, TypeError, ValueError, KeyError, IndexError) as e:
                 self.fallbacks.append((node.name, _target_name(node), f"{type(e).__name__}: {e}"))
                 logger.debug("thunder: %s (%s) runs as an opaque torch op: %s", node.name, _target_name(node), e)
