@@ -135,6 +135,8 @@ _BINARY_OPS = {
     "maximum": torch.maximum, "minimum": torch.minimum, "copysign": torch.copysign,
     "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
     "add_alpha": lambda a, b: torch.add(a, b, alpha=2), "where": lambda a, b: torch.where(a > 0, a, b),
+    "hypot": torch.hypot, "logaddexp": torch.logaddexp, "logaddexp2": torch.logaddexp2, "xlogy": torch.xlogy,
+    "fmax": torch.fmax, "fmin": torch.fmin,
 }
 
 
