@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 
 import thunder
-from conftest import assert_same
+from conftest import assert_same, capture_thunder_log
 
 
 def fn(x):
@@ -96,3 +96,35 @@ def test_recompilation_keeps_each_graphs_call_count():
     stats = thunder.compile_stats(jitted)
     assert [g["calls"] for g in stats.graphs] == [3, 3]
     assert all(g["compile_seconds"] > 0 for g in stats.graphs)
+
+
+# ---- when Dynamo stops compiling (a recompile limit), thunder says so and counts the calls it ran uncompiled ----
+
+def test_calls_past_the_recompile_limit_are_counted_uncompiled_and_warned_once():
+    jitted = thunder.jit(lambda x: x.sin())
+    with torch._dynamo.config.patch(recompile_limit=2), capture_thunder_log() as log:
+        for n in range(1, 6):
+            x = torch.randn(n)
+            torch.testing.assert_close(jitted(x), x.sin())
+    stats = thunder.compile_stats(jitted)
+    assert len(stats.graphs) == 2 and stats.eager_calls == 3 and "recompile_limit (2) was reached" in stats.dynamo_stopped
+    assert stats.cache_hits + stats.cache_misses + stats.eager_calls == stats.calls
+    warnings = [m for m in log if "Dynamo stopped compiling" in m]
+    assert len(warnings) == 1 and "raise torch._dynamo.config.recompile_limit" in warnings[0], log
+    report = str(jitted)
+    assert "calls ran UNCOMPILED" in report and "Dynamo stopped compiling this function" in report, report
+
+
+def test_a_wrapper_past_the_shared_recompile_limit_says_why_it_compiled_nothing():
+    def f(x):
+        return x.cos() + 1
+
+    x = torch.randn(4)
+    with torch._dynamo.config.patch(recompile_limit=2), capture_thunder_log() as log:
+        wrappers = [thunder.jit(f) for _ in range(4)]
+        for w in wrappers:
+            torch.testing.assert_close(w(x), f(x))
+    last = thunder.compile_stats(wrappers[-1])
+    assert last.graphs == [] and last.eager_calls == 1 and "recompile_limit (2) was reached" in last.dynamo_stopped
+    assert len([m for m in log if "Dynamo stopped compiling" in m]) == 1, log
+    assert "see why above" in str(wrappers[-1])

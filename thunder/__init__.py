@@ -120,7 +120,8 @@ def compile_stats(jitted) -> CompileStats:
         graphs.append({"index": g.index, "compiled": compiled, "reason": None if compiled else g.reason,
                        "calls": g.calls, "compile_seconds": g.compile_seconds if compiled else None,
                        "pass_seconds": dict(g.pass_seconds) if compiled else {}})
-    return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks))
+    return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks), s.eager_calls,
+                        s.dynamo_stopped)
 
 
 def last_kernels(jitted, graph: int = -1):

@@ -10,7 +10,8 @@ from thunder.core.compile import CompiledGraph
 from thunder.core.log import logger
 from thunder.core.options import check_passes
 from thunder.executors import resolve_executors
-from thunder.frontend.dynamo import MISS, EagerGraph, FastPath, JitState, current_state, thunder_backend
+from thunder.frontend.dynamo import (MISS, EagerGraph, FastPath, JitState, _cache_entries, current_state,
+                                     note_dynamo_stopped, thunder_backend)
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
 _UNDERSTOOD = (torch.Tensor, bool, int, float, complex, str, type(None), torch.dtype, torch.device, nn.Module,
@@ -65,9 +66,26 @@ class _Jitted:
             state.cache_misses += 1
             if self._fast_path is not None:
                 self._fast_path.refresh()
-        else:
+        elif sum(g.calls for g in state.graphs) > ran:
             state.cache_hits += 1
+        else:  # no graph ran: Dynamo ran the function uncompiled (a recompile limit, or nothing to capture)
+            state.eager_calls += 1
+            self._check_recompile_limit()
         return out
+
+    def _check_recompile_limit(self):
+        """After a call that ran no graph: whether the function's code object holds as many compiled entries as
+        Dynamo allows (every thunder.jit of one function shares them, and Dynamo warns only the first time)."""
+        code = getattr(self._signature_fn, "__code__", None)
+        limit = torch._dynamo.config.recompile_limit
+        if self._state.dynamo_stopped or code is None:
+            return
+        entries = len(_cache_entries(code))
+        if entries >= limit:
+            note_dynamo_stopped(self._state, "recompile_limit", limit,
+                                f"{code.co_name}'s code object already holds {entries} compiled graphs "
+                                "(of this or other thunder.jit wrappers of it)",
+                                f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})")
 
     def _original(self):
         d = self.__dict__
@@ -107,14 +125,19 @@ class _Jitted:
         uncompiled = sum(isinstance(g, EagerGraph) for g in s.graphs)
         graphs = f"{len(s.graphs)} graphs compiled" if not uncompiled else \
             f"{len(s.graphs)} graphs captured, {len(s.graphs) - uncompiled} compiled, {uncompiled} run UNCOMPILED"
+        eager = f", {s.eager_calls} calls ran UNCOMPILED (no graph ran)" if s.eager_calls else ""
         lines = [f"thunder.jit({s.name}): {s.calls} calls, {graphs}, "
-                 f"cache {s.cache_hits} hits / {s.cache_misses} misses",
+                 f"cache {s.cache_hits} hits / {s.cache_misses} misses{eager}",
                  "executors: " + ", ".join(e.name for e in s.executors)]
+        if s.dynamo_stopped:
+            lines.append(f"Dynamo stopped compiling this function: {s.dynamo_stopped}; calls that need a new graph "
+                         "run uncompiled")
         breaks = list(dict.fromkeys(str(b) for b in s.graph_breaks))
         lines.append(f"graph breaks ({len(breaks)}):" if breaks else "graph breaks: none")
         lines += [f"  {b}" for b in breaks]
         if not s.graphs and s.calls:
-            lines.append("no graph was captured: every call ran eagerly (see the graph breaks above)")
+            lines.append("no graph was captured: every call ran eagerly (" +
+                         ("see why above)" if s.dynamo_stopped or breaks else "the function has nothing to compile)"))
         for g in s.graphs:
             if isinstance(g, EagerGraph):
                 lines.append(f"graph {g.index}: UNCOMPILED, runs with torch as Dynamo captured it; called {g.calls} "
@@ -231,6 +254,8 @@ class CompileStats:
     cache_misses: int
     graphs: list          # dicts: index, compiled (bool), reason (str, or None if compiled), calls, compile_seconds, pass_seconds
     graph_breaks: list    # GraphBreak
+    eager_calls: int = 0  # calls that ran no graph: Dynamo ran the function uncompiled (not counted as cache hits)
+    dynamo_stopped: str = ""  # why Dynamo stopped compiling the function (a recompile limit), "" if it did not
 
     @property
     def uncompiled(self):

@@ -66,6 +66,11 @@ class JitState:
     calls: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    eager_calls: int = 0                              # calls that ran no graph: Dynamo ran the function uncompiled
+    dynamo_stopped: str = ""                          # why Dynamo stopped compiling this function ("" if it did not)
+
+    def __repr__(self):  # Dynamo prints the backend, a partial holding this, in its recompile messages
+        return f"<JitState of {self.name}: {len(self.graphs)} graphs>"
 
 
 #: State for graphs compiled through torch.compile(backend="thunder") outside thunder.jit.
@@ -323,8 +328,50 @@ _graph_break_logger = logging.getLogger("torch._dynamo.symbolic_convert.__graph_
 _graph_break_handler = _GraphBreakHandler()
 
 
+# ---- Dynamo giving up on a function: read from its warning that a recompile limit was hit ----
+
+#: The functions ("'f' (file.py:12)", as Dynamo names them) already warned about by note_dynamo_stopped.
+_warned_stops = set()
+
+
+def note_dynamo_stopped(state, limit, value, why, function):
+    """Records that Dynamo stopped compiling the function of ``state`` (it reached ``torch._dynamo.config.<limit>``,
+    ``value``), so calls that need a new graph run uncompiled; warns once per ``function`` (every thunder.jit of
+    one function shares the limit), naming the cause and the fix."""
+    state.dynamo_stopped = f"torch._dynamo.config.{limit} ({value}) was reached; {why}"
+    if function not in _warned_stops:
+        _warned_stops.add(function)
+        logger.warning("thunder: Dynamo stopped compiling %s: %s. Calls that need a new graph now run uncompiled, "
+                       "eagerly. Each new input shape, dtype or device costs a graph, and the limit is shared by every "
+                       "thunder.jit of one function: keep them fixed, or raise torch._dynamo.config.%s. "
+                       "print(jitted) and thunder.compile_stats count these calls.", state.name, state.dynamo_stopped,
+                       limit)
+
+
+class _RecompileLimitHandler(logging.Handler):
+    """Reads Dynamo's warning that a recompile limit was hit, for the jitted function whose call is in progress."""
+
+    def emit(self, record):
+        state = current_state.get()
+        if state is None or not str(record.msg).startswith("torch._dynamo hit config."):
+            return
+        try:
+            limit, value, _, reason = record.args[:4]
+        except (TypeError, ValueError):
+            return
+        reason = str(reason).splitlines()[0] if str(reason).strip() else "?"
+        note_dynamo_stopped(state, limit, value, "last recompile: " + (reason if len(reason) <= 160 else reason[:160] + "..."),
+                            str(record.args[2]))
+
+
+_recompile_logger = logging.getLogger("torch._dynamo.convert_frame")
+_recompile_handler = _RecompileLimitHandler(level=logging.WARNING)
+
+
 def _listen_for_graph_breaks():
     # Once: setting a logger's level clears every logger's cache, far too slow per call.
+    if _recompile_handler not in _recompile_logger.handlers:
+        _recompile_logger.addHandler(_recompile_handler)
     if _graph_break_handler not in _graph_break_logger.handlers:
         _graph_break_logger.addHandler(_graph_break_handler)
     if _graph_break_logger.level != logging.DEBUG:
