@@ -144,6 +144,19 @@ def _every_binary_op(a, b):
     return tuple(op(a, b) for op in _BINARY_OPS.values())
 
 
+def check_bits(fn, names, *args):
+    """fn's outputs (a tuple, one per name in `names`) through every executor set: native, and eager's bits."""
+    expected = fn(*args)
+    for name, executors in _executor_sets().items():
+        jitted = thunder.jit(T._fresh_function(fn, name), executors=executors)
+        actual = jitted(*args)
+        path, opaque, fallbacks, _ = T._path(jitted)
+        assert path == "native", f"[{name}] not native: opaque {opaque}, fallbacks {fallbacks}"
+        for op, a, e in zip(names, actual, expected):
+            assert a.dtype == e.dtype, (name, op, a.dtype, e.dtype)
+            torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"[{name}] {op}: {m}")
+
+
 @pytest.mark.parametrize("scalar_first", [False, True], ids=["tensor_op_scalar", "scalar_op_tensor"])
 @pytest.mark.parametrize("scalar_dtype", [torch.float32, torch.float64, torch.int64])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -151,16 +164,7 @@ def test_half_tensor_with_a_wider_zero_dim_operand_matches_eager_bits(dtype, sca
     torch.manual_seed(0)
     x = (torch.randn(1024) * 3).to(dtype)
     s = torch.tensor(257 if scalar_dtype == torch.int64 else 2.3456, dtype=scalar_dtype)
-    args = (s, x) if scalar_first else (x, s)
-    expected = _every_binary_op(*args)
-    for name, executors in _executor_sets().items():
-        jitted = thunder.jit(T._fresh_function(_every_binary_op, name), executors=executors)
-        actual = jitted(*args)
-        path, opaque, fallbacks, _ = T._path(jitted)
-        assert path == "native", f"[{name}] not native: opaque {opaque}, fallbacks {fallbacks}"
-        for op, a, e in zip(_BINARY_OPS, actual, expected):
-            assert a.dtype == e.dtype, (name, op, a.dtype, e.dtype)
-            torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"[{name}] {op}: {m}")
+    check_bits(_every_binary_op, list(_BINARY_OPS), *((s, x) if scalar_first else (x, s)))
 
 
 def test_half_tensor_times_zero_dim_then_softmax_matches_eager():
@@ -185,7 +189,8 @@ _NUMBER_OPS = {
     "div_floor": lambda x, c: torch.div(x, c, rounding_mode="floor"),
     "elu": lambda x, c: F.elu(x, abs(c)), "celu": lambda x, c: F.celu(x, abs(c)), "selu": lambda x, c: F.selu(x * c),
     "threshold": lambda x, c: F.threshold(x, c, -c), "leaky_relu": lambda x, c: F.leaky_relu(x, abs(c) / 10),
-    "hypot": lambda x, c: torch.hypot(x, torch.tensor(c)), "logaddexp": lambda x, c: torch.logaddexp(x, torch.tensor(c)),
+    "hypot": lambda x, c: torch.hypot(x, torch.full((), c)),
+    "logaddexp": lambda x, c: torch.logaddexp(x, torch.full((), c)),
     "lerp": lambda x, c: torch.lerp(x, x.flip(0), c / 10),
 }
 
@@ -197,16 +202,7 @@ def test_half_tensor_with_a_python_number_matches_eager_bits(dtype, number):
     near = torch.tensor([number]).to(dtype)  # the number's neighbours in dtype, where rounding it first matters
     x = torch.cat([(torch.randn(509) * 4).to(dtype), near, near.nextafter(near + 1), near.nextafter(near - 1)])
 
-    def every_op(x):
-        return tuple(op(x, number) for op in _NUMBER_OPS.values())
-
-    expected = every_op(x)
-    for name, executors in _executor_sets().items():
-        jitted = thunder.jit(T._fresh_function(every_op, name), executors=executors)
-        actual = jitted(x)
-        for op, a, e in zip(_NUMBER_OPS, actual, expected):
-            assert a.dtype == e.dtype, (name, op, a.dtype, e.dtype)
-            torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"[{name}] {op}: {m}")
+    check_bits(lambda x: tuple(op(x, number) for op in _NUMBER_OPS.values()), list(_NUMBER_OPS), x)
 
 
 @pytest.mark.parametrize("shape", [(), (1,), (512,)], ids=["zero_dim", "one_element", "full"])
@@ -214,8 +210,4 @@ def test_trunc_division_of_half_tensors_matches_eager_bits(shape):
     # ATen divides by a one-element divisor in float32 before truncating, by any other tensor in bfloat16.
     torch.manual_seed(0)
     x, y = (torch.randn(512) * 4).bfloat16(), torch.full(shape, 0.1).bfloat16()
-    fn = lambda x, y: torch.div(x, y, rounding_mode="trunc")  # noqa: E731
-    expected = fn(x, y)
-    for name, executors in _executor_sets().items():
-        actual = thunder.jit(T._fresh_function(fn, name), executors=executors)(x, y)
-        torch.testing.assert_close(actual, expected, rtol=0, atol=0, msg=lambda m: f"[{name}] {m}")
+    check_bits(lambda x, y: (torch.div(x, y, rounding_mode="trunc"),), ["div_trunc"], x, y)
