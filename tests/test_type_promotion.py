@@ -15,13 +15,19 @@ def _executor_sets():
     return {"default": None, "torch": executor_sets()["torch"], "decomposed": T.decomposed_executors()}
 
 
-def check(fn, *args, expected_dtype=None):
-    eager = fn(*args)
+def native_runs(fn, *args):
+    """(executor set name, fn(*args) through it) for every executor set, each run checked to be native."""
     for name, executors in _executor_sets().items():
         jitted = thunder.jit(T._fresh_function(fn, name), executors=executors)
         actual = jitted(*args)
         path, opaque, fallbacks, _ = T._path(jitted)
         assert path == "native", f"[{name}] not native: opaque {opaque}, fallbacks {fallbacks}"
+        yield name, actual
+
+
+def check(fn, *args, expected_dtype=None):
+    eager = fn(*args)
+    for name, actual in native_runs(fn, *args):
         T.compare(actual, eager, eager.dtype if isinstance(eager, torch.Tensor) else None, "forward")
         if expected_dtype is not None:
             assert actual.dtype == eager.dtype == expected_dtype, (name, actual.dtype, eager.dtype)
@@ -147,11 +153,7 @@ def _every_binary_op(a, b):
 def check_bits(fn, names, *args):
     """fn's outputs (a tuple, one per name in `names`) through every executor set: native, and eager's bits."""
     expected = fn(*args)
-    for name, executors in _executor_sets().items():
-        jitted = thunder.jit(T._fresh_function(fn, name), executors=executors)
-        actual = jitted(*args)
-        path, opaque, fallbacks, _ = T._path(jitted)
-        assert path == "native", f"[{name}] not native: opaque {opaque}, fallbacks {fallbacks}"
+    for name, actual in native_runs(fn, *args):
         for op, a, e in zip(names, actual, expected):
             assert a.dtype == e.dtype, (name, op, a.dtype, e.dtype)
             torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"[{name}] {op}: {m}")

@@ -8,7 +8,6 @@ from thunder import _core
 from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.core.options import DEFAULT_PASSES
 from thunder.executors.torchex import ltorch, prims
-from thunder.frontend import global_state
 
 # Traces from these passes on are execution traces: they print without the
 # decompositions of the ops the executors run whole (a fusion still lists its prims).
@@ -127,8 +126,6 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
             if units:
                 kernels[ex.name] = units
     fn = views[-1].python_callable()
-    if imported.sets_global_state:
-        fn = global_state.restoring(fn)
     graph = CompiledGraph(index, views, fn, time.perf_counter() - start, pass_seconds, imported.fallbacks)
     graph.kernels = kernels
     return graph

@@ -51,10 +51,7 @@ def executor_sets():
 
 def executors_by_name():
     """Every executor thunder offers, by its name: {"cpu": the CPU fusion executor, "torch": the torch executor}."""
-    from thunder.executors.cpuex import cpu_executor
-    from thunder.executors.torchex import torch_executor
-
-    return {ex.name: ex for ex in (cpu_executor, torch_executor)}
+    return {ex.name: ex for executors in executor_sets().values() for ex in executors}
 
 
 def resolve_executors(executors):

@@ -35,7 +35,8 @@ def cache_dir():
 
 
 def compile_timeout():
-    """Seconds the compiler may run before it is killed: ``$THUNDER_COMPILE_TIMEOUT``, else 300 (0: no limit)."""
+    """Seconds the compiler may run before it is killed: ``$THUNDER_COMPILE_TIMEOUT``, else 300 (0, ``inf`` or more
+    than a year: no limit). Raises ValueError if the variable is not a number."""
     value = os.environ.get("THUNDER_COMPILE_TIMEOUT")
     try:
         return float(value) if value else 300.0

@@ -20,6 +20,7 @@ from thunder.core.compile import compile_trace
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES
 from thunder.executors import default_executors
+from thunder.frontend import global_state
 from thunder.frontend.fx_import import UnsupportedGraph, import_graph
 
 
@@ -151,7 +152,8 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     state = state or current_state.get() or GLOBAL_STATE
     index = len(state.graphs)
     try:
-        compiled = compile_trace(import_graph(gm, example_inputs), state.executors, state.passes, index)
+        imported = import_graph(gm, example_inputs)
+        compiled = compile_trace(imported, state.executors, state.passes, index)
     except Exception as e:  # noqa: BLE001 -- any failure means: run this graph with torch
         _report_fallback(state, index, e)
         message = str(e).strip()
@@ -164,7 +166,8 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
         return run_eager
     state.graphs.append(compiled)
     logger.info("thunder: compiled graph %d of %s in %.1f ms", index, state.name, compiled.compile_seconds * 1e3)
-    fn = compiled.fn
+    # A graph that sets grad mode, autocast or inference mode undoes it if it raises, as leaving `with` blocks does.
+    fn = global_state.restoring(compiled.fn) if imported.sets_global_state else compiled.fn
 
     def run(*args):
         compiled.calls += 1

@@ -88,4 +88,4 @@ CALLEES = {
     torch.autograd.grad_mode._enter_inference_mode: "global_state.enter_inference_mode",
     torch.autograd.grad_mode._exit_inference_mode: "global_state.exit_inference_mode",
 }
-EXITS = (torch.amp.autocast_mode._exit_autocast, torch.autograd.grad_mode._exit_inference_mode)
+EXITS = tuple(target for target, callee in CALLEES.items() if callee.startswith("global_state.exit_"))
