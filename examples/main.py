@@ -43,7 +43,16 @@ def seed_example_1():
         exp.backward()
         check(f"seed example 1, call {trial}: value and gradients",
               torch.allclose(out, exp) and torch.allclose(x.grad, xe.grad) and torch.allclose(y.grad, ye.grad))
+    check_one_graph("seed example 1", jitted)
     print(jitted)
+
+
+def check_one_graph(name, jitted):
+    stats = thunder.compile_stats(jitted)
+    check(f"{name}: one compiled graph, no graph breaks, every branch converted",
+          len(stats.graphs) == 1 and not stats.uncompiled and not stats.graph_breaks and not stats.branches_left
+          and stats.branches_converted >= 1,
+          f"{len(stats.graphs)} graphs, {len(stats.graph_breaks)} graph breaks, {stats.branches_left} branches left")
 
 
 def seed_example_2():
@@ -69,6 +78,8 @@ def seed_example_2():
     for trial in range(3):
         inp = torch.randn(1, 10)
         check(f"seed example 2, call {trial}: output", torch.allclose(jitted(inp), reference(inp), atol=1e-6))
+    check_one_graph("seed example 2", jitted)
+    print(jitted)
 
 
 def real_models():

@@ -106,7 +106,10 @@ def compile_stats(jitted) -> CompileStats:
 
     Each graph is a dict: ``index``, ``compiled`` (False for a graph thunder could not compile, which
     runs with torch as Dynamo captured it), ``reason`` (why it runs uncompiled; None if compiled),
-    ``calls``, ``compile_seconds`` and ``pass_seconds``. ``jitted`` may also be
+    ``calls``, ``compile_seconds``, ``pass_seconds`` and ``aliased_calls`` (calls run as captured because an input
+    aliased one the graph writes). ``branches`` lists each ``if`` statement of the jitted code
+    (:class:`thunder.frontend.branches.BranchSite`); ``branches_converted`` counts those compiled to selects,
+    ``branches_left`` those left as Python control flow. ``jitted`` may also be
     ``thunder.frontend.dynamo.GLOBAL_STATE``: every graph ``torch.compile(..., backend="thunder")``
     compiled (calls and cache hits are not counted there).
 
@@ -119,9 +122,11 @@ def compile_stats(jitted) -> CompileStats:
         compiled = not isinstance(g, _dynamo.EagerGraph)
         graphs.append({"index": g.index, "compiled": compiled, "reason": None if compiled else g.reason,
                        "calls": g.calls, "compile_seconds": g.compile_seconds if compiled else None,
-                       "pass_seconds": dict(g.pass_seconds) if compiled else {}})
+                       "pass_seconds": dict(g.pass_seconds) if compiled else {},
+                       "aliased_calls": g.aliased_calls if compiled else 0})
+    sites = sorted(s.branches.values(), key=lambda b: b.id)
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks), s.eager_calls,
-                        s.dynamo_stopped)
+                        s.dynamo_stopped, sites)
 
 
 def last_kernels(jitted, graph: int = -1):

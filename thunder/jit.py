@@ -1,7 +1,7 @@
 """thunder.jit: the user-facing wrappers around a compiled function or module."""
 import functools
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
@@ -10,7 +10,8 @@ from thunder.core.compile import CompiledGraph
 from thunder.core.log import logger
 from thunder.core.options import check_passes
 from thunder.executors import resolve_executors
-from thunder.frontend.dynamo import (MISS, EagerGraph, FastPath, JitState, _cache_entries, current_state,
+from thunder.frontend import branches
+from thunder.frontend.dynamo import (MISS, EagerGraph, FastPath, GraphBreak, JitState, _cache_entries, current_state,
                                      note_dynamo_stopped, thunder_backend)
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
@@ -33,10 +34,27 @@ class _Jitted:
         # Checked here, at thunder.jit time: a bad executor or pass list would otherwise surface only inside the
         # backend, where every graph would fall back to eager.
         self._state = JitState(name, resolve_executors(executors), check_passes(passes))
-        backend = functools.partial(thunder_backend, state=self._state)
-        self._compiled = torch.compile(target, backend=backend, dynamic=False)
+        self._backend = functools.partial(thunder_backend, state=self._state)
+        self._target = target
+        self._excluded = set()  # (file, line, code) of branches given up on (see thunder.frontend.branches)
         self._signature_fn = target.forward if isinstance(target, nn.Module) else target
-        self._fast_path = FastPath(target, backend) if isinstance(target, types.FunctionType) else None
+        self._build()
+
+    def _build(self):
+        """Rewrites the target's data-dependent branches (leaving out the excluded ones) and wraps the result in
+        torch.compile; the target itself is never modified."""
+        target, sites = self._target, self._state.branches
+        if isinstance(target, nn.Module):
+            compiled_target, converted = branches.shadow_module(target, sites, self._excluded)
+        elif isinstance(target, types.FunctionType):
+            rewritten = branches.rewrite(target, sites, self._excluded)
+            compiled_target, converted = rewritten.fn, rewritten.converted
+        else:
+            compiled_target, converted = target, 0
+        self._converted = converted
+        self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=False)
+        self._fast_path = FastPath(compiled_target, self._backend) \
+            if isinstance(compiled_target, types.FunctionType) else None
 
     def _run(self, args, kwargs):
         state = self._state
@@ -44,6 +62,13 @@ class _Jitted:
         graphs, breaks = len(state.graphs), len(state.graph_breaks)
         ran = sum(g.calls for g in state.graphs)
         token = current_state.set(state)  # graph breaks Dynamo reports during this call are attributed to state
+        record = branches.TraceRecord() if self._converted else None
+        previous = branches.set_tracing_record(record) if record else None
+        # A converted branch that turns out not to be convertible fails Dynamo's trace of its frame; with
+        # suppress_errors, Dynamo then runs that frame eagerly, where _thunder_if takes one branch as written.
+        suppress = torch._dynamo.config.suppress_errors
+        if record:
+            torch._dynamo.config.suppress_errors = True
         try:
             out = self._compiled(*args, **kwargs)
         except Exception as e:
@@ -62,6 +87,11 @@ class _Jitted:
                 raise eager_error from None
         finally:
             current_state.reset(token)
+            if record:
+                torch._dynamo.config.suppress_errors = suppress
+                branches.set_tracing_record(previous)
+        if record and (record.open or record.rejected or record.failures):
+            self._settle_branches(record)
         if len(state.graphs) > graphs or len(state.graph_breaks) > breaks:
             state.cache_misses += 1
             if self._fast_path is not None:
@@ -72,6 +102,31 @@ class _Jitted:
             state.eager_calls += 1
             self._check_recompile_limit()
         return out
+
+    def _settle_branches(self, record):
+        """After a call in which Dynamo could not trace a frame: the converted branches whose tracing began and
+        did not end (or that were rejected) are left as Python control flow from the next call on; a frame that
+        failed for any other reason is reported as having run eagerly."""
+        by_id = {site.id: (key, site) for key, site in self._state.branches.items()}
+        failure = record.failures[-1][1] if record.failures else ""
+        given_up = []
+        for site_id in list(record.rejected) + [s for s in record.open if s not in record.rejected]:
+            if site_id not in by_id:
+                continue
+            key, site = by_id[site_id]
+            site.reason = record.rejected.get(site_id) or (f"tracing both arms failed: {failure}" if failure else
+                                                           "a graph break splits the branch")
+            self._excluded.add(key)
+            given_up.append(site)
+        for site in given_up:
+            logger.info("thunder: %s: the branch `%s` is not converted (%s); that call ran its frame eagerly, and "
+                        "from the next call on it runs as Python control flow", site.location, site.code, site.reason)
+        if given_up:
+            self._build()
+        elif record.failures:
+            for frame, reason in record.failures:
+                self._state.graph_breaks.append(GraphBreak(frame, f"Dynamo could not trace it: {reason}", True))
+                logger.warning("thunder: Dynamo could not trace %s, which ran eagerly: %s", frame, reason)
 
     def _check_recompile_limit(self):
         """After a call that ran no graph: whether the function's code object holds as many compiled entries as
@@ -135,6 +190,11 @@ class _Jitted:
         breaks = list(dict.fromkeys(str(b) for b in s.graph_breaks))
         lines.append(f"graph breaks ({len(breaks)}):" if breaks else "graph breaks: none")
         lines += [f"  {b}" for b in breaks]
+        if s.branches:
+            converted = sum(b.converted and not b.reason for b in s.branches.values())
+            lines.append(f"data-dependent branches: {converted} converted to selects, "
+                         f"{len(s.branches) - converted} left as Python control flow:")
+            lines += [f"  {b}" for b in sorted(s.branches.values(), key=lambda b: b.id)]
         if not s.graphs and s.calls:
             lines.append("no graph was captured: every call ran eagerly (" +
                          ("see why above)" if s.dynamo_stopped or breaks else "the function has nothing to compile)"))
@@ -173,6 +233,11 @@ class ThunderFunction(_Jitted):
         return self._report()
 
     __repr__ = __str__
+
+
+#: The attributes a ThunderModule keeps itself; every other attribute is the original module's.
+_OWN_ATTRIBUTES = frozenset({"_state", "_compiled", "_signature_fn", "_model", "_fast_path", "_backend", "_target",
+                             "_excluded", "_converted"})
 
 
 class ThunderModule(_Jitted, nn.Module):
@@ -226,7 +291,7 @@ class ThunderModule(_Jitted, nn.Module):
             return getattr(self.__dict__["_model"], name)
 
     def __setattr__(self, name, value):
-        if name.startswith("_") and name in ("_state", "_compiled", "_signature_fn", "_model"):
+        if name in _OWN_ATTRIBUTES:
             object.__setattr__(self, name, value)
         elif "_model" in self.__dict__:
             setattr(self._model, name, value)
@@ -256,6 +321,17 @@ class CompileStats:
     graph_breaks: list    # GraphBreak
     eager_calls: int = 0  # calls that ran no graph: Dynamo ran the function uncompiled (not counted as cache hits)
     dynamo_stopped: str = ""  # why Dynamo stopped compiling the function (a recompile limit), "" if it did not
+    branches: list = field(default_factory=list)  # thunder.frontend.branches.BranchSite per `if` of the jitted code
+
+    @property
+    def branches_converted(self):
+        """How many data-dependent branches are compiled to selects."""
+        return sum(b.converted and not b.reason for b in self.branches)
+
+    @property
+    def branches_left(self):
+        """How many ``if`` statements run as Python control flow (each, with a tensor predicate, a graph break)."""
+        return len(self.branches) - self.branches_converted
 
     @property
     def uncompiled(self):

@@ -110,6 +110,16 @@ class SeedInplaceModel(nn.Module):
         return x
 
 
+def seed_activation(x):
+    """Example 2's complex_activation alone, on a copy of its input (so every run sees the same values)."""
+    return SeedInplaceModel.complex_activation(None, x.clone())
+
+
+def _seed_activation(device):
+    x = torch.randn(1, 20, generator=torch.Generator().manual_seed(2)).to(device)
+    return Case(seed_activation, (x,), no_grad=True)
+
+
 def _seed_loop(device):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(5, generator=g).to(device).requires_grad_()
@@ -317,7 +327,7 @@ def _model_builder(arch, mode, batch, dtype):
 _DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 
 # The --quick subset: a few of each group.
-_QUICK = {"seed/loop_branch", "seed/module_inplace", "overhead/fifty_ops_2x2", "overhead/add_2x2",
+_QUICK = {"seed/loop_branch", "seed/module_inplace", "seed/activation_inplace", "overhead/fifty_ops_2x2", "overhead/add_2x2",
           "kernel/elementwise_chain/cache", "kernel/elementwise_chain/dram", "kernel/softmax/cache",
           "kernel/softmax/dram", "kernel/rms_norm/dram", "kernel/cross_entropy/dram",
           "model/llama/train_b8/f32"}
@@ -330,6 +340,8 @@ def all_workloads() -> list[Workload]:
                  description="examples/main.py example 1: loop over x with a data-dependent branch, forward+backward"),
         Workload("seed/module_inplace", "seed", _seed_module,
                  description="examples/main.py example 2: nn.Module with in-place writes under branches"),
+        Workload("seed/activation_inplace", "seed", _seed_activation,
+                 description="example 2's complex_activation alone: 20 in-place writes under branches, no_grad"),
         Workload("overhead/fifty_ops_2x2", "overhead", _tiny(fifty_small_ops),
                  description="50 elementwise ops on 2x2 tensors"),
         Workload("overhead/add_2x2", "overhead", _tiny(add), description="a + b on 2x2 tensors"),

@@ -60,6 +60,7 @@ class CompiledGraph:
     pass_seconds: dict
     fallbacks: list               # (node, target, reason) of ops imported as opaque
     calls: int = 0
+    aliased_calls: int = 0        # calls whose inputs aliased a tensor the graph writes: run as captured instead
     kernels: dict = field(default_factory=dict)  # fusion executor name -> [(KernelModule, C++ source)], one per unit
 
     @property

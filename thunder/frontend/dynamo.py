@@ -20,7 +20,7 @@ from thunder.core.compile import compile_trace
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES
 from thunder.executors import default_executors
-from thunder.frontend import global_state
+from thunder.frontend import branches, global_state
 from thunder.frontend.fx_import import UnsupportedGraph, import_graph
 
 
@@ -68,6 +68,7 @@ class JitState:
     cache_hits: int = 0
     cache_misses: int = 0
     eager_calls: int = 0                              # calls that ran no graph: Dynamo ran the function uncompiled
+    branches: dict = field(default_factory=dict)      # (file, line, code) -> branches.BranchSite of each `if`
     dynamo_stopped: str = ""                          # why Dynamo stopped compiling this function ("" if it did not)
 
     def __repr__(self):  # Dynamo prints the backend, a partial holding this, in its recompile messages
@@ -139,6 +140,52 @@ def _warn_ignored_options(options):
                        ", ".join(f"{k}={v!r}" for k, v in sorted(options.items())))
 
 
+def _run_eagerly(state, index, gm, error):
+    """The callable for a graph thunder could not compile: gm, run by torch as Dynamo captured it."""
+    _report_fallback(state, index, error)
+    eager = EagerGraph(index, _short_reason(error), gm, detail=f"{type(error).__name__}: {str(error).strip()}")
+    state.graphs.append(eager)
+
+    def run_eager(*args):
+        eager.calls += 1
+        return gm.forward(*args)
+    return run_eager
+
+
+def _written_inputs(compiled):
+    """Indices of the graph inputs the compiled program writes (the copy-backs functionalization emitted)."""
+    trace = compiled.traces[-1].trace
+    inputs = {p: i for i, p in enumerate(trace.inputs)}
+    written = set()
+    for b in trace.symbols:
+        if b.level == "prims" and b.name == "copy_to" and b.args and b.args[0] in inputs:
+            written.add(inputs[b.args[0]])
+    return sorted(written)
+
+
+def _guard_input_aliasing(fn, compiled, gm):
+    """Functionalization assumes that the inputs a graph writes share memory with no other input (Dynamo passes
+    the same tensor twice as one input, but not a view and its base, or overlapping slices). A call whose written
+    input shares storage with another input runs the graph as captured instead -- with torch, taking one arm of
+    each converted branch -- which is what eager does."""
+    written = _written_inputs(compiled)
+    if not written:
+        return fn
+    exact = (lambda *args: branches.run_exactly(gm, *args)) if branches.has_markers(gm) else gm.forward
+
+    def storage(t):
+        return t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor) else None
+
+    def guarded(*args):
+        mine = {storage(args[i]) for i in written}
+        if any(storage(a) in mine for i, a in enumerate(args) if i not in written and isinstance(a, torch.Tensor)) or \
+                len(mine) < len(written):
+            compiled.aliased_calls += 1
+            return exact(*args)
+        return fn(*args)
+    return guarded
+
+
 def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState = None, **options):
     """The Dynamo backend: compiles one FX graph and returns a callable with gm's calling convention.
 
@@ -154,20 +201,22 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     try:
         imported = import_graph(gm, example_inputs)
         compiled = compile_trace(imported, state.executors, state.passes, index)
+    except branches.BranchRejected as e:
+        if isinstance(e.site, int):  # a branch thunder.jit converted: Dynamo runs the frame eagerly (see branches)
+            record = branches.tracing_record()
+            if record is not None:
+                record.rejected[e.site] = e.reason
+            raise
+        return _run_eagerly(state, index, gm, e)  # torch.cond: gm runs it as torch does
     except Exception as e:  # noqa: BLE001 -- any failure means: run this graph with torch
-        _report_fallback(state, index, e)
-        message = str(e).strip()
-        eager = EagerGraph(index, _short_reason(e), gm, detail=f"{type(e).__name__}: {message}")
-        state.graphs.append(eager)
-
-        def run_eager(*args):
-            eager.calls += 1
-            return gm.forward(*args)
-        return run_eager
+        return _run_eagerly(state, index, gm, e)
     state.graphs.append(compiled)
+    for site in state.branches.values():
+        site.captured += site.id in imported.branch_sites
     logger.info("thunder: compiled graph %d of %s in %.1f ms", index, state.name, compiled.compile_seconds * 1e3)
     # A graph that sets grad mode, autocast or inference mode undoes it if it raises, as leaving `with` blocks does.
     fn = global_state.restoring(compiled.fn) if imported.sets_global_state else compiled.fn
+    fn = _guard_input_aliasing(fn, compiled, gm)
 
     def run(*args):
         compiled.calls += 1
@@ -385,6 +434,7 @@ def _listen_for_graph_breaks():
 def register():
     """Registers "thunder" as a torch.compile backend name, and starts reading Dynamo's graph breaks."""
     _listen_for_graph_breaks()
+    branches.listen_for_frame_failures()
     from torch._dynamo.backends.registry import _BACKENDS, register_backend
 
     if "thunder" not in _BACKENDS:

@@ -22,11 +22,21 @@ import torch.nn.functional as F
 from thunder import _core
 from thunder.core import dtypes
 from thunder.core.log import logger
-from thunder.frontend import global_state
+from thunder.frontend import branches, global_state
 
 
 class UnsupportedGraph(Exception):
     """The graph holds something the importer cannot express (e.g. symbolic shapes); the caller runs it with torch."""
+
+
+#: In-place operators (``x += y`` is ``operator.iadd(x, y)``) and the out-of-place operator each writes back.
+_INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+                      operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+                      operator.imod: operator.mod, operator.ipow: operator.pow, operator.iand: operator.and_,
+                      operator.ior: operator.or_, operator.ixor: operator.xor, operator.imatmul: operator.matmul}
+#: Ops whose tensor index arguments may be out of range at run time (they raise only when run): a converted
+#: branch holding one is not converted, since both arms run.
+_INDEXING_WORDS = ("index", "gather", "scatter", "take", "embedding", "masked_select", "nonzero", "put")
 
 
 @dataclass
@@ -35,6 +45,7 @@ class ImportedGraph:
     namespace: dict                      # names the trace's opaque symbols refer to
     fallbacks: list = field(default_factory=list)  # (node name, target, reason) for each opaque node
     sets_global_state: bool = False      # calls grad-mode/autocast/inference-mode setters (see global_state)
+    branch_sites: list = field(default_factory=list)  # ids of the converted branches compiled (see branches)
 
 
 # ---- which FX targets are native, and how their arguments map to the op's parameters ----
@@ -244,6 +255,8 @@ class _Importer:
         self.namespace = {}      # opaque callables by printed name
         self.fallbacks = []
         self.sets_global_state = False
+        self.regions = []        # open converted branches: (site, predicate proxy), innermost last
+        self.branch_sites = []   # sites whose branches this graph compiles to selects
 
     # -- values --
     def _new_output(self, example):
@@ -324,13 +337,19 @@ class _Importer:
                     raise UnsupportedGraph(f"input {node.name} of type {type(example).__name__}")
             elif node.op == "get_attr":
                 value = getattr(self.gm, node.target)
+                if isinstance(value, torch.fx.GraphModule):  # a torch.cond branch: inlined where it is called
+                    self.env[node] = value
+                    continue
                 callee = self._register(lambda value=value: value, "_attr").text
                 self.env[node] = self.builder.opaque(callee, [], {}, self._new_output(value), True)
             elif node.op in ("call_function", "call_method"):
                 self.env[node] = self._call(node)
             elif node.op == "output":
+                if self.regions:
+                    raise branches.BranchRejected(self.regions[-1][0], "a graph break splits the branch")
                 out = self._unwrap(self._arg(node.args[0]))
-                return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state)
+                return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state,
+                                     self.branch_sites)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -341,8 +360,19 @@ class _Importer:
             base = self.env.get(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
             if isinstance(base, (tuple, list)):
                 return base[node.args[1]]
+        if node.op == "call_function" and node.target in branches.MARKERS:
+            return self._marker(node)
+        if node.op == "call_function" and node.target is torch.ops.higher_order.cond:
+            return self._cond(node)
         if node.op == "call_function" and node.target in global_state.CALLEES:
+            if self.regions:
+                raise branches.BranchRejected(self.regions[-1][0], "it changes grad mode, autocast or inference mode")
             return self._global_state(node)
+        if self.regions:
+            self._check_in_branch(node)
+        written = self._write(node)
+        if written is not _NOT_A_WRITE:
+            return written
         if "example_value" in node.meta and node.meta["example_value"] is None and node.users:
             raise UnsupportedGraph(f"{_target_name(node)} returns a Python object that later ops use "
                                    "(a trace holds only tensors and numbers)")
@@ -360,18 +390,141 @@ class _Importer:
         return self._opaque(node)
 
     def _native(self, node, kind, name):
-        args = self._arg(list(node.args), tensor_args=True)
-        kwargs = {k: self._arg(v, tensor_args=True) for k, v in node.kwargs.items()}
-        adapter = _ADAPTERS.get((kind, node.target if kind == "method" else name))
+        out = self._native_value(kind, node.target if kind == "method" else name, name, node.args, node.kwargs)
+        self._check_meta(node, out)
+        return out
+
+    def _native_value(self, kind, adapter_key, name, fx_args, fx_kwargs):
+        """The native op ``name`` applied to FX arguments, through the argument adapter of (kind, adapter_key)."""
+        args = self._arg(list(fx_args), tensor_args=True)
+        kwargs = {k: self._arg(v, tensor_args=True) for k, v in fx_kwargs.items()}
+        adapter = _ADAPTERS.get((kind, adapter_key))
         if adapter is not None:
             adapted = adapter(args, kwargs)
             if len(adapted) == 3:
                 name, args, kwargs = adapted
             else:
                 args, kwargs = adapted
-        out = self.builder.call("ltorch", name, self._unwrap(list(args)), self._unwrap(kwargs))
-        self._check_meta(node, out)
-        return out
+        return self.builder.call("ltorch", name, self._unwrap(list(args)), self._unwrap(kwargs))
+
+    # -- writes: in-place ops become the out-of-place op and an ltorch.copy_ (the functionalization pass removes it) --
+
+    def _write(self, node):
+        """Lowers a write -- an in-place method (``x.add_(y)``), an augmented assignment (``x += y``), a subscript
+        assignment (``x[i] = v``), ``inplace=True``, ``out=`` -- into the out-of-place op and
+        ``ltorch.copy_(destination, value)``; returns the destination proxy (what the node evaluates to), or
+        _NOT_A_WRITE if the node is not a write this can lower (it is then imported as usual: an opaque effect)."""
+        lowering = _write_lowering(node)
+        if lowering is None:
+            return _NOT_A_WRITE
+        destination, compute = lowering
+        dst = self.env.get(destination) if isinstance(destination, torch.fx.Node) else None
+        if not isinstance(dst, _core.Proxy) or self.builder.meta(dst)[0] == "number":
+            return _NOT_A_WRITE
+        try:
+            target, value = compute(self, dst)
+            self.builder.call("ltorch", "copy_", [target, value], {})
+        except (_core.NotNative, _core.OpError, TypeError, ValueError, KeyError, IndexError) as e:
+            self.fallbacks.append((node.name, _target_name(node), f"write not lowered: {type(e).__name__}: {e}"))
+            return _NOT_A_WRITE
+        return None if node.target is operator.setitem else dst
+
+    def _setitem_target(self, dst, key):
+        """The destination of ``dst[key] = ...``: a view of dst (basic indexing)."""
+        key = self._unwrap(self._arg(key))
+        if _has_proxy(key):
+            raise _core.NotNative("subscript assignment with a tensor index")
+        return self.builder.call("ltorch", "getitem", [dst, key], {})
+
+    # -- converted branches (thunder.frontend.branches) and torch.cond --
+
+    def _marker(self, node):
+        kind = branches.MARKERS[node.target]
+        if kind == "select":
+            cond, a, b = self._unwrap(self._arg(list(node.args)))
+            out = self.builder.call("ltorch", "where", [cond, a, b], {})
+            self._check_meta(node, out)
+            return out
+        site = node.args[1]
+        if kind == "begin":
+            cond = self._predicate(self.env[node.args[0]])
+            self.builder.call("prims", "branch_begin", [cond], {})
+            self.regions.append((site, cond))
+            if site not in self.branch_sites:
+                self.branch_sites.append(site)
+            return cond
+        if not self.regions or self.regions[-1][0] != site:
+            raise branches.BranchRejected(site, "a graph break splits the branch")
+        cond = self.regions[-1][1]
+        self.builder.call("prims", "branch_" + kind, [cond], {})
+        if kind == "end":
+            self.regions.pop()
+        return None
+
+    def _predicate(self, pred):
+        """``bool(pred)`` of a one-element tensor, as a 0-d bool tensor."""
+        dtype, shape, _, _ = self.builder.meta(pred)
+        if list(shape):
+            pred = self.builder.call("ltorch", "reshape", [pred, ()], {})
+        if dtype != _core.DType.bool:
+            pred = self.builder.call("ltorch", "ne", [pred, 0], {})
+        return pred
+
+    def _cond(self, node):
+        """``torch.cond(pred, true_fn, false_fn, operands)``: both branches inlined between region markers, each
+        result selected; a Python-bool predicate inlines one branch."""
+        pred, true_gm, false_gm, operands = node.args[:4]
+        operands = [self._arg(o) for o in operands]
+        true_gm, false_gm = self.env[true_gm], self.env[false_gm]
+        pred = self._arg(pred)
+        if not isinstance(pred, _core.Proxy):
+            return tuple(self._inline(true_gm if pred else false_gm, operands))
+        cond = self._predicate(pred)
+        site = f"torch.cond {source_of(node) or node.name}"
+        self.builder.call("prims", "branch_begin", [cond], {})
+        self.regions.append((site, cond))
+        then = self._inline(true_gm, operands)
+        self.builder.call("prims", "branch_else", [cond], {})
+        otherwise = self._inline(false_gm, operands)
+        self.builder.call("prims", "branch_end", [cond], {})
+        self.regions.pop()
+        self.branch_sites.append(site)
+        return tuple(self.builder.call("ltorch", "where", [cond, a, b], {}) for a, b in zip(then, otherwise))
+
+    def _inline(self, gm, operands):
+        """Imports the nodes of a subgraph (a torch.cond branch) with its placeholders bound to ``operands``."""
+        saved_gm, self.gm = self.gm, gm
+        try:
+            values = iter(operands)
+            for node in gm.graph.nodes:
+                if node.op == "placeholder":
+                    self.env[node] = next(values)
+                elif node.op == "get_attr":
+                    value = getattr(gm, node.target)
+                    if not isinstance(value, torch.fx.GraphModule):
+                        raise UnsupportedGraph("a torch.cond branch reads a module attribute")
+                    self.env[node] = value
+                elif node.op in ("call_function", "call_method"):
+                    self.builder.set_source(source_of(node))
+                    self.env[node] = self._call(node)
+                elif node.op == "output":
+                    out = self._unwrap(self._arg(node.args[0]))
+                    return list(out) if isinstance(out, (tuple, list)) else [out]
+            raise UnsupportedGraph("torch.cond branch without output")
+        finally:
+            self.gm = saved_gm
+
+    def _check_in_branch(self, node):
+        """Inside a converted branch both arms run: what could act or fail only when its arm is taken is refused."""
+        site = self.regions[-1][0]
+        name = _target_name(node).rsplit(".", 1)[-1].lower()
+        if any(word in name for word in _RANDOM_WORDS):
+            raise branches.BranchRejected(site, f"{_target_name(node)} draws random numbers")
+        if any(word in name for word in _INDEXING_WORDS) or (
+                node.target in (operator.getitem, operator.setitem, "__getitem__")
+                and len(node.args) > 1 and _has_tensor_index(node.args[1])):
+            raise branches.BranchRejected(site, f"{_target_name(node)} indexes with tensor values, which would raise "
+                                                "in the arm not taken if they are out of range")
 
     def _rtruediv(self, node):
         """number / tensor: what ``Tensor.__rtruediv__`` computes, ``tensor.reciprocal() * number`` (not
@@ -416,6 +569,10 @@ class _Importer:
         return self.builder.opaque(callee, args, kwargs, None, True)
 
     def _opaque(self, node):
+        if self.regions and _has_effect(node, _target_name(node)):
+            raise branches.BranchRejected(self.regions[-1][0], f"{_target_name(node)} has effects thunder cannot "
+                                                               "select between (an opaque in-place op or a call made "
+                                                               "for what it does)")
         target = node.target
         if node.op == "call_method":
             if hasattr(torch.Tensor, target):
@@ -430,6 +587,82 @@ class _Importer:
         output = self._new_output(node.meta.get("example_value"))
         effect = _has_effect(node, callee if node.op == "call_function" else str(target))
         return self.builder.opaque(callee, args, kwargs, output, effect)
+
+
+_NOT_A_WRITE = object()
+
+
+def _has_proxy(v):
+    if isinstance(v, _core.Proxy):
+        return True
+    if isinstance(v, (list, tuple)):
+        return any(_has_proxy(x) for x in v)
+    if isinstance(v, slice):
+        return any(_has_proxy(x) for x in (v.start, v.stop, v.step))
+    return False
+
+
+def _has_tensor_index(key):
+    if isinstance(key, torch.fx.Node):
+        return _is_tensor(key)
+    if isinstance(key, (list, tuple)):
+        return any(_has_tensor_index(k) for k in key)
+    return False
+
+
+def _write_lowering(node):
+    """For a node that writes a tensor in place: (the destination FX node, compute), where
+    ``compute(importer, dst_proxy)`` emits the out-of-place computation and returns (write target, value);
+    None for any other node."""
+    args, kwargs = list(node.args), dict(node.kwargs)
+    if node.op == "call_method" and isinstance(node.target, str):
+        name = node.target
+        if not name.endswith("_") or name.endswith("__") or not args:
+            return None
+        base = name[:-1]
+        if base == "copy":
+            return args[0], lambda imp, dst: (dst, imp._unwrap(imp._arg(args[1])))
+        if base in ("zero", "fill"):
+            value = 0 if base == "zero" else args[1]
+            return args[0], lambda imp, dst: (dst, imp._unwrap(imp._arg(value)))
+        native = _METHODS.get(base)
+        if native is None or any(w in base for w in _RANDOM_WORDS):
+            return None
+        return args[0], lambda imp, dst: (dst, imp._native_value("method", base, native, args, kwargs))
+    if node.op != "call_function":
+        return None
+    target = node.target
+    if target is operator.setitem and len(args) == 3:
+        return args[0], lambda imp, dst: (imp._setitem_target(dst, args[1]), imp._unwrap(imp._arg(args[2])))
+    if target in _INPLACE_OPERATORS and args and _is_tensor(args[0]):
+        native = _FUNCTIONS.get(_INPLACE_OPERATORS[target])
+        if native is None:
+            return None
+        return args[0], lambda imp, dst: (dst, imp._native_value("function", native, native, args, kwargs))
+    native = _FUNCTIONS.get(target)
+    if native is None:
+        name = getattr(target, "__name__", "")
+        if name.endswith("_") and not name.endswith("__") and getattr(torch, name, None) is target and args:
+            base = _FUNCTIONS.get(getattr(torch, name[:-1], None))
+            if base is None or any(w in base for w in _RANDOM_WORDS):
+                return None
+            return args[0], lambda imp, dst: (dst, imp._native_value("function", base, base, args, kwargs))
+        return None
+    if isinstance(kwargs.get("out"), torch.fx.Node):
+        out = kwargs.pop("out")
+        return out, lambda imp, dst: (dst, imp._native_value("function", native, native, args, kwargs))
+    if _inplace_argument(node) and args:
+        kwargs.pop("inplace", None)
+        trimmed = args
+        try:
+            bound = inspect.signature(target).bind(*args, **dict(node.kwargs))
+            if "inplace" in bound.arguments:
+                bound.arguments["inplace"] = False
+                trimmed, kwargs = list(bound.args), dict(bound.kwargs)
+        except (TypeError, ValueError):
+            return None
+        return args[0], lambda imp, dst: (dst, imp._native_value("function", native, native, trimmed, kwargs))
+    return None
 
 
 def _is_tensor(a):

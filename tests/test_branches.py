@@ -1,0 +1,411 @@
+"""Data-dependent branches (thunder.frontend.branches): converted to selects when sound, left as Python otherwise.
+
+Every case compares with eager: values, gradients, and the inputs after the call."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import thunder
+from thunder.frontend import branches
+
+
+def sites(jitted):
+    return sorted(jitted._state.branches.values(), key=lambda s: s.id)
+
+
+def converted(jitted):
+    return [s for s in sites(jitted) if s.converted and not s.reason]
+
+
+def check_grads(fn, *inputs, trials=1):
+    """fn jitted and eager, on clones of inputs needing grad: values and gradients equal."""
+    jitted = thunder.jit(fn)
+    for _ in range(trials):
+        a = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
+        b = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
+        out, expected = jitted(*a), fn(*b)
+        torch.testing.assert_close(out, expected)
+        out.sum().backward()
+        expected.sum().backward()
+        for x, y in zip(a, b):
+            if y.requires_grad:
+                torch.testing.assert_close(x.grad, y.grad, equal_nan=False)
+    return jitted
+
+
+# ---- the seed's examples ----
+
+def some_computation(x, y):
+    for i in range(x.size(0)):
+        if x[i] > 0:
+            y = y + x[i] * x[i]
+        else:
+            y = y - x[i]
+    return y
+
+
+class SeedModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(10, 20)
+        self.relu = nn.ReLU()
+        self.fc2 = nn.Linear(20, 1)
+
+    def forward(self, x):
+        x = self.fc1(x)
+        x = self.relu(x)
+        x = self.complex_activation(x)
+        x = self.fc2(x)
+        return x
+
+    def complex_activation(self, x):
+        for i in range(x.shape[1]):
+            if x[0, i] > 0.5:
+                x[0, i] = torch.sin(x[0, i])
+            else:
+                x[0, i] = torch.cos(x[0, i])
+        return x
+
+
+def test_seed_example_1_one_graph_values_and_grads():
+    jitted = thunder.jit(some_computation)
+    torch.manual_seed(0)
+    for _ in range(200):
+        x = torch.randn(5, requires_grad=True)
+        y = torch.tensor(0.0, requires_grad=True)
+        xe, ye = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+        out, expected = jitted(x, y), some_computation(xe, ye)
+        torch.testing.assert_close(out, expected)
+        out.backward()
+        expected.backward()
+        torch.testing.assert_close(x.grad, xe.grad)
+        torch.testing.assert_close(y.grad, ye.grad)
+    s = jitted._state
+    assert len(s.graphs) == 1 and not s.graph_breaks, str(jitted)
+    assert len(converted(jitted)) == 1
+    assert "converted to a select" in str(jitted)
+
+
+def test_seed_example_2_one_graph():
+    torch.manual_seed(0)
+    model = SeedModel()
+    reference = copy.deepcopy(model)
+    jitted = thunder.jit(model)
+    with torch.no_grad():
+        for _ in range(200):
+            inp = torch.randn(1, 10)
+            torch.testing.assert_close(jitted(inp), reference(inp))
+    assert len(jitted._state.graphs) == 1 and not jitted._state.graph_breaks, str(jitted)
+    # The user's class and instance are untouched.
+    assert type(model) is SeedModel and "forward" not in model.__dict__
+    assert SeedModel.complex_activation.__code__ is reference.complex_activation.__func__.__code__
+
+
+def test_seed_example_2_with_grad():
+    torch.manual_seed(0)
+    model = SeedModel()
+    reference = copy.deepcopy(model)
+    jitted = thunder.jit(model)
+    for _ in range(20):
+        inp = torch.randn(1, 10)
+        out, expected = jitted(inp), reference(inp)
+        torch.testing.assert_close(out, expected)
+        out.sum().backward()
+        expected.sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+
+
+# ---- what converts ----
+
+def test_elif_else_nested_and_methods():
+    def f(x):
+        if x.sum() > 1:
+            y = x * 2
+        elif x.sum() > 0:
+            y = x * 3
+            if x[0] > 0:
+                y = y + 1
+        else:
+            y = -x
+        return y
+
+    jitted = thunder.jit(f)
+    for _ in range(50):
+        x = torch.randn(4)
+        torch.testing.assert_close(jitted(x), f(x))
+    assert len(converted(jitted)) == 3
+    assert len(jitted._state.graphs) == 1
+
+
+def test_if_on_tensor_truthiness():
+    def f(x, t):
+        if t:
+            x = x + 1
+        return x
+
+    jitted = thunder.jit(f)
+    for v in (True, False):
+        x = torch.randn(3)
+        torch.testing.assert_close(jitted(x, torch.tensor(v)), f(x, torch.tensor(v)))
+    assert len(jitted._state.graphs) == 1
+
+
+def test_python_predicate_is_specialized_as_before():
+    def f(x, flag: bool):
+        if flag:
+            x = x + 1
+        return x * 2
+
+    jitted = thunder.jit(f)
+    for flag in (True, False):
+        x = torch.randn(3)
+        torch.testing.assert_close(jitted(x, flag), f(x, flag))
+
+
+def test_inplace_write_to_input_under_branch():
+    def f(x):
+        if x[0] > 0:
+            x[1] = x[1] * 10
+        else:
+            x.add_(1)
+        return x.sum()
+
+    jitted = thunder.jit(f)
+    for _ in range(30):
+        x = torch.randn(4)
+        a, b = x.clone(), x.clone()
+        ia = a
+        torch.testing.assert_close(jitted(a), f(b))
+        torch.testing.assert_close(a, b)
+        assert a is ia
+    assert len(jitted._state.graphs) == 1
+
+
+# ---- gradient traps: the arm not taken must not leak NaN/inf into gradients ----
+
+@pytest.mark.parametrize("name", ["sqrt", "log", "div", "pow"])
+def test_gradient_traps(name):
+    def f(x):
+        if x.sum() > 0:
+            if name == "sqrt":
+                y = x.sqrt()
+            elif name == "log":
+                y = x.log()
+            elif name == "div":
+                y = 1 / x
+            else:
+                y = x ** 0.5
+        else:
+            y = -x
+        return y
+
+    for value in (-2.0, 0.0, 3.0):
+        check_grads(f, torch.full((3,), value, requires_grad=True))
+
+
+# ---- soundness rules: not converted, stays correct ----
+
+def _stays_correct(f, *args, reason):
+    jitted = thunder.jit(f)
+    for _ in range(3):
+        a = [x.clone() if isinstance(x, torch.Tensor) else x for x in args]
+        b = [x.clone() if isinstance(x, torch.Tensor) else x for x in args]
+        torch.testing.assert_close(jitted(*a), f(*b))
+        for x, y in zip(a, b):
+            if isinstance(x, torch.Tensor):
+                torch.testing.assert_close(x, y)
+    [site] = sites(jitted)
+    assert not site.converted or site.reason, site
+    assert reason in site.reason, site.reason
+    return jitted
+
+
+log = []
+
+
+def test_side_effects_not_converted(capsys):
+    def prints(x):
+        if x.sum() > 0:
+            print("positive")
+            x = x + 1
+        return x
+
+    _stays_correct(prints, torch.ones(3), reason="print")
+
+    def appends(x):
+        if x.sum() > 0:
+            log.append(1)
+        return x * 2
+
+    _stays_correct(appends, torch.ones(3), reason="append")
+
+    class M(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                self.seen = True
+            return x * 2
+
+    m = M()
+    jitted = thunder.jit(m)
+    torch.testing.assert_close(jitted(torch.ones(2)), torch.ones(2) * 2)
+    assert m.seen is True
+    assert "attribute" in sites(jitted)[0].reason
+
+
+def helper(x):
+    return x + 1
+
+
+def test_control_flow_and_unknown_calls_not_converted():
+    def returns(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    _stays_correct(returns, torch.ones(3), reason="return")
+
+    def loops(x):
+        for i in range(3):
+            if x[i] > 0:
+                break
+            x = x + 1
+        return x
+
+    jitted = thunder.jit(loops)
+    x = torch.tensor([-1.0, 2.0, 3.0])
+    torch.testing.assert_close(jitted(x), loops(x))
+    assert "break" in sites(jitted)[0].reason
+
+    def calls(x):
+        if x.sum() > 0:
+            x = helper(x)
+        return x
+
+    _stays_correct(calls, torch.ones(3), reason="not known to be pure")
+
+    def one_sided(x):
+        if x.sum() > 0:
+            z = x + 1
+        return x
+
+    _stays_correct(one_sided, torch.ones(3), reason="only one branch")
+
+
+def test_data_dependent_while_stays_a_graph_break():
+    def f(x):
+        while x.norm() > 1:
+            x = x / 2
+        return x
+
+    jitted = thunder.jit(f)
+    x = torch.randn(5) * 10
+    torch.testing.assert_close(jitted(x), f(x))
+
+
+def test_branch_results_differ_in_shape_or_kind():
+    def shapes(x):
+        if x.sum() > 0:
+            y = x[:2]
+        else:
+            y = x
+        return y
+
+    jitted = thunder.jit(shapes)
+    for sign in (1.0, -1.0, 1.0):
+        x = torch.ones(4) * sign
+        torch.testing.assert_close(jitted(x), shapes(x))
+    assert "different shapes" in sites(jitted)[0].reason
+
+
+def test_untaken_arm_that_would_raise():
+    def shape_error(x, w):
+        if x.sum() > 100:
+            y = x @ w  # shapes do not match: eager raises only if taken
+        else:
+            y = x * 2
+        return y
+
+    jitted = thunder.jit(shape_error)
+    for _ in range(3):
+        x, w = torch.randn(3), torch.randn(7, 2)
+        torch.testing.assert_close(jitted(x, w), shape_error(x, w))
+    assert sites(jitted)[0].reason
+
+    def index_error(x, idx):
+        if x.sum() > 100:
+            y = x[idx]  # idx out of range: eager raises only if taken
+        else:
+            y = x[:2]
+        return y
+
+    jitted = thunder.jit(index_error)
+    for _ in range(3):
+        x = torch.randn(3)
+        torch.testing.assert_close(jitted(x, torch.tensor([5, 6])), index_error(x, torch.tensor([5, 6])))
+    assert sites(jitted)[0].reason
+
+
+def test_split_by_graph_break_runs_eagerly_and_is_given_up():
+    def f(x):
+        if x.sum() > 0:
+            y = x * x.sum().item()  # .item() is a graph break inside the branch
+        else:
+            y = x
+        return y
+
+    jitted = thunder.jit(f)
+    for _ in range(4):
+        x = torch.randn(3)
+        torch.testing.assert_close(jitted(x), f(x))
+    assert sites(jitted)[0].reason
+
+
+def test_torch_cond_is_compiled():
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
+
+    jitted = thunder.jit(f)
+    for _ in range(10):
+        x = torch.randn(4)
+        torch.testing.assert_close(jitted(x), f(x))
+    assert len(jitted._state.graphs) == 1
+    assert all(not isinstance(g, thunder.frontend.dynamo.EagerGraph) for g in jitted._state.graphs), str(jitted)
+
+
+def test_user_function_untouched():
+    code = some_computation.__code__
+    thunder.jit(some_computation)(torch.randn(3), torch.tensor(0.0))
+    assert some_computation.__code__ is code
+    x = torch.randn(3)
+    assert isinstance(some_computation(x, torch.tensor(0.0)), torch.Tensor)
+
+
+def test_rewrite_keeps_closures_and_defaults():
+    scale = 3.0
+
+    def f(x, bias=1.0):
+        if x.sum() > 0:
+            x = x * scale + bias
+        return x
+
+    r = branches.rewrite(f, {})
+    assert r.converted == 1
+    x = torch.ones(2)
+    torch.testing.assert_close(r.fn(x), f(x))
+
+
+def test_inputs_aliasing_a_written_input_run_as_eager():
+    def f(a, b):
+        a.add_(1)
+        return b * 2
+
+    jitted = thunder.jit(f)
+    base = torch.zeros(4)
+    base_e = torch.zeros(4)
+    out = jitted(base, base[:2])  # b is a view of a
+    expected = f(base_e, base_e[:2])
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(base, base_e)

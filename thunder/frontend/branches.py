@@ -1,0 +1,785 @@
+"""Data-dependent branches compiled: tensor-predicated ``if`` statements captured as selects.
+
+Dynamo cannot trace ``if x[i] > 0:``: the branch taken depends on a tensor's value, so it splits the
+graph there (or skips the whole function). thunder rewrites, at the source level, every ``if`` whose
+branches are free of side effects into a call of :func:`_thunder_if` with each branch as a nested
+function::
+
+    if x[i] > 0:                         def _thunder_then_3(y):
+        y = y + x[i] * x[i]                  y = y + x[i] * x[i]
+    else:                        ->          return (y,)
+        y = y - x[i]                     def _thunder_else_3(y):
+                                             y = y - x[i]
+                                             return (y,)
+                                         (y,) = _thunder_if(x[i] > 0, _thunder_then_3, _thunder_else_3, (y,), 3)
+
+Run by Python (eagerly, or when the predicate is a Python value), ``_thunder_if`` calls one branch, as
+the ``if`` did. Traced by Dynamo with a one-element tensor predicate, it traces both branches between
+region markers (``_branch_begin``/``_branch_else``/``_branch_end``, graph nodes) and selects each
+name the branches bind (``_branch_select``, a ``where``). In-place writes inside a branch stay in the
+graph as writes; the core's functionalization pass (``csrc/passes/functionalization.cc``) turns each
+region into straight-line code whose written tensors are selected too, and masks what each arm reads
+so that the arm not taken contributes no NaN to gradients.
+
+Soundness. A branch is rewritten only if this module's static rules accept it (:func:`why_not`: no
+``return``/``break``/``continue``/``raise``, no side effects, no calls to Python functions not known
+to be pure, names bound in one branch only must be defined before). What the source cannot show is
+checked when the program is traced: a region that a graph break splits, branch results that differ in
+shape, dtype or kind, an arm the importer cannot compile (an effect, random numbers, data-dependent
+indexing that would raise only when taken) -- and an arm that fails while Dynamo traces it (a shape
+error in the arm not taken). Each of these makes Dynamo run the frame eagerly for that call (thunder
+calls Dynamo with ``suppress_errors``; ``_thunder_if`` run by Python takes one branch, exactly as
+written), and the site is recompiled without conversion from the next call on, with the reason shown
+in ``print(jitted)``.
+
+The user's function, class and module are never modified: the rewritten code is a new function
+(sharing the original's globals, defaults and closure cells), and a module's rewritten methods live
+on a subclass of a *shadow* instance that shares the original's ``__dict__``.
+"""
+import ast
+import builtins
+import inspect
+import itertools
+import logging
+import math
+import operator
+import textwrap
+import types
+from dataclasses import dataclass
+
+import torch
+import torch.fx
+
+from thunder.core.log import logger
+
+_RANDOM_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "poisson", "uniform", "exponential",
+                 "cauchy", "geometric", "log_normal", "random", "seed")
+#: Methods of Python containers that mutate them: a branch calling a method so named is not converted
+#: (the receiver's type is unknown at the source level).
+_CONTAINER_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update", "add",
+                       "discard", "setdefault", "popitem", "write", "writelines", "send", "put"}
+_PURE_BUILTINS = {abs, min, max, len, float, int, bool, range, isinstance, tuple, list, zip, enumerate, sum, round,
+                  pow, divmod, all, any, reversed, sorted, slice, complex, hasattr, getattr, type}
+_PURE_MODULES = ("torch", "math", "operator")
+#: torch functions with effects beyond their result (global state, I/O).
+_IMPURE_TORCH = ("manual_seed", "save", "load", "set_", "use_deterministic", "_assert", "_check", "compile",
+                 "cuda.synchronize", "backends", "_dynamo", "autograd.backward", "print")
+
+_site_ids = itertools.count()
+
+
+@dataclass
+class BranchSite:
+    """One ``if`` statement of a jitted function, and what became of it."""
+
+    id: int
+    location: str          # "file.py:12"
+    code: str              # "if x[i] > 0:"
+    converted: bool        # rewritten into _thunder_if (it may still be given up later, see reason)
+    reason: str = ""       # why it is not (or no longer) converted
+    captured: int = 0      # graphs in which it was compiled to a select
+
+    def __str__(self):
+        if self.converted and not self.reason:
+            status = f"converted to a select (in {self.captured} graphs)" if self.captured else \
+                "converted (not traced yet)"
+        else:
+            status = f"left as Python control flow (a graph break if the predicate is a tensor): {self.reason}"
+        return f"{self.location}  {self.code}  {status}"
+
+
+class BranchRejected(Exception):
+    """Raised while tracing or compiling a converted branch that turns out not to be convertible; the frame then
+    runs eagerly for this call, and the site is rewritten back to a plain ``if`` for the next ones."""
+
+    def __init__(self, site, reason):
+        super().__init__(f"branch {site}: {reason}")
+        self.site, self.reason = site, reason
+
+
+# ---- the runtime: what the rewritten code calls ----
+
+class TraceRecord:
+    """What happened to converted branches during one jitted call: filled by the markers' fake-tensor runs while
+    Dynamo traces, by the backend, and by Dynamo's log of frames it could not convert; read by thunder.jit."""
+
+    def __init__(self):
+        self.open = {}       # site -> count of begins without an end
+        self.rejected = {}   # site -> reason
+        self.failures = []   # (frame, reason) of each frame Dynamo could not trace (it then ran eagerly)
+
+
+class _FrameFailureFilter(logging.Filter):
+    """Takes Dynamo's "WON'T CONVERT" warnings, during a jitted call with converted branches, into its record
+    (thunder.jit reports them) instead of printing them."""
+
+    def filter(self, rec):
+        if _record is None or not str(rec.msg).startswith("WON'T CONVERT"):
+            return True
+        try:
+            frame = " ".join(str(rec.msg).split("\n", 1)[0].split()[2:])
+        except Exception:  # noqa: BLE001
+            frame = "?"
+        error = rec.exc_info[1] if rec.exc_info else None
+        _record.failures.append((frame, _first_lines(error)))
+        return False
+
+
+def _first_lines(error):
+    if error is None:
+        return "?"
+    if isinstance(error, BranchRejected):
+        return error.reason
+    inner = getattr(error, "inner_exception", None) or error.__cause__
+    text = str(inner if isinstance(inner, BranchRejected) else error).strip()
+    got = text.find("got ")
+    if "fake tensor call" in text and got >= 0:  # Dynamo's message wraps the op's own error
+        text = text[got + 4:]
+    first = text.splitlines()[0] if text else type(error).__name__
+    return first if len(first) <= 240 else first[:240] + "..."
+
+
+def listen_for_frame_failures():
+    """Installs the filter on Dynamo's frame-conversion logger (once)."""
+    log = logging.getLogger("torch._dynamo.convert_frame")
+    if not any(isinstance(f, _FrameFailureFilter) for f in log.filters):
+        log.addFilter(_FrameFailureFilter())
+
+
+_record = None
+
+
+def tracing_record():
+    """The record of the jitted call in progress (thunder.jit installs one around each call), or None."""
+    return _record
+
+
+def set_tracing_record(record):
+    global _record
+    previous, _record = _record, record
+    return previous
+
+
+def _note_begin(site):
+    if _record is not None and isinstance(site, int):
+        _record.open[site] = _record.open.get(site, 0) + 1
+
+
+def _note_end(site):
+    if _record is not None and isinstance(site, int) and _record.open.get(site):
+        _record.open[site] -= 1
+        if not _record.open[site]:
+            del _record.open[site]
+
+
+@torch._dynamo.allow_in_graph
+def _branch_begin(pred, site):
+    """Marks the start of a converted branch; returns the predicate as a 0-d bool tensor (``bool(pred)``)."""
+    _note_begin(site)
+    p = pred.reshape(())
+    return p if p.dtype == torch.bool else p != 0
+
+
+@torch._dynamo.allow_in_graph
+def _branch_else(cond, site):
+    """Marks the end of the then-arm and the start of the else-arm."""
+    return None
+
+
+@torch._dynamo.allow_in_graph
+def _branch_end(cond, site):
+    """Marks the end of a converted branch."""
+    _note_end(site)
+    return None
+
+
+@torch._dynamo.allow_in_graph
+def _branch_select(cond, a, b):
+    """The value a name has after a converted branch: ``a`` if the predicate held, else ``b``."""
+    return torch.where(cond, a, b)
+
+
+@torch._dynamo.allow_in_graph
+def _branch_reject(cond, site, reason):
+    """Called while Dynamo traces a branch that cannot be converted: fails the trace (the frame then runs eagerly)."""
+    if _record is not None:
+        _record.rejected[site] = reason
+    raise BranchRejected(site, reason)
+
+
+for _marker in (_branch_begin, _branch_else, _branch_end, _branch_reject):
+    torch.fx.node.has_side_effect(_marker)
+
+MARKERS = {_branch_begin: "begin", _branch_else: "else", _branch_end: "end", _branch_select: "select",
+           _branch_reject: "reject"}
+
+
+def _merge(cond, a, b, site, name):
+    """What ``name`` is after a converted branch whose arms left it as ``a`` and ``b`` (traced by Dynamo)."""
+    if a is b:
+        return a
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+            _branch_reject(cond, site, f"the branches leave `{name}` with different shapes, dtypes or devices")
+        return _branch_select(cond, a, b)
+    if isinstance(a, (bool, int, float)) and isinstance(b, (bool, int, float)) and type(a) is type(b) and a == b:
+        return a
+    _branch_reject(cond, site, f"the branches leave `{name}` as values that are not both tensors "
+                               "(a Python value cannot depend on a tensor's data)")
+    return a
+
+
+def _thunder_if(pred, then, otherwise, state, site, names=()):
+    """``then(*state)`` if ``pred`` else ``otherwise(*state)``; traced by Dynamo with a one-element tensor
+    predicate: both, and each result selected (see the module docstring)."""
+    if not torch.compiler.is_compiling() or not isinstance(pred, torch.Tensor) or pred.numel() != 1:
+        return then(*state) if pred else otherwise(*state)
+    cond = _branch_begin(pred, site)
+    a = then(*state)
+    _branch_else(cond, site)
+    b = otherwise(*state)
+    _branch_end(cond, site)
+    return tuple(_merge(cond, x, y, site, n) for x, y, n in zip(a, b, names))
+
+
+# ---- static analysis ----
+
+def _names_stored(nodes):
+    """Names bound by assignment in these statements (not inside nested scopes)."""
+    out = []
+
+    def visit(n):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
+                          ast.DictComp, ast.GeneratorExp)):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.append(n.name)
+            return
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.append(n.id)
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+
+    for n in nodes:
+        visit(n)
+    return list(dict.fromkeys(out))
+
+
+def _names_loaded(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _target_names(t):
+    if isinstance(t, ast.Name):
+        return [t.id]
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return [n for e in t.elts for n in _target_names(e)]
+    if isinstance(t, ast.Starred):
+        return _target_names(t.value)
+    return []
+
+
+class _Definedness:
+    """For each ``if`` statement, the local names certainly bound when it runs (conservatively)."""
+
+    def __init__(self, fn_def):
+        a = fn_def.args
+        params = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+        params += [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+        self.before = {}
+        self.block(fn_def.body, set(params))
+
+    def block(self, stmts, defined):
+        for s in stmts:
+            defined = self.stmt(s, defined)
+        return defined
+
+    def stmt(self, s, defined):
+        if isinstance(s, ast.If):
+            self.before[id(s)] = frozenset(defined)
+            then = self.block(s.body, set(defined))
+            other = self.block(s.orelse, set(defined))
+            return defined | (then & other)
+        if isinstance(s, (ast.For, ast.AsyncFor)):
+            self.block(s.body, set(defined) | set(_target_names(s.target)))
+            self.block(s.orelse, set(defined))
+            return defined
+        if isinstance(s, ast.While):
+            self.block(s.body, set(defined))
+            self.block(s.orelse, set(defined))
+            return defined
+        if isinstance(s, (ast.With, ast.AsyncWith)):
+            for item in s.items:
+                if item.optional_vars is not None:
+                    defined = defined | set(_target_names(item.optional_vars))
+            return self.block(s.body, defined)
+        if isinstance(s, ast.Try):
+            for body in [s.body, s.orelse, s.finalbody] + [h.body for h in s.handlers]:
+                self.block(body, set(defined))
+            return defined
+        if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            if isinstance(s, ast.AnnAssign) and s.value is None:
+                return defined
+            return defined | {n for t in targets for n in _target_names(t)}
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return defined | {s.name}
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            return defined | {(a.asname or a.name).split(".")[0] for a in s.names}
+        if isinstance(s, ast.Delete):
+            return defined - {n for t in s.targets for n in _target_names(t)}
+        return defined | {n.target.id for n in ast.walk(s) if isinstance(n, ast.NamedExpr)}
+
+
+class _Purity:
+    """Decides, from the source and the objects its names refer to now, whether branch code is free of side
+    effects. ``resolve(name)`` gives the object a global/closure/builtin name refers to (or raises KeyError);
+    ``instance`` is the module whose method is being rewritten (``self``), if any."""
+
+    def __init__(self, resolve, self_name=None, instance=None):
+        self.resolve, self.self_name, self.instance = resolve, self_name, instance
+
+    def why_not(self, stmts, generated=frozenset()):
+        """The reason these statements cannot run as a converted branch, or None if they can."""
+        for s in stmts:
+            reason = self._stmt(s, generated)
+            if reason:
+                return reason
+        return None
+
+    def _stmt(self, s, generated):
+        kinds = {ast.Return: "`return`", ast.Break: "`break`", ast.Continue: "`continue`", ast.Raise: "`raise`",
+                 ast.Assert: "`assert`", ast.Global: "`global`", ast.Nonlocal: "`nonlocal`", ast.Import: "an import",
+                 ast.ImportFrom: "an import", ast.ClassDef: "a class definition", ast.Try: "`try`",
+                 ast.With: "`with`", ast.AsyncWith: "`async with`", ast.Delete: "`del`",
+                 ast.AsyncFor: "`async for`"}
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if s.name in generated:  # a nested branch converted first
+                return self.why_not(s.body, generated)
+            return "a function definition"
+        for kind, what in kinds.items():
+            if isinstance(s, kind):
+                return f"{what} inside the branch"
+        if isinstance(s, (ast.For, ast.While)):
+            # break/continue directly inside a loop of the branch are the loop's own
+            for part in (s.body, s.orelse):
+                for x in part:
+                    if isinstance(x, (ast.Break, ast.Continue)):
+                        continue
+                    reason = self._stmt(x, generated)
+                    if reason:
+                        return reason
+            return self._expr(s.iter if isinstance(s, ast.For) else s.test)
+        if isinstance(s, ast.If):
+            return self.why_not(s.body, generated) or self.why_not(s.orelse, generated) or self._expr(s.test)
+        if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            for t in targets:
+                reason = self._target(t)
+                if reason:
+                    return reason
+            return self._expr(s.value) if s.value is not None else None
+        if isinstance(s, ast.Expr):
+            if isinstance(s.value, ast.Constant):
+                return None  # a docstring or a bare constant
+            return self._expr(s.value)
+        if isinstance(s, ast.Pass):
+            return None
+        return f"a `{type(s).__name__}` statement inside the branch"
+
+    def _target(self, t):
+        if isinstance(t, ast.Name):
+            return None
+        if isinstance(t, (ast.Tuple, ast.List)):
+            return next((r for r in map(self._target, t.elts) if r), None)
+        if isinstance(t, ast.Starred):
+            return self._target(t.value)
+        if isinstance(t, ast.Subscript):
+            base = t.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if not isinstance(base, ast.Name):
+                return "an assignment to an attribute's element (only local tensors' elements may be assigned)"
+            return self._expr(t.slice)
+        if isinstance(t, ast.Attribute):
+            return f"an assignment to the attribute `{ast.unparse(t)}`"
+        return f"an assignment to `{ast.unparse(t)}`"
+
+    def _expr(self, e):
+        for n in ast.walk(e):
+            if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
+                return "`yield` or `await` inside the branch"
+            if isinstance(n, ast.Lambda):
+                return "a lambda inside the branch"
+            if isinstance(n, ast.Call):
+                reason = self._call(n)
+                if reason:
+                    return reason
+        return None
+
+    def _call(self, call):
+        f = call.func
+        text = ast.unparse(f)
+        chain = []
+        while isinstance(f, ast.Attribute):
+            chain.append(f.attr)
+            f = f.value
+        chain.reverse()
+        if isinstance(f, ast.Name):
+            if f.id == self.self_name and self.instance is not None:
+                return self._self_call(chain, text)
+            try:
+                obj = self.resolve(f.id)
+            except KeyError:
+                obj = None  # a local variable: a method call on it
+                if not chain:
+                    return f"a call of the local `{f.id}` (not known to be pure)"
+            if obj is not None:
+                for attr in chain:
+                    obj = getattr(obj, attr, None)
+                return self._known_callable(obj, text)
+        elif not chain:
+            return f"a call of `{text}` (not known to be pure)"
+        method = chain[-1]
+        if not hasattr(torch.Tensor, method):
+            return f"a call of `.{method}()`, not a tensor method (not known to be pure)"
+        if method in _CONTAINER_MUTATORS:
+            return f"a call of `.{method}()`, which may mutate a Python container"
+        if any(w in method.lower() for w in _RANDOM_WORDS):
+            return f"`{text}` draws random numbers"
+        return None
+
+    def _self_call(self, chain, text):
+        obj = self.instance
+        for attr in chain:
+            obj = getattr(obj, attr, None)
+        if isinstance(obj, torch.nn.Module) and type(obj).__module__.startswith("torch.nn"):
+            if isinstance(obj, torch.nn.modules.dropout._DropoutNd):
+                return f"`{text}` is dropout (random numbers)"
+            return None
+        return f"a call of `{text}` (a Python method or module, not known to be pure)"
+
+    def _known_callable(self, obj, text):
+        if obj is None:
+            return f"a call of `{text}` (not known to be pure)"
+        if _hashable(obj) and obj in _PURE_BUILTINS:
+            return None
+        if obj is builtins.print:
+            return "a call of `print`"
+        if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
+            return f"`{text}` builds a module"
+        module = getattr(obj, "__module__", None) or ""
+        name = getattr(obj, "__name__", "") or ""
+        if module.split(".")[0].lstrip("_") not in _PURE_MODULES:
+            return f"a call of `{text}` (a Python function not known to be pure)"
+        if any(w in name.lower() for w in _RANDOM_WORDS) or any(bad in f"{module}.{name}" for bad in _IMPURE_TORCH):
+            return f"`{text}` has effects beyond its result (random numbers or global state)"
+        return None
+
+
+def _hashable(obj):
+    try:
+        hash(obj)
+        return True
+    except TypeError:
+        return False
+
+
+# ---- the rewrite ----
+
+class _Rewriter(ast.NodeTransformer):
+    def __init__(self, definedness, purity, filename, first_line, sites, excluded):
+        self.definedness, self.purity = definedness, purity
+        self.filename, self.first_line = filename, first_line
+        self.sites, self.excluded = sites, excluded
+        self.generated = set()
+        self.depth = 0
+
+    # Nested scopes keep their own ifs.
+    def visit_FunctionDef(self, node):
+        if self.depth:
+            return node
+        self.depth += 1
+        self.generic_visit(node)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        return node
+
+    def visit_ClassDef(self, node):
+        return node
+
+    def visit_If(self, node):
+        before = self.definedness.before.get(id(node), frozenset())
+        self.generic_visit(node)  # inner ifs first
+        line = node.lineno
+        location = f"{self.filename.rsplit('/', 1)[-1]}:{line}"
+        code = f"if {ast.unparse(node.test)}:"
+        key = (self.filename, line, code)
+        site = self.sites.get(key)
+        if site is None:
+            site = BranchSite(next(_site_ids), location, code, False)
+            self.sites[key] = site
+        if key in self.excluded:
+            site.converted = False
+            return node
+        reason = self._why_not(node, before)
+        if reason:
+            site.converted, site.reason = False, reason
+            return node
+        site.converted, site.reason = True, ""
+        return self._convert(node, before, site.id)
+
+    def _why_not(self, node, before):
+        reason = self.purity.why_not(node.body, self.generated) or self.purity.why_not(node.orelse, self.generated)
+        if reason:
+            return reason
+        then_names, else_names = _names_stored(node.body), _names_stored(node.orelse)
+        for name in dict.fromkeys(then_names + else_names):
+            if name in self.generated:
+                continue
+            if name in before:
+                continue
+            if name not in then_names or name not in else_names:
+                return f"`{name}` is assigned in only one branch and may be undefined before"
+            for body in (node.body, node.orelse):
+                first = next(s for s in body if name in _names_stored([s]) or name in _names_loaded(s))
+                if not (isinstance(first, ast.Assign) and name in [n for t in first.targets for n in _target_names(t)]
+                        and name not in _names_loaded(first.value)):
+                    return f"`{name}` may be read before it is assigned in a branch"
+        return None
+
+    def _convert(self, node, before, site):
+        names = [n for n in dict.fromkeys(_names_stored(node.body) + _names_stored(node.orelse))
+                 if n not in self.generated]
+        params = [n for n in names if n in before]
+        then_name, else_name = f"_thunder_then_{site}", f"_thunder_else_{site}"
+        self.generated.update((then_name, else_name))
+
+        def branch(fname, body):
+            ret = ast.Return(ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load()))
+            args = ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], kwonlyargs=[], kw_defaults=[],
+                                 defaults=[])
+            fn = ast.FunctionDef(fname, args, list(body or [ast.Pass()]) + [ret], [], None, type_params=[]) \
+                if "type_params" in ast.FunctionDef._fields else ast.FunctionDef(fname, args, list(body or [ast.Pass()]) + [ret], [], None)
+            return ast.copy_location(fn, node)
+
+        call = ast.Call(ast.Name("_thunder_if", ast.Load()),
+                        [node.test, ast.Name(then_name, ast.Load()), ast.Name(else_name, ast.Load()),
+                         ast.Tuple([ast.Name(p, ast.Load()) for p in params], ast.Load()), ast.Constant(site),
+                         ast.Tuple([ast.Constant(n) for n in names], ast.Load())], [])
+        if names:
+            stmt = ast.Assign([ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())], call)
+        else:
+            stmt = ast.Expr(call)
+        out = [branch(then_name, node.body), branch(else_name, node.orelse), ast.copy_location(stmt, node)]
+        for s in out:
+            ast.fix_missing_locations(s)
+            for n in ast.walk(s):
+                if not hasattr(n, "lineno"):
+                    ast.copy_location(n, node)
+        return out
+
+
+@dataclass
+class Rewritten:
+    fn: object            # the new function (or the original, if nothing was converted)
+    converted: int        # how many ifs became _thunder_if calls
+
+
+def _resolver(fn):
+    closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+
+    def resolve(name):
+        if name in closure:
+            try:
+                return closure[name].cell_contents
+            except ValueError:
+                raise KeyError(name) from None
+        if name in fn.__globals__:
+            return fn.__globals__[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise KeyError(name)
+
+    local_names = set(fn.__code__.co_varnames) | set(fn.__code__.co_cellvars)
+
+    def resolve_nonlocal(name):
+        if name in local_names:
+            raise KeyError(name)
+        return resolve(name)
+
+    return resolve_nonlocal
+
+
+def rewrite(fn, sites, excluded=frozenset(), instance=None):
+    """``fn`` with each convertible ``if`` rewritten into a ``_thunder_if`` call (see the module docstring).
+
+    ``sites`` (dict) collects a :class:`BranchSite` per ``if`` statement, keyed by (file, line, code), and is
+    reused across rewrites so that ids stay stable; ``excluded`` holds the keys of sites to leave alone.
+    ``instance`` is the module when ``fn`` is one of its methods (``self`` is then resolved for purity).
+    Returns :class:`Rewritten`; a function without source, or whose source does not parse back into one
+    function, is returned unchanged."""
+    code = getattr(fn, "__code__", None)
+    if code is None or fn.__name__ == "<lambda>" or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
+                                                                     inspect.CO_ASYNC_GENERATOR):
+        return Rewritten(fn, 0)
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return Rewritten(fn, 0)
+    source = textwrap.dedent("".join(lines))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return Rewritten(fn, 0)
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != fn.__name__:
+        return Rewritten(fn, 0)
+    fn_def = tree.body[0]
+    if not any(isinstance(n, ast.If) for n in ast.walk(fn_def)):
+        return Rewritten(fn, 0)
+    ast.increment_lineno(tree, first - 1)
+    fn_def.decorator_list = []
+    self_name = None
+    if instance is not None and fn_def.args.args:
+        self_name = fn_def.args.args[0].arg
+    purity = _Purity(_resolver(fn), self_name, instance)
+    rewriter = _Rewriter(_Definedness(fn_def), purity, code.co_filename, first, sites, excluded)
+    rewriter.visit(fn_def)
+    if not rewriter.generated:
+        return Rewritten(fn, 0)
+    new = _build(fn, fn_def)
+    return Rewritten(new, len(rewriter.generated) // 2) if new is not None else Rewritten(fn, 0)
+
+
+def _build(fn, fn_def):
+    """Compiles the rewritten definition into a function with fn's globals, defaults and closure cells."""
+    code = fn.__code__
+    freevars = list(code.co_freevars)
+    helper = "_thunder_if"
+    # A factory whose parameters are the free variables, so that the inner function's free variables are cells;
+    # for a method using zero-argument super(), a class body provides __class__.
+    params = [v for v in freevars if v != "__class__"] + [helper]
+    inner = fn_def
+    if "__class__" in freevars:
+        holder = ast.ClassDef("_thunder_holder", [], [], [inner], [], type_params=[]) \
+            if "type_params" in ast.ClassDef._fields else ast.ClassDef("_thunder_holder", [], [], [inner], [])
+        body = [holder, ast.Return(ast.Attribute(ast.Name("_thunder_holder", ast.Load()), "__dict__", ast.Load()))]
+    else:
+        body = [inner, ast.Return(ast.Name(fn_def.name, ast.Load()))]
+    factory = ast.FunctionDef("_thunder_factory",
+                              ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], kwonlyargs=[],
+                                            kw_defaults=[], defaults=[]), body, [], None)
+    if "type_params" in ast.FunctionDef._fields:
+        factory.type_params = []
+    module = ast.Module([factory], type_ignores=[])
+    ast.fix_missing_locations(module)
+    try:
+        compiled = compile(module, code.co_filename, "exec")
+    except SyntaxError as e:
+        logger.debug("thunder: the branch rewrite of %s does not compile (%s); it runs unconverted", fn.__qualname__, e)
+        return None
+    factory_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
+    new_code = _find_code(factory_code, fn_def.name)
+    if new_code is None:
+        return None
+    cells = dict(zip(freevars, fn.__closure__ or ()))
+    cells[helper] = types.CellType(_thunder_if)
+    try:
+        closure = tuple(cells[name] for name in new_code.co_freevars)
+    except KeyError:
+        return None
+    new = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__, new.__module__, new.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+    new.__dict__.update(fn.__dict__)
+    new.__wrapped_by_thunder__ = fn
+    return new
+
+
+def _find_code(code, name):
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            if c.co_name == name:
+                return c
+            found = _find_code(c, name)
+            if found is not None:
+                return found
+    return None
+
+
+# ---- modules: a shadow instance whose class has the rewritten methods ----
+
+def _user_methods(cls):
+    """Plain functions defined by cls and its bases up to (not including) torch's own classes, by name."""
+    methods = {}
+    for klass in reversed(cls.__mro__):
+        if klass.__module__.startswith("torch.") or klass is object:
+            continue
+        for name, value in vars(klass).items():
+            if isinstance(value, types.FunctionType):
+                methods[name] = value
+    return methods
+
+
+def shadow_module(model, sites, excluded=frozenset()):
+    """A module that behaves as ``model`` (it shares ``model.__dict__``: parameters, buffers, submodules, hooks,
+    attributes) whose class is a subclass of model's with the rewritten methods; ``model`` itself if no
+    method has a convertible branch. Returns (module, number of converted branches)."""
+    rewritten, converted = {}, 0
+    for name, method in _user_methods(type(model)).items():
+        if name.startswith("__") and name != "__call__":
+            continue
+        r = rewrite(method, sites, excluded, instance=model)
+        if r.converted:
+            rewritten[name], converted = r.fn, converted + r.converted
+    if not rewritten:
+        return model, 0
+    cls = type(model)
+    sub = type(cls.__name__, (cls,), dict(rewritten, __module__=cls.__module__, __qualname__=cls.__qualname__))
+    shadow = object.__new__(sub)
+    object.__setattr__(shadow, "__dict__", model.__dict__)
+    return shadow, converted
+
+
+# ---- running a graph with converted branches as the Python it came from ----
+
+def has_markers(gm):
+    """Whether an FX graph holds converted-branch markers."""
+    return any(n.op == "call_function" and n.target in MARKERS for n in gm.graph.nodes)
+
+
+def run_exactly(gm, *args):
+    """Runs ``gm`` taking only the arm of each converted branch its predicate selects, as the original ``if``
+    did (calling ``gm`` itself would run both arms, and their in-place writes, for real). Used when a compiled
+    graph's assumptions do not hold for a call (inputs that alias a tensor the graph writes)."""
+    interpreter = torch.fx.Interpreter(gm)
+    env, values = interpreter.env, iter(args)
+    arms = []  # per open branch: (predicate value, or None inside an arm not taken; in the else-arm)
+
+    def active():
+        return all(p is not None and p != in_else for p, in_else in arms)
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(values)
+            continue
+        kind = MARKERS.get(node.target) if node.op == "call_function" else None
+        if kind == "begin":
+            taken = active()
+            env[node] = interpreter.run_node(node) if taken else None
+            arms.append((bool(env[node]) if taken else None, False))
+        elif kind == "else":
+            arms[-1] = (arms[-1][0], True)
+        elif kind == "end":
+            arms.pop()
+        elif kind == "select":
+            if active():
+                cond, a, b = node.args
+                env[node] = env[a] if bool(env[cond]) else env[b]
+        elif node.op == "output":
+            return interpreter.run_node(node)
+        elif active():
+            env[node] = interpreter.run_node(node)
+    raise RuntimeError("graph without output")
