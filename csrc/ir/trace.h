@@ -52,6 +52,7 @@ enum Tag : uint32_t {
   kOpaque = 1u << 6,       // not known to the core; runs through torch as captured
   kConstant = 1u << 7,     // materializes a compile-time constant
   kRelease = 1u << 8,      // drops the references to its arguments (prints as `del a, b`)
+  kNoGrad = 1u << 9,       // its outputs never require grad, whatever its inputs (detach)
 };
 
 /// Prims and torch-level ops come from the op tables; opaque symbols from capture;

@@ -31,6 +31,7 @@ Registry& registry() {
     register_torch_math();
     register_torch_layout();
     register_torch_nnext();
+    register_torch_mutation();
   });
   return registry_unlocked();
 }
@@ -146,7 +147,7 @@ Value Builder::call(ir::Level level, std::string_view name, Args args, const Kwa
   } else {
     bsym.output = def->meta(*this, bsym.args);
   }
-  if (!def->symbol.has(ir::kCreation) && any_input_requires_grad(trace_, bsym))
+  if (!def->symbol.has(ir::kCreation) && !def->symbol.has(ir::kNoGrad) && any_input_requires_grad(trace_, bsym))
     for (ProxyId id : bsym.output_proxies()) {
       ir::ProxyInfo& p = trace_.proxies[static_cast<size_t>(id)];
       if (p.is_tensor && (ir::is_floating(p.tensor.dtype) || ir::is_complex(p.tensor.dtype)))

@@ -121,6 +121,32 @@ def _prim_div(a, b):
     return torch.div(a, b)
 
 
+def _copy_(a, src):
+    """ltorch.copy_ and prims.copy_to: writes ``src`` into ``a`` in place. A tensor ``src`` is broadcast to
+    ``a``'s shape and cast to its dtype; a number fills ``a``. Returns nothing (the ops have no output)."""
+    if isinstance(src, torch.Tensor):
+        a.copy_(src)
+    else:
+        a.fill_(src)
+
+
+def slice_update(a, src, start, stop, step=None):
+    """prims.slice_update: a copy of ``a`` whose slice ``[start_d:stop_d:step_d for each dim d]`` is ``src``
+    (which has exactly the slice's shape and ``a``'s dtype); ``a`` itself is not modified."""
+    step = step or [1] * a.dim()
+    out = a.clone()
+    out[tuple(slice(s, e, st) for s, e, st in zip(start, stop, step))] = src
+    return out
+
+
+def _region_marker(pred):
+    """prims.branch_begin / branch_else / branch_end: nothing to run. They mark ``if pred: <then> else: <else>``
+    in a trace where both arms were traced one after the other, so a trace that still holds them is not
+    functional: it runs both arms' writes. The functionalization pass removes them (merging the arms' writes
+    with ``where``); run such a trace only after it."""
+    return None
+
+
 def _make_prims():
     ns = {}
     for name in _UNARY:
@@ -142,6 +168,8 @@ def _make_prims():
         take=lambda a, index, dim: torch.index_select(a, dim, index.reshape(-1)).reshape(
             a.shape[:dim] + index.shape + a.shape[dim + 1:]) if index.dim() == 0 else torch.index_select(a, dim, index),
         take_along_axis=lambda a, index, dim: torch.take_along_dim(a, index, dim),
+        copy_to=_copy_, slice_update=slice_update, detach=lambda a: a.detach(),
+        branch_begin=_region_marker, branch_else=_region_marker, branch_end=_region_marker,
     )
     from thunder.executors.torchex_more import PRIMS as more_prims
 
@@ -171,6 +199,10 @@ from thunder.executors.torchex_more import LTORCH_OVERRIDES as _MORE_OVERRIDES  
 _LTORCH_OVERRIDES.update(_MORE_OVERRIDES)
 
 
+#: torch-level ops implemented here, in Python (no torch callable has their signature and semantics).
+_LTORCH_PYTHON = {"copy_": _copy_}
+
+
 def _resolve(expr):
     obj = {"torch": torch, "operator": operator}[expr.split(".")[0]]
     for part in expr.split(".")[1:]:
@@ -181,6 +213,9 @@ def _resolve(expr):
 def _ltorch_callees():
     callees = {}
     for name in _core.native_ops("ltorch"):
+        if name in _LTORCH_PYTHON:
+            callees[name] = f"ltorch.{name}"
+            continue
         expr = _LTORCH_OVERRIDES.get(name) or (f"torch.{name}" if hasattr(torch, name) else f"torch.nn.functional.{name}")
         _resolve(expr)  # fails loudly at import if a mapping is wrong
         callees[name] = expr
@@ -188,11 +223,13 @@ def _ltorch_callees():
 
 
 LTORCH_CALLEES = _ltorch_callees()
-ltorch = types.SimpleNamespace(**{name: _resolve(expr) for name, expr in LTORCH_CALLEES.items()})
+ltorch = types.SimpleNamespace(**{name: _LTORCH_PYTHON[name] if name in _LTORCH_PYTHON else _resolve(expr)
+                                   for name, expr in LTORCH_CALLEES.items()})
 
 _callees = {f"ltorch.{n}": e for n, e in LTORCH_CALLEES.items()}
 _callees.update({f"prims.{n}": f"prims.{n}" for n in _core.native_ops("prims")})
 _callees["opaque"] = ""  # opaque symbols keep the callable they were captured with
 
 #: The torch executor: claims every native op and every opaque op.
-torch_executor = Executor("torch", _callees, {"torch": torch, "operator": operator, "prims": prims, "math": math})
+torch_executor = Executor("torch", _callees, {"torch": torch, "operator": operator, "prims": prims, "ltorch": ltorch,
+                                              "math": math})

@@ -548,7 +548,11 @@ class _Importer:
             elif isinstance(v, _core.Proxy) or isinstance(e, torch.Tensor):
                 raise _core.NotNative("output structure differs from Dynamo's")
 
-        collect(out, example)
+        try:
+            collect(out, example)
+        except _core.NotNative:
+            self.builder.pop_symbol()  # the native symbol just recorded (e.g. ltorch.copy_, which returns nothing)
+            raise
         for proxy, e in pairs:
             dtype, shape, device, _ = self.builder.meta(proxy)
             want = (dtypes.to_core(e.dtype), list(e.shape), dtypes.device_str(e.device))
