@@ -52,7 +52,8 @@ def test_graph_break_pieces_are_compiled_by_thunder():
     assert thunder.compile_stats(jitted).cache_hits == 1
 
 
-def test_graph_break_results_and_gradients_equal_eager():
+def test_loop_branch_results_and_gradients_equal_eager():
+    """The seed's loop: its branch is converted to a select (tests/test_branches.py), so no graph breaks."""
     x = torch.randn(5, dtype=torch.float64, requires_grad=True)
     xe = x.detach().clone().requires_grad_()
 
@@ -71,7 +72,31 @@ def test_graph_break_results_and_gradients_equal_eager():
     out.backward()
     expected.backward()
     assert_same(x.grad, xe.grad)
-    assert thunder.compile_stats(jitted).graph_breaks
+    stats = thunder.compile_stats(jitted)
+    assert not stats.graph_breaks and stats.branches_converted == 1
+
+
+def test_graph_break_inside_a_loop_results_and_gradients_equal_eager():
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    xe = x.detach().clone().requires_grad_()
+
+    def loop(x):
+        y = torch.zeros((), dtype=x.dtype)
+        for i in range(x.shape[0]):
+            if x[i] > 0:
+                y = y + x[i] * x[i]
+                continue  # not converted: a graph break, as before
+            y = y - x[i]
+        return y
+
+    jitted = thunder.jit(loop)
+    out, expected = jitted(x), loop(xe)
+    assert_same(out, expected)
+    out.backward()
+    expected.backward()
+    assert_same(x.grad, xe.grad)
+    stats = thunder.compile_stats(jitted)
+    assert stats.graph_breaks and stats.branches_left == 1 and "continue" in stats.branches[0].reason
 
 
 def test_item_and_print_inside_a_module():

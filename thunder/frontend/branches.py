@@ -44,6 +44,7 @@ import logging
 import math
 import operator
 import textwrap
+import threading
 import types
 from dataclasses import dataclass
 
@@ -114,14 +115,15 @@ class _FrameFailureFilter(logging.Filter):
     (thunder.jit reports them) instead of printing them."""
 
     def filter(self, rec):
-        if _record is None or not str(rec.msg).startswith("WON'T CONVERT"):
+        record = tracing_record()
+        if record is None or not str(rec.msg).startswith("WON'T CONVERT"):
             return True
         try:
             frame = " ".join(str(rec.msg).split("\n", 1)[0].split()[2:])
         except Exception:  # noqa: BLE001
             frame = "?"
         error = rec.exc_info[1] if rec.exc_info else None
-        _record.failures.append((frame, _first_lines(error)))
+        record.failures.append((frame, _first_lines(error)))
         return False
 
 
@@ -146,30 +148,33 @@ def listen_for_frame_failures():
         log.addFilter(_FrameFailureFilter())
 
 
-_record = None
+_local = threading.local()
 
 
 def tracing_record():
-    """The record of the jitted call in progress (thunder.jit installs one around each call), or None."""
-    return _record
+    """This thread's record of the jitted call in progress (thunder.jit installs one around each call), or None."""
+    return getattr(_local, "record", None)
 
 
 def set_tracing_record(record):
-    global _record
-    previous, _record = _record, record
+    """Installs ``record`` for this thread; returns the previous one."""
+    previous = tracing_record()
+    _local.record = record
     return previous
 
 
 def _note_begin(site):
-    if _record is not None and isinstance(site, int):
-        _record.open[site] = _record.open.get(site, 0) + 1
+    record = tracing_record()
+    if record is not None and isinstance(site, int):
+        record.open[site] = record.open.get(site, 0) + 1
 
 
 def _note_end(site):
-    if _record is not None and isinstance(site, int) and _record.open.get(site):
-        _record.open[site] -= 1
-        if not _record.open[site]:
-            del _record.open[site]
+    record = tracing_record()
+    if record is not None and isinstance(site, int) and record.open.get(site):
+        record.open[site] -= 1
+        if not record.open[site]:
+            del record.open[site]
 
 
 @torch._dynamo.allow_in_graph
@@ -202,8 +207,9 @@ def _branch_select(cond, a, b):
 @torch._dynamo.allow_in_graph
 def _branch_reject(cond, site, reason):
     """Called while Dynamo traces a branch that cannot be converted: fails the trace (the frame then runs eagerly)."""
-    if _record is not None:
-        _record.rejected[site] = reason
+    record = tracing_record()
+    if record is not None:
+        record.rejected[site] = reason
     raise BranchRejected(site, reason)
 
 
@@ -493,12 +499,14 @@ class _Rewriter(ast.NodeTransformer):
         self.sites, self.excluded = sites, excluded
         self.generated = set()
         self.depth = 0
+        self.root = None
 
     # Nested scopes keep their own ifs.
     def visit_FunctionDef(self, node):
         if self.depth:
             return node
         self.depth += 1
+        self.root = node
         self.generic_visit(node)
         return node
 
@@ -537,22 +545,30 @@ class _Rewriter(ast.NodeTransformer):
             return reason
         then_names, else_names = _names_stored(node.body), _names_stored(node.orelse)
         for name in dict.fromkeys(then_names + else_names):
-            if name in self.generated:
+            if name in self.generated or name in before:
                 continue
-            if name in before:
-                continue
-            if name not in then_names or name not in else_names:
-                return f"`{name}` is assigned in only one branch and may be undefined before"
             for body in (node.body, node.orelse):
-                first = next(s for s in body if name in _names_stored([s]) or name in _names_loaded(s))
+                mentions = [s for s in body if name in _names_stored([s]) or name in _names_loaded(s)]
+                if not mentions:
+                    continue
+                first = mentions[0]
                 if not (isinstance(first, ast.Assign) and name in [n for t in first.targets for n in _target_names(t)]
                         and name not in _names_loaded(first.value)):
                     return f"`{name}` may be read before it is assigned in a branch"
+            if (name not in then_names or name not in else_names) and self._read_outside(node, name):
+                return f"`{name}` is assigned in only one branch and may be undefined before"
         return None
 
+    def _read_outside(self, node, name):
+        """Whether the function reads ``name`` anywhere but inside this ``if`` statement's arms."""
+        inside = {id(n) for arm in (node.body, node.orelse) for s in arm for n in ast.walk(s)}
+        return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and id(n) not in inside
+                   for n in ast.walk(self.root))
+
     def _convert(self, node, before, site):
+        # The names either arm binds that code after the `if` may read (the others are each arm's own locals).
         names = [n for n in dict.fromkeys(_names_stored(node.body) + _names_stored(node.orelse))
-                 if n not in self.generated]
+                 if n not in self.generated and self._read_outside(node, n)]
         params = [n for n in names if n in before]
         then_name, else_name = f"_thunder_then_{site}", f"_thunder_else_{site}"
         self.generated.update((then_name, else_name))

@@ -241,6 +241,8 @@ def source_of(node):
                 fn = line.rsplit(" in ", 1)[1]
             except (IndexError, ValueError):
                 return ""
+            if path == branches.__file__:  # a converted branch's marker or select: the user's `if` is a frame up
+                continue
             code = linecache.getline(path, lineno).strip() or (lines[i + 1].strip() if i + 1 < len(lines) else "")
             return f"{os.path.basename(path)}:{lineno} in {fn}: {code}"
     return ""
