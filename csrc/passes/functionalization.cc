@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/printer.h"
 #include "ops/op_table.h"
 #include "passes/passes.h"
 
@@ -212,7 +213,7 @@ class Emitter {
       if (disjoint_regions(r, m.region)) return slice(P(m.input), r);
       if (auto rel = region_within(r, m.region)) return slice(P(m.src), *rel);
     }
-    Value out = prim("slice", {v, Value::ints(r.start), Value::ints(r.stop), r.unit_steps() ? Value() : Value::ints(r.step)});
+    Value out = cached("slice", {v, Value::ints(r.start), Value::ints(r.stop), r.unit_steps() ? Value() : Value::ints(r.step)});
     share_storage(out.proxy(), v.proxy());
     return out;
   }
@@ -221,7 +222,7 @@ class Emitter {
     auto it = made_.find(base.proxy());
     if (it != made_.end() && it->second.kind == Made::SliceUpdate && same_region(r, it->second.region))
       base = P(it->second.input);  // the region is overwritten whole: the earlier update is dead
-    Value out = prim("slice_update",
+    Value out = cached("slice_update",
                      {base, src, Value::ints(r.start), Value::ints(r.stop), r.unit_steps() ? Value() : Value::ints(r.step)});
     made_[out.proxy()] = Made{Made::SliceUpdate, base.proxy(), src.proxy(), r, {}};
     return out;
@@ -233,7 +234,7 @@ class Emitter {
       v = P(it->second.input);
       if (meta(v).shape == shape) return v;
     }
-    Value out = prim("reshape", {v, Value::ints(shape)});
+    Value out = cached("reshape", {v, Value::ints(shape)});
     made_[out.proxy()] = Made{Made::Reshape, v.proxy(), 0, {}, {}};
     share_storage(out.proxy(), v.proxy());
     return out;
@@ -248,15 +249,17 @@ class Emitter {
     bool identity = true;
     for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
     if (identity) return v;
-    Value out = prim("transpose", {v, Value::ints(perm)});
+    Value out = cached("transpose", {v, Value::ints(perm)});
     made_[out.proxy()] = Made{Made::Transpose, v.proxy(), 0, {}, perm};
     share_storage(out.proxy(), v.proxy());
     return out;
   }
+  /// Forgets the values made so far (an effect may have changed the memory they were computed from).
+  void forget() { cache_.clear(); }
   /// A view prim without peepholes (broadcast_in_dim, detach): `args` after the viewed value.
   Value view(std::string_view name, const Value& v, ops::Args rest) {
     rest.insert(rest.begin(), v);
-    Value out = prim(name, std::move(rest));
+    Value out = cached(name, std::move(rest));
     share_storage(out.proxy(), v.proxy());
     return out;
   }
@@ -271,6 +274,17 @@ class Emitter {
     Ints perm;      // transpose
   };
 
+  // A prim made once per distinct arguments (a view replayed twice is one value).
+  Value cached(std::string_view name, ops::Args args) {
+    std::string key(name);
+    for (const Value& a : args) key += "|" + ir::python_repr(out_, a);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    Value v = prim(name, std::move(args));
+    cache_.emplace(std::move(key), v);
+    return v;
+  }
+
   void note(size_t first) {
     for (size_t i = first; i < out_.symbols.size(); ++i)
       for (ProxyId id : out_.symbols[i].output_proxies()) defined_at_[id] = static_cast<int64_t>(i);
@@ -281,6 +295,7 @@ class Emitter {
   std::unordered_map<ProxyId, Made> made_;
   std::unordered_map<ProxyId, ProxyId> storage_;
   std::unordered_map<ProxyId, int64_t> defined_at_;
+  std::unordered_map<std::string, Value> cache_;
 };
 
 // ---- the view tables ----
@@ -711,7 +726,8 @@ class Functionalizer {
     for (ProxyId root : touched)
       if (roots_.at(root).value != P(root)) materialize(root, roots_.at(root));
     e_.set_source(s.source);
-    replays_.clear();  // replays made before may be copies of memory the effect changes
+    replays_.clear();  // what was computed before may be copies of memory the effect changes
+    e_.forget();
     BoundSymbol b = ir::substitute_inputs(s, [&](ProxyId p) { return read(p); });
     // A pending value that shares memory with what the effect may mutate (a root written with a view of
     // another, untouched) is stored into its root before the effect changes that memory.
@@ -721,6 +737,8 @@ class Functionalizer {
       if (state.value != P(root) && storages.count(e_.storage(state.value.proxy()))) materialize(root, state);
     e_.set_source(s.source);
     e_.push(std::move(b));
+    replays_.clear();
+    e_.forget();
     for (ProxyId root : touched) {
       roots_[root] = RootState{P(root), ++clock_, s.source};
       written_.insert(root);
