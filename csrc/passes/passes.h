@@ -46,6 +46,19 @@ struct PassContext {
   int64_t max_constant_numel = 1 << 16;  // larger tensors are not folded
 };
 
+/// Functionalization (docs/functionalization.md): removes every write (ltorch.copy_) and every branch region
+/// (prims.branch_begin/else/end), giving a straight-line functional trace. A write computes the new value of
+/// the written tensor's root (through the inverse of each view between them: slice -> prims.slice_update,
+/// reshape and squeeze -> reshape back, transpose -> the inverse permutation); later reads of the root or of
+/// any view of it read that value (the view replayed on it); a region merges what its arms wrote with
+/// `where`, and masks the gradients of what its arms read from before it; written trace inputs get a
+/// `prims.copy_to` at the end. Throws std::runtime_error ("functionalize: ...") for a write through an
+/// expanded view and for effects inside a region. A trace without writes or regions is returned unchanged.
+/// Before: t1 = ltorch.getitem(t0, 0); t2 = ltorch.mul(t1, 2); ltorch.copy_(t1, t2); t3 = ltorch.exp(t0); return t3
+/// After:  t1 = ltorch.getitem(t0, 0); t2 = ltorch.mul(t1, 2); t4 = prims.reshape(t2, (1, 3));
+///         t5 = prims.slice_update(t0, t4, (0, 0), (1, 3)); t3 = ltorch.exp(t5); prims.copy_to(t0, t5); return t3
+Trace functionalize(const Trace& t, const PassContext& ctx = {});
+
 /// Removes symbols whose outputs are unused and that have no effects.
 /// Before: t1 = ltorch.exp(t0); t2 = ltorch.neg(t0); return t2. After: t2 = ltorch.neg(t0); return t2.
 Trace dead_code_elimination(const Trace& t, const PassContext& ctx = {});
@@ -96,7 +109,7 @@ struct Pass {
   PassFn fn;
 };
 
-/// The passes by name, in the default order: cse, constant_folding, dce, claim, fusion, release.
+/// The passes by name, in the default order: functionalize, cse, constant_folding, dce, claim, fusion, release.
 const std::vector<Pass>& pass_table();
 
 struct PassResult {

@@ -196,6 +196,7 @@ Trace release_dead_values(const Trace& t, const PassContext&) {
 
 const std::vector<Pass>& pass_table() {
   static const std::vector<Pass> table{
+      {"functionalize", "Functionalization", functionalize},
       {"cse", "Common-subexpression elimination", common_subexpression_elimination},
       {"constant_folding", "Constant folding", constant_folding},
       {"dce", "Dead-code elimination", dead_code_elimination},

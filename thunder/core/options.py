@@ -23,12 +23,16 @@ class LogLevel(enum.IntEnum):
 
 
 #: Passes run on every captured graph, in order (names from thunder._core.pass_names()).
-DEFAULT_PASSES = ("cse", "constant_folding", "dce", "claim", "fusion", "release")
+DEFAULT_PASSES = ("functionalize", "cse", "constant_folding", "dce", "claim", "fusion", "release")
 
 #: What the pipeline requires of a pass list, beyond known names each at most once: (pass, rule, check).
+#: "functionalize" removes writes and branch regions, which every other pass assumes are gone (they would
+#: fold, merge or fuse across a write as if values never changed);
 #: "fusion" groups what "claim" gave a fusion executor (before claim, nothing is claimed: it would do nothing);
 #: "release" inserts ``del`` symbols that no other pass knows (a later pass would fuse or fold across them).
 _PASS_ORDER_RULES = (
+    ("functionalize", "'functionalize' must be the first pass (the others assume a trace without writes)",
+     lambda p: p[0] == "functionalize"),
     ("fusion", "'fusion' needs 'claim' before it (it groups what claiming gave a fusion executor)",
      lambda p: p.index("claim") < p.index("fusion") if "claim" in p else False),
     ("release", "'release' must be the last pass (no other pass knows the del symbols it inserts)",
@@ -48,7 +52,8 @@ def check_passes(passes):
         TypeError: ``passes`` is a string (a sequence of names is expected, e.g. ``("dce",)``), not a
             list or tuple, or holds something other than strings.
         ValueError: an unknown pass (the message lists the valid ones); a pass listed twice; an order the
-            pipeline cannot run: ``"fusion"`` before ``"claim"`` or without it, ``"release"`` not last.
+            pipeline cannot run: ``"functionalize"`` not first, ``"fusion"`` before ``"claim"`` or without it,
+            ``"release"`` not last.
     """
     from thunder import _core
 
