@@ -359,8 +359,8 @@ class _Purity:
                  ast.With: "`with`", ast.AsyncWith: "`async with`", ast.Delete: "`del`",
                  ast.AsyncFor: "`async for`"}
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if s.name in generated:  # a nested branch converted first
-                return self.why_not(s.body, generated)
+            if s.name in generated:  # a nested branch converted first (its last statement is our own return)
+                return self.why_not(s.body[:-1], generated)
             return "a function definition"
         for kind, what in kinds.items():
             if isinstance(s, kind):
@@ -431,6 +431,8 @@ class _Purity:
             f = f.value
         chain.reverse()
         if isinstance(f, ast.Name):
+            if f.id == "_thunder_if" and not chain:  # a nested branch converted first: its arms were checked
+                return None
             if f.id == self.self_name and self.instance is not None:
                 return self._self_call(chain, text)
             try:
@@ -548,7 +550,7 @@ class _Rewriter(ast.NodeTransformer):
             if name in self.generated or name in before:
                 continue
             for body in (node.body, node.orelse):
-                mentions = [s for s in body if name in _names_stored([s]) or name in _names_loaded(s)]
+                mentions = [s for s in body if self._mentions(s, name)]
                 if not mentions:
                     continue
                 first = mentions[0]
@@ -558,6 +560,14 @@ class _Rewriter(ast.NodeTransformer):
             if (name not in then_names or name not in else_names) and self._read_outside(node, name):
                 return f"`{name}` is assigned in only one branch and may be undefined before"
         return None
+
+    def _mentions(self, s, name):
+        """Whether statement s binds or reads ``name``; a nested branch's generated function only by its free
+        variables (it is called right away, by the statement that follows it)."""
+        if isinstance(s, ast.FunctionDef) and s.name in self.generated:
+            own = {a.arg for a in s.args.args} | set(_names_stored(s.body))
+            return name in _names_loaded(s) - own
+        return name in _names_stored([s]) or name in _names_loaded(s)
 
     def _read_outside(self, node, name):
         """Whether the function reads ``name`` anywhere but inside this ``if`` statement's arms."""
