@@ -293,6 +293,20 @@ def test_control_flow_and_unknown_calls_not_converted():
 
     _stays_correct(one_sided, torch.ones(3), reason="only one branch")
 
+    def raises(x):
+        if x.sum() > 100:
+            raise ValueError("too big")
+        return x
+
+    _stays_correct(raises, torch.ones(3), reason="raise")
+
+    def writes_file(x, path):
+        if x.sum() > 0:
+            open(path, "w").write("seen")
+        return x * 2
+
+    _stays_correct(writes_file, torch.ones(3), "/dev/null", reason="not known to be pure")
+
 
 def test_data_dependent_while_stays_a_graph_break():
     def f(x):
@@ -318,6 +332,21 @@ def test_branch_results_differ_in_shape_or_kind():
         x = torch.ones(4) * sign
         torch.testing.assert_close(jitted(x), shapes(x))
     assert "different shapes" in sites(jitted)[0].reason
+
+    def dtypes(x):
+        if x.sum() > 0:
+            y = x.double()
+        else:
+            y = x
+        return y
+
+    jitted = thunder.jit(dtypes)
+    for sign in (1.0, -1.0):
+        x = torch.ones(4) * sign
+        out = jitted(x)
+        assert out.dtype == dtypes(x).dtype
+        torch.testing.assert_close(out, dtypes(x))
+    assert "dtypes" in sites(jitted)[0].reason
 
 
 def test_untaken_arm_that_would_raise():
