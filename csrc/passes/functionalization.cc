@@ -308,9 +308,10 @@ struct ViewRule {
   /// The view made again on `input`, a (newer) value of the prim's input.
   Value (*forward)(Emitter& e, const Trace& in, const BoundSymbol& prim, const Value& input);
   /// The input's new value once the view's is `view_value`; `input` is the input's current value (read only
-  /// where `needs_input`). nullptr: a write through this view is refused.
+  /// where `needs_input`). nullptr: a write through this view is refused, saying `refusal`.
   Value (*inverse)(Emitter& e, const Trace& in, const BoundSymbol& prim, const Value& input, const Value& view_value);
   bool needs_input = false;
+  const char* refusal = "";
 };
 
 const Ints& in_shape(const Trace& in, const BoundSymbol& p) { return in.tensor(p.args[0].proxy()).shape; }
@@ -379,7 +380,7 @@ const std::map<std::string, ViewRule, std::less<>>& view_rules() {
         [](Emitter& e, const Trace&, const BoundSymbol& p, const Value& x) {
           return e.view("broadcast_in_dim", x, {p.args[1], p.args[2]});
         },
-        nullptr}},
+        nullptr, false, "an expanded view, whose elements share memory"}},
       {"alias", {same_strides, same_value, write_through}},
       // A conversion to the dtype the tensor has returns the tensor itself (x.to(x.dtype) is x).
       {"convert_element_type",
@@ -678,15 +679,16 @@ class Functionalizer {
     for (const Step& step : a.chain)
       if (step.rule->inverse == nullptr)
         refuse("cannot write through " + op_name(*step.op) + " " + where_from(*step.op) + " (prims." +
-               step.prim->sym->name + ": an expanded view, whose elements share memory); the write is " +
-               op_name(s) + " " + where_from(s));
+               step.prim->sym->name + ": " + step.rule->refusal + "); the write is " + op_name(s) + " " +
+               where_from(s));
     Value value = conform(s.args[1].is_proxy() ? read(s.args[1].proxy()) : s.args[1], in_.tensor(dst), s);
     // The current values along the chain, as far as an inverse needs its input.
     size_t needed = 0;
     for (size_t k = 0; k < a.chain.size(); ++k)
       if (a.chain[k].rule->needs_input) needed = k + 1;
     const RootState& r = roots_.at(a.root);
-    std::vector<Value> along{mask(r.value, e_.defined_at(r.value.proxy()))};
+    std::vector<Value> along;
+    if (needed > 0) along.push_back(mask(r.value, e_.defined_at(r.value.proxy())));
     for (size_t k = 0; k + 1 < needed; ++k)
       along.push_back(a.chain[k].rule->forward(e_, in_, *a.chain[k].prim, along.back()));
     for (size_t k = a.chain.size(); k-- > 0;) {

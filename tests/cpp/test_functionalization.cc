@@ -192,13 +192,15 @@ TEST_F(Functionalization, ToTheSameDtypeAndContiguousOfAContiguousTensorAreViews
   EXPECT_EQ(first(out, "ltorch.neg").args[0], first(out, "ltorch.full").output);
 }
 
-TEST_F(Functionalization, ANonContiguousInputSlicedAndReshaped) {
-  // x has strides (1, 2): x[0] reshaped to [3] is a view (one dim), x.reshape(6) is not.
-  ProxyId id = b.add_input_tensor(TensorMeta{DType::Float32, {2, 3}}, {1, 2});
-  Value x = P(id);
+TEST_F(Functionalization, ReshapesOfANonContiguousInputFollowItsStrides) {
+  // x has strides (1, 2) (a transposed [3, 2]): x.reshape(6) copies, x[0].reshape(3, 1) is a view.
+  Value x = P(b.add_input_tensor(TensorMeta{DType::Float32, {2, 3}}, {1, 2}));
   copy(b.torch("reshape", {x, Value::ints({6})}), input({6}));
   trace.output = b.torch("neg", {x});
   EXPECT_EQ(count(run(), "prims.copy_to"), 0);
+  copy(b.torch("reshape", {b.torch("getitem", {x, I(0)}), Value::ints({3, 1})}), input({3, 1}));
+  trace.output = b.torch("neg", {x});
+  EXPECT_EQ(count(run(), "prims.copy_to"), 1);
 }
 
 TEST_F(Functionalization, ChainedWritesBuildOnEachOther) {
@@ -348,10 +350,10 @@ TEST_F(Functionalization, ARootMadeInsideAnArmIsNotMerged) {
 }
 
 TEST_F(Functionalization, ArmsMaskGradientsOfWhatTheyReadFromBefore) {
-  // if c: y = sqrt(x) else: y = -x, with y a buffer written in both arms
+  // if c: y = sqrt(x) else: y = -x, with y a buffer written in both arms (written whole: not read, not masked)
   Value c = pred();
   Value x = input({3}, true);
-  Value y = input({3});
+  Value y = b.torch("mul", {x, I(0)});
   b.prim("branch_begin", {c});
   Value r = b.torch("sqrt", {x});
   copy(y, r);
@@ -372,7 +374,9 @@ TEST_F(Functionalization, ArmsMaskGradientsOfWhatTheyReadFromBefore) {
   EXPECT_EQ(producer(out, else_mask.args[1]).printed_callee(), "ltorch.detach");
   EXPECT_EQ(else_mask.args[2], x);
   EXPECT_FALSE(out.tensor(first(out, "ltorch.detach").output.proxy()).requires_grad);
-  EXPECT_EQ(out.output, y);
+  const BoundSymbol& merge = first(out, "ltorch.where", 2);
+  EXPECT_EQ(merge.args[1], r2);
+  EXPECT_EQ(out.output, merge.output);
 }
 
 TEST_F(Functionalization, NoMaskingWithoutGradients) {
