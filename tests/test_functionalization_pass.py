@@ -173,3 +173,30 @@ def test_a_write_through_an_expanded_view_is_refused():
     t = b.finish(x)
     with pytest.raises(RuntimeError, match=r"functionalize: cannot write through ltorch.expand at f.py:2"):
         _core.run_pipeline(t, ["functionalize"])
+
+
+def test_functionalize_is_the_first_pass():
+    from thunder.core.options import check_passes
+
+    assert check_passes(None)[0] == "functionalize" and _core.pass_names()[0] == "functionalize"
+    with pytest.raises(ValueError, match="'functionalize' must be the first pass"):
+        check_passes(["cse", "functionalize"])
+    assert check_passes(["cse", "dce"]) == ("cse", "dce")  # a pipeline without it stays valid
+
+
+def test_a_view_of_a_written_input_is_returned_as_that_view():
+    b = _core.TraceBuilder()
+    x = b.add_input_tensor(F32, [2, 3], "cpu", False)
+    row = call(b, "getitem", x, 1)
+    call(b, "copy_", call(b, "getitem", x, 0), call(b, "getitem", x, 1))  # x[0] = x[1]
+    call(b, "copy_", row, 7.0)                                            # x[1] = 7
+    t = b.finish((row, call(b, "getitem", x, 0)))
+    fn, _ = functionalized(t)
+    x0 = torch.randn(2, 3)
+    want = x0.clone()
+    want[0] = want[1]
+    want[1] = 7.0
+    r1, r0 = fn(x0)
+    torch.testing.assert_close(x0, want)
+    torch.testing.assert_close((r1, r0), (want[1], want[0]))
+    assert r1._base is x0 and r0._base is x0  # eager's outputs: views of the updated input
