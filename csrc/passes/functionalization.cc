@@ -432,9 +432,13 @@ void flatten_prims(const BoundSymbol& b, std::vector<const BoundSymbol*>& out) {
   for (const BoundSymbol& s : b.subsymbols) flatten_prims(s, out);
 }
 
-/// The outputs of `b` that are views of one of its tensor arguments: output -> (argument, steps).
-std::map<ProxyId, std::pair<ProxyId, std::vector<Step>>> view_outputs(const Trace& in, const BoundSymbol& b) {
-  std::map<ProxyId, std::pair<ProxyId, std::vector<Step>>> known;
+/// Views among a symbol's outputs: output -> (the argument it views, the prims from the argument to it).
+using ViewMap = std::map<ProxyId, std::pair<ProxyId, std::vector<Step>>>;
+
+/// The outputs of `b` that are views of one of its tensor arguments (those of a torch-level op of
+/// `torch_views`, or a prim of `view_rules`), found by following its decomposition's view prims.
+ViewMap view_outputs(const Trace& in, const BoundSymbol& b) {
+  ViewMap known;
   const bool torch_view = b.sym->level == ir::Level::Torch && torch_views().count(b.sym->name);
   if (!torch_view && b.sym->level != ir::Level::Prim) return {};
   for (ProxyId id : b.input_proxies())
@@ -450,7 +454,7 @@ std::map<ProxyId, std::pair<ProxyId, std::vector<Step>>> view_outputs(const Trac
     entry.second.push_back(Step{p, &rule->second, &b});
     known[p->output.proxy()] = std::move(entry);
   }
-  std::map<ProxyId, std::pair<ProxyId, std::vector<Step>>> out;
+  ViewMap out;
   for (ProxyId id : b.output_proxies())
     if (known.count(id) && !known[id].second.empty()) out[id] = known[id];
   return out;
@@ -606,32 +610,8 @@ class Functionalizer {
       reads.emplace(p, v);
       return v;
     });
-    auto views = view_outputs(in_, s);
-    auto kind = torch_views().find(s.sym->name);
-    bool all_views = !views.empty();
-    for (ProxyId o : s.output_proxies()) {
-      if (!in_.proxy(o).is_tensor) continue;
-      auto v = views.find(o);
-      std::optional<Ints> strides;
-      if (v != views.end()) {
-        const Alias& from = alias_.at(v->second.first);
-        strides = from.strides;
-        if (s.sym->level == ir::Level::Torch && kind->second == ViewKind::IfContiguous &&
-            !is_contiguous(in_.tensor(v->second.first).shape, from.strides))
-          strides.reset();
-        for (const Step& step : v->second.second)
-          if (strides) strides = step.rule->strides(in_, *step.prim, *strides);
-      }
-      if (!strides) {
-        all_views = false;
-        add_root(o);
-        continue;
-      }
-      const Alias& from = alias_.at(v->second.first);
-      Alias a{from.root, from.chain, *strides, roots_.at(from.root).version};
-      a.chain.insert(a.chain.end(), v->second.second.begin(), v->second.second.end());
-      alias_[o] = std::move(a);
-    }
+    const ViewMap views = view_outputs(in_, s);
+    const bool all_views = alias_outputs(s, views);
     if (replaced && all_views) {
       // Made again from the up-to-date argument, so that the peepholes see through earlier writes.
       for (const auto& [o, view] : views) {
@@ -645,6 +625,36 @@ class Functionalizer {
     for (const auto& [o, view] : views)
       if (alias_.at(o).root != o) e_.share_storage(o, reads.at(view.first).proxy());
     e_.push(std::move(b));
+  }
+
+  // Gives each tensor output of `s` its root and chain: a view (of `views`) whose strides allow it, or a new
+  // root. Returns whether every output is a view.
+  bool alias_outputs(const BoundSymbol& s, const ViewMap& views) {
+    bool all_views = !views.empty();
+    const bool if_contiguous = s.sym->level == ir::Level::Torch && torch_views().count(s.sym->name) &&
+                               torch_views().at(s.sym->name) == ViewKind::IfContiguous;
+    for (ProxyId o : s.output_proxies()) {
+      if (!in_.proxy(o).is_tensor) continue;
+      auto v = views.find(o);
+      std::optional<Ints> strides;
+      if (v != views.end()) {
+        const ProxyId input = v->second.first;
+        strides = alias_.at(input).strides;
+        if (if_contiguous && !is_contiguous(in_.tensor(input).shape, *strides)) strides.reset();
+        for (const Step& step : v->second.second)
+          if (strides) strides = step.rule->strides(in_, *step.prim, *strides);
+      }
+      if (!strides) {
+        all_views = false;
+        add_root(o);
+        continue;
+      }
+      const Alias& from = alias_.at(v->second.first);
+      Alias a{from.root, from.chain, *strides, roots_.at(from.root).version};
+      a.chain.insert(a.chain.end(), v->second.second.begin(), v->second.second.end());
+      alias_[o] = std::move(a);
+    }
+    return all_views;
   }
 
   // An argument that now requires grad makes the outputs of what reads it require grad.

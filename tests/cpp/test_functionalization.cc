@@ -203,6 +203,22 @@ TEST_F(Functionalization, ReshapesOfANonContiguousInputFollowItsStrides) {
   EXPECT_EQ(count(run(), "prims.copy_to"), 1);
 }
 
+TEST_F(Functionalization, EachOutputOfASplitIsAView) {
+  Value x = input({4, 2});
+  Value w = input({2, 2});
+  Value parts = b.torch("split", {x, I(2)});
+  copy(parts.items()[1], w);
+  trace.output = Value::tuple({b.torch("neg", {parts.items()[0]}), b.torch("exp", {parts.items()[1]})});
+  Trace out = run();
+  const BoundSymbol& update = first(out, "prims.slice_update");
+  EXPECT_EQ(update.args[2], Value::ints({2, 0}));
+  const BoundSymbol& other = producer(out, first(out, "ltorch.neg").args[0]);
+  EXPECT_EQ(other.printed_callee(), "prims.slice");  // the other half: disjoint from the write, read from x
+  EXPECT_EQ(other.args[0], x);
+  EXPECT_EQ(first(out, "ltorch.exp").args[0], w);                 // the written region: what was written
+  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, update.output}));
+}
+
 TEST_F(Functionalization, ChainedWritesBuildOnEachOther) {
   Value x = input({4});
   Value a = input({});
