@@ -154,7 +154,8 @@ def test_dce_keeps_in_place_ops_whose_results_are_unused():
     x, buf = torch.randn(3), torch.zeros(3)
     jitted = check_program(fn, x, buf)
     _, after = around(jitted, "dce")
-    assert count(code_lines(after), "add_(") == 1
+    # functionalization made the write a copy-back of the out-of-place add into buf: DCE keeps it
+    assert count(code_lines(after), "prims.copy_to(") == 1 and count(code_lines(after), "add(") == 1
     jitted(x, buf)
     assert_same(buf, torch.ones(3))
 

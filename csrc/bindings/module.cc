@@ -291,11 +291,11 @@ NB_MODULE(_core, m) {
           if (!evaluator.is_none()) {
             // Python evaluates the symbol's call expression with the constant
             // tensors bound to the proxy names it reads.
-            ctx.evaluator = [evaluator, &t](const ir::BoundSymbol& b, const std::map<ir::ProxyId, int64_t>& consts)
-                -> std::optional<int64_t> {
+            ctx.evaluator = [evaluator](const ir::Trace& folded, const ir::BoundSymbol& b,
+                                        const std::map<ir::ProxyId, int64_t>& consts) -> std::optional<int64_t> {
               nb::dict bound;
-              for (const auto& [id, index] : consts) bound[t.proxy(id).name.c_str()] = index;
-              nb::object r = evaluator(ir::call_expression(t, b), bound);
+              for (const auto& [id, index] : consts) bound[folded.proxy(id).name.c_str()] = index;
+              nb::object r = evaluator(ir::call_expression(folded, b), bound);
               if (r.is_none()) return std::nullopt;
               return nb::cast<int64_t>(r);
             };

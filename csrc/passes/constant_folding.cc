@@ -138,7 +138,7 @@ Trace constant_folding(const Trace& t, const PassContext& ctx) {
                t.tensor(b.output.proxy()).numel() <= ctx.max_constant_numel) {
       std::map<ProxyId, int64_t> inputs;  // the evaluator gets the constants this symbol reads, not all of them
       for (ProxyId id : b.input_proxies()) inputs[id] = tensors.at(id);
-      std::optional<int64_t> index = ctx.evaluator(b, inputs);
+      std::optional<int64_t> index = ctx.evaluator(t, b, inputs);
       if (index) {
         const ir::TensorMeta& m = t.tensor(b.output.proxy());
         ir::BoundSymbol c;

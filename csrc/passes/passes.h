@@ -22,9 +22,10 @@ using ir::Trace;
 /// (the Python layer supplies one that runs torch). `constants` maps each
 /// tensor-constant proxy among the inputs to its index in the constant table.
 /// Returns the index of the new constant, or nullopt if it could not be computed.
-/// Evaluators only see symbols of the trace being folded (so proxy names are stable).
-using Evaluator =
-    std::function<std::optional<int64_t>(const ir::BoundSymbol&, const std::map<ProxyId, int64_t>& constants)>;
+/// `trace` is the trace being folded: it names every proxy the symbol reads (an earlier pass, such as
+/// functionalization, may have made proxies the captured trace lacks).
+using Evaluator = std::function<std::optional<int64_t>(const Trace& trace, const ir::BoundSymbol&,
+                                                       const std::map<ProxyId, int64_t>& constants)>;
 
 /// What an executor can run: qualified op name ("prims.add", "ltorch.softmax",
 /// "opaque") -> the Python expression that runs it ("torch.add").

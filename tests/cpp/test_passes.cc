@@ -258,7 +258,7 @@ struct RecordingEvaluator {
   std::vector<std::map<ProxyId, int64_t>> constants;
   int64_t next = 0;
   Evaluator fn() {
-    return [this](const ir::BoundSymbol& bsym, const std::map<ProxyId, int64_t>& c) -> std::optional<int64_t> {
+    return [this](const Trace&, const ir::BoundSymbol& bsym, const std::map<ProxyId, int64_t>& c) -> std::optional<int64_t> {
       calls.push_back(bsym.printed_callee());
       constants.push_back(c);
       return next++;
@@ -341,7 +341,9 @@ TEST_F(Passes, ConstantFoldingKeepsSymbolsTheEvaluatorDeclines) {
   Value x = input(DType::Float32, {3});
   trace.output = b.torch("add", {x, b.torch("ones", {Value::ints({3})})});
   PassContext ctx;
-  ctx.evaluator = [](const ir::BoundSymbol&, const std::map<ProxyId, int64_t>&) { return std::optional<int64_t>(); };
+  ctx.evaluator = [](const Trace&, const ir::BoundSymbol&, const std::map<ProxyId, int64_t>&) {
+    return std::optional<int64_t>();
+  };
   EXPECT_EQ(callees(constant_folding(trace, ctx)), (Names{"ltorch.ones", "ltorch.add"}));
   EXPECT_EQ(callees(constant_folding(trace, {})), (Names{"ltorch.ones", "ltorch.add"}));  // no evaluator
 }
