@@ -247,14 +247,19 @@ class KernelWriter {
     parallel_inner_ = outer_n == 1 && total >= kGrain;
     std::string body;
     if (!p_.has_reduction()) {
-      // One loop nest over the whole domain; every value is element level.
+      // One loop nest over the whole domain; every value is element level. Range tests along the outer
+      // dims are computed before the innermost loop (hoisted).
+      std::string hoisted;
+      if (outer.size() > 1) hoisted_ = &hoisted;
       std::vector<size_t> all(p_.outputs.size());
       for (size_t i = 0; i < all.size(); ++i) all[i] = i;
       const size_t keep = outer.size() > 1 ? outer.size() - 1 : 1;  // the parallel loops
-      std::vector<int64_t> cuts = outer.size() > 1 ? innermost_cat_cuts() : std::vector<int64_t>{};
+      std::vector<int64_t> cuts = outer.size() > 1 ? p_.range_bounds(outer.back()) : std::vector<int64_t>{};
+      if (cuts.size() >= kMaxLoopPieces) cuts.clear();  // selects instead: the code would grow with every piece
       if (!cuts.empty()) {
-        // The innermost loop split where a cat along it changes part: one loop per piece, each reading
-        // its part at a fixed offset, contiguous (vectorizable for every dtype, no gathers or selects).
+        // The innermost loop split where a remap's ranges along it begin or end (a cat changes part, a
+        // slice_update's box begins or ends): one loop per piece, each reading the one operand selected
+        // there at a fixed offset, contiguous (vectorizable for every dtype, no gathers or selects).
         const int d = outer.back();
         std::string text;
         int64_t lo = 0;
@@ -272,7 +277,7 @@ class KernelWriter {
         piece_.reset();
         const std::vector<int> rest(outer.begin(), outer.end() - 1);
         std::string pragma = total >= kGrain ? kParallelFor + collapse(rest.size()) + " schedule(static)" : "";
-        body = loops(rest, text, pragma, "  ", false);
+        body = loops(rest, hoisted + text, pragma, "  ", false);
       } else if (!outer.empty() && streams(all, outer.back())) {
         std::string pragma = total >= kGrain ? kParallelFor + collapse(keep) + " schedule(static)" : "";
         body = streamed_loops(outer, all, nullptr, pragma, "  ");
@@ -281,8 +286,9 @@ class KernelWriter {
         std::string stores;
         for (size_t i : all) stores += store_line(p_.outputs[i], i, scope, "    ");
         std::string pragma = total >= kGrain && outer.size() > 0 ? kParallelFor + collapse(keep) + " schedule(static)" : "";
-        body = loops(outer, scope.lines + stores, pragma, "  ", true);
+        body = loops(outer, scope.lines + stores, pragma, "  ", true, "#pragma omp simd", hoisted);
       }
+      hoisted_ = nullptr;
     } else {
       Scope row;
       // Every reduction first, in program order: later passes over the row can then reuse what
@@ -368,7 +374,7 @@ class KernelWriter {
     const std::string& op = b.sym->name;
     if (op == "sum" || op == "prod" || op == "amax" || op == "amin") return emit_reduction(v, b, scope);
     if (op == "take_along_axis") return emit_pick(v, b, scope);
-    if (op == "slice" || op == "cat") return emit_remap(v, b, scope);
+    if (p_.remaps.count(v)) return emit_remap(v, scope);
     std::vector<std::string> operands;
     DType in_dtype = dtype(v);
     for (size_t i = 0; i < b.args.size(); ++i) {
@@ -393,62 +399,102 @@ class KernelWriter {
     scope.defined.insert(v);
   }
 
-  // slice: the source at shifted (and strided) indices along the sliced dims. cat: each input at the
-  // index within its part, clamped into range so that every load stays in bounds, and the part the
-  // index falls in selected. (The plan allows both only in kernels without reductions.)
-  void emit_remap(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
-    const std::vector<int>& al = p_.align.at(v);
+  // A remapped value (slice, cat, slice_update; the plan's Remap): each case's operand evaluated at its
+  // mapped indices, and the first case whose ranges hold selected. Every case is computed (a select, not a
+  // branch, so that the loop vectorizes), so the indices of a case that may not be selected are clamped
+  // into its operand's range. In a piece of the split innermost loop the ranges along it are decided once:
+  // a case that never holds there is left out, one that always holds ends the list, and its index along
+  // that dim needs no clamp (RoPE's halves and a slice_update's box are read at a fixed offset, contiguously).
+  void emit_remap(ProxyId v, Scope& scope) {
     const std::string T = compute_type(dtype(v));
-    if (b.sym->name == "slice") {
-      const std::vector<int64_t> start = b.args[1].as_ints();
-      std::vector<int64_t> step = b.args[3].is_none() ? std::vector<int64_t>(start.size(), 1) : b.args[3].as_ints();
-      std::vector<std::pair<int, std::string>> remaps;
-      for (size_t i = 0; i < start.size(); ++i)
-        if (al[i] >= 0 && (start[i] != 0 || step[i] != 1))
-          remaps.emplace_back(al[i], index(al[i]) + (step[i] == 1 ? "" : " * " + std::to_string(step[i]) + "LL") +
-                                         " + " + std::to_string(start[i]) + "LL");
-      std::string r = emit_at(b.args[0].proxy(), remaps, scope);
-      scope.lines += "const " + T + " " + var(v) + " = " + r + ";\n";
-      scope.defined.insert(v);
-      return;
-    }
-    int64_t k = b.args[1].as_int();
-    if (k < 0) k += t_.tensor(v).ndim();
-    const int d = al[k];
-    const auto& parts = b.args[0].items();
-    if (piece_ && d + 1 == static_cast<int>(p_.domain.size()) && index(d) == "i" + std::to_string(d)) {
-      // In a piece of the split innermost loop: one part, read at a fixed offset.
-      int64_t begin = 0;
-      for (const ir::Value& part : parts) {
-        const int64_t len = t_.tensor(part.proxy()).shape[k];
-        if (begin <= piece_->first && piece_->second <= begin + len) {
-          std::vector<std::pair<int, std::string>> remap;
-          if (begin != 0) remap.emplace_back(d, index(d) + " - " + std::to_string(begin) + "LL");
-          const std::string r = emit_at(part.proxy(), remap, scope);
-          scope.lines += "const " + T + " " + var(v) + " = " + r + ";\n";
-          scope.defined.insert(v);
-          return;
-        }
-        begin += len;
+    struct Live {
+      const RemapCase* c;
+      std::vector<const IndexRange*> tests;  // the ranges still to test at run time
+      std::set<int> settled;                 // dims whose range holds throughout this piece
+    };
+    std::vector<Live> live;
+    for (const RemapCase& c : p_.remaps.at(v).cases) {
+      Live l{&c, {}, {}};
+      bool never = false;
+      for (const IndexRange& r : c.when) {
+        const Decision d = decide(r);
+        never = never || d == Decision::Never;
+        if (d == Decision::Always) l.settled.insert(r.dim);
+        if (d == Decision::Unknown) l.tests.push_back(&r);
       }
-      throw std::logic_error("cpu codegen: a piece of the innermost loop spans two parts of a cat");
+      if (never) continue;
+      const bool always = l.tests.empty();
+      live.push_back(std::move(l));
+      if (always) break;
     }
-    std::vector<std::string> values, bounds;
-    int64_t begin = 0;
-    for (const ir::Value& part : parts) {
-      const int64_t len = t_.tensor(part.proxy()).shape[k];
-      if (len == 0) continue;  // an empty part has no element to read (and maybe no memory)
-      std::string i = "kmath::min<int64_t>(kmath::max<int64_t>(" + index(d) + " - " + std::to_string(begin) + "LL, 0), " +
-                      std::to_string(len - 1) + "LL)";
-      values.push_back(emit_at(part.proxy(), {{d, i}}, scope));
-      begin += len;
-      bounds.push_back(std::to_string(begin) + "LL");
+    std::vector<std::string> values;
+    for (const Live& l : live) {
+      std::vector<std::pair<int, std::string>> remaps;
+      for (const IndexMap& m : l.c->at) {
+        const bool clamp = live.size() > 1 && !l.settled.count(m.dim);
+        if (m.identity() && !clamp) continue;
+        remaps.emplace_back(m.dim, index_expression(m, index(m.dim), clamp));
+      }
+      values.push_back(emit_at(l.c->operand, remaps, scope));
     }
-    if (values.empty()) values.push_back("(" + T + ")0"), bounds.push_back("0LL");  // every part empty: no element
-    std::string e = values.back();
-    for (size_t j = values.size() - 1; j-- > 0;) e = "(" + index(d) + " < " + bounds[j] + " ? " + values[j] + " : " + e + ")";
+    std::string e = values.empty() ? "(" + T + ")0" : values.back();  // no case: the value has no element
+    for (size_t k = values.size() - 1; !values.empty() && k-- > 0;) {
+      std::string test;
+      for (const IndexRange* r : live[k].tests) test += (test.empty() ? "" : " && ") + tested(*r);
+      e = "(" + test + " ? " + values[k] + " : " + e + ")";
+    }
     scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
     scope.defined.insert(v);
+  }
+
+  // A range's test: along an outer dim's own loop index, a variable computed before the innermost loop
+  // (GCC leaves an invariant int64 test such as i0 % 2 == 0 inside, and then does not vectorize the loop).
+  std::string tested(const IndexRange& r) {
+    const std::string test = range_test(r, index(r.dim));
+    const int inner = static_cast<int>(p_.domain.size()) - 1;
+    if (!hoisted_ || r.dim == inner || index(r.dim) != "i" + std::to_string(r.dim)) return test;
+    auto [it, added] = hoisted_names_.emplace(test, "in_range" + std::to_string(hoisted_names_.size()));
+    if (added) *hoisted_ += "const bool " + it->second + " = " + test + ";\n";
+    return it->second;
+  }
+
+  enum class Decision { Never, Always, Unknown };
+
+  // Whether a range holds in the current piece of the split innermost loop: known only for a range along
+  // that loop's own index (not one remapped by an enclosing case).
+  Decision decide(const IndexRange& r) const {
+    const int d = static_cast<int>(p_.domain.size()) - 1;
+    if (!piece_ || r.dim != d || index(d) != "i" + std::to_string(d)) return Decision::Unknown;
+    const auto [lo, hi] = *piece_;
+    if (hi <= r.lo || lo >= r.hi) return Decision::Never;
+    const bool inside = lo >= r.lo && hi <= r.hi;
+    if (inside && r.step == 1) return Decision::Always;
+    if (inside && hi - lo == 1) return (lo - r.lo) % r.step == 0 ? Decision::Always : Decision::Never;
+    return Decision::Unknown;
+  }
+
+  // The index expression of a map: (i * scale + offset) / divisor, clamped into [0, extent) if asked.
+  static std::string index_expression(const IndexMap& m, const std::string& i, bool clamp) {
+    auto ll = [](int64_t n) { return std::to_string(n) + "LL"; };
+    std::string e = m.scale == 0 ? "" : m.scale == 1 ? i : i + " * " + ll(m.scale);
+    if (e.empty()) e = ll(m.offset);
+    else if (m.offset != 0) e += (m.offset > 0 ? " + " : " - ") + ll(m.offset > 0 ? m.offset : -m.offset);
+    if (m.divisor != 1) e = (e == i ? e : "(" + e + ")") + " / " + ll(m.divisor);
+    if (clamp) e = "kmath::min<int64_t>(kmath::max<int64_t>(" + e + ", 0LL), " + ll(m.extent - 1) + ")";
+    return e;
+  }
+
+  // The test of a range at index i (the parts that can fail: lo above 0, a bounded hi, a step).
+  static std::string range_test(const IndexRange& r, const std::string& i) {
+    auto ll = [](int64_t n) { return std::to_string(n) + "LL"; };
+    std::vector<std::string> parts;
+    if (r.lo > 0) parts.push_back(i + " >= " + ll(r.lo));
+    if (r.hi != IndexRange::kUnbounded) parts.push_back(i + " < " + ll(r.hi));
+    if (r.step != 1) parts.push_back("(" + (r.lo > 0 ? i + " - " + ll(r.lo) : i) + ") % " + ll(r.step) + " == 0");
+    if (parts.empty()) return "true";
+    std::string out;
+    for (const std::string& p : parts) out += (out.empty() ? "" : " && ") + p;
+    return parts.size() > 1 ? "(" + out + ")" : out;
   }
 
   // The value of u with domain index d read as the given expression (of the current indices), for each
@@ -535,25 +581,6 @@ class KernelWriter {
     scope.defined.insert(v);
   }
 
-  // Where the parts of the cats along the innermost domain dim begin (inside the dim, sorted, distinct).
-  std::vector<int64_t> innermost_cat_cuts() const {
-    const int inner = static_cast<int>(p_.domain.size()) - 1;
-    std::set<int64_t> cuts;
-    for (const ir::BoundSymbol& b : p_.symbols) {
-      if (b.sym->name != "cat") continue;
-      int64_t k = b.args[1].as_int();
-      const ProxyId out = b.output.proxy();
-      if (k < 0) k += t_.tensor(out).ndim();
-      if (p_.align.at(out)[k] != inner) continue;
-      int64_t begin = 0;
-      for (const ir::Value& part : b.args[0].items()) {
-        begin += t_.tensor(part.proxy()).shape[k];
-        if (begin > 0 && begin < p_.domain[inner]) cuts.insert(begin);
-      }
-    }
-    return {cuts.begin(), cuts.end()};
-  }
-
   // Whether the outputs `which` are written by streaming stores: one of them is large (kStreamBytes),
   // and each is written contiguously along domain dim `d`, the innermost loop.
   bool streams(const std::vector<size_t>& which, int d) const {
@@ -598,9 +625,9 @@ class KernelWriter {
                        ", " + n + ");\n#pragma omp simd\nfor (int64_t " + i + " = " + c + "; " + i + " < " + i +
                        "_end; ++" + i + ") {\n" + indent(scope.lines + stores, "  ") + "}\n" + copies;
     const std::vector<int> outer(dims.begin(), dims.end() - 1);
-    std::string chunk_loop = (outer.empty() && !pragma.empty() ? pragma + "\n" : "") + "for (int64_t " + c +
-                             " = 0; " + c + " < " + n + "; " + c + " += " + std::to_string(chunk) + ") {\n" +
-                             indent(text, "  ") + "}\n";
+    std::string chunk_loop = (hoisted_ ? *hoisted_ : "") + (outer.empty() && !pragma.empty() ? pragma + "\n" : "") +
+                             "for (int64_t " + c + " = 0; " + c + " < " + n + "; " + c + " += " + std::to_string(chunk) +
+                             ") {\n" + indent(text, "  ") + "}\n";
     return loops(outer, chunk_loop, outer.empty() ? "" : pragma, ind, false);
   }
 
@@ -666,7 +693,8 @@ class KernelWriter {
   // A loop nest over domain dims `dims` around `body`; `pragma` goes on the
   // outermost loop, `simd` on the innermost one (when it is not also the outermost parallel one).
   std::string loops(const std::vector<int>& dims, const std::string& body, const std::string& pragma,
-                    const std::string& ind, bool simd_inner, const std::string& simd = "#pragma omp simd") const {
+                    const std::string& ind, bool simd_inner, const std::string& simd = "#pragma omp simd",
+                    const std::string& before_inner = "") const {
     if (dims.empty()) return indent(body, ind);
     std::string out, close;
     // When the parallel pragma collapses the whole nest, the innermost loop is part of it:
@@ -674,6 +702,10 @@ class KernelWriter {
     const bool collapses_all = !pragma.empty() && (dims.size() == 1 || pragma.find(collapse(dims.size())) != std::string::npos);
     for (size_t k = 0; k < dims.size(); ++k) {
       std::string pad = ind + std::string(2 * k, ' ');
+      if (k + 1 == dims.size() && !before_inner.empty()) {
+        if (collapses_all) throw std::logic_error("cpu codegen: statements inside a collapsed loop nest");
+        out += indent(before_inner, pad);
+      }
       if (k == 0 && !pragma.empty()) {
         std::string p = pragma;
         if (collapses_all && simd_inner) p.replace(p.find("parallel for") + 12, 0, " simd");
@@ -697,6 +729,8 @@ class KernelWriter {
   bool parallel_inner_ = false;
   bool streaming_ = false;  // some output is written with streaming stores
   std::optional<std::pair<int64_t, int64_t>> piece_;  // the innermost loop's range, in a split loop
+  std::string* hoisted_ = nullptr;  // where tests invariant in the innermost loop go, when it has outer loops
+  std::map<std::string, std::string> hoisted_names_;  // a hoisted test -> the variable holding it
   std::vector<std::string> index_names_;  // per domain dim, the variable holding its index ("i2", or a remap's)
   int next_remap_ = 0;
 

@@ -21,8 +21,8 @@ const std::unordered_set<std::string> kFusible = {
     // a gather along the reduced dim, read at row level (cross-entropy's pick of the target's log-probability)
     "take_along_axis",
     // index remapping, in kernels without reductions: a slice reads its source at shifted indices, a cat
-    // selects among its inputs by index range (RoPE's rotate-half)
-    "slice", "cat",
+    // selects among its inputs by index range (RoPE's rotate-half), a slice_update its update inside a box
+    "slice", "cat", "slice_update",
 };
 
 const std::unordered_set<std::string> kFloatOnly = {
@@ -40,6 +40,12 @@ bool fail(std::string* why, std::string msg) {
 }
 
 bool is_reduction(const std::string& n) { return n == "sum" || n == "prod" || n == "amax" || n == "amin"; }
+
+bool remaps_indices(const std::string& n) { return n == "slice" || n == "cat" || n == "slice_update"; }
+
+std::vector<int64_t> steps_of(const ir::Value& v, size_t rank) {
+  return v.is_none() ? std::vector<int64_t>(rank, 1) : v.as_ints();
+}
 
 // Whether two alignments of a value of this shape read the same elements: a dim of size 1 reads its one
 // element whether it is aligned to a domain dim (of extent 1) or broadcast.
@@ -74,6 +80,146 @@ std::optional<std::vector<int>> reshape_input_alignment(const std::vector<int64_
   return al;
 }
 
+// An elementwise operand is aligned as the result, unless it is a one-element tensor of another shape (the
+// 0-d predicate of a where over tensors): that one is broadcast along each of its dims.
+std::vector<int> operand_alignment(const ir::Trace& t, ProxyId operand, ProxyId out, const std::vector<int>& out_al) {
+  const std::vector<int64_t>& shape = t.tensor(operand).shape;
+  return shape == t.tensor(out).shape ? out_al : std::vector<int>(shape.size(), -1);
+}
+
+// The walk of plan_kernel from the region's last symbol back to its first: it gives each value its
+// alignment and its extent (the index range it is read over, per domain dim: the domain's, except under a
+// remap, where an operand may span more or less), and each data mover its Remap.
+struct Walk {
+  const ir::Trace& t;
+  KernelPlan& p;
+  std::string* why;
+  std::map<ProxyId, std::vector<int64_t>> extent;
+
+  bool align(ProxyId v, const std::vector<int>& al) { return assign(t, p, v, al, why); }
+  bool read_over(ProxyId v, const std::vector<int64_t>& e) {
+    auto [it, inserted] = extent.emplace(v, e);
+    return inserted || it->second == e || fail(why, "a value read over two different index ranges");
+  }
+  bool place(ProxyId v, const std::vector<int>& al, const std::vector<int64_t>& e) { return align(v, al) && read_over(v, e); }
+};
+
+// The domain dim that carries dim i of a slice's source where the slice's result is broadcast (one element
+// read everywhere, as in x[0:1, 3:4].reshape(())): inside the source's evaluation its index is a constant,
+// so any domain dim the source's other dims leave free will do. The source's own alignment when it has one,
+// else the dim of the same position, else one of the same length; -1 if every dim is taken.
+int pinned_dim(const Walk& w, ProxyId src, size_t i, const std::vector<int>& al) {
+  auto taken = [&](int d) {
+    for (size_t j = 0; j < al.size(); ++j)
+      if (j != i && al[j] == d) return true;
+    return false;
+  };
+  const int64_t length = w.t.tensor(src).shape[i];
+  std::vector<int> preferred;
+  if (auto known = w.p.align.find(src); known != w.p.align.end()) preferred.push_back(known->second[i]);
+  preferred.push_back(static_cast<int>(i));
+  for (size_t d = 0; d < w.p.domain.size(); ++d)
+    if (w.p.domain[d] == length) preferred.push_back(static_cast<int>(d));
+  for (size_t d = 0; d < w.p.domain.size(); ++d) preferred.push_back(static_cast<int>(d));
+  for (int d : preferred)
+    if (d >= 0 && d < static_cast<int>(w.p.domain.size()) && !taken(d)) return d;
+  return -1;
+}
+
+// slice: one case, the source read at start + i * step along each sliced dim; along a dim where the result
+// is broadcast, at the constant start.
+bool walk_slice(Walk& w, const ir::BoundSymbol& b, const std::vector<int>& out_al, const std::vector<int64_t>& out_extent) {
+  const ProxyId src = b.args[0].proxy(), out = b.output.proxy();
+  const std::vector<int64_t>& src_shape = w.t.tensor(src).shape;
+  const std::vector<int64_t>& out_shape = w.t.tensor(out).shape;
+  const std::vector<int64_t> start = b.args[1].as_ints(), step = steps_of(b.args[3], src_shape.size());
+  std::vector<int> al = out_al;
+  std::vector<int64_t> e = out_extent;
+  RemapCase c{src, {}, {}};
+  for (size_t i = 0; i < src_shape.size(); ++i) {
+    if (src_shape[i] == 1 || out_al[i] < 0) continue;  // the first (and only) element; pinned below
+    if (out_shape[i] != src_shape[i]) e[out_al[i]] = src_shape[i];
+    if (start[i] != 0 || step[i] != 1) c.at.push_back({out_al[i], step[i], start[i], 1, src_shape[i]});
+  }
+  for (size_t i = 0; i < src_shape.size(); ++i) {
+    if (src_shape[i] == 1 || out_al[i] >= 0) continue;
+    const int d = pinned_dim(w, src, i, al);
+    if (d < 0) return fail(w.why, "a one-element slice with no domain dim to read it along");
+    al[i] = d;
+    e[d] = src_shape[i];
+    c.at.push_back({d, 0, start[i], 1, src_shape[i]});
+  }
+  w.p.remaps[out] = Remap{{c}};
+  return w.place(src, al, e);
+}
+
+// cat: a case per non-empty input, over its part of the dim, read at the index within the part.
+bool walk_cat(Walk& w, const ir::BoundSymbol& b, const std::vector<int>& out_al, const std::vector<int64_t>& out_extent) {
+  const ProxyId out = b.output.proxy();
+  int64_t k = b.args[1].as_int();
+  if (k < 0) k += w.t.tensor(out).ndim();
+  const int d = out_al[k];
+  if (d < 0) return fail(w.why, "a cat along a broadcast dim");
+  const int64_t total = w.t.tensor(out).shape[k];
+  Remap r;
+  int64_t begin = 0;
+  for (const ir::Value& part : b.args[0].items()) {
+    const int64_t len = w.t.tensor(part.proxy()).shape[k];
+    std::vector<int64_t> e = out_extent;
+    e[d] = len;
+    if (!w.place(part.proxy(), out_al, e)) return false;
+    if (len == 0) continue;  // no element to read (and maybe no memory)
+    RemapCase c{part.proxy(), {}, {{d, 1, -begin, 1, len}}};
+    const int64_t end = begin + len;
+    if (begin > 0 || end < total) c.when.push_back({d, begin, end < total ? end : IndexRange::kUnbounded, 1});
+    r.cases.push_back(std::move(c));
+    begin = end;
+  }
+  w.p.remaps[out] = std::move(r);
+  return true;
+}
+
+// slice_update(a, src, start, stop, step): src over its box and grid, read at (i - start) / step; a elsewhere.
+bool walk_slice_update(Walk& w, const ir::BoundSymbol& b, const std::vector<int>& out_al,
+                       const std::vector<int64_t>& out_extent) {
+  const ProxyId a = b.args[0].proxy(), src = b.args[1].proxy(), out = b.output.proxy();
+  const std::vector<int64_t>& src_shape = w.t.tensor(src).shape;
+  const std::vector<int64_t>& out_shape = w.t.tensor(out).shape;
+  const std::vector<int64_t> start = b.args[2].as_ints(), step = steps_of(b.args[4], src_shape.size());
+  std::vector<int64_t> e = out_extent;
+  RemapCase c{src, {}, {}};
+  for (size_t i = 0; i < src_shape.size(); ++i) {
+    const int d = out_al[i];
+    if (d < 0) continue;  // a broadcast dim of length 1: the update covers it
+    e[d] = src_shape[i];
+    if (start[i] == 0 && step[i] == 1 && src_shape[i] == out_shape[i]) continue;  // the whole dim
+    const int64_t end = start[i] + (src_shape[i] - 1) * step[i] + 1;
+    c.when.push_back({d, start[i], end < out_shape[i] ? end : IndexRange::kUnbounded, step[i]});
+    c.at.push_back({d, 1, -start[i], step[i], src_shape[i]});
+  }
+  Remap r;
+  if (w.t.tensor(src).numel() > 0) r.cases.push_back(std::move(c));
+  r.cases.push_back(RemapCase{a, {}, {}});
+  w.p.remaps[out] = std::move(r);
+  return w.place(a, out_al, out_extent) && w.place(src, out_al, e);
+}
+
+// Whether reading the remapped operands along the innermost dim needs gathers: a strided or divided index
+// along it, or a select along it where the renderer does not split the loop into pieces (a 1-d domain, or
+// more range bounds than pieces).
+bool gathers_along_innermost(const KernelPlan& p) {
+  const int inner = static_cast<int>(p.domain.size()) - 1;
+  const bool split = p.domain.size() >= 2 && p.range_bounds(inner).size() < kMaxLoopPieces;
+  for (const auto& [v, remap] : p.remaps)
+    for (const RemapCase& c : remap.cases) {
+      for (const IndexMap& m : c.at)
+        if (m.dim == inner && ((m.scale != 0 && m.scale != 1) || m.divisor != 1)) return true;
+      for (const IndexRange& r : c.when)
+        if (r.dim == inner && !split) return true;
+    }
+  return false;
+}
+
 }  // namespace
 
 bool is_fusible_prim(const std::string& name) { return kFusible.count(name) > 0; }
@@ -90,6 +236,18 @@ bool KernelPlan::element_level(ProxyId v) const {
   for (int d : align.at(v))
     if (d >= 0 && reduced[d]) return true;
   return false;
+}
+
+std::vector<int64_t> KernelPlan::range_bounds(int dim) const {
+  std::set<int64_t> bounds;
+  for (const auto& [v, remap] : remaps)
+    for (const RemapCase& c : remap.cases)
+      for (const IndexRange& r : c.when) {
+        if (r.dim != dim) continue;
+        for (int64_t b : {r.lo, r.hi})
+          if (b > 0 && b < domain[dim]) bounds.insert(b);
+      }
+  return {bounds.begin(), bounds.end()};
 }
 
 std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::BoundSymbol>& symbols,
@@ -152,8 +310,8 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   bool narrow = false;  // an input of fewer than 4 bytes per element
   for (ProxyId id : p.inputs) narrow = narrow || ir::item_size(t.tensor(id).dtype) < 4;
   for (const ir::BoundSymbol& b : symbols)
-    if ((b.sym->name == "slice" || b.sym->name == "cat") && reduction_input)
-      return fail(why, "slice or cat in a kernel with reductions"), std::nullopt;
+    if (remaps_indices(b.sym->name) && reduction_input)
+      return fail(why, "prims." + b.sym->name + " in a kernel with reductions"), std::nullopt;
   for (ProxyId id : p.inputs)
     if (ir::is_complex(t.tensor(id).dtype) || t.tensor(id).device != "cpu") return fail(why, "input dtype/device"), std::nullopt;
   if (p.outputs.empty()) return fail(why, "no outputs"), std::nullopt;
@@ -189,13 +347,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     return std::nullopt;
   };
 
-  // Each value's extent per domain dim where it is read: the domain's, except under a slice (its source
-  // spans more) or a cat (each input spans its part).
-  std::map<ProxyId, std::vector<int64_t>> extent;
-  auto assign_extent = [&](ProxyId v, const std::vector<int64_t>& e) {
-    auto [it, inserted] = extent.emplace(v, e);
-    return inserted || it->second == e || fail(why, "a value read over two different index ranges");
-  };
+  Walk w{t, p, why, {}};
   for (auto it = symbols.rbegin(); it != symbols.rend(); ++it) {
     const ir::BoundSymbol& b = *it;
     const std::string& n = b.sym->name;
@@ -205,40 +357,23 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       if (!al) return fail(why, "a value of shape " + std::to_string(t.tensor(out).ndim()) + "-d does not align to the domain"), std::nullopt;
       p.align[out] = *al;
     }
-    extent.emplace(out, p.domain);
+    w.extent.emplace(out, p.domain);
     const std::vector<int> out_al = p.align.at(out);
-    const std::vector<int64_t> out_extent = extent.at(out);
+    const std::vector<int64_t> out_extent = w.extent.at(out);
     auto arg_tensor = [&](size_t i) { return i < b.args.size() && b.args[i].is_proxy(); };
-    if (n == "slice") {
-      ProxyId src = b.args[0].proxy();
-      std::vector<int64_t> e = out_extent;
-      const auto& src_shape = t.tensor(src).shape;
-      for (size_t i = 0; i < src_shape.size(); ++i) {
-        if (t.tensor(out).shape[i] == src_shape[i]) continue;  // not sliced (whole dim)
-        if (out_al[i] < 0) return fail(why, "a slice along a broadcast dim"), std::nullopt;
-        e[out_al[i]] = src_shape[i];
-      }
-      if (!assign(t, p, src, out_al, why) || !assign_extent(src, e)) return std::nullopt;
-      continue;
-    }
-    if (n == "cat") {
-      const auto& parts = b.args[0].items();
-      int64_t k = b.args[1].as_int();
-      if (k < 0) k += t.tensor(out).ndim();
-      if (out_al[k] < 0) return fail(why, "a cat along a broadcast dim"), std::nullopt;
-      for (const ir::Value& part : parts) {
-        std::vector<int64_t> e = out_extent;
-        e[out_al[k]] = t.tensor(part.proxy()).shape[k];
-        if (!assign(t, p, part.proxy(), out_al, why) || !assign_extent(part.proxy(), e)) return std::nullopt;
-      }
+    if (remaps_indices(n)) {
+      const bool ok = n == "slice" ? walk_slice(w, b, out_al, out_extent)
+                      : n == "cat" ? walk_cat(w, b, out_al, out_extent)
+                                   : walk_slice_update(w, b, out_al, out_extent);
+      if (!ok) return std::nullopt;
       continue;
     }
     const bool reshape = n == "reshape" || n == "squeeze";  // squeeze: a reshape dropping size-1 dims
     if (n != "broadcast_in_dim" && !reshape && !is_reduction(n) && n != "take_along_axis") {
       for (size_t i = 0; i < b.args.size(); ++i)
-        if (arg_tensor(i) && !assign_extent(b.args[i].proxy(), out_extent)) return std::nullopt;
+        if (arg_tensor(i) && !w.read_over(b.args[i].proxy(), out_extent)) return std::nullopt;
     } else if (n == "broadcast_in_dim" || reshape) {
-      if (!assign_extent(b.args[0].proxy(), out_extent)) return std::nullopt;
+      if (!w.read_over(b.args[0].proxy(), out_extent)) return std::nullopt;
     }
     if (n == "broadcast_in_dim") {
       const auto& in = t.tensor(b.args[0].proxy()).shape;
@@ -271,34 +406,29 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       if (!assign(t, p, b.args[0].proxy(), al, why)) return std::nullopt;
     } else {
       for (size_t i = 0; i < b.args.size(); ++i)
-        if (arg_tensor(i) && !assign(t, p, b.args[i].proxy(), out_al, why)) return std::nullopt;
+        if (arg_tensor(i) && !w.align(b.args[i].proxy(), operand_alignment(t, b.args[i].proxy(), out, out_al)))
+          return std::nullopt;
     }
   }
-  // Reads at remapped indices along the innermost dim are gathers (a strided slice, or a cat that the code
-  // generator cannot split the innermost loop at, in a 1-d domain), which the CPU has for 4- and 8-byte
-  // elements only: with narrower inputs (float16, bfloat16, bool, 8/16-bit integers) the loop would not
-  // vectorize at all (RoPE in bfloat16 ran 5x slower).
-  const int inner = static_cast<int>(p.domain.size()) - 1;
-  for (const ir::BoundSymbol& b : symbols) {
-    if (!narrow || (b.sym->name != "slice" && b.sym->name != "cat")) continue;
-    const std::vector<int>& out_al = p.align.at(b.output.proxy());
-    if (b.sym->name == "slice" && !b.args[3].is_none()) {
-      const std::vector<int64_t> step = b.args[3].as_ints();
-      for (size_t i = 0; i < step.size(); ++i)
-        if (step[i] != 1 && out_al[i] == inner) return fail(why, "a strided slice along the innermost dim of narrow dtypes"), std::nullopt;
-    }
-    if (b.sym->name == "cat" && p.domain.size() < 2) return fail(why, "a 1-d cat of narrow dtypes"), std::nullopt;
-  }
+  // Reads at remapped indices along the innermost dim are gathers (a strided slice, or a select that the
+  // code generator cannot split the innermost loop at, in a 1-d domain), which the CPU has for 4- and
+  // 8-byte elements only: with narrower inputs (float16, bfloat16, bool, 8/16-bit integers) the loop would
+  // not vectorize at all (RoPE in bfloat16 ran 5x slower).
+  if (narrow && gathers_along_innermost(p)) return fail(why, "gathers along the innermost dim of narrow dtypes"), std::nullopt;
   // Every aligned dim must have the size of the index range it is read over (the domain's, but under a
-  // slice or a cat), every broadcast dim size 1.
+  // remap), every broadcast dim size 1.
   for (const auto& [v, al] : p.align) {
     const auto& shape = t.tensor(v).shape;
-    auto e = extent.find(v);
-    const std::vector<int64_t>& range = e == extent.end() ? p.domain : e->second;
+    auto e = w.extent.find(v);
+    const std::vector<int64_t>& range = e == w.extent.end() ? p.domain : e->second;
     for (size_t i = 0; i < al.size(); ++i)
       if (al[i] >= 0 ? shape[i] != range[al[i]] : shape[i] != 1)
         return fail(why, "a value's shape does not fit the domain"), std::nullopt;
   }
+  // Outputs are stored by the loops over the whole domain: one read inside over other indices (a part of a
+  // cat, the update of a slice_update) would be stored from the wrong indices, and out of its bounds.
+  for (ProxyId v : p.outputs)
+    if (w.extent.at(v) != p.domain) return fail(why, "an output also read over other indices"), std::nullopt;
   return p;
 }
 

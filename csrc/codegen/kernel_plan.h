@@ -7,8 +7,15 @@
 // element inside loops over R ("element level"), the others once per point of
 // the outer dims ("row level"). Softmax, for example, is three loops over R
 // inside one parallel loop over the rows.
+//
+// Data-moving prims (slice, cat, slice_update) are index arithmetic: the plan
+// says, per remapped value, which operand it reads where, and at which
+// indices (a Remap). Every renderer turns the same Remap into its dialect's
+// selects and index expressions; none looks at the prims' arguments.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -21,6 +28,56 @@ namespace thunder::codegen {
 
 using ir::ProxyId;
 
+/// Inside an operand's evaluation, the index of domain dim `dim` becomes
+/// (i * scale + offset) / divisor, i being the index it had outside (scale 0:
+/// the constant `offset`). The division is exact wherever the operand is
+/// selected. `extent` is the operand's index range along `dim`: a renderer that
+/// evaluates the operand also where it is not selected (a select computes both
+/// sides) clamps the index into [0, extent) so that every load stays in bounds.
+struct IndexMap {
+  int dim = 0;
+  int64_t scale = 1, offset = 0, divisor = 1;
+  int64_t extent = 0;
+
+  bool identity() const { return scale == 1 && offset == 0 && divisor == 1; }
+  bool operator==(const IndexMap&) const = default;
+};
+
+/// Indices i of domain dim `dim` with lo <= i < hi and (i - lo) % step == 0.
+/// lo = 0 and hi = kUnbounded need no test (every index a value is read at
+/// lies in [0, its extent)).
+struct IndexRange {
+  static constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+  int dim = 0;
+  int64_t lo = 0, hi = kUnbounded, step = 1;
+  bool operator==(const IndexRange&) const = default;
+};
+
+/// One operand of a remapped value: selected where every range of `when`
+/// holds, and evaluated with the domain indices remapped by `at`.
+struct RemapCase {
+  ProxyId operand = 0;
+  std::vector<IndexRange> when;  // empty: everywhere no earlier case is selected
+  std::vector<IndexMap> at;      // empty: at the same indices
+};
+
+/// A data-moving prim as index arithmetic: its value at an index is that of the
+/// first case whose ranges hold there; the last case holds wherever no earlier
+/// one does. A slice is one case read at shifted (strided) indices; a cat one
+/// case per non-empty input, each over its part of the dim; slice_update the
+/// update over its box and grid, then the tensor updated.
+///
+///   t1 = slice_update(t0, t2, [0, 2], [4, 8], [1, 3])   (t0: 4x8, t2: 4x2)
+///   cases: t2 when {dim 1: 2 <= i < 6, (i - 2) % 3 == 0} at {dim 1: (i - 2) / 3}
+///          t0
+struct Remap {
+  std::vector<RemapCase> cases;
+};
+
+/// A loop is split into at most this many pieces at range bounds (each piece holds its own copy of the
+/// kernel's body); with more bounds a renderer selects per element instead.
+constexpr size_t kMaxLoopPieces = 64;
+
 struct KernelPlan {
   std::vector<int64_t> domain;             // D
   std::vector<bool> reduced;               // per domain dim: is it in R
@@ -28,10 +85,14 @@ struct KernelPlan {
   std::vector<ProxyId> inputs;             // tensors read from outside the region
   std::vector<ProxyId> outputs;            // tensors used after the region
   std::map<ProxyId, std::vector<int>> align;  // value dim -> domain dim, or -1 (broadcast)
+  std::map<ProxyId, Remap> remaps;            // the output of each slice, cat and slice_update
 
   bool has_reduction() const;
   /// True if the value varies along some reduced dim (computed inside the R loops).
   bool element_level(ProxyId v) const;
+  /// Where the remaps' ranges along domain dim `dim` begin or end strictly inside it, sorted and
+  /// distinct: a loop over `dim` split there decides every such range once per piece.
+  std::vector<int64_t> range_bounds(int dim) const;
 };
 
 /// Plans one kernel for `symbols` (prims of `trace`, in order). `live_out` holds

@@ -36,18 +36,23 @@ enum class Out { Same, Bool, Real };
 // except that a 0-dim CPU tensor among tensors on another device is a scalar
 // (as torch takes cuda_x + torch.tensor(2.0)): it may have any shape rank 0.
 Value elementwise(Builder& b, std::string_view op, const Args& args, Out out) {
+  // where's result has the shape of its tensor branches; its predicate may be one element of no higher
+  // rank (a 0-d condition choosing between whole tensors), which torch.where broadcasts to that shape.
+  const bool where_of_tensors = op == "where" && (b.is_tensor(args[1]) || b.is_tensor(args[2]));
   const TensorMeta* first = nullptr;
-  for (const Value& a : args)
-    if (b.is_tensor(a) && (first == nullptr || (first->ndim() == 0 && first->device == "cpu"))) first = &b.meta(a);
+  for (size_t i = where_of_tensors ? 1 : 0; i < args.size(); ++i)
+    if (b.is_tensor(args[i]) && (first == nullptr || (first->ndim() == 0 && first->device == "cpu")))
+      first = &b.meta(args[i]);
   for (size_t i = 0; i < args.size(); ++i) {
     const Value& a = args[i];
     if (b.is_tensor(a)) {
       const TensorMeta& m = b.meta(a);
       const bool scalar = m.ndim() == 0 && m.device == "cpu" && first->device != "cpu";
+      const bool one_element_pred = where_of_tensors && i == 0 && m.numel() == 1 && m.ndim() <= first->ndim();
       if (m.device != first->device && !scalar) {
         fail(prim_name(op), "expected tensors on one device, got " + first->device + " and " + m.device +
                                  " (argument " + std::to_string(i) + ")");
-      } else if (m.shape != first->shape && !scalar) {
+      } else if (m.shape != first->shape && !scalar && !one_element_pred) {
         fail(prim_name(op), "expected tensors of one shape, got " + shape_string(first->shape) + " and " +
                                  shape_string(m.shape) + " (argument " + std::to_string(i) + ")");
       } else if (m.dtype != first->dtype && op != "where") {

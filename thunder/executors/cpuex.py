@@ -1,7 +1,7 @@
 """The CPU fusion executor: generated C++ kernels.
 
 It claims the prims the code generator handles (elementwise math, casts,
-``where``, broadcasts, reductions) and every torch-level op whose
+``where``, broadcasts, reductions, slices, cats, ``slice_update``) and every torch-level op whose
 decomposition is made only of those — unless the op's outputs require grad
 (the kernels have no backward yet; torch's autograd handles those). The core's
 fusion pass groups what it claimed into regions; ``lower`` renders one C++

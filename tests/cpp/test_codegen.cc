@@ -1,0 +1,417 @@
+// Tests of the code generator (codegen/): how a kernel plan maps slice_update, slice and a where over a
+// one-element predicate onto one loop nest (each data mover's Remap), what the CPU renderer makes of the
+// plan, and the rendered kernels compiled and run against references computed here.
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/cpu_render.h"
+#include "codegen/kernel_plan.h"
+#include "ops/op_table.h"
+#include "runtime/compiler.h"
+
+namespace thunder::codegen {
+namespace {
+
+using ir::DType;
+using ir::TensorMeta;
+using ir::Value;
+using ops::Builder;
+
+constexpr int64_t kUnbounded = IndexRange::kUnbounded;
+
+Value Ints(const std::vector<int64_t>& v) { return Value::ints(v); }
+
+size_t count(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// A fresh directory for a kernel cache, removed with its files at the end.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    path = std::string(base && *base ? base : "/tmp") + "/thunder-codegen-test-XXXXXX";
+    if (!mkdtemp(path.data())) std::abort();
+  }
+  ~TempDir() {
+    std::string cmd = "rm -rf '" + path + "'";
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path.c_str());
+  }
+};
+
+// A copy of a kernel input with an inaccessible page right before it (`at_end` false) or right after it:
+// a kernel that reads outside its input faults instead of reading a neighbour's bytes.
+class Guarded {
+ public:
+  Guarded(const void* data, size_t bytes, bool at_end) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_ = ((bytes + page - 1) / page + 2) * page;
+    void* base = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) std::abort();
+    base_ = static_cast<char*>(base);
+    if (mprotect(base_, page, PROT_NONE) != 0 || mprotect(base_ + size_ - page, page, PROT_NONE) != 0) std::abort();
+    data_ = at_end ? base_ + size_ - page - bytes : base_ + page;
+    std::memcpy(data_, data, bytes);
+  }
+  ~Guarded() { munmap(base_, size_); }
+  Guarded(const Guarded&) = delete;
+  Guarded& operator=(const Guarded&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  char* base_ = nullptr;
+  char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// slice_update's meaning over a row-major 2-d tensor of `cols` columns: `a` whose elements
+// [start0 + i * step0, start1 + j * step1] are src[i, j] (src has `src_cols` columns).
+template <class T>
+std::vector<T> updated(std::vector<T> a, int64_t cols, const std::vector<T>& src, int64_t src_cols,
+                       std::vector<int64_t> start, std::vector<int64_t> step) {
+  const int64_t rows = static_cast<int64_t>(src.size()) / src_cols;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < src_cols; ++j) a[(start[0] + i * step[0]) * cols + start[1] + j * step[1]] = src[i * src_cols + j];
+  return a;
+}
+
+// The bits of a float that bfloat16 holds exactly.
+uint16_t bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+class Codegen : public ::testing::Test {
+ protected:
+  ir::Trace trace;
+  Builder b{trace};
+
+  Value input(DType d, std::vector<int64_t> shape) { return Value(ir::ProxyRef{b.add_input_tensor(TensorMeta{d, std::move(shape)})}); }
+  Value prim(std::string_view name, std::vector<Value> args) { return b.prim(name, std::move(args)); }
+
+  // Plans every symbol of the trace as one kernel whose outputs are `outs`.
+  std::optional<KernelPlan> plan(const std::vector<Value>& outs, std::string* why = nullptr) {
+    std::set<ProxyId> live;
+    for (const Value& v : outs) live.insert(v.proxy());
+    return plan_kernel(trace, trace.symbols, live, why);
+  }
+
+  std::string render(const KernelPlan& p) { return render_cpu_module(trace, {{&p, "kernel"}}); }
+  // The kernel's own code, without the prelude.
+  std::string kernel_code(const KernelPlan& p) {
+    const std::string all = render(p);
+    return all.substr(all.find("extern \"C\" int kernel"));
+  }
+
+  // Compiles the plan's kernel and runs it on one thread with the given contiguous inputs, each placed
+  // against an inaccessible page, after it and then before it (every load must stay in bounds, also those
+  // of a select's side not taken); returns the outputs, which must be the same both times.
+  template <class T>
+  std::vector<std::vector<T>> run(const KernelPlan& p, const std::map<ProxyId, std::vector<T>>& inputs) {
+    TempDir dir;
+    runtime::CompileOptions options;
+    options.cache_dir = dir.path;
+    auto module = runtime::load_module(render(p), options);
+    auto kernel = reinterpret_cast<runtime::Kernel>(module->symbol("kernel"));
+    std::vector<std::vector<std::vector<T>>> runs;
+    for (bool at_end : {true, false}) {
+      std::vector<std::unique_ptr<Guarded>> guarded;
+      std::vector<std::vector<T>> outs;
+      for (ProxyId o : p.outputs) outs.emplace_back(static_cast<size_t>(trace.tensor(o).numel()));
+      std::vector<void*> args;
+      for (ProxyId in : p.inputs) {
+        const std::vector<T>& values = inputs.at(in);
+        guarded.push_back(std::make_unique<Guarded>(values.data(), values.size() * sizeof(T), at_end));
+        args.push_back(guarded.back()->data());
+      }
+      for (std::vector<T>& o : outs) args.push_back(o.data());
+      args.push_back(reinterpret_cast<void*>(intptr_t{1}));
+      EXPECT_EQ(kernel(args.data()), 0);
+      runs.push_back(std::move(outs));
+    }
+    EXPECT_EQ(runs[0], runs[1]);
+    return runs[0];
+  }
+};
+
+std::vector<float> iota_floats(size_t n, float scale, float shift) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i) * scale + shift;
+  return v;
+}
+
+// ---- slice_update ----
+
+TEST_F(Codegen, SliceUpdateReadsItsUpdateOverItsBoxAndTheRestFromItsInput) {
+  Value x = input(DType::Float32, {4, 8});
+  Value src = prim("neg", {prim("slice", {x, Ints({1, 2}), Ints({3, 5}), Value()})});
+  Value base = prim("mul", {x, Value(2.0)});
+  Value out = prim("slice_update", {base, src, Ints({1, 2}), Ints({3, 5}), Value()});
+  Value y = prim("add", {out, Value(1.0)});
+  std::string why;
+  auto p = plan({y}, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->domain, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(p->inputs, (std::vector<ProxyId>{x.proxy()}));
+  const Remap& r = p->remaps.at(out.proxy());
+  ASSERT_EQ(r.cases.size(), 2u);
+  EXPECT_EQ(r.cases[0].operand, src.proxy());
+  EXPECT_EQ(r.cases[0].when, (std::vector<IndexRange>{{0, 1, 3, 1}, {1, 2, 5, 1}}));
+  EXPECT_EQ(r.cases[0].at, (std::vector<IndexMap>{{0, 1, -1, 1, 2}, {1, 1, -2, 1, 3}}));
+  EXPECT_EQ(r.cases[1].operand, base.proxy());
+  EXPECT_TRUE(r.cases[1].when.empty() && r.cases[1].at.empty());
+  EXPECT_EQ(p->range_bounds(1), (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(p->range_bounds(0), (std::vector<int64_t>{1, 3}));
+
+  const std::string code = kernel_code(*p);
+  // The innermost loop splits at the box's columns; inside them the update is read at a fixed offset
+  // (unclamped: contiguous), its row clamped (a select computes it on every row); the row test is hoisted.
+  EXPECT_EQ(count(code, "for (int64_t i1 = "), 3u) << code;
+  EXPECT_NE(code.find("for (int64_t i1 = 2LL; i1 < 5LL; ++i1)"), std::string::npos) << code;
+  EXPECT_NE(code.find("const bool in_range0 = (i0 >= 1LL && i0 < 3LL);"), std::string::npos) << code;
+  EXPECT_NE(code.find(" = i1 - 2LL;"), std::string::npos) << code;
+  EXPECT_NE(code.find("kmath::max<int64_t>(i0 - 1LL, 0LL), 1LL)"), std::string::npos) << code;
+
+  const std::vector<float> xs = iota_floats(32, 0.5f, -3.0f);
+  std::vector<float> base_ref(32), box;
+  for (size_t i = 0; i < 32; ++i) base_ref[i] = xs[i] * 2;
+  for (int64_t i = 1; i < 3; ++i)
+    for (int64_t j = 2; j < 5; ++j) box.push_back(-xs[i * 8 + j]);
+  std::vector<float> expected = updated(base_ref, 8, box, 3, {1, 2}, {1, 1});
+  for (float& v : expected) v += 1;
+  EXPECT_EQ(run<float>(*p, {{x.proxy(), xs}})[0], expected);
+}
+
+TEST_F(Codegen, SliceUpdateAloneTakesBothOperandsAsInputs) {
+  Value x = input(DType::Float64, {3, 5});
+  Value y = input(DType::Float64, {3, 2});
+  Value out = prim("slice_update", {x, y, Ints({0, 1}), Ints({3, 3}), Value()});
+  auto p = plan({out});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->inputs, (std::vector<ProxyId>{x.proxy(), y.proxy()}));
+  EXPECT_EQ(p->outputs, (std::vector<ProxyId>{out.proxy()}));
+  const Remap& r = p->remaps.at(out.proxy());
+  ASSERT_EQ(r.cases.size(), 2u);
+  // Whole along dim 0: no range there, and no index map.
+  EXPECT_EQ(r.cases[0].when, (std::vector<IndexRange>{{1, 1, 3, 1}}));
+  EXPECT_EQ(r.cases[0].at, (std::vector<IndexMap>{{1, 1, -1, 1, 2}}));
+
+  std::vector<double> xs(15), ys(6);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<double>(i) + 0.25;
+  for (size_t i = 0; i < ys.size(); ++i) ys[i] = -static_cast<double>(i) - 0.5;
+  EXPECT_EQ(run<double>(*p, {{x.proxy(), xs}, {y.proxy(), ys}})[0], updated(xs, 5, ys, 2, {0, 1}, {1, 1}));
+}
+
+// A select computes both of its sides everywhere: the update's index is clamped into its range where it is
+// not selected. run() puts every input against an inaccessible page, so a load out of bounds faults.
+TEST_F(Codegen, AnUpdateOfSomeRowsIsReadInBoundsOnEveryRow) {
+  Value x = input(DType::Float32, {4, 6});
+  Value y = input(DType::Float32, {1, 6});
+  Value out = prim("slice_update", {x, prim("neg", {y}), Ints({2, 0}), Ints({3, 6}), Value()});
+  auto p = plan({out});
+  ASSERT_TRUE(p);
+  std::vector<float> xs = iota_floats(24, 1.0f, 0.0f), ys = iota_floats(6, 1.0f, 100.0f), box(6);
+  for (size_t i = 0; i < 6; ++i) box[i] = -ys[i];
+  EXPECT_EQ(run<float>(*p, {{x.proxy(), xs}, {y.proxy(), ys}})[0], updated(xs, 6, box, 6, {2, 0}, {1, 1}));
+}
+
+TEST_F(Codegen, AnUpdateOfA1dTensorIsReadInBoundsEverywhere) {
+  // A 1-d domain's loop is not split: the update is read on every element, clamped.
+  Value x = input(DType::Float32, {10});
+  Value y = input(DType::Float32, {3});
+  Value out = prim("slice_update", {x, y, Ints({4}), Ints({7}), Value()});
+  auto p = plan({out});
+  ASSERT_TRUE(p);
+  EXPECT_NE(kernel_code(*p).find("kmath::min<int64_t>(kmath::max<int64_t>(i0 - 4LL, 0LL), 2LL)"), std::string::npos);
+  std::vector<float> xs = iota_floats(10, 1.0f, 0.0f), ys = iota_floats(3, 1.0f, 50.0f), expected = xs;
+  for (size_t i = 0; i < 3; ++i) expected[4 + i] = ys[i];
+  EXPECT_EQ(run<float>(*p, {{x.proxy(), xs}, {y.proxy(), ys}})[0], expected);
+}
+
+TEST_F(Codegen, StridedSliceUpdateOfInt64ReadsItsUpdateOnTheStepGrid) {
+  Value x = input(DType::Int64, {6, 9});
+  Value src = prim("add", {prim("slice", {x, Ints({0, 0}), Ints({3, 3}), Value()}), Value(int64_t{100})});
+  Value out = prim("slice_update", {x, src, Ints({1, 2}), Ints({6, 9}), Ints({2, 3})});
+  auto p = plan({out});
+  ASSERT_TRUE(p);
+  const Remap& r = p->remaps.at(out.proxy());
+  ASSERT_EQ(r.cases.size(), 2u);
+  // Rows 1, 3, 5 and columns 2, 5, 8: each box reaches the end of its dim (no upper test).
+  EXPECT_EQ(r.cases[0].when, (std::vector<IndexRange>{{0, 1, kUnbounded, 2}, {1, 2, kUnbounded, 3}}));
+  EXPECT_EQ(r.cases[0].at, (std::vector<IndexMap>{{0, 1, -1, 2, 3}, {1, 1, -2, 3, 3}}));
+  const std::string code = kernel_code(*p);
+  EXPECT_NE(code.find("(i1 - 2LL) % 3LL == 0"), std::string::npos) << code;
+  EXPECT_NE(code.find("(i1 - 2LL) / 3LL"), std::string::npos) << code;
+
+  std::vector<int64_t> xs(54), box;
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<int64_t>(i) * 7 - 50;
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 3; ++j) box.push_back(xs[i * 9 + j] + 100);
+  EXPECT_EQ(run<int64_t>(*p, {{x.proxy(), xs}})[0], updated(xs, 9, box, 3, {1, 2}, {2, 3}));
+}
+
+TEST_F(Codegen, SliceUpdateOfBFloat16RoundsLikeEveryOtherOp) {
+  Value x = input(DType::BFloat16, {4, 16});
+  Value src = prim("neg", {prim("slice", {x, Ints({0, 0}), Ints({2, 16}), Value()})});
+  Value out = prim("slice_update", {x, src, Ints({2, 0}), Ints({4, 16}), Value()});
+  auto p = plan({out});
+  ASSERT_TRUE(p);
+  const std::string code = kernel_code(*p);
+  EXPECT_NE(code.find("const uint16_t* __restrict in0"), std::string::npos) << code;
+  EXPECT_NE(code.find("bf16_round((float)(-"), std::string::npos) << code;
+  std::vector<uint16_t> xs(64), box;
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = bf16(static_cast<float>(i) * 0.75f - 20.0f);
+  for (size_t i = 0; i < 32; ++i) box.push_back(static_cast<uint16_t>(xs[i] ^ 0x8000));  // negated: the sign bit
+  EXPECT_EQ(run<uint16_t>(*p, {{x.proxy(), xs}})[0], updated(xs, 16, box, 16, {2, 0}, {1, 1}));
+}
+
+TEST_F(Codegen, NarrowDtypesKeepASliceUpdateStridedAlongTheInnermostDimOutside) {
+  // Its update would be read by a gather, which the CPU lacks for 2-byte elements.
+  Value x = input(DType::BFloat16, {4, 16});
+  Value src = prim("neg", {prim("slice", {x, Ints({0, 0}), Ints({4, 8}), Value()})});
+  Value out = prim("slice_update", {x, src, Ints({0, 0}), Ints({4, 16}), Ints({1, 2})});
+  std::string why;
+  EXPECT_FALSE(plan({out}, &why));
+  EXPECT_EQ(why, "gathers along the innermost dim of narrow dtypes");
+}
+
+TEST_F(Codegen, AnUpdateThatIsAlsoAnOutputIsNotPlannedWithTheUpdate) {
+  // The loops store outputs over the whole domain; an update is computed over its box only.
+  Value x = input(DType::Float32, {4, 8});
+  Value src = prim("neg", {prim("slice", {x, Ints({1, 2}), Ints({3, 5}), Value()})});
+  Value out = prim("slice_update", {x, src, Ints({1, 2}), Ints({3, 5}), Value()});
+  std::string why;
+  EXPECT_FALSE(plan({out, src}, &why));
+  EXPECT_EQ(why, "an output also read over other indices");
+  EXPECT_TRUE(plan({out}));
+}
+
+TEST_F(Codegen, SliceUpdateStaysOutOfKernelsWithReductions) {
+  Value x = input(DType::Float32, {4, 8});
+  Value y = input(DType::Float32, {4, 1});
+  Value out = prim("slice_update", {x, prim("exp", {y}), Ints({0, 3}), Ints({4, 4}), Value()});
+  Value total = prim("sum", {out, Ints({1})});
+  std::string why;
+  EXPECT_FALSE(plan({total}, &why));
+  EXPECT_EQ(why, "prims.slice_update in a kernel with reductions");
+}
+
+TEST_F(Codegen, AnEmptyUpdateLeavesOnlyItsInput) {
+  Value x = input(DType::Float32, {4, 8});
+  Value out = prim("slice_update", {prim("neg", {x}), prim("slice", {x, Ints({0, 0}), Ints({0, 8}), Value()}), Ints({2, 0}),
+                                    Ints({2, 8}), Value()});
+  auto p = plan({out});
+  ASSERT_TRUE(p);
+  ASSERT_EQ(p->remaps.at(out.proxy()).cases.size(), 1u);
+  std::vector<float> xs = iota_floats(32, 1.0f, -7.0f), expected(32);
+  for (size_t i = 0; i < 32; ++i) expected[i] = -xs[i];
+  EXPECT_EQ(run<float>(*p, {{x.proxy(), xs}})[0], expected);
+}
+
+// ---- a where over a one-element predicate, and a chain of updates built from it ----
+
+TEST_F(Codegen, WhereWithAZeroDimPredicateBroadcastsIt) {
+  Value x = input(DType::Float32, {3, 4});
+  Value one = prim("slice", {x, Ints({1, 2}), Ints({2, 3}), Value()});
+  Value c = prim("gt", {prim("reshape", {one, Ints({})}), Value(0.0)});
+  Value y = prim("where", {c, prim("neg", {x}), x});
+  auto p = plan({y});
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->align.at(c.proxy()).empty());
+  // The one element is read at the constant index [1, 2] everywhere: the slice's result is broadcast along
+  // both dims, so its source's dims are pinned (scale 0).
+  EXPECT_EQ(p->remaps.at(one.proxy()).cases[0].at, (std::vector<IndexMap>{{0, 0, 1, 1, 3}, {1, 0, 2, 1, 4}}));
+  for (float sign : {1.0f, -1.0f}) {
+    std::vector<float> xs = iota_floats(12, sign, sign * -5.5f), expected = xs;  // x[1, 2] = sign * 0.5
+    if (sign > 0)
+      for (float& v : expected) v = -v;
+    EXPECT_EQ(run<float>(*p, {{x.proxy(), xs}})[0], expected);
+  }
+}
+
+TEST_F(Codegen, WherePrimTakesAOneElementPredicateOfNoHigherRank) {
+  Value x = input(DType::Float32, {2, 3});
+  Value c0 = input(DType::Bool, {});
+  Value c1 = input(DType::Bool, {1});
+  Value c3 = input(DType::Bool, {1, 1, 1});
+  EXPECT_EQ(b.meta(prim("where", {c0, x, x})).shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(b.meta(prim("where", {c1, x, Value(1.5)})).shape, (std::vector<int64_t>{2, 3}));
+  // torch.where would broadcast to [1, 2, 3]: not the branches' shape.
+  EXPECT_THROW(prim("where", {c3, x, x}), ops::OpError);
+  EXPECT_THROW(prim("where", {input(DType::Bool, {2}), x, x}), ops::OpError);
+}
+
+// The brief's chain: element i of a 1x20 row replaced, in turn, by sin or cos of itself, as the 0-d
+// predicate x[0, i] > 0.5 chooses; `pred_column(i)` picks the column the predicate reads.
+class Chain : public Codegen {
+ protected:
+  Value build(Value x, int64_t (*pred_column)(int64_t)) {
+    Value v = x;
+    for (int64_t i = 0; i < 20; ++i) {
+      Value s = prim("slice", {x, Ints({0, i}), Ints({1, i + 1}), Value()});
+      const int64_t k = pred_column(i);
+      Value ps = k == i ? s : prim("slice", {x, Ints({0, k}), Ints({1, k + 1}), Value()});
+      Value c = prim("gt", {prim("reshape", {ps, Ints({})}), Value(0.5)});
+      Value w = prim("where", {c, prim("sin", {s}), prim("cos", {s})});
+      v = prim("slice_update", {v, w, Ints({0, i}), Ints({1, i + 1}), Value()});
+    }
+    return v;
+  }
+
+  void expect_runs(const KernelPlan& p, Value x, int64_t (*pred_column)(int64_t)) {
+    std::vector<float> xs(20);
+    for (int64_t i = 0; i < 20; ++i) xs[i] = static_cast<float>((i * 7) % 20) / 19.0f;
+    const std::vector<float> out = run<float>(p, {{x.proxy(), xs}})[0];
+    for (int64_t i = 0; i < 20; ++i)
+      EXPECT_FLOAT_EQ(out[i], xs[pred_column(i)] > 0.5f ? std::sin(xs[i]) : std::cos(xs[i])) << "element " << i;
+  }
+};
+
+int64_t same_column(int64_t i) { return i; }
+int64_t next_column(int64_t i) { return (i + 1) % 20; }
+
+TEST_F(Chain, TwentyUpdatesChosenByZeroDimPredicatesAreOneKernelOverTheRow) {
+  Value x = input(DType::Float32, {1, 20});
+  Value v = build(x, same_column);
+  std::string why;
+  auto p = plan({v}, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->domain, (std::vector<int64_t>{1, 20}));
+  EXPECT_EQ(p->inputs, (std::vector<ProxyId>{x.proxy()}));
+  EXPECT_EQ(p->outputs, (std::vector<ProxyId>{v.proxy()}));
+  std::vector<int64_t> bounds;
+  for (int64_t i = 1; i < 20; ++i) bounds.push_back(i);
+  EXPECT_EQ(p->range_bounds(1), bounds);
+  // One piece per element: each computes only the update selected there.
+  const std::string code = kernel_code(*p);
+  EXPECT_EQ(count(code, "for (int64_t i1 = "), 20u) << code;
+  EXPECT_EQ(count(code, " = thunder_sinf("), 20u) << code;
+  EXPECT_EQ(count(code, " ? "), 20u) << code;  // the wheres; the updates are decided per piece
+  expect_runs(*p, x, same_column);
+}
+
+TEST_F(Chain, PredicatesReadFromOtherColumnsStillPlanAsOneKernel) {
+  Value x = input(DType::Float32, {1, 20});
+  Value v = build(x, next_column);
+  std::string why;
+  auto p = plan({v}, &why);
+  ASSERT_TRUE(p) << why;
+  expect_runs(*p, x, next_column);
+}
+
+}  // namespace
+}  // namespace thunder::codegen
