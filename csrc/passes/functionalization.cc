@@ -227,6 +227,29 @@ class Emitter {
     made_[out.proxy()] = Made{Made::SliceUpdate, base.proxy(), src.proxy(), r, {}};
     return out;
   }
+  /// where(c, t, e) for a root's value after a region. When the arms updated the same region of one base
+  /// (or one arm updated a region and the other left the base), the select moves inside the update:
+  /// slice_update(base, where(c, src_t, src_e), region); later reads of other regions then see the base.
+  Value select(const Value& c, const Value& t, const Value& e) {
+    if (t == e) return t;
+    const Made* ut = slice_update_of(t);
+    const Made* ue = slice_update_of(e);
+    if (ut && ue && ut->input == ue->input && same_region(ut->region, ue->region)) {
+      const Region r = ut->region;
+      return slice_update(P(ut->input), torch("where", {c, P(ut->src), P(ue->src)}), r);
+    }
+    if (ut && ut->input == e.proxy()) {
+      const Region r = ut->region;
+      const Value src = P(ut->src);
+      return slice_update(e, torch("where", {c, src, slice(e, r)}), r);
+    }
+    if (ue && ue->input == t.proxy()) {
+      const Region r = ue->region;
+      const Value src = P(ue->src);
+      return slice_update(t, torch("where", {c, slice(t, r), src}), r);
+    }
+    return torch("where", {c, t, e});
+  }
   Value reshape(Value v, const Ints& shape) {
     if (meta(v).shape == shape) return v;
     auto it = made_.find(v.proxy());
@@ -273,6 +296,11 @@ class Emitter {
     Region region;  // slice_update
     Ints perm;      // transpose
   };
+
+  const Made* slice_update_of(const Value& v) const {
+    auto it = made_.find(v.proxy());
+    return it != made_.end() && it->second.kind == Made::SliceUpdate ? &it->second : nullptr;
+  }
 
   // A prim made once per distinct arguments (a view replayed twice is one value).
   Value cached(std::string_view name, ops::Args args) {
@@ -797,7 +825,7 @@ class Functionalizer {
       Value then_value = then == f.then_state.end() ? state.value : then->second.value;
       Value else_value = roots_.at(root).value;
       if (then_value == else_value) continue;
-      set_root(root, e_.torch("where", {pred0(f), then_value, else_value}), s.source);
+      set_root(root, e_.select(pred0(f), then_value, else_value), s.source);
     }
   }
 
