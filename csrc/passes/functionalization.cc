@@ -30,6 +30,28 @@ using Ints = std::vector<int64_t>;
 
 Value P(ProxyId id) { return Value(ir::ProxyRef{id}); }
 
+// The prims whose derivative is finite wherever their inputs are finite (data movement, comparisons, and
+// arithmetic whose derivatives are bounded by the inputs). An arm built only of these contributes exactly zero,
+// never NaN, to gradients when it is not taken, so it needs no gradient masking. sqrt, log, div, pow, exp
+// (which overflows) and the like are absent: `if x > 0: y = x.sqrt()` masks.
+const std::set<std::string>& gradient_safe_prims() {
+  static const std::set<std::string> prims{
+      "add", "sub", "mul", "neg", "where", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+      "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "abs", "maximum",
+      "minimum", "sign", "floor", "ceil", "round", "trunc", "sin", "cos", "tanh", "sigmoid", "sum", "amax", "amin",
+      "convert_element_type", "slice", "slice_update", "reshape", "transpose", "broadcast_in_dim", "squeeze",
+      "alias", "detach", "cat", "flip", "full", "iota", "clone", "isnan", "isinf", "isfinite", "signbit", "matmul"};
+  return prims;
+}
+
+bool gradient_safe(const BoundSymbol& b) {
+  if (b.sym->level == ir::Level::Opaque) return false;
+  if (b.subsymbols.empty()) return b.sym->level == ir::Level::Prim && gradient_safe_prims().count(b.sym->name) > 0;
+  for (const BoundSymbol& s : b.subsymbols)
+    if (!gradient_safe(s)) return false;
+  return true;
+}
+
 [[noreturn]] void refuse(const std::string& what) { throw std::runtime_error("functionalize: " + what); }
 
 std::string where_from(const BoundSymbol& b) { return b.source.empty() ? "(no source location)" : "at " + b.source; }
@@ -506,6 +528,7 @@ class Functionalizer {
   }
 
   Trace run() {
+    find_gradient_safe_arms();
     for (ProxyId id : in_.inputs)
       if (in_.proxy(id).is_tensor) {
         const ir::ProxyInfo& p = in_.proxy(id);
@@ -552,7 +575,38 @@ class Functionalizer {
     std::map<ProxyId, RootState> before;      // roots written in the region: their state at branch_begin
     std::map<ProxyId, RootState> then_state;  // and at branch_else
     std::unordered_map<ProxyId, Value> masks;  // value -> its gradient-masked form in the current arm
+    std::pair<bool, bool> safe;  // whether the then- and else-arm are gradient-safe (no masking needed)
   };
+
+  // Masking is needed only where the arm not taken could put NaN or inf into a gradient: an arm whose every
+  // prim has a finite derivative wherever its inputs are finite (kGradientSafe) is left unmasked.
+  void find_gradient_safe_arms() {
+    struct Open {
+      const BoundSymbol* marker;
+      bool in_else = false;
+      std::pair<bool, bool> safe{true, true};
+    };
+    std::vector<Open> open;
+    auto taint = [&](bool safe) {
+      for (Open& o : open) (o.in_else ? o.safe.second : o.safe.first) &= safe;
+    };
+    for (const BoundSymbol& s : in_.symbols) {
+      if (s.sym == begin_) {
+        open.push_back(Open{&s});
+      } else if (s.sym == else_) {
+        if (!open.empty()) open.back().in_else = true;
+      } else if (s.sym == end_) {
+        if (open.empty()) continue;  // run() refuses it
+        Open o = open.back();
+        open.pop_back();
+        safe_arms_[o.marker] = o.safe;
+        taint(o.safe.first && o.safe.second);
+      } else if (!open.empty()) {
+        taint(s.sym == copy_ || gradient_safe(s));
+      }
+    }
+    for (const Open& o : open) safe_arms_[o.marker] = o.safe;
+  }
 
   // `born`: when the root is defined (the output trace's length then; -1 for inputs).
   void add_root(ProxyId id, Ints strides, int64_t born) {
@@ -596,7 +650,7 @@ class Functionalizer {
   Value mask(Value v, int64_t origin) {
     if (!requires_grad(v)) return v;
     for (Frame& f : frames_) {
-      if (origin >= f.begin) continue;
+      if (origin >= f.begin || (f.in_else ? f.safe.second : f.safe.first)) continue;
       auto it = f.masks.find(v.proxy());
       if (it != f.masks.end()) {
         v = it->second;
@@ -802,6 +856,7 @@ class Functionalizer {
     f.pred = s.args[0].proxy();
     f.pred_value = read(f.pred);
     f.begin = e_.now();
+    f.safe = safe_arms_.at(&s);
     frames_.push_back(std::move(f));
   }
 
@@ -855,6 +910,7 @@ class Functionalizer {
   const ir::Symbol* begin_;
   const ir::Symbol* else_;
   const ir::Symbol* end_;
+  std::map<const BoundSymbol*, std::pair<bool, bool>> safe_arms_;  // per branch_begin: see find_gradient_safe_arms
   std::unordered_map<ProxyId, Alias> alias_;          // every tensor proxy of the input trace's top level
   std::map<ProxyId, RootState> roots_;                // ordered, so that copy-backs come in a fixed order
   std::unordered_map<ProxyId, int64_t> born_;         // when each root was defined (-1: an input)

@@ -376,7 +376,7 @@ TEST_F(Functionalization, ArmsMaskGradientsOfWhatTheyReadFromBefore) {
   Value r2 = b.torch("exp", {x});  // a second read in the arm: the same masked value
   copy(y, r2);
   b.prim("branch_else", {c});
-  copy(y, b.torch("neg", {x}));
+  copy(y, b.torch("log", {x}));
   b.prim("branch_end", {c});
   trace.output = y;
   Trace out = run();
@@ -386,13 +386,28 @@ TEST_F(Functionalization, ArmsMaskGradientsOfWhatTheyReadFromBefore) {
   EXPECT_EQ(then_mask.args[1], x);
   EXPECT_EQ(producer(out, then_mask.args[2]).printed_callee(), "ltorch.detach");
   EXPECT_EQ(first(out, "ltorch.exp").args[0], then_mask.output);
-  const BoundSymbol& else_mask = producer(out, first(out, "ltorch.neg").args[0]);
+  const BoundSymbol& else_mask = producer(out, first(out, "ltorch.log").args[0]);
   EXPECT_EQ(producer(out, else_mask.args[1]).printed_callee(), "ltorch.detach");
   EXPECT_EQ(else_mask.args[2], x);
   EXPECT_FALSE(out.tensor(first(out, "ltorch.detach").output.proxy()).requires_grad);
   const BoundSymbol& merge = first(out, "ltorch.where", 2);
   EXPECT_EQ(merge.args[1], r2);
   EXPECT_EQ(out.output, merge.output);
+}
+
+TEST_F(Functionalization, GradientSafeArmsAreNotMasked) {
+  // if c: y = y + x * x else: y = y - x (the seed's loop): add, mul and sub have finite derivatives
+  Value c = pred();
+  Value x = input({3}, true);
+  Value y = b.torch("mul", {x, I(0)});
+  b.prim("branch_begin", {c});
+  copy(y, b.torch("add", {y, b.torch("mul", {x, x})}));
+  b.prim("branch_else", {c});
+  copy(y, b.torch("sub", {y, x}));
+  b.prim("branch_end", {c});
+  trace.output = y;
+  Trace out = run();
+  EXPECT_EQ(count(out, "ltorch.detach"), 0);
 }
 
 TEST_F(Functionalization, NoMaskingWithoutGradients) {
@@ -415,12 +430,12 @@ TEST_F(Functionalization, NestedArmsMaskOncePerRegionBegunAfterTheValue) {
   b.prim("branch_begin", {c1});
   Value inside = b.torch("mul", {x, I(2)});  // defined in the outer arm: masked by the inner region only
   b.prim("branch_begin", {c2});
-  copy(y, b.torch("add", {x, inside}));
+  copy(y, b.torch("div", {x, inside}));  // div: not gradient-safe, so both regions mask
   b.prim("branch_end", {c2});
   b.prim("branch_end", {c1});
   trace.output = y;
   Trace out = run();
-  const BoundSymbol& add = first(out, "ltorch.add");
+  const BoundSymbol& add = first(out, "ltorch.div");
   const BoundSymbol& x_mask = producer(out, add.args[0]);   // inner mask of the outer mask of x
   const BoundSymbol& inside_mask = producer(out, add.args[1]);
   EXPECT_EQ(x_mask.args[0], c2);
