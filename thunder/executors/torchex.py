@@ -123,7 +123,13 @@ def _prim_div(a, b):
 
 def _copy_(a, src):
     """ltorch.copy_ and prims.copy_to: writes ``src`` into ``a`` in place. A tensor ``src`` is broadcast to
-    ``a``'s shape and cast to its dtype; a number fills ``a``. Returns nothing (the ops have no output)."""
+    ``a``'s shape and cast to its dtype; a number fills ``a``. Returns nothing (the ops have no output).
+
+    A leaf that requires grad (a parameter) can only have been written under ``torch.no_grad()`` in eager, so
+    its copy-back, at the end of the trace, runs without recording autograd too."""
+    if isinstance(a, torch.Tensor) and a.is_leaf and a.requires_grad and torch.is_grad_enabled():
+        with torch.no_grad():
+            return _copy_(a, src)
     if isinstance(src, torch.Tensor):
         a.copy_(src)
     else:
