@@ -146,9 +146,12 @@ def _run_eagerly(state, index, gm, error):
     eager = EagerGraph(index, _short_reason(error), gm, detail=f"{type(error).__name__}: {str(error).strip()}")
     state.graphs.append(eager)
 
+    # A graph with converted branches takes one arm of each, as the program does (gm itself would run both).
+    forward = (lambda *args: branches.run_exactly(gm, *args)) if branches.has_markers(gm) else gm.forward
+
     def run_eager(*args):
         eager.calls += 1
-        return gm.forward(*args)
+        return forward(*args)
     return run_eager
 
 

@@ -33,7 +33,8 @@ class UnsupportedGraph(Exception):
 _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
                       operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
                       operator.imod: operator.mod, operator.ipow: operator.pow, operator.iand: operator.and_,
-                      operator.ior: operator.or_, operator.ixor: operator.xor, operator.imatmul: operator.matmul}
+                      operator.ior: operator.or_, operator.ixor: operator.xor}
+# (operator.imatmul is not here: torch.Tensor has no __imatmul__, so `x @= w` rebinds x to x @ w, writing nothing.)
 #: Ops whose tensor index arguments may be out of range at run time (they raise only when run): a converted
 #: branch holding one is not converted, since both arms run.
 _INDEXING_WORDS = ("index", "gather", "scatter", "take", "embedding", "masked_select", "nonzero", "put")
@@ -258,6 +259,7 @@ class _Importer:
         self.fallbacks = []
         self.sets_global_state = False
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
+        self.opaque_view_seen = False  # an opaque op made a view: later writes are not lowered (see _opaque)
         self.branch_sites = []   # sites whose branches this graph compiles to selects
 
     # -- values --
@@ -378,6 +380,9 @@ class _Importer:
         if "example_value" in node.meta and node.meta["example_value"] is None and node.users:
             raise UnsupportedGraph(f"{_target_name(node)} returns a Python object that later ops use "
                                    "(a trace holds only tensors and numbers)")
+        same = _returns_an_input(node)
+        if same is not None:  # x.float() of a float32 x, x.contiguous() of a contiguous x: eager returns x itself
+            return self.env[same]
         kind = "method" if node.op == "call_method" else "function"
         name = _METHODS.get(node.target) if kind == "method" else _FUNCTIONS.get(node.target)
         native = None if name is None else lambda: self._native(node, kind, name)
@@ -417,7 +422,7 @@ class _Importer:
         ``ltorch.copy_(destination, value)``; returns the destination proxy (what the node evaluates to), or
         _NOT_A_WRITE if the node is not a write this can lower (it is then imported as usual: an opaque effect)."""
         lowering = _write_lowering(node)
-        if lowering is None:
+        if lowering is None or self.opaque_view_seen:
             return _NOT_A_WRITE
         destination, compute = lowering
         dst = self.env.get(destination) if isinstance(destination, torch.fx.Node) else None
@@ -575,7 +580,13 @@ class _Importer:
         return self.builder.opaque(callee, args, kwargs, None, True)
 
     def _opaque(self, node):
-        if self.regions and _has_effect(node, _target_name(node)):
+        # An opaque op whose result is a view (x.T, x.diagonal(), x.unfold(...)): the functionalization cannot
+        # follow writes through it, nor replay it after a write to its base. It runs as an effect (pending writes
+        # land before it), and the writes after it stay in place, as opaque effects, so that it sees them.
+        view = _is_view(node.meta.get("example_value"))
+        if view:
+            self.opaque_view_seen = True
+        if self.regions and (view or _has_effect(node, _target_name(node))):
             raise branches.BranchRejected(self.regions[-1][0], f"{_target_name(node)} has effects thunder cannot "
                                                                "select between (an opaque in-place op or a call made "
                                                                "for what it does)")
@@ -591,11 +602,28 @@ class _Importer:
         args = self._unwrap(self._arg(list(node.args)))
         kwargs = {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
         output = self._new_output(node.meta.get("example_value"))
-        effect = _has_effect(node, callee if node.op == "call_function" else str(target))
+        effect = view or _has_effect(node, callee if node.op == "call_function" else str(target))
         return self.builder.opaque(callee, args, kwargs, output, effect)
 
 
 _NOT_A_WRITE = object()
+
+
+def _is_view(example):
+    """Whether Dynamo's example value of a node is a view of another tensor."""
+    return isinstance(example, torch.Tensor) and example._is_view()
+
+
+def _returns_an_input(node):
+    """The argument node whose tensor the node returns itself (Dynamo's example values are the same object), for
+    a node without effects; None otherwise."""
+    example = node.meta.get("example_value")
+    if not isinstance(example, torch.Tensor) or node.op not in ("call_function", "call_method"):
+        return None
+    for a in node.args:
+        if isinstance(a, torch.fx.Node) and a.meta.get("example_value") is example:
+            return a if _write_lowering(node) is None and not _has_effect(node, _target_name(node)) else None
+    return None
 
 
 def _has_proxy(v):
@@ -626,10 +654,18 @@ def _write_lowering(node):
         if not name.endswith("_") or name.endswith("__") or not args:
             return None
         base = name[:-1]
-        if base == "copy":
-            return args[0], lambda imp, dst: (dst, imp._unwrap(imp._arg(args[1])))
-        if base in ("zero", "fill"):
-            value = 0 if base == "zero" else args[1]
+        if base in ("copy", "fill", "zero"):
+            keyword = {"copy": "src", "fill": "value"}.get(base)
+            if base == "zero":
+                value = 0
+            elif len(args) > 1:
+                value = args[1]
+            elif keyword in kwargs:
+                value = kwargs[keyword]
+            else:
+                return None
+            if set(kwargs) - {keyword, "non_blocking"} or kwargs.get("non_blocking"):
+                return None
             return args[0], lambda imp, dst: (dst, imp._unwrap(imp._arg(value)))
         native = _METHODS.get(base)
         if native is None or any(w in base for w in _RANDOM_WORDS):
