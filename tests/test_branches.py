@@ -438,3 +438,22 @@ def test_inputs_aliasing_a_written_input_run_as_eager():
     expected = f(base_e, base_e[:2])
     torch.testing.assert_close(out, expected)
     torch.testing.assert_close(base, base_e)
+
+
+def test_write_through_a_name_one_branch_aliases():
+    def f(x):
+        if x.sum() > 0:
+            z = x
+        else:
+            z = torch.zeros_like(x)
+        z[0] = 5
+        return z * 1
+
+    jitted = thunder.jit(f)
+    for sign in (1.0, -1.0, 1.0, -1.0):
+        a = torch.ones(3) * sign
+        b = a.clone()
+        torch.testing.assert_close(jitted(a), f(b))
+        torch.testing.assert_close(a, b)
+    assert "aliasing" in sites(jitted)[0].reason
+

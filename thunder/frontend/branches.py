@@ -248,6 +248,12 @@ def _thunder_if(pred, then, otherwise, state, site, names=()):
     return tuple(_merge(cond, x, y, site, n) for x, y, n in zip(a, b, names))
 
 
+# Inlined into the frame Dynamo traces, _thunder_if converts; run as a frame of its own (its caller runs eagerly:
+# Dynamo gave up on it, or a graph break fell on the call), it must take one arm, as the `if` did. Dynamo would
+# otherwise compile that frame by itself and return a select into eager code that may then write through it.
+torch._dynamo.eval_frame.skip_code(_thunder_if.__code__)
+
+
 # ---- static analysis ----
 
 def _names_stored(nodes):

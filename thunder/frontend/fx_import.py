@@ -260,6 +260,8 @@ class _Importer:
         self.sets_global_state = False
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
         self.opaque_view_seen = False  # an opaque op made a view: later writes are not lowered (see _opaque)
+        self.region_starts = {}  # branch_begin node -> (site, the first proxy id made inside the region)
+        self.conditional_aliases = {}  # select proxy -> site, for a name one arm left aliasing a tensor from before
         self.branch_sites = []   # sites whose branches this graph compiles to selects
 
     # -- values --
@@ -426,6 +428,9 @@ class _Importer:
             return _NOT_A_WRITE
         destination, compute = lowering
         dst = self.env.get(destination) if isinstance(destination, torch.fx.Node) else None
+        if dst in self.conditional_aliases:
+            raise branches.BranchRejected(self.conditional_aliases[dst], "after it, a write goes through a name one "
+                                          "branch left aliasing an earlier tensor and the other did not")
         if not isinstance(dst, _core.Proxy) or self.builder.meta(dst)[0] == "number":
             return _NOT_A_WRITE
         try:
@@ -451,11 +456,17 @@ class _Importer:
             cond, a, b = self._unwrap(self._arg(list(node.args)))
             out = self.builder.call("ltorch", "where", [cond, a, b], {})
             self._check_meta(node, out)
+            # One arm left the name on a tensor from before the branch (`z = x`), the other on a new one: in eager,
+            # writing through the name writes x only if that arm was taken, which a select cannot express.
+            site, first_inside = self.region_starts.get(node.args[0], (None, None))
+            if site is not None and (a.id < first_inside) != (b.id < first_inside):
+                self.conditional_aliases[out] = site
             return out
         site = node.args[1]
         if kind == "begin":
             cond = self._predicate(self.env[node.args[0]])
             self.builder.call("prims", "branch_begin", [cond], {})
+            self.region_starts[node] = (site, self.builder.new_number(0).id)  # proxies made in the region: >= this
             self.regions.append((site, cond))
             if site not in self.branch_sites:
                 self.branch_sites.append(site)
