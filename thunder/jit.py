@@ -190,11 +190,13 @@ class _Jitted:
         breaks = list(dict.fromkeys(str(b) for b in s.graph_breaks))
         lines.append(f"graph breaks ({len(breaks)}):" if breaks else "graph breaks: none")
         lines += [f"  {b}" for b in breaks]
-        if s.branches:
-            converted = sum(b.converted and not b.reason for b in s.branches.values())
-            lines.append(f"data-dependent branches: {converted} converted to selects, "
-                         f"{len(s.branches) - converted} left as Python control flow:")
-            lines += [f"  {b}" for b in sorted(s.branches.values(), key=lambda b: b.id)]
+        locations = branches.break_locations(s.graph_breaks)
+        shown = [b for b in sorted(s.branches.values(), key=lambda b: b.id) if b.status(locations)]
+        if shown:
+            converted = sum(b.status(locations) == "converted" for b in shown)
+            lines.append(f"data-dependent branches: {converted} converted to selects, {len(shown) - converted} left "
+                         "as graph breaks:")
+            lines += [f"  {b}" for b in shown]
         if not s.graphs and s.calls:
             lines.append("no graph was captured: every call ran eagerly (" +
                          ("see why above)" if s.dynamo_stopped or breaks else "the function has nothing to compile)"))
@@ -325,13 +327,16 @@ class CompileStats:
 
     @property
     def branches_converted(self):
-        """How many data-dependent branches are compiled to selects."""
-        return sum(b.converted and not b.reason for b in self.branches)
+        """How many data-dependent branches are compiled to selects (in some graph)."""
+        locations = branches.break_locations(self.graph_breaks)
+        return sum(b.status(locations) == "converted" for b in self.branches)
 
     @property
     def branches_left(self):
-        """How many ``if`` statements run as Python control flow (each, with a tensor predicate, a graph break)."""
-        return len(self.branches) - self.branches_converted
+        """How many data-dependent branches are graph breaks: given up while traced, or not converted (the reason
+        is each site's ``reason``) with a graph break at their line."""
+        locations = branches.break_locations(self.graph_breaks)
+        return sum(b.status(locations) == "left" for b in self.branches)
 
     @property
     def uncompiled(self):

@@ -80,13 +80,25 @@ class BranchSite:
     reason: str = ""       # why it is not (or no longer) converted
     captured: int = 0      # graphs in which it was compiled to a select
 
+    def status(self, break_locations):
+        """"converted" (compiled to a select in some graph), "left" (a graph break: given up while traced, or
+        not converted with a graph break at its line, given as "file.py:12" in ``break_locations``), or None (an
+        ``if`` on Python values, or not run yet: nothing to report)."""
+        if self.captured and not self.reason:
+            return "converted"
+        if self.reason and (self.converted or self.location in break_locations):
+            return "left"
+        return None
+
     def __str__(self):
-        if self.converted and not self.reason:
-            status = f"converted to a select (in {self.captured} graphs)" if self.captured else \
-                "converted (not traced yet)"
-        else:
-            status = f"left as Python control flow (a graph break if the predicate is a tensor): {self.reason}"
-        return f"{self.location}  {self.code}  {status}"
+        if self.captured and not self.reason:
+            return f"{self.location}  {self.code}  converted to a select (in {self.captured} graphs)"
+        return f"{self.location}  {self.code}  left as a graph break: {self.reason or '?'}"
+
+
+def break_locations(graph_breaks):
+    """The "file.py:12" locations of Dynamo's graph breaks (for BranchSite.status)."""
+    return {b.location.rsplit("/", 1)[-1] for b in graph_breaks}
 
 
 class BranchRejected(Exception):
@@ -755,14 +767,34 @@ def _user_methods(cls):
     return methods
 
 
+def _reachable_methods(cls):
+    """The user-defined methods of cls that ``forward`` calls on ``self``, directly or through each other."""
+    methods = _user_methods(cls)
+    seen, todo = {}, ["forward"]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in methods:
+            continue
+        seen[name] = methods[name]
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(methods[name])))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        args = tree.body[0].args.args if tree.body and isinstance(tree.body[0], ast.FunctionDef) else []
+        self_name = args[0].arg if args else "self"
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == self_name:
+                todo.append(n.attr)
+    return seen
+
+
 def shadow_module(model, sites, excluded=frozenset()):
     """A module that behaves as ``model`` (it shares ``model.__dict__``: parameters, buffers, submodules, hooks,
-    attributes) whose class is a subclass of model's with the rewritten methods; ``model`` itself if no
-    method has a convertible branch. Returns (module, number of converted branches)."""
+    attributes) whose class is a subclass of model's with the rewritten methods -- ``forward`` and the methods
+    it calls on ``self`` --; ``model`` itself if none has a convertible branch. Returns (module, number of
+    converted branches)."""
     rewritten, converted = {}, 0
-    for name, method in _user_methods(type(model)).items():
-        if name.startswith("__") and name != "__call__":
-            continue
+    for name, method in _reachable_methods(type(model)).items():
         r = rewrite(method, sites, excluded, instance=model)
         if r.converted:
             rewritten[name], converted = r.fn, converted + r.converted
