@@ -200,3 +200,18 @@ def test_a_view_of_a_written_input_is_returned_as_that_view():
     torch.testing.assert_close(x0, want)
     torch.testing.assert_close((r1, r0), (want[1], want[0]))
     assert r1._base is x0 and r0._base is x0  # eager's outputs: views of the updated input
+
+
+def test_constants_the_pass_makes_fold():
+    # x[0] = 1.0: the number becomes ltorch.full, reshaped for the slice_update; constant folding computes both
+    # (its evaluator names the pass's new proxies from the trace being folded).
+    b = _core.TraceBuilder()
+    x = b.add_input_tensor(F32, [4], "cpu", False)
+    call(b, "copy_", call(b, "getitem", x, 0), 1.0)
+    t = b.finish(call(b, "mul", x, 2))
+
+    def eager(x):
+        x[0] = 1.0
+        return x * 2
+
+    check(t, eager, torch.randn(4))
