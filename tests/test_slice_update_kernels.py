@@ -50,8 +50,8 @@ def _slice_update(a, src, start, stop, step=None):
 
 class Eager:
     """The same prims as eager torch calls."""
-    neg, logical_not, add, mul, sin, cos, gt = torch.neg, torch.logical_not, torch.add, torch.mul, torch.sin, torch.cos, torch.gt
-    where, reshape = torch.where, torch.reshape
+    neg, logical_not, add, mul, gt, where = torch.neg, torch.logical_not, torch.add, torch.mul, torch.gt, torch.where
+    sin, cos, reshape = torch.sin, torch.cos, torch.reshape
 
     @staticmethod
     def slice(a, start, stop, step=None):
@@ -95,7 +95,8 @@ def bits(t):
 
 
 def assert_bit_exact(actual, expected):
-    for a, e in zip(actual if isinstance(actual, tuple) else (actual,), expected if isinstance(expected, tuple) else (expected,)):
+    as_tuple = lambda x: x if isinstance(x, tuple) else (x,)  # noqa: E731
+    for a, e in zip(as_tuple(actual), as_tuple(expected)):
         assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, a.shape, e.dtype, e.shape)
         assert torch.equal(bits(a), bits(e)), f"\n{a}\n!=\n{e}"
 

@@ -101,7 +101,9 @@ struct Walk {
     auto [it, inserted] = extent.emplace(v, e);
     return inserted || it->second == e || fail(why, "a value read over two different index ranges");
   }
-  bool place(ProxyId v, const std::vector<int>& al, const std::vector<int64_t>& e) { return align(v, al) && read_over(v, e); }
+  bool place(ProxyId v, const std::vector<int>& al, const std::vector<int64_t>& e) {
+    return align(v, al) && read_over(v, e);
+  }
 };
 
 // The domain dim that carries dim i of a slice's source where the slice's result is broadcast (one element
@@ -128,8 +130,10 @@ int pinned_dim(const Walk& w, ProxyId src, size_t i, const std::vector<int>& al)
 
 // slice: one case, the source read at start + i * step along each sliced dim; along a dim where the result
 // is broadcast, at the constant start.
-bool walk_slice(Walk& w, const ir::BoundSymbol& b, const std::vector<int>& out_al, const std::vector<int64_t>& out_extent) {
+bool walk_slice(Walk& w, const ir::BoundSymbol& b) {
   const ProxyId src = b.args[0].proxy(), out = b.output.proxy();
+  const std::vector<int> out_al = w.p.align.at(out);
+  const std::vector<int64_t> out_extent = w.extent.at(out);
   const std::vector<int64_t>& src_shape = w.t.tensor(src).shape;
   const std::vector<int64_t>& out_shape = w.t.tensor(out).shape;
   const std::vector<int64_t> start = b.args[1].as_ints(), step = steps_of(b.args[3], src_shape.size());
@@ -154,8 +158,10 @@ bool walk_slice(Walk& w, const ir::BoundSymbol& b, const std::vector<int>& out_a
 }
 
 // cat: a case per non-empty input, over its part of the dim, read at the index within the part.
-bool walk_cat(Walk& w, const ir::BoundSymbol& b, const std::vector<int>& out_al, const std::vector<int64_t>& out_extent) {
+bool walk_cat(Walk& w, const ir::BoundSymbol& b) {
   const ProxyId out = b.output.proxy();
+  const std::vector<int> out_al = w.p.align.at(out);
+  const std::vector<int64_t> out_extent = w.extent.at(out);
   int64_t k = b.args[1].as_int();
   if (k < 0) k += w.t.tensor(out).ndim();
   const int d = out_al[k];
@@ -180,9 +186,10 @@ bool walk_cat(Walk& w, const ir::BoundSymbol& b, const std::vector<int>& out_al,
 }
 
 // slice_update(a, src, start, stop, step): src over its box and grid, read at (i - start) / step; a elsewhere.
-bool walk_slice_update(Walk& w, const ir::BoundSymbol& b, const std::vector<int>& out_al,
-                       const std::vector<int64_t>& out_extent) {
+bool walk_slice_update(Walk& w, const ir::BoundSymbol& b) {
   const ProxyId a = b.args[0].proxy(), src = b.args[1].proxy(), out = b.output.proxy();
+  const std::vector<int> out_al = w.p.align.at(out);
+  const std::vector<int64_t> out_extent = w.extent.at(out);
   const std::vector<int64_t>& src_shape = w.t.tensor(src).shape;
   const std::vector<int64_t>& out_shape = w.t.tensor(out).shape;
   const std::vector<int64_t> start = b.args[2].as_ints(), step = steps_of(b.args[4], src_shape.size());
@@ -362,9 +369,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     const std::vector<int64_t> out_extent = w.extent.at(out);
     auto arg_tensor = [&](size_t i) { return i < b.args.size() && b.args[i].is_proxy(); };
     if (remaps_indices(n)) {
-      const bool ok = n == "slice" ? walk_slice(w, b, out_al, out_extent)
-                      : n == "cat" ? walk_cat(w, b, out_al, out_extent)
-                                   : walk_slice_update(w, b, out_al, out_extent);
+      const bool ok = n == "slice" ? walk_slice(w, b) : n == "cat" ? walk_cat(w, b) : walk_slice_update(w, b);
       if (!ok) return std::nullopt;
       continue;
     }
@@ -414,7 +419,8 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   // code generator cannot split the innermost loop at, in a 1-d domain), which the CPU has for 4- and
   // 8-byte elements only: with narrower inputs (float16, bfloat16, bool, 8/16-bit integers) the loop would
   // not vectorize at all (RoPE in bfloat16 ran 5x slower).
-  if (narrow && gathers_along_innermost(p)) return fail(why, "gathers along the innermost dim of narrow dtypes"), std::nullopt;
+  if (narrow && gathers_along_innermost(p))
+    return fail(why, "gathers along the innermost dim of narrow dtypes"), std::nullopt;
   // Every aligned dim must have the size of the index range it is read over (the domain's, but under a
   // remap), every broadcast dim size 1.
   for (const auto& [v, al] : p.align) {

@@ -84,7 +84,8 @@ std::vector<T> updated(std::vector<T> a, int64_t cols, const std::vector<T>& src
                        std::vector<int64_t> start, std::vector<int64_t> step) {
   const int64_t rows = static_cast<int64_t>(src.size()) / src_cols;
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < src_cols; ++j) a[(start[0] + i * step[0]) * cols + start[1] + j * step[1]] = src[i * src_cols + j];
+    for (int64_t j = 0; j < src_cols; ++j)
+      a[(start[0] + i * step[0]) * cols + start[1] + j * step[1]] = src[i * src_cols + j];
   return a;
 }
 
@@ -100,7 +101,9 @@ class Codegen : public ::testing::Test {
   ir::Trace trace;
   Builder b{trace};
 
-  Value input(DType d, std::vector<int64_t> shape) { return Value(ir::ProxyRef{b.add_input_tensor(TensorMeta{d, std::move(shape)})}); }
+  Value input(DType d, std::vector<int64_t> shape) {
+    return Value(ir::ProxyRef{b.add_input_tensor(TensorMeta{d, std::move(shape)})});
+  }
   Value prim(std::string_view name, std::vector<Value> args) { return b.prim(name, std::move(args)); }
 
   // Plans every symbol of the trace as one kernel whose outputs are `outs`.
@@ -312,8 +315,8 @@ TEST_F(Codegen, SliceUpdateStaysOutOfKernelsWithReductions) {
 
 TEST_F(Codegen, AnEmptyUpdateLeavesOnlyItsInput) {
   Value x = input(DType::Float32, {4, 8});
-  Value out = prim("slice_update", {prim("neg", {x}), prim("slice", {x, Ints({0, 0}), Ints({0, 8}), Value()}), Ints({2, 0}),
-                                    Ints({2, 8}), Value()});
+  Value empty = prim("slice", {x, Ints({0, 0}), Ints({0, 8}), Value()});
+  Value out = prim("slice_update", {prim("neg", {x}), empty, Ints({2, 0}), Ints({2, 8}), Value()});
   auto p = plan({out});
   ASSERT_TRUE(p);
   ASSERT_EQ(p->remaps.at(out.proxy()).cases.size(), 1u);
