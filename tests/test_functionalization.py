@@ -15,7 +15,6 @@ module buffers and parameters, and inputs that alias each other (thunder's guard
 ``thunder/frontend/dynamo.py::_guard_input_aliasing``, must make these behave as eager).
 """
 import copy
-import operator
 import warnings
 
 import pytest
@@ -159,17 +158,8 @@ def _inplace_tasks():
     return out
 
 
-_BUG_FILL_KEYWORD = (
-    "thunder bug: an in-place method whose value is passed by keyword, x.fill_(value=v), makes the importer raise "
-    "IndexError: list index out of range (fx_import._write_lowering reads args[1]); the whole graph runs uncompiled. "
-    "Repro: j = thunder.jit(lambda x: x.fill_(value=2.0)); j(torch.ones(3)); "
-    "thunder.compile_stats(j).uncompiled[0]['reason'] == 'IndexError: list index out of range'")
-
 #: (OpInfo id, dtype name) -> reason: thunder bugs found by the sweep (strict: they must fail until fixed).
-_INPLACE_XFAIL = {
-    ("fill", "float32"): _BUG_FILL_KEYWORD,  # the samples pass value=...
-    ("fill", "bfloat16"): _BUG_FILL_KEYWORD,
-}
+_INPLACE_XFAIL = {}
 
 
 def _task_param(task, xfail=None):
@@ -218,9 +208,10 @@ def test_opinfo_inplace_variant(op_id, dtype, limit):
     the input itself when eager's is), the other arguments untouched, aliasing as eager's."""
     T._fast_dynamo()
     problems, ran = [], 0
-    if T.skip_reason(op_id, T.DTYPE_NAMES[dtype], "inplace") or T.skip_reason(op_id, T.DTYPE_NAMES[dtype], "forward"):
-        pytest.skip("documented in thunder.testing_opinfo.SKIPS: " + (T.skip_reason(op_id, T.DTYPE_NAMES[dtype], "inplace")
-                                                                    or T.skip_reason(op_id, T.DTYPE_NAMES[dtype], "forward")))
+    documented = T.skip_reason(op_id, T.DTYPE_NAMES[dtype], "inplace") or \
+        T.skip_reason(op_id, T.DTYPE_NAMES[dtype], "forward")
+    if documented:
+        pytest.skip(f"documented in thunder.testing_opinfo.SKIPS: {documented}")
     for i, s, fn, e_args, e_kwargs, expected in _inplace_samples(op_id, dtype, limit):
         if isinstance(expected, Exception):
             continue  # eager rejects this sample (see test_opinfo_inplace_rejections)
@@ -534,14 +525,6 @@ def test_augmented_assignment_int(op):
         check(f, lambda: (_ints(3, 4), _ints(3, 4, low=1, high=3)))
 
 
-_BUG_IMATMUL = (
-    "thunder bug: `x @= w` writes x in place, but torch.Tensor has no __imatmul__, so eager rebinds x to x @ w and "
-    "leaves the input unchanged (fx_import._INPLACE_OPERATORS lowers operator.imatmul as a write). Repro: "
-    "def f(x, w): x @= w; return x -- x = torch.eye(2); thunder.jit(f)(x, 2 * torch.eye(2)); x is now 2 * eye, "
-    "eager leaves it eye")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_IMATMUL)
 def test_augmented_assignment_matmul_rebinds_like_eager():
     def f(x, w):
         y = x
@@ -746,26 +729,18 @@ def _grid():
     return torch.arange(24, dtype=torch.float32).reshape(4, 6)
 
 
-_BUG_OPAQUE_VIEW = (
-    "thunder bug: a view made by an op the importer imports as opaque (x.T, x.mT, x.H, x.adjoint(), x.data, x.real, "
-    "x.view(x.dtype), x.diagonal(), x.as_strided(), x.unfold()) becomes a new root in functionalization: a write through it is dropped, and it is not re-read after "
-    "a write to its base. Repro: def f(x): x.T.mul_(-1); return x.sum() -- thunder.jit(f)(torch.ones(2, 2)) returns 4 "
-    "and leaves x unchanged (eager: -4, x negated); def g(x): d = x.diagonal(); x.add_(1); return d * 1 -- thunder "
-    "returns the old diagonal")
-#: The views of _VIEWS that thunder imports as opaque ops (see _BUG_OPAQUE_VIEW).
-_OPAQUE_VIEWS = {"T", "mT", "H", "adjoint", "data", "real", "view_dtype_same", "diagonal", "diagonal_offset",
-                 "as_strided", "unfold_disjoint"}
-
-
-_BUG_SAME_DTYPE_TO = (
-    "thunder bug: x.to(x.dtype) / x.float() of a float32 x is x itself in eager; returned after a write to x, thunder "
-    "returns a stale copy with the values from before the write. Repro: def f(x): v = x.float(); x.add_(1); return v "
-    "-- x = torch.zeros(3); thunder.jit(f)(x) returns zeros (eager returns x itself, now ones)")
+_BUG_DATA_AND_VIEW_DTYPE = (
+    "thunder bug: a write through x.data, or through x.view(x.dtype), is dropped (the input keeps its values), and "
+    "such a view taken before a write to x is not re-read (x.T, x.diagonal(), x.as_strided() and the other views "
+    "thunder imports as opaque ops are right). Repro: def f(x): x.data.mul_(2); return x * 1 -- x = "
+    "torch.arange(4.0); thunder.jit(f)(x) returns [0, 1, 2, 3] and leaves x so (eager: [0, 2, 4, 6]); the same with "
+    "x.view(torch.float32).mul_(2); def g(x): d = x.data; x.add_(1); return d * 1 -- returns the old values")
+_KNOWN_VIEW_BUGS = {"data": _BUG_DATA_AND_VIEW_DTYPE, "view_dtype_same": _BUG_DATA_AND_VIEW_DTYPE}
 
 
 def _view_params(more=None):
-    """The views of _VIEWS, those known to fail marked (``more``: further {view: reason})."""
-    bugs = {v: _BUG_OPAQUE_VIEW for v in _OPAQUE_VIEWS} | (more or {})
+    """The views of _VIEWS, those known to fail marked (``more``: {view: reason})."""
+    bugs = _KNOWN_VIEW_BUGS | (more or {})
     return [pytest.param(v, marks=[pytest.mark.xfail(strict=True, reason=bugs[v])] if v in bugs else [])
             for v in sorted(_VIEWS)]
 
@@ -790,8 +765,7 @@ def test_write_through_view_then_read_the_base(view):
     check(local_base, lambda: (_grid(),))
 
 
-@pytest.mark.parametrize("view", _view_params({"to_same_dtype": _BUG_SAME_DTYPE_TO,
-                                               "float_same_dtype": _BUG_SAME_DTYPE_TO}))
+@pytest.mark.parametrize("view", _view_params())
 def test_write_the_base_then_read_a_view_taken_before(view):
     make_view = _VIEWS[view]
 
@@ -1025,37 +999,27 @@ def test_write_before_and_after_a_read_of_the_written_input_as_an_expression():
     check(f, lambda: (_randn(3),))
 
 
-_BUG_SELECT_NUMBER = (
-    "thunder bug: functionalize raises IndexError: deque::_M_range_check (the graph then runs uncompiled, with torch) "
-    "when a number or a constant is written through an integer-indexed view, or an integer constant through a "
-    "slice. Repro: def f(x): x[0] = 5; return x -- j = thunder.jit(f); j(torch.zeros(2, 3)); "
-    "thunder.compile_stats(j).uncompiled[0]['reason'] == "
-    "'IndexError: deque::_M_range_check: __n (which is 3)>= this->size() (which is 3)' (the same with x[:, 1] = 5, "
-    "x[0, 1] = 5, x[0].zero_(), x.select(0, 1).fill_(5), x[0] = torch.tensor(5.), x[1:] = torch.arange(3))")
-
 _NUMBER_WRITES = {
-    "x[0] = 5": (lambda x: x.__setitem__(0, 5.0), True),
-    "x[0, 1] = 5": (lambda x: x.__setitem__((0, 1), 5.0), True),
-    "x[:, 1] = 5": (lambda x: x.__setitem__((slice(None), 1), 5.0), True),
-    "x[0].zero_()": (lambda x: x[0].zero_(), True),
-    "x.select(0, 1).fill_(5)": (lambda x: x.select(0, 1).fill_(5.0), True),
-    "x[0] = torch.tensor(5.0)": (lambda x: x.__setitem__(0, torch.tensor(5.0)), True),
-    "x[1:] = torch.arange(3)": (lambda x: x.__setitem__(slice(1, None), torch.arange(3)), True),
-    "x[1:] = torch.ones(3, dtype=torch.int32)": (lambda x: x.__setitem__(slice(1, None), torch.ones(3, dtype=torch.int32)),
-                                                  True),
-    # Controls: a number through slices, a tensor through an integer index.
-    "x[1:2] = 5": (lambda x: x.__setitem__(slice(1, 2), 5.0), False),
-    "x[:, 1:2].fill_(5)": (lambda x: x[:, 1:2].fill_(5.0), False),
-    "x[0] = x[1] * 2": (lambda x: x.__setitem__(0, x[1] * 2), False),
-    "x[1:] = torch.arange(3.0)": (lambda x: x.__setitem__(slice(1, None), torch.arange(3.0)), False),
-    "x.copy_(torch.arange(3))": (lambda x: x.copy_(torch.arange(3)), False),
+    "x[0] = 5": lambda x: x.__setitem__(0, 5.0),
+    "x[0, 1] = 5": lambda x: x.__setitem__((0, 1), 5.0),
+    "x[:, 1] = 5": lambda x: x.__setitem__((slice(None), 1), 5.0),
+    "x[0].zero_()": lambda x: x[0].zero_(),
+    "x.select(0, 1).fill_(5)": lambda x: x.select(0, 1).fill_(5.0),
+    "x[0] = torch.tensor(5.0)": lambda x: x.__setitem__(0, torch.tensor(5.0)),
+    "x[1:] = torch.arange(3)": lambda x: x.__setitem__(slice(1, None), torch.arange(3)),
+    "x[1:] = torch.ones(3, dtype=torch.int32)": lambda x: x.__setitem__(slice(1, None),
+                                                                        torch.ones(3, dtype=torch.int32)),
+    "x[1:2] = 5": lambda x: x.__setitem__(slice(1, 2), 5.0),
+    "x[:, 1:2].fill_(5)": lambda x: x[:, 1:2].fill_(5.0),
+    "x[0] = x[1] * 2": lambda x: x.__setitem__(0, x[1] * 2),
+    "x[1:] = torch.arange(3.0)": lambda x: x.__setitem__(slice(1, None), torch.arange(3.0)),
+    "x.copy_(torch.arange(3))": lambda x: x.copy_(torch.arange(3)),
 }
 
 
-@pytest.mark.parametrize("write", [pytest.param(k, marks=[pytest.mark.xfail(strict=True, reason=_BUG_SELECT_NUMBER)]
-                                                if bug else []) for k, (_, bug) in _NUMBER_WRITES.items()])
+@pytest.mark.parametrize("write", list(_NUMBER_WRITES))
 def test_constant_written_through_a_view(write):
-    do = _NUMBER_WRITES[write][0]
+    do = _NUMBER_WRITES[write]
 
     def f(x):
         do(x)
@@ -1064,14 +1028,6 @@ def test_constant_written_through_a_view(write):
     check(f, lambda: (_randn(2, 3),))
 
 
-_BUG_BRANCH_NEW_TENSOR = (
-    "thunder bug: functionalize raises IndexError: deque::_M_range_check (the graph runs uncompiled; and with "
-    "converted branches that runs both arms, see _BUG_UNCOMPILED_BRANCHES) for an element update of a tensor "
-    "created in the graph, inside a converted branch. Repro: def f(x): acc = torch.zeros(3); if x[0] > 0: "
-    "acc[0] += 1; return acc -- thunder.jit(f)(torch.tensor([-1.0])) returns tensor([1., 0., 0.]), eager zeros")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_BRANCH_NEW_TENSOR)
 def test_branch_updates_an_element_of_a_tensor_made_in_the_graph():
     def f(x):
         acc = torch.zeros(3)
@@ -1086,15 +1042,6 @@ def test_branch_updates_an_element_of_a_tensor_made_in_the_graph():
     assert_compiled(jitted)
 
 
-_BUG_UNCOMPILED_BRANCHES = (
-    "thunder bug: a graph with converted branches that thunder does not compile (it 'runs with torch as captured': "
-    "an unsupported dtype, or any compile failure) runs gm.forward, which executes BOTH arms of every converted "
-    "branch, in-place writes included (dynamo._run_eagerly does not use branches.run_exactly). Repro: "
-    "def f(x, c): (if x.sum() > 0: x.add_(1) else: x.sub_(1)); return c.float() -- x = torch.ones(3); "
-    "thunder.jit(f)(x, torch.ones(2, dtype=torch.uint16)); x stays ones (eager: 2s)")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_UNCOMPILED_BRANCHES)
 def test_uncompiled_graph_with_converted_branches_runs_one_arm():
     def f(x, c):
         if x.sum() > 0:
@@ -1112,19 +1059,18 @@ def test_uncompiled_graph_with_converted_branches_runs_one_arm():
 
 
 _KEYWORD_WRITES = {
-    "x.fill_(value=2.0)": (lambda x, y: x.fill_(value=2.0), True),
-    "torch.Tensor.fill_(x, value=y)": (lambda x, y: torch.Tensor.fill_(x, value=y[0]), True),
-    "x.add_(other=y, alpha=2)": (lambda x, y: x.add_(other=y, alpha=2), False),
-    "x.clamp_(min=0.1)": (lambda x, y: x.clamp_(min=0.1), False),
-    "x.mul_(other=y)": (lambda x, y: x.mul_(other=y), False),
-    "x.lerp_(end=y, weight=0.3)": (lambda x, y: x.lerp_(end=y, weight=0.3), False),
+    "x.fill_(value=2.0)": lambda x, y: x.fill_(value=2.0),
+    "torch.Tensor.fill_(x, value=y)": lambda x, y: torch.Tensor.fill_(x, value=y[0]),
+    "x.add_(other=y, alpha=2)": lambda x, y: x.add_(other=y, alpha=2),
+    "x.clamp_(min=0.1)": lambda x, y: x.clamp_(min=0.1),
+    "x.mul_(other=y)": lambda x, y: x.mul_(other=y),
+    "x.lerp_(end=y, weight=0.3)": lambda x, y: x.lerp_(end=y, weight=0.3),
 }
 
 
-@pytest.mark.parametrize("write", [pytest.param(k, marks=[pytest.mark.xfail(strict=True, reason=_BUG_FILL_KEYWORD)]
-                                                if bug else []) for k, (_, bug) in _KEYWORD_WRITES.items()])
+@pytest.mark.parametrize("write", list(_KEYWORD_WRITES))
 def test_inplace_method_with_keyword_arguments(write):
-    do = _KEYWORD_WRITES[write][0]
+    do = _KEYWORD_WRITES[write]
 
     def f(x, y):
         r = do(x, y)
@@ -1200,21 +1146,22 @@ def test_module_buffers_written_with_grad():
     _check_module(Counter(), lambda: _randn(2, 4), grad=True)
 
 
-_BUG_NO_GRAD_LEAF = (
-    "thunder bug: a leaf that requires grad (a parameter), written inside `with torch.no_grad():` in the jitted code, "
-    "is copied back at the end of the trace, after grad mode is enabled again: the call raises 'a leaf Variable that "
-    "requires grad is being used in an in-place operation.' (eager is fine). Repro: def f(w): (with torch.no_grad(): "
-    "w.add_(1)); return w * 2 -- thunder.jit(f)(torch.ones(3, requires_grad=True)) raises; the same for a module "
-    "whose forward updates self.weight under no_grad")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_NO_GRAD_LEAF)
 def test_parameters_written_under_no_grad_inside_forward():
     torch.manual_seed(0)
     _check_module(ParamUpdate(), lambda: _randn(2, 4), grad=True)
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_NO_GRAD_LEAF)
+_BUG_UNRECORDED_WRITE_LOSES_GRAD = (
+    "thunder bug: after an in-place write autograd does not record -- under torch.no_grad() in the jitted code, or "
+    "through .detach() -- later reads of the tensor use the written value, which does not require grad: results "
+    "lose the tensor's autograd history (eager keeps it). Repros: def f(w): (with torch.no_grad(): w.sub_(0.1)); "
+    "return w * 2 -- thunder.jit(f)(torch.ones(3, requires_grad=True)).requires_grad is False (eager True); "
+    "def g(x): y = x * 2; y.detach()[0] = 5; return y * x -- with x = torch.tensor([1., 2., 3.], "
+    "requires_grad=True), x.grad after backward is [5, 4, 6] (eager [7, 8, 12]); def h(x): y = x * 2; "
+    "(with torch.no_grad(): y.add_(1)); return y * y -- the result does not require grad")
+
+
+@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_leaf_written_under_no_grad_inside_the_function():
     def f(w, g):
         with torch.no_grad():
@@ -1549,6 +1496,15 @@ def test_grads_when_a_value_that_requires_grad_is_written_into_a_tensor_that_doe
     _grad_check(f, torch.randn(4, requires_grad=True))
 
 
+_BUG_COPY_BACK_OVER_SAVED_INPUT = (
+    "thunder bug: the copy-back into a written input that requires grad (a non-leaf) modifies a tensor the "
+    "out-of-place op saved for backward: backward raises 'one of the variables needed for gradient computation has "
+    "been modified by an inplace operation' (eager's in-place op records its own backward). Repro: def f(a, b): "
+    "a.mul_(b); return a * 1 -- leaf = torch.randn(3, requires_grad=True); b = torch.randn(3, requires_grad=True); "
+    "thunder.jit(f)(leaf * 2, b).sum().backward() raises")
+
+
+@pytest.mark.xfail(strict=True, reason=_BUG_COPY_BACK_OVER_SAVED_INPUT)
 def test_grads_through_a_write_to_a_non_leaf_input():
     def f(a, b):
         a.mul_(b)
@@ -1570,6 +1526,7 @@ def test_grads_through_a_write_to_a_non_leaf_input():
     assert_same(b.grad, b_e.grad)
 
 
+@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_write_through_detach_keeps_the_graph():
     def f(x):
         y = x * 2
@@ -1579,14 +1536,7 @@ def test_write_through_detach_keeps_the_graph():
     _grad_check(f, torch.randn(3, requires_grad=True))
 
 
-_BUG_DETACH_LEAF = (
-    "thunder bug: a write through x.detach() of a leaf x that requires grad is copied back into x itself, with "
-    "autograd on: the call raises 'a leaf Variable that requires grad is being used in an in-place operation.' "
-    "(eager writes x's memory without autograd). Repro: def f(x): x.detach().add_(1); return x * 2 -- "
-    "thunder.jit(f)(torch.ones(3, requires_grad=True)) raises")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_DETACH_LEAF)
+@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_write_through_detach_of_a_leaf_that_requires_grad():
     def f(x):
         x.detach().mul_(0.5)  # the usual way to update a parameter's values outside autograd
@@ -1595,15 +1545,7 @@ def test_write_through_detach_of_a_leaf_that_requires_grad():
     _grad_check(f, torch.randn(3, requires_grad=True))
 
 
-_BUG_NO_GRAD_NON_LEAF = (
-    "thunder bug: a tensor that requires grad, updated in place under torch.no_grad() inside the jitted code, no "
-    "longer requires grad afterwards (the out-of-place op runs without grad; eager keeps the tensor's autograd "
-    "history): the result does not require grad and its gradient is lost. Repro: def f(x): y = x * 2; "
-    "(with torch.no_grad(): y.add_(1)); return y * y -- thunder.jit(f)(torch.ones(3, requires_grad=True))."
-    "requires_grad is False (eager: True, and x.grad == 2 * 2 * (2x + 1))")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_NO_GRAD_NON_LEAF)
+@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_non_leaf_written_under_no_grad_keeps_its_history():
     def f(x):
         y = x * 2
@@ -1643,7 +1585,7 @@ def test_autograd_sees_the_input_was_modified():
 
 def test_branch_writes_to_an_input_view_and_a_local():
     def f(x, y):
-        acc = y[:3].clone()  # (a tensor made from nothing: test_branch_updates_an_element_of_a_tensor_made_in_the_graph)
+        acc = y[:3].clone()  # (see also test_branch_updates_an_element_of_a_tensor_made_in_the_graph)
         v = x[1:]
         for i in range(3):
             if x[i] > 0:
