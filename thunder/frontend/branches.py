@@ -354,6 +354,14 @@ class _Definedness:
         return defined | {n.target.id for n in ast.walk(s) if isinstance(n, ast.NamedExpr)}
 
 
+#: Statements an arm may not hold, and how the reason names them.
+_REFUSED_STATEMENTS = {ast.Return: "`return`", ast.Break: "`break`", ast.Continue: "`continue`", ast.Raise: "`raise`",
+                       ast.Assert: "`assert`", ast.Global: "`global`", ast.Nonlocal: "`nonlocal`", ast.Import: "an import",
+                       ast.ImportFrom: "an import", ast.ClassDef: "a class definition", ast.Try: "`try`",
+                       ast.With: "`with`", ast.AsyncWith: "`async with`", ast.Delete: "`del`",
+                       ast.AsyncFor: "`async for`"}
+
+
 class _Purity:
     """Decides, from the source and the objects its names refer to now, whether branch code is free of side
     effects. ``resolve(name)`` gives the object a global/closure/builtin name refers to (or raises KeyError);
@@ -371,16 +379,11 @@ class _Purity:
         return None
 
     def _stmt(self, s, generated):
-        kinds = {ast.Return: "`return`", ast.Break: "`break`", ast.Continue: "`continue`", ast.Raise: "`raise`",
-                 ast.Assert: "`assert`", ast.Global: "`global`", ast.Nonlocal: "`nonlocal`", ast.Import: "an import",
-                 ast.ImportFrom: "an import", ast.ClassDef: "a class definition", ast.Try: "`try`",
-                 ast.With: "`with`", ast.AsyncWith: "`async with`", ast.Delete: "`del`",
-                 ast.AsyncFor: "`async for`"}
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if s.name in generated:  # a nested branch converted first (its last statement is our own return)
                 return self.why_not(s.body[:-1], generated)
             return "a function definition"
-        for kind, what in kinds.items():
+        for kind, what in _REFUSED_STATEMENTS.items():
             if isinstance(s, kind):
                 return f"{what} inside the branch"
         if isinstance(s, (ast.For, ast.While)):

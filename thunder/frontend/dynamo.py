@@ -140,14 +140,19 @@ def _warn_ignored_options(options):
                        ", ".join(f"{k}={v!r}" for k, v in sorted(options.items())))
 
 
+def _as_captured(gm):
+    """gm run by torch as the program runs it: a graph with converted branches takes one arm of each (calling gm
+    itself would run both, in-place writes included)."""
+    return (lambda *args: branches.run_exactly(gm, *args)) if branches.has_markers(gm) else gm.forward
+
+
 def _run_eagerly(state, index, gm, error):
     """The callable for a graph thunder could not compile: gm, run by torch as Dynamo captured it."""
     _report_fallback(state, index, error)
     eager = EagerGraph(index, _short_reason(error), gm, detail=f"{type(error).__name__}: {str(error).strip()}")
     state.graphs.append(eager)
 
-    # A graph with converted branches takes one arm of each, as the program does (gm itself would run both).
-    forward = (lambda *args: branches.run_exactly(gm, *args)) if branches.has_markers(gm) else gm.forward
+    forward = _as_captured(gm)
 
     def run_eager(*args):
         eager.calls += 1
@@ -174,7 +179,7 @@ def _guard_input_aliasing(fn, compiled, gm):
     written = _written_inputs(compiled)
     if not written:
         return fn
-    exact = (lambda *args: branches.run_exactly(gm, *args)) if branches.has_markers(gm) else gm.forward
+    exact = _as_captured(gm)
 
     def storage(t):
         return t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor) else None
