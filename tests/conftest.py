@@ -150,11 +150,54 @@ def check_traces_round_trip(record, rtol=None, atol=None):
                 actual = view.python_callable()(*inputs)
             except Exception as e:
                 raise AssertionError(f"trace {view.name!r} failed to run: {type(e).__name__}: {e}\n{source}") from e
+            if view.saves:  # a training forward: (outputs, saved values)
+                actual = actual[0]
             try:
                 assert_same(list(actual), list(expected), rtol, atol, f"trace {view.name!r} output")
                 assert_same(inputs, reference_inputs, rtol, atol, f"trace {view.name!r} inputs after the call")
             except AssertionError as e:
                 raise AssertionError(f"{e}\n{source}") from None
+
+
+def check_backward_traces(record, rtol=None, atol=None):
+    """For a graph thunder differentiated: every backward trace, run on the saved values of the final forward
+    trace and on random output gradients, gives the gradients torch.autograd computes through the FX graph."""
+    compiled = record.compiled
+    if compiled.autodiff != "thunder":
+        return
+    forward = compiled.traces[-1]
+    inputs = clone(record.inputs)
+    with torch.no_grad():
+        outputs, saved = forward.python_callable()(*inputs)
+    grad_positions = [i for i, o in enumerate(outputs) if isinstance(o, torch.Tensor) and o.is_floating_point()]
+    leaves = [x.detach().clone().requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x
+              for x in clone(record.inputs)]
+    with torch.enable_grad():
+        expected_out = record.gm.forward(*leaves)
+    generator = torch.Generator().manual_seed(0)
+    grads = {i: torch.randn(outputs[i].shape, generator=generator).to(outputs[i].dtype) for i in grad_positions}
+    differentiable = [(i, o) for i, o in enumerate(expected_out) if isinstance(o, torch.Tensor) and o.requires_grad]
+    wanted = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+    expected = torch.autograd.grad([o for _, o in differentiable], wanted, [grads[i] for i, _ in differentiable],
+                                   allow_unused=True)
+    for view in compiled.backward_traces:
+        source = str(view)
+        try:
+            got = view.python_callable()(*saved, *(grads[i] for i in compiled.grad_outputs))
+        except Exception as e:
+            raise AssertionError(f"backward trace {view.name!r} failed to run: {type(e).__name__}: {e}\n{source}") \
+                from e
+        got = [g for g, x in zip(got, leaves) if isinstance(x, torch.Tensor) and x.requires_grad]
+        expected_filled = [torch.zeros_like(x) if e is None else e for e, x in zip(expected, wanted)]
+        got_filled = [torch.zeros_like(x) if g is None else g for g, x in zip(got, wanted)]
+        # Gradients sum over many elements in another order than torch's: the tolerance scales with their size.
+        scale = max([1.0] + [e.abs().max().item() for e in expected_filled if e.numel()])
+        default_rtol, default_atol = tolerance(expected_filled[0].dtype) if expected_filled else (0, 0)
+        try:
+            assert_same(got_filled, expected_filled, rtol or default_rtol, (atol or default_atol) * scale,
+                        f"backward trace {view.name!r} gradients")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{source}") from None
 
 
 def check_program(fn, *args, executors=None, rtol=None, atol=None, round_trip=True, calls=1, native=False, **kwargs):
@@ -187,6 +230,7 @@ def check_program(fn, *args, executors=None, rtol=None, atol=None, round_trip=Tr
         assert len(records) == len(compiled)
         for record in records:
             check_traces_round_trip(record, rtol, atol)
+            check_backward_traces(record, rtol, atol)
     return jitted
 
 

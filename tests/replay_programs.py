@@ -123,7 +123,7 @@ def _untimed(trace_text):
 
 def _kernel_body(source):
     """A generated translation unit without its preamble (math helpers shared by every kernel)."""
-    start = source.find('extern "C"')
+    start = source.find('extern "C" int')
     return source[start:] if start >= 0 else source
 
 

@@ -212,14 +212,15 @@ def test_integer_and_bool_semantics():
     assert_matches_eager(lambda a: (a > 0).sum(), a)
 
 
-def test_gradient_requiring_regions_stay_with_torch():
+def test_gradient_requiring_regions_are_fused_forward_and_backward():
     x = torch.randn(8, 8, requires_grad=True)
     jitted = thunder.jit(lambda x: (x.exp() * 2).sum(), executors=CPU)
     out = jitted(x)
     out.backward()
     torch.testing.assert_close(x.grad, 2 * x.detach().exp())
-    executors = {b.executor for g in compiled_graphs(jitted) for b in g.execution_trace.symbols if b.executor}
-    assert executors == {"torch"}
+    (graph,) = compiled_graphs(jitted)
+    assert graph.autodiff == "thunder"
+    assert graph.executors() == ["cpu"] and graph.backward_executors() == ["cpu"]
 
 
 def test_generated_source_and_cache():

@@ -17,7 +17,7 @@ from thunder.executors.cpuex import clear_kernel_cache
 from thunder.frontend import dynamo as _dynamo
 from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs
 
-__all__ = ["jit", "clear_kernel_cache", "last_traces", "last_kernels", "compile_stats", "set_log_level", "set_log_file", "LogLevel", "ThunderModule",
+__all__ = ["jit", "clear_kernel_cache", "last_traces", "last_backward_traces", "last_kernels", "compile_stats", "set_log_level", "set_log_file", "LogLevel", "ThunderModule",
            "ThunderFunction"]
 
 _dynamo.register()
@@ -101,13 +101,29 @@ def last_traces(jitted, graph: int = -1):
     return list(_compiled_graphs(jitted, "last_traces")[graph].traces)
 
 
+def last_backward_traces(jitted, graph: int = -1):
+    """The backward traces of one compiled graph, in pipeline order: the backward thunder's autodiff made from
+    the graph's joint trace, then one per pass (the last is the one that runs in ``loss.backward()``).
+
+    Empty when thunder did not compile that graph's backward: nothing in it required grad, or torch's autograd
+    differentiates it (``compile_stats(jitted).graphs[i]["backward"]`` says why).
+
+    Raises:
+        TypeError: ``jitted`` is not a thunder-jitted callable.
+        LookupError: nothing was compiled yet.
+        IndexError: no compiled graph has that index.
+    """
+    return list(getattr(_compiled_graphs(jitted, "last_backward_traces")[graph], "backward_traces", []))
+
+
 def compile_stats(jitted) -> CompileStats:
     """Calls, cache hits/misses, graph breaks, and per graph its compile time and pass times (seconds).
 
     Each graph is a dict: ``index``, ``compiled`` (False for a graph thunder could not compile, which
     runs with torch as Dynamo captured it), ``reason`` (why it runs uncompiled; None if compiled),
-    ``calls``, ``compile_seconds``, ``pass_seconds`` and ``aliased_calls`` (calls run as captured because an input
-    aliased one the graph writes). ``branches`` lists each ``if`` statement of the jitted code
+    ``calls``, ``compile_seconds``, ``pass_seconds``, ``aliased_calls`` (calls run as captured because an input
+    aliased one the graph writes) and ``backward``: who differentiates the graph -- ``"thunder"`` (its autodiff
+    compiled a backward: :func:`last_backward_traces`), ``"torch (<reason>)"``, or None when nothing required grad. ``branches`` lists each ``if`` statement of the jitted code
     (:class:`thunder.frontend.branches.BranchSite`); ``branches_converted`` counts those compiled to selects,
     ``branches_left`` those left as Python control flow. ``jitted`` may also be
     ``thunder.frontend.dynamo.GLOBAL_STATE``: every graph ``torch.compile(..., backend="thunder")``
@@ -123,7 +139,8 @@ def compile_stats(jitted) -> CompileStats:
         graphs.append({"index": g.index, "compiled": compiled, "reason": None if compiled else g.reason,
                        "calls": g.calls, "compile_seconds": g.compile_seconds if compiled else None,
                        "pass_seconds": dict(g.pass_seconds) if compiled else {},
-                       "aliased_calls": g.aliased_calls if compiled else 0})
+                       "aliased_calls": g.aliased_calls if compiled else 0,
+                       "backward": g.autodiff if compiled else None})
     sites = sorted(s.branches.values(), key=lambda b: b.id)
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks), s.eager_calls,
                         s.dynamo_stopped, sites)

@@ -209,6 +209,12 @@ class _Jitted:
             lines.append(f"graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, "
                          f"executors {', '.join(g.executors()) or 'none'}{opaque}")
             lines += ["    " + l for l in str(g.execution_trace).rstrip().splitlines()]
+            if g.autodiff == "thunder":
+                lines.append(f"  graph {g.index} backward: compiled by thunder's autodiff "
+                             f"(thunder.last_backward_traces), executors {', '.join(g.backward_executors()) or 'none'}")
+                lines += ["    " + l for l in str(g.backward_traces[-1]).rstrip().splitlines()]
+            elif g.autodiff:
+                lines.append(f"  graph {g.index} backward: {g.autodiff}")
         return "\n".join(lines)
 
 

@@ -12,11 +12,13 @@
 #include <nanobind/stl/vector.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 
 #include "codegen/cpu_render.h"
 #include "ir/printer.h"
 #include "ops/op_table.h"
+#include "ops/vjp.h"
 #include "passes/passes.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/compiler.h"
@@ -177,6 +179,7 @@ NB_MODULE(_core, m) {
   nb::set_leak_warnings(false);
   nb::exception<ops::OpError>(m, "OpError", PyExc_RuntimeError);
   nb::exception<ops::NotNative>(m, "NotNative", PyExc_NotImplementedError);
+  nb::exception<passes::NotDifferentiable>(m, "NotDifferentiable", PyExc_RuntimeError);
 
   nb::enum_<ir::DType>(m, "DType")
       .value("bool", ir::DType::Bool).value("uint8", ir::DType::UInt8).value("int8", ir::DType::Int8)
@@ -306,6 +309,17 @@ NB_MODULE(_core, m) {
         },
         nb::arg("trace"), nb::arg("passes"), nb::arg("evaluator").none() = nb::none(), nb::arg("executors") = nb::list(),
         "Runs the named passes in order and returns every intermediate result.");
+  m.def("split_forward_backward", [](const ir::Trace& t) {
+          auto start = std::chrono::steady_clock::now();
+          passes::ForwardBackward fb = passes::split_forward_backward(t);
+          ir::verify(fb.forward);
+          ir::verify(fb.backward);
+          double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          return nb::make_tuple(fb.forward, fb.backward, fb.grad_outputs, fb.saved, seconds);
+        }, nb::arg("trace"),
+        "Reverse-mode autodiff of a functional trace: (forward, backward, grad_outputs, number of saved values, "
+        "seconds); see passes::split_forward_backward. Raises NotDifferentiable naming the op it cannot differentiate.");
+  m.def("vjp_ops", &ops::ops_with_vjp, "The ops with a VJP rule, as 'prims.<name>'.");
   m.def("render_cpu", [](const ir::Trace& t, const std::string& executor, size_t parts) {
     // The CPU fusions of `executor` as at most `parts` translation units of consecutive kernels, balanced by
     // their prim counts (so that they compile in parallel); returns

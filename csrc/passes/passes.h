@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,35 @@ Trace release_dead_values(const Trace& t, const PassContext& ctx = {});
 /// effectful symbols, closed backward through symbols that may return views
 /// of their inputs. Passes must not merge or fold these.
 std::set<ProxyId> observable_proxies(const Trace& t);
+
+/// A trace thunder's autodiff cannot differentiate (an op without a VJP rule, an effect on a value autograd
+/// tracks): the message says which op and why. The caller leaves that graph's backward to torch's autograd.
+struct NotDifferentiable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A training program made from one functional trace: the forward returns `(outputs, saved)`; the backward takes
+/// `(*saved, *grads)` -- one gradient per output position in `grad_outputs`, the outputs that require grad -- and
+/// returns one gradient per input of the trace (None for inputs that do not require grad or get none).
+/// Neither trace requires grad: both run with autograd off, the pair wrapped in one torch.autograd.Function.
+struct ForwardBackward {
+  Trace forward;
+  Trace backward;
+  std::vector<size_t> grad_outputs;
+  size_t saved = 0;
+};
+
+/// Reverse-mode autodiff (docs/autodiff.md): walks the symbols whose outputs require grad backwards, from the
+/// outputs' gradients, emitting each one's VJP rule (ops/vjp.h) -- a torch-level op without a rule is
+/// differentiated through its decomposition -- and summing the gradients of values read more than once. The
+/// forward values the backward reads are its saved values (the forward exposes those its composites compute
+/// internally by opening the composites). Effects other than writes into tensors that do not require grad are
+/// not differentiated. Run on a functional trace (after functionalization and DCE), before claiming.
+/// Throws NotDifferentiable naming the op it cannot differentiate.
+/// Before: def f(t0): t1 = prims.sin(t0); return (t1,)   (t0 requires grad)
+/// After:  forward: t1 = prims.sin(t0); return ((t1,), (t0,))
+///         backward(t0, t2): t3 = prims.cos(t0); t4 = prims.mul(t2, t3); return (t4,)
+ForwardBackward split_forward_backward(const Trace& t);
 
 using PassFn = Trace (*)(const Trace&, const PassContext&);
 struct Pass {

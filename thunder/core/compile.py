@@ -7,7 +7,7 @@ import torch
 from thunder import _core
 from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.core.options import DEFAULT_PASSES
-from thunder.executors.torchex import ltorch, prims
+from thunder.executors.torchex import autograd_vjp, ltorch, prims
 
 # Traces from these passes on are execution traces: they print without the
 # decompositions of the ops the executors run whole (a fusion still lists its prims).
@@ -26,6 +26,7 @@ class TraceView:
     namespace: dict = field(repr=False)
     name: str = ""
     subsymbols: bool = True
+    saves: bool = False   # a training forward: returns (outputs, saved values for the backward)
 
     def __str__(self):
         return self.trace.python(subsymbols=self.subsymbols)
@@ -62,18 +63,31 @@ class CompiledGraph:
     calls: int = 0
     aliased_calls: int = 0        # calls whose inputs aliased a tensor the graph writes: run as captured instead
     kernels: dict = field(default_factory=dict)  # fusion executor name -> [(KernelModule, C++ source)], one per unit
+    # Training: the backward's traces (the split's backward, then one per pass) when thunder differentiates this
+    # graph; `autodiff` says who runs its backward: "thunder", "torch (<reason>)", or None (nothing requires grad).
+    backward_traces: list = field(default_factory=list)
+    autodiff: str = None
+    grad_outputs: list = field(default_factory=list)  # output positions whose gradients the backward takes
 
     @property
     def execution_trace(self):
         return self.traces[-1]
 
     def executors(self):
-        """Executor names that run at least one symbol of this graph, in order of first use."""
-        names = []
-        for b in self.execution_trace.symbols:
-            if b.executor and b.executor not in names:
-                names.append(b.executor)
-        return names
+        """Executor names that run at least one symbol of this graph (its forward), in order of first use."""
+        return _executors_of(self.execution_trace)
+
+    def backward_executors(self):
+        """Executor names that run at least one symbol of this graph's backward (none unless thunder compiled it)."""
+        return _executors_of(self.backward_traces[-1]) if self.backward_traces else []
+
+
+def _executors_of(view):
+    names = []
+    for b in view.symbols:
+        if b.executor and b.executor not in names:
+            names.append(b.executor)
+    return names
 
 
 def _constant_evaluator(namespace, constants):
@@ -93,8 +107,43 @@ def _constant_evaluator(namespace, constants):
     return evaluate
 
 
+def _run_passes(trace, passes, evaluator, tables, namespace, views, pass_seconds, index, prefix="", saves=False):
+    """Runs passes on trace, appending a TraceView per pass to views; returns the last trace."""
+    if not passes:
+        return trace
+    for r in _core.run_pipeline(trace, list(passes), evaluator, tables):
+        views.append(TraceView(r.trace, namespace, prefix + r.name, subsymbols=r.name not in EXECUTION_PASSES,
+                               saves=saves))
+        pass_seconds[prefix + r.name] = r.seconds
+        logger.debug("thunder: graph %d: %s%s", index, prefix, r.trace.provenance)
+        if trace_enabled():
+            log_trace("thunder: graph %d after %s%s:\n%s", index, prefix, r.name, views[-1])
+    return views[-1].trace
+
+
+def _lower(trace, executors, namespace, kernels):
+    """Generates, compiles and loads the fusion executors' kernels of an execution trace into namespace."""
+    for ex in executors:
+        if ex.fusion and ex.lower is not None:
+            launchers, units = ex.lower(trace)
+            namespace.update(launchers)
+            if units:
+                kernels.setdefault(ex.name, []).extend(units)
+
+
+def _requires_grad(trace):
+    return any(trace.meta(p)[0] != "number" and trace.meta(p)[3] for p in trace.inputs)
+
+
 def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     """Runs the passes on an imported trace and builds the execution callable.
+
+    When grad mode is on and an output requires grad, the graph is compiled as a training program: the passes up
+    to claiming run on the joint trace, thunder's autodiff splits it into a forward and a backward trace
+    (``_core.split_forward_backward``), the remaining passes run on each, and the callable runs them as one
+    ``torch.autograd.Function`` (see docs/autodiff.md). A graph the autodiff cannot differentiate keeps today's
+    course -- its ops that require grad run with torch, whose autograd differentiates them -- and
+    ``CompiledGraph.autodiff`` says why.
 
     Args:
         imported: a :class:`thunder.frontend.fx_import.ImportedGraph`.
@@ -105,28 +154,114 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     """
     start = time.perf_counter()
     constants = []
-    namespace = {"torch": torch, "prims": prims, "ltorch": ltorch, "_constants": constants}
+    namespace = {"torch": torch, "prims": prims, "ltorch": ltorch, "_constants": constants, "autograd_vjp": autograd_vjp}
     for ex in executors:
         namespace.update(ex.namespace)
     namespace.update(imported.namespace)
+    evaluator = _constant_evaluator(namespace, constants)
     tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices)) for ex in executors]
     views = [TraceView(imported.trace, namespace, "Imported from the FX graph")]
-    results = _core.run_pipeline(imported.trace, list(passes), _constant_evaluator(namespace, constants), tables)
     pass_seconds = {}
-    for r in results:
-        views.append(TraceView(r.trace, namespace, r.name, subsymbols=r.name not in EXECUTION_PASSES))
-        pass_seconds[r.name] = r.seconds
-        logger.debug("thunder: graph %d: %s", index, r.trace.provenance)
-        if trace_enabled():
-            log_trace("thunder: graph %d after %s:\n%s", index, r.name, views[-1])
+    passes = list(passes)
+    split_at = passes.index("claim") if "claim" in passes and torch.is_grad_enabled() and \
+        _requires_grad(imported.trace) else len(passes)
+    trace = _run_passes(imported.trace, passes[:split_at], evaluator, tables, namespace, views, pass_seconds, index)
     kernels = {}
-    for ex in executors:
-        if ex.fusion and ex.lower is not None:
-            launchers, units = ex.lower(views[-1].trace)
-            namespace.update(launchers)
-            if units:
-                kernels[ex.name] = units
+    program, autodiff = None, None
+    if split_at < len(passes):
+        try:
+            forward, backward, grad_outputs, saved, seconds = _core.split_forward_backward(trace)
+        except _core.NotDifferentiable as e:
+            autodiff = f"torch ({e})"
+            logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, e)
+        else:
+            if grad_outputs:
+                pass_seconds["autodiff"] = seconds
+                views.append(TraceView(forward, namespace, "autodiff (forward)", saves=True))
+                backward_namespace = dict(namespace)
+                backward_views = [TraceView(backward, backward_namespace, "autodiff (backward)")]
+                forward = _run_passes(forward, passes[split_at:], evaluator, tables, namespace, views, pass_seconds,
+                                      index, saves=True)
+                backward = _run_passes(backward, ["cse", "dce"] + passes[split_at:], evaluator, tables,
+                                       backward_namespace, backward_views, pass_seconds, index, "backward ")
+                _lower(backward, executors, backward_namespace, kernels)
+                autodiff = "thunder"
+                program = (backward_views, grad_outputs, saved)
+                trace = forward
+    if program is None:
+        trace = _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
+    _lower(trace, executors, namespace, kernels)
     fn = views[-1].python_callable()
-    graph = CompiledGraph(index, views, fn, time.perf_counter() - start, pass_seconds, imported.fallbacks)
+    graph = CompiledGraph(index, views, fn, 0.0, pass_seconds, imported.fallbacks)
     graph.kernels = kernels
+    graph.autodiff = autodiff
+    if program is not None:
+        backward_views, grad_outputs, saved = program
+        graph.backward_traces = backward_views
+        graph.grad_outputs = list(grad_outputs)
+        split = next(v for v in views if v.name == "autodiff (forward)")
+        writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
+        graph.fn = training_callable(fn, backward_views[-1].python_callable(), grad_outputs,
+                                     None if writes else (split.python_callable(), backward_views[0].python_callable()))
+    graph.compile_seconds = time.perf_counter() - start
     return graph
+
+
+class _TrainingProgram(torch.autograd.Function):
+    """A compiled forward and backward as one autograd node: forward(*args) -> (outputs, saved values);
+    backward(*saved, *grads of the outputs that require grad) -> one gradient per argument.
+
+    A backward with create_graph=True (a second derivative) needs a backward autograd can differentiate: it runs
+    the program's uncompiled traces with torch ops instead -- the forward again, recording, for saved values that
+    depend on the inputs, then the backward -- unless the forward writes into a tensor (the writes would be made
+    twice), which raises.
+    """
+
+    @staticmethod
+    def forward(ctx, program, *args):
+        outputs, saved = program.forward(*args)
+        tensors = [v for v in saved if isinstance(v, torch.Tensor)]
+        ctx.save_for_backward(*tensors)
+        ctx.program = program
+        ctx.saved_layout = [None if isinstance(v, torch.Tensor) else v for v in saved]
+        ctx.args = args if program.differentiable_backward is not None else None
+        grad_outputs = set(program.grad_outputs)
+        ctx.mark_non_differentiable(*[o for i, o in enumerate(outputs)
+                                      if isinstance(o, torch.Tensor) and i not in grad_outputs])
+        return tuple(outputs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        program = ctx.program
+        grads = [grads[i] for i in program.grad_outputs]
+        if torch.is_grad_enabled():  # create_graph=True
+            if ctx.args is None:
+                raise RuntimeError("thunder: create_graph=True (a second derivative) through a compiled graph that "
+                                   "writes into a tensor is not supported: its forward would run twice")
+            forward, backward = program.differentiable_backward
+            _, saved = forward(*ctx.args)
+            return (None, *backward(*saved, *grads))
+        tensors = iter(ctx.saved_tensors)
+        saved = [next(tensors) if v is None else v for v in ctx.saved_layout]
+        return (None, *program.backward(*saved, *grads))
+
+
+class _Program:
+    __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward")
+
+    def __init__(self, forward, backward, grad_outputs, differentiable_backward):
+        self.forward, self.backward, self.grad_outputs = forward, backward, list(grad_outputs)
+        self.differentiable_backward = differentiable_backward
+
+
+def training_callable(forward, backward, grad_outputs, differentiable_backward=None):
+    """The graph's callable in training: the compiled forward and backward run as one torch.autograd.Function.
+
+    ``differentiable_backward``: (forward, backward) callables that run with torch ops, for create_graph=True
+    (None if the forward writes into a tensor)."""
+    program = _Program(forward, backward, grad_outputs, differentiable_backward)
+    apply = _TrainingProgram.apply
+
+    def run(*args):
+        return apply(program, *args)
+    return run

@@ -189,8 +189,11 @@ prims = types.SimpleNamespace(**_make_prims())
 
 # ---- torch-level ops: the torch callable with the same signature ----
 
+# view runs as reshape: the core tracks no strides, so a value the trace computes may be laid out otherwise than
+# eager's (x.transpose(1, 2).contiguous().view(...) after an attention whose eager output made the transpose
+# contiguous, and the contiguous() a no-op); reshape is a view wherever view would be one.
 _LTORCH_OVERRIDES = {
-    "getitem": "operator.getitem", "view": "torch.Tensor.view", "to": "torch.Tensor.to",
+    "getitem": "operator.getitem", "view": "torch.Tensor.reshape", "to": "torch.Tensor.to",
     "contiguous": "torch.Tensor.contiguous", "expand": "torch.Tensor.expand", "relu": "torch.nn.functional.relu",
     "gelu": "torch.nn.functional.gelu", "silu": "torch.nn.functional.silu", "dropout": "torch.nn.functional.dropout",
     "linear": "torch.nn.functional.linear", "embedding": "torch.nn.functional.embedding",
@@ -236,6 +239,35 @@ _callees = {f"ltorch.{n}": e for n, e in LTORCH_CALLEES.items()}
 _callees.update({f"prims.{n}": f"prims.{n}" for n in _core.native_ops("prims")})
 _callees["opaque"] = ""  # opaque symbols keep the callable they were captured with
 
+def autograd_vjp(fn, wants):
+    """The generic VJP rule of thunder's autodiff, for an op without its own rule (an opaque op, conv, sort...).
+
+    Returns ``vjp(grads, *args, **kwargs)``: recomputes ``fn(*args, **kwargs)`` with the arguments named in
+    ``wants`` (positions of positional arguments, names of keyword arguments) as fresh leaves, and returns their
+    gradients, in the order of ``wants`` (zeros where the output does not depend on one), for the output
+    gradients ``grads`` (one per tensor of the output, flattened; None for outputs that take none). ``fn`` has no
+    effects the autodiff knows of (it does not use this rule for random ops or writes), so the recomputation gives
+    the forward's values; the other tensor arguments are passed as copies, so that a write the op makes that
+    the trace does not show (batch_norm's running statistics) is not made twice.
+    """
+    def vjp(grads, *args, **kwargs):
+        args = [a.clone() if isinstance(a, torch.Tensor) and i not in wants else a for i, a in enumerate(args)]
+        kwargs = {k: v.clone() if isinstance(v, torch.Tensor) and k not in wants else v for k, v in kwargs.items()}
+        with torch.enable_grad():
+            inputs = []
+            for key in wants:
+                where = args if isinstance(key, int) else kwargs
+                where[key] = where[key].detach().requires_grad_()
+                inputs.append(where[key])
+            out = fn(*args, **kwargs)
+        pairs = [(o, g) for o, g in zip(torch.utils._pytree.tree_leaves(out), grads)
+                 if g is not None and isinstance(o, torch.Tensor) and o.requires_grad]
+        got = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True) \
+            if pairs else [None] * len(inputs)
+        return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(got, inputs))
+    return vjp
+
+
 #: The torch executor: claims every native op and every opaque op.
 torch_executor = Executor("torch", _callees, {"torch": torch, "operator": operator, "prims": prims, "ltorch": ltorch,
-                                              "math": math})
+                                              "math": math, "autograd_vjp": autograd_vjp})

@@ -1,0 +1,26 @@
+// The VJP table: for each differentiable op, the rule that emits its vector-Jacobian product.
+//
+// A rule receives the forward bound symbol (its arguments and output are proxies of the forward trace, which the
+// backward may read: they become saved values) and the gradient of its output, and emits, through the builder,
+// the gradient of each argument. The table is keyed by the op's symbol (its identity), not by its name.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "ops/op_table.h"
+
+namespace thunder::ops {
+
+/// One gradient per argument of `fwd`, in order: None where the argument gets none (numbers, integer tensors,
+/// predicates, arguments the op does not differentiate), a list of gradients for a list argument (cat).
+using VjpRule = std::function<std::vector<Value>(Builder& b, const ir::BoundSymbol& fwd, const Value& grad)>;
+
+/// The rule for an op, or nullptr. Ops whose outputs never carry a gradient (comparisons, creation ops,
+/// detach) need none: the autodiff never asks for them.
+const VjpRule* find_vjp(const ir::Symbol* op);
+
+/// "level.name" of every op with a VJP rule (for docs and tests).
+std::vector<std::string> ops_with_vjp();
+
+}  // namespace thunder::ops

@@ -1,0 +1,442 @@
+// VJP rules of the prims (see vjp.h). Each rule is the derivative PyTorch's autograd uses for the same
+// operation (tools/autograd/derivatives.yaml states them), written over prims: the operands of an elementwise
+// prim have the output's shape and dtype, so most rules are elementwise prims on the gradient.
+#include "ops/vjp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+
+namespace thunder::ops {
+namespace {
+
+using ir::ProxyRef;
+using Grads = std::vector<Value>;
+
+constexpr double kPi = 3.14159265358979323846;
+
+struct Ctx {
+  Builder& b;
+  const ir::BoundSymbol& fwd;
+  Value g;
+
+  const Value& arg(size_t i) const { return fwd.args[i]; }
+  const Value& out() const { return fwd.output; }
+  bool tensor(const Value& v) const { return b.is_tensor(v); }
+  const TensorMeta& meta(const Value& v) const { return b.meta(v); }
+  // An argument that takes a gradient: a floating (or complex) tensor.
+  bool differentiable(size_t i) const {
+    return i < fwd.args.size() && tensor(arg(i)) && (ir::is_floating(meta(arg(i)).dtype) || ir::is_complex(meta(arg(i)).dtype));
+  }
+
+  Value prim(const char* name, Args args) { return b.prim(name, std::move(args)); }
+  Value mul(const Value& x, const Value& y) { return prim("mul", {x, y}); }
+  Value div(const Value& x, const Value& y) { return prim("div", {x, y}); }
+  Value add(const Value& x, const Value& y) { return prim("add", {x, y}); }
+  Value sub(const Value& x, const Value& y) { return prim("sub", {x, y}); }
+  Value neg(const Value& x) { return prim("neg", {x}); }
+  Value un(const char* name, const Value& x) { return prim(name, {x}); }
+  Value where(const Value& pred, const Value& x, const Value& y) { return prim("where", {pred, x, y}); }
+  Value zeros(const TensorMeta& m) {
+    return prim("full", {Value::ints(m.shape), Value(0.0), Value(m.dtype), Value(ir::Str{m.device})});
+  }
+  Value zeros_like(const Value& v) { return zeros(meta(v)); }
+  Value convert(const Value& v, DType d) { return tensor(v) && meta(v).dtype != d ? prim("convert_element_type", {v, Value(d)}) : v; }
+  // g broadcast back over the dims a reduction of `full` removed (`dims`, canonical).
+  Value unreduce(const Value& v, const std::vector<int64_t>& full, const std::vector<int64_t>& dims) {
+    std::vector<bool> reduced(full.size(), false);
+    for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
+    std::vector<int64_t> kept;
+    for (size_t i = 0; i < full.size(); ++i)
+      if (!reduced[i]) kept.push_back(static_cast<int64_t>(i));
+    return prim("broadcast_in_dim", {v, Value::ints(full), Value::ints(kept)});
+  }
+  // A gradient with the shape `shape` of the argument it flows to: summed over the dims it was broadcast
+  // along (a 0-dim CPU tensor is a scalar to an elementwise prim on another device).
+  Value sum_to(const Value& v, const std::vector<int64_t>& shape) {
+    if (!tensor(v) || meta(v).shape == shape) return v;
+    const std::vector<int64_t>& from = meta(v).shape;
+    const size_t lead = from.size() - shape.size();
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < from.size(); ++i)
+      if (i < lead || (shape[i - lead] == 1 && from[i] != 1)) dims.push_back(static_cast<int64_t>(i));
+    Value s = dims.empty() ? v : prim("sum", {v, Value::ints(dims)});
+    return meta(s).shape == shape ? s : prim("reshape", {s, Value::ints(shape)});
+  }
+};
+
+using Rule = std::function<Grads(Ctx&)>;
+
+// ---- elementwise ----
+
+// A unary prim whose derivative is g * f(x, out).
+Rule unary(std::function<Value(Ctx&, const Value& x, const Value& out)> dfdx) {
+  return [dfdx](Ctx& c) { return Grads{c.mul(c.g, dfdx(c, c.arg(0), c.out()))}; };
+}
+
+Rule zero_grad() {
+  return [](Ctx& c) { return Grads{c.differentiable(0) ? c.zeros_like(c.arg(0)) : Value()}; };
+}
+
+// 1 / sqrt(v)
+Value rsqrt(Ctx& c, const Value& v) { return c.un("rsqrt", v); }
+
+std::unordered_map<std::string, Rule> unary_rules() {
+  std::unordered_map<std::string, Rule> r;
+  r["neg"] = [](Ctx& c) { return Grads{c.neg(c.g)}; };
+  r["exp"] = unary([](Ctx&, const Value&, const Value& out) { return out; });
+  r["exp2"] = unary([](Ctx& c, const Value&, const Value& out) { return c.mul(out, std::log(2.0)); });
+  r["expm1"] = unary([](Ctx& c, const Value&, const Value& out) { return c.add(out, 1.0); });
+  r["log"] = [](Ctx& c) { return Grads{c.div(c.g, c.arg(0))}; };
+  r["log2"] = [](Ctx& c) { return Grads{c.div(c.g, c.mul(c.arg(0), std::log(2.0)))}; };
+  r["log10"] = [](Ctx& c) { return Grads{c.div(c.g, c.mul(c.arg(0), std::log(10.0)))}; };
+  r["log1p"] = [](Ctx& c) { return Grads{c.div(c.g, c.add(c.arg(0), 1.0))}; };
+  r["sqrt"] = [](Ctx& c) { return Grads{c.div(c.g, c.mul(c.out(), 2.0))}; };
+  r["rsqrt"] = unary([](Ctx& c, const Value&, const Value& out) { return c.mul(c.mul(c.mul(out, out), out), -0.5); });
+  r["reciprocal"] = unary([](Ctx& c, const Value&, const Value& out) { return c.neg(c.mul(out, out)); });
+  r["sin"] = unary([](Ctx& c, const Value& x, const Value&) { return c.un("cos", x); });
+  r["cos"] = unary([](Ctx& c, const Value& x, const Value&) { return c.neg(c.un("sin", x)); });
+  r["tan"] = unary([](Ctx& c, const Value&, const Value& out) { return c.add(c.mul(out, out), 1.0); });
+  r["asin"] = unary([](Ctx& c, const Value& x, const Value&) { return rsqrt(c, c.sub(1.0, c.mul(x, x))); });
+  r["acos"] = unary([](Ctx& c, const Value& x, const Value&) { return c.neg(rsqrt(c, c.sub(1.0, c.mul(x, x)))); });
+  r["atan"] = [](Ctx& c) { return Grads{c.div(c.g, c.add(c.mul(c.arg(0), c.arg(0)), 1.0))}; };
+  r["sinh"] = unary([](Ctx& c, const Value& x, const Value&) { return c.un("cosh", x); });
+  r["cosh"] = unary([](Ctx& c, const Value& x, const Value&) { return c.un("sinh", x); });
+  r["tanh"] = unary([](Ctx& c, const Value&, const Value& out) { return c.sub(1.0, c.mul(out, out)); });
+  r["asinh"] = unary([](Ctx& c, const Value& x, const Value&) { return rsqrt(c, c.add(c.mul(x, x), 1.0)); });
+  r["acosh"] = unary([](Ctx& c, const Value& x, const Value&) { return rsqrt(c, c.sub(c.mul(x, x), 1.0)); });
+  r["atanh"] = [](Ctx& c) { return Grads{c.div(c.g, c.sub(1.0, c.mul(c.arg(0), c.arg(0))))}; };
+  r["sigmoid"] = unary([](Ctx& c, const Value&, const Value& out) { return c.mul(out, c.sub(1.0, out)); });
+  r["erf"] = unary([](Ctx& c, const Value& x, const Value&) {
+    return c.mul(c.un("exp", c.neg(c.mul(x, x))), 2.0 / std::sqrt(kPi));
+  });
+  r["erfc"] = unary([](Ctx& c, const Value& x, const Value&) {
+    return c.mul(c.un("exp", c.neg(c.mul(x, x))), -2.0 / std::sqrt(kPi));
+  });
+  r["erfinv"] = unary([](Ctx& c, const Value&, const Value& out) {
+    return c.mul(c.un("exp", c.mul(out, out)), std::sqrt(kPi) / 2.0);
+  });
+  r["lgamma"] = unary([](Ctx& c, const Value& x, const Value&) { return c.un("digamma", x); });
+  // abs of a real tensor: sign(x) (0 at 0, as torch).
+  r["abs"] = [](Ctx& c) -> Grads {
+    if (ir::is_complex(c.meta(c.arg(0)).dtype)) return {Value()};
+    return {c.mul(c.g, c.un("sign", c.arg(0)))};
+  };
+  for (const char* n : {"floor", "ceil", "round", "trunc", "sign"}) r[n] = zero_grad();
+  r["alias"] = [](Ctx& c) { return Grads{c.g}; };
+  return r;
+}
+
+// The gradient of operand i of an elementwise prim, summed back to its shape; None for numbers and
+// operands that take none.
+Value operand_grad(Ctx& c, size_t i, const Value& v) {
+  if (!c.differentiable(i) || v.is_none()) return Value();
+  return c.sum_to(c.convert(v, c.meta(c.arg(i)).dtype), c.meta(c.arg(i)).shape);
+}
+
+Rule binary(std::function<std::pair<Value, Value>(Ctx&, const Value& a, const Value& b)> grads) {
+  return [grads](Ctx& c) {
+    auto [ga, gb] = grads(c, c.arg(0), c.arg(1));
+    return Grads{operand_grad(c, 0, ga), operand_grad(c, 1, gb)};
+  };
+}
+
+std::unordered_map<std::string, Rule> binary_rules() {
+  std::unordered_map<std::string, Rule> r;
+  // Each computes only the gradients asked for: differentiable(i) is false for numbers and integer tensors.
+  r["add"] = binary([](Ctx& c, const Value&, const Value&) { return std::pair{c.g, c.g}; });
+  r["sub"] = binary([](Ctx& c, const Value&, const Value&) {
+    return std::pair{c.g, c.differentiable(1) ? c.neg(c.g) : Value()};
+  });
+  r["mul"] = binary([](Ctx& c, const Value& a, const Value& b) {
+    return std::pair{c.differentiable(0) ? c.mul(c.g, b) : Value(), c.differentiable(1) ? c.mul(c.g, a) : Value()};
+  });
+  r["div"] = binary([](Ctx& c, const Value&, const Value& b) {
+    Value ga = c.differentiable(0) ? c.div(c.g, b) : Value();
+    Value gb = c.differentiable(1) ? c.neg(c.div(c.mul(c.g, c.out()), b)) : Value();
+    return std::pair{ga, gb};
+  });
+  // pow: d/da = b * a^(b-1) (0 where b == 0), d/db = out * log(a) (0 where a == 0 and b >= 0), as torch.
+  r["pow"] = binary([](Ctx& c, const Value& a, const Value& b) {
+    Value ga, gb;
+    if (c.differentiable(0)) {
+      Value b_minus_1 = b.is_number() ? Value(b.as_double() - 1.0) : c.sub(b, 1.0);
+      Value d = c.mul(b, c.prim("pow", {a, b_minus_1}));
+      if (c.tensor(b)) d = c.where(c.prim("eq", {b, 0.0}), 0.0, d);
+      else if (b.is_number() && b.as_double() == 0.0) d = c.zeros_like(a);
+      ga = c.mul(c.g, d);
+    }
+    if (c.differentiable(1)) {
+      Value d = c.mul(c.out(), a.is_number() ? Value(std::log(a.as_double())) : c.un("log", a));
+      if (c.tensor(a)) d = c.where(c.prim("logical_and", {c.prim("eq", {a, 0.0}), c.prim("ge", {b, 0.0})}), 0.0, d);
+      else if (a.is_number() && a.as_double() == 0.0) d = c.where(c.prim("ge", {b, 0.0}), 0.0, d);
+      gb = c.mul(c.g, d);
+    }
+    return std::pair{ga, gb};
+  });
+  // maximum / minimum: the gradient goes to the larger (smaller) operand, half to each where they are equal.
+  for (const char* n : {"maximum", "minimum"}) {
+    const bool max = std::string(n) == "maximum";
+    r[n] = binary([max](Ctx& c, const Value& a, const Value& b) {
+      Value half = c.mul(c.g, 0.5);
+      Value equal = c.prim("eq", {a, b});
+      Value a_wins = c.prim(max ? "gt" : "lt", {a, b});
+      Value ga = c.where(equal, half, c.where(a_wins, c.g, 0.0));
+      Value gb = c.where(equal, half, c.where(a_wins, 0.0, c.g));
+      return std::pair{ga, gb};
+    });
+  }
+  r["atan2"] = binary([](Ctx& c, const Value& a, const Value& b) {
+    Value denom = c.add(c.mul(a, a), c.mul(b, b));
+    return std::pair{c.div(c.mul(c.g, b), denom), c.div(c.neg(c.mul(c.g, a)), denom)};
+  });
+  // remainder(a, b) = a - floor(a / b) * b; fmod(a, b) = a - trunc(a / b) * b.
+  for (const char* n : {"remainder", "fmod"}) {
+    const char* rounding = std::string(n) == "remainder" ? "floor" : "trunc";
+    r[n] = binary([rounding](Ctx& c, const Value& a, const Value& b) {
+      Value gb = c.differentiable(1) ? c.neg(c.mul(c.g, c.un(rounding, c.div(a, b)))) : Value();
+      return std::pair{c.g, gb};
+    });
+  }
+  // copysign: the gradient of a is out / a (0 where a is 0); b takes none.
+  r["copysign"] = binary([](Ctx& c, const Value& a, const Value&) {
+    Value ratio = c.where(c.prim("eq", {a, 0.0}), 0.0, c.div(c.out(), a));
+    return std::pair{c.mul(c.g, ratio), c.differentiable(1) ? c.zeros_like(c.arg(1)) : Value()};
+  });
+  r["floor_divide"] = binary([](Ctx& c, const Value& a, const Value& b) {
+    return std::pair{c.differentiable(0) ? c.zeros_like(a) : Value(), c.differentiable(1) ? c.zeros_like(b) : Value()};
+  });
+  r["where"] = [](Ctx& c) {
+    Value ga = c.differentiable(1) ? c.where(c.arg(0), c.g, 0.0) : Value();
+    Value gb = c.differentiable(2) ? c.where(c.arg(0), 0.0, c.g) : Value();
+    return Grads{Value(), operand_grad(c, 1, ga), operand_grad(c, 2, gb)};
+  };
+  r["convert_element_type"] = [](Ctx& c) {
+    return Grads{c.differentiable(0) ? c.convert(c.g, c.meta(c.arg(0)).dtype) : Value(), Value()};
+  };
+  return r;
+}
+
+// ---- shapes ----
+
+std::vector<int64_t> canonical_dims(const Value& dims, int64_t ndim) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims.as_ints()) out.push_back(d < 0 ? d + ndim : d);
+  return out;
+}
+
+std::unordered_map<std::string, Rule> shape_rules() {
+  std::unordered_map<std::string, Rule> r;
+  r["reshape"] = [](Ctx& c) { return Grads{c.prim("reshape", {c.g, Value::ints(c.meta(c.arg(0)).shape)}), Value()}; };
+  r["squeeze"] = [](Ctx& c) { return Grads{c.prim("reshape", {c.g, Value::ints(c.meta(c.arg(0)).shape)}), Value()}; };
+  r["transpose"] = [](Ctx& c) {
+    std::vector<int64_t> perm = c.arg(1).as_ints(), inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+    return Grads{c.prim("transpose", {c.g, Value::ints(inverse)}), Value()};
+  };
+  r["flip"] = [](Ctx& c) { return Grads{c.prim("flip", {c.g, c.arg(1)}), Value()}; };
+  // broadcast_in_dim: summed over the new dims and the size-1 dims it expanded.
+  r["broadcast_in_dim"] = [](Ctx& c) {
+    const std::vector<int64_t>& in = c.meta(c.arg(0)).shape;
+    const std::vector<int64_t> out = c.arg(1).as_ints(), bdims = c.arg(2).as_ints();
+    std::vector<bool> kept(out.size(), false);
+    for (size_t i = 0; i < bdims.size(); ++i)
+      kept[static_cast<size_t>(bdims[i])] = in[i] == out[static_cast<size_t>(bdims[i])];
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!kept[i]) dims.push_back(static_cast<int64_t>(i));
+    Value s = dims.empty() ? c.g : c.prim("sum", {c.g, Value::ints(dims)});
+    if (c.meta(s).shape != in) s = c.prim("reshape", {s, Value::ints(in)});
+    return Grads{s, Value(), Value()};
+  };
+  r["slice"] = [](Ctx& c) {
+    Value step = c.fwd.args.size() > 3 ? c.arg(3) : Value();
+    return Grads{c.prim("slice_update", {c.zeros_like(c.arg(0)), c.g, c.arg(1), c.arg(2), step}), Value(), Value(),
+                 Value()};
+  };
+  r["slice_update"] = [](Ctx& c) {
+    const Value& step = c.arg(4);
+    Value ga = c.differentiable(0) ? c.prim("slice_update", {c.g, c.zeros_like(c.arg(1)), c.arg(2), c.arg(3), step}) : Value();
+    Value gs = c.differentiable(1) ? c.prim("slice", {c.g, c.arg(2), c.arg(3), step}) : Value();
+    return Grads{ga, gs, Value(), Value(), Value()};
+  };
+  r["cat"] = [](Ctx& c) {
+    const std::vector<Value>& parts = c.arg(0).items();
+    const std::vector<int64_t>& shape = c.meta(c.g).shape;
+    const int64_t dim = canonical_dims(c.arg(1), static_cast<int64_t>(shape.size()))[0];
+    std::vector<Value> grads;
+    int64_t offset = 0;
+    for (const Value& p : parts) {
+      std::vector<int64_t> start(shape.size(), 0), stop = shape;
+      const int64_t n = c.meta(p).shape[static_cast<size_t>(dim)];
+      start[static_cast<size_t>(dim)] = offset;
+      stop[static_cast<size_t>(dim)] = offset + n;
+      offset += n;
+      const bool floating = ir::is_floating(c.meta(p).dtype) || ir::is_complex(c.meta(p).dtype);
+      grads.push_back(floating ? c.prim("slice", {c.g, Value::ints(start), Value::ints(stop)}) : Value());
+    }
+    return Grads{Value::list(std::move(grads)), Value()};
+  };
+  r["take"] = [](Ctx& c) {
+    const TensorMeta& m = c.meta(c.arg(0));
+    Value index = c.arg(1);
+    if (c.meta(index).ndim() == 0) index = c.prim("reshape", {index, Value::ints({1})});
+    const int64_t dim = m.ndim() == 0 ? 0 : canonical_dims(c.arg(2), m.ndim())[0];
+    return Grads{c.b.torch("index_add", {c.zeros_like(c.arg(0)), Value(dim), index, c.g}), Value(), Value()};
+  };
+  r["take_along_axis"] = [](Ctx& c) {
+    return Grads{c.prim("scatter_add", {c.zeros_like(c.arg(0)), c.arg(2), c.arg(1), c.g}), Value(), Value()};
+  };
+  return r;
+}
+
+// ---- reductions, matmul ----
+
+std::unordered_map<std::string, Rule> reduction_rules() {
+  std::unordered_map<std::string, Rule> r;
+  r["sum"] = [](Ctx& c) {
+    const TensorMeta& m = c.meta(c.arg(0));
+    return Grads{c.unreduce(c.g, m.shape, canonical_dims(c.arg(1), m.ndim())), Value()};
+  };
+  // prod: out / a, computed without dividing by zero: where a is 0, the product of the other elements
+  // (non-zero only if that is the only zero of its slice).
+  r["prod"] = [](Ctx& c) {
+    const TensorMeta& m = c.meta(c.arg(0));
+    const std::vector<int64_t> dims = canonical_dims(c.arg(1), m.ndim());
+    Value zero = c.prim("eq", {c.arg(0), 0.0});
+    Value zeros = c.prim("sum", {c.convert(zero, m.dtype), Value::ints(dims)});
+    Value others = c.prim("prod", {c.where(zero, 1.0, c.arg(0)), Value::ints(dims)});
+    Value lone_zero = c.where(c.prim("eq", {zeros, 1.0}), others, 0.0);
+    Value d = c.where(zero, c.unreduce(lone_zero, m.shape, dims), c.div(c.unreduce(c.out(), m.shape, dims), c.arg(0)));
+    return Grads{c.mul(c.unreduce(c.g, m.shape, dims), d), Value()};
+  };
+  // amax / amin: the gradient is shared evenly among the elements equal to the result (as torch).
+  for (const char* n : {"amax", "amin"}) {
+    r[n] = [](Ctx& c) {
+      const TensorMeta& m = c.meta(c.arg(0));
+      const std::vector<int64_t> dims = canonical_dims(c.arg(1), m.ndim());
+      Value hit = c.convert(c.prim("eq", {c.arg(0), c.unreduce(c.out(), m.shape, dims)}), m.dtype);
+      Value count = c.prim("sum", {hit, Value::ints(dims)});
+      return Grads{c.mul(c.unreduce(c.div(c.g, count), m.shape, dims), hit), Value()};
+    };
+  }
+  // var(a, dims, correction): g * 2 (a - mean) / (N - correction).
+  r["var"] = [](Ctx& c) {
+    const TensorMeta& m = c.meta(c.arg(0));
+    const std::vector<int64_t> dims = canonical_dims(c.arg(1), m.ndim());
+    int64_t n = 1;
+    for (int64_t d : dims) n *= m.shape[static_cast<size_t>(d)];
+    Value mean = c.div(c.prim("sum", {c.arg(0), Value::ints(dims)}), static_cast<double>(n));
+    Value centered = c.sub(c.arg(0), c.unreduce(mean, m.shape, dims));
+    const Value& correction = c.arg(2);
+    Value denom = correction.is_number() ? Value(static_cast<double>(n) - correction.as_double())
+                                         : c.sub(static_cast<double>(n), correction);
+    Value scale = c.div(c.mul(c.g, 2.0), denom);
+    return Grads{c.mul(c.unreduce(scale, m.shape, dims), centered), Value(), Value()};
+  };
+  // matmul with torch's promotion of vectors to matrices and broadcast batch dims.
+  r["matmul"] = [](Ctx& c) {
+    const Value &a = c.arg(0), &b = c.arg(1);
+    const std::vector<int64_t> as = c.meta(a).shape, bs = c.meta(b).shape;
+    Value a2 = as.size() == 1 ? c.prim("reshape", {a, Value::ints({1, as[0]})}) : a;
+    Value b2 = bs.size() == 1 ? c.prim("reshape", {b, Value::ints({bs[0], 1})}) : b;
+    std::vector<int64_t> gs = c.meta(c.g).shape;
+    if (as.size() == 1) gs.insert(gs.end() - (bs.size() == 1 ? 0 : 1), 1);
+    if (bs.size() == 1) gs.push_back(1);
+    Value g2 = gs == c.meta(c.g).shape ? c.g : c.prim("reshape", {c.g, Value::ints(gs)});
+    auto mT = [&](const Value& v) {
+      std::vector<int64_t> perm(c.meta(v).shape.size());
+      std::iota(perm.begin(), perm.end(), 0);
+      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+      return c.prim("transpose", {v, Value::ints(perm)});
+    };
+    auto back = [&](const Value& v, const Value& like2, const std::vector<int64_t>& shape) {
+      Value s = c.sum_to(v, c.meta(like2).shape);
+      return c.meta(s).shape == shape ? s : c.prim("reshape", {s, Value::ints(shape)});
+    };
+    Value ga = c.differentiable(0) ? back(c.prim("matmul", {g2, mT(b2)}), a2, as) : Value();
+    Value gb = c.differentiable(1) ? back(c.prim("matmul", {mT(a2), g2}), b2, bs) : Value();
+    return Grads{ga, gb};
+  };
+  return r;
+}
+
+// ---- torch-level ops without a decomposition ----
+
+std::unordered_map<std::string, Rule> torch_rules() {
+  std::unordered_map<std::string, Rule> r;
+  // cumsum(input, dim, dtype): the gradient is the reversed cumulative sum of g.
+  r["cumsum"] = [](Ctx& c) {
+    const TensorMeta& m = c.meta(c.arg(0));
+    if (!c.differentiable(0)) return Grads{};
+    const Value dim = Value(m.ndim() == 0 ? int64_t{0} : canonical_dims(c.arg(1), m.ndim())[0]);
+    if (m.ndim() == 0) return Grads{c.convert(c.g, m.dtype)};
+    Value flipped = c.prim("flip", {c.g, Value::ints({dim.as_int()})});
+    Value summed = c.b.torch("cumsum", {flipped, dim});
+    return Grads{c.convert(c.prim("flip", {summed, Value::ints({dim.as_int()})}), m.dtype)};
+  };
+  // softmax / log_softmax (input, dim, dtype), from the output alone, in the math type of half precision:
+  // softmax: out * (g - sum(g * out)); log_softmax: g - exp(out) * sum(g). One saved value, where the
+  // decomposition's own rules would save its exponentials and sums.
+  for (const char* n : {"softmax", "log_softmax"}) {
+    const bool log = std::string(n) == "log_softmax";
+    r[n] = [log](Ctx& c) -> Grads {
+      if (!c.differentiable(0)) return {};
+      const TensorMeta& m = c.meta(c.out());
+      const DType math = m.dtype == DType::Float16 || m.dtype == DType::BFloat16 ? DType::Float32 : m.dtype;
+      const int64_t dim = m.ndim() == 0 ? 0 : canonical_dims(c.arg(1), m.ndim())[0];
+      Value g = c.convert(c.g, math), out = c.convert(c.out(), math);
+      auto keep_sum = [&](const Value& v) {
+        if (m.ndim() == 0) return v;
+        return c.unreduce(c.prim("sum", {v, Value::ints({dim})}), m.shape, {dim});
+      };
+      Value gx = log ? c.sub(g, c.mul(c.un("exp", out), keep_sum(g))) : c.mul(out, c.sub(g, keep_sum(c.mul(g, out))));
+      return {c.convert(gx, c.meta(c.arg(0)).dtype)};
+    };
+  }
+  return r;
+}
+
+struct Table {
+  std::unordered_map<const ir::Symbol*, VjpRule> rules;
+  std::vector<std::string> names;
+};
+
+const Table& table() {
+  static const Table t = [] {
+    Table t;
+    using Group = std::pair<ir::Level, std::unordered_map<std::string, Rule>>;
+    for (const Group& group : {Group{ir::Level::Prim, unary_rules()}, Group{ir::Level::Prim, binary_rules()},
+                               Group{ir::Level::Prim, shape_rules()}, Group{ir::Level::Prim, reduction_rules()},
+                               Group{ir::Level::Torch, torch_rules()}}) {
+      const std::string prefix = group.first == ir::Level::Prim ? "prims." : "ltorch.";
+      for (const auto& [name, rule] : group.second) {
+        const OpDef* def = find_op(group.first, name);
+        if (def == nullptr) throw std::logic_error("VJP rule for an unknown op: " + prefix + name);
+        t.rules[&def->symbol] = [rule](Builder& b, const ir::BoundSymbol& fwd, const Value& grad) {
+          Ctx c{b, fwd, grad};
+          Grads g = rule(c);
+          g.resize(fwd.args.size());
+          return g;
+        };
+        t.names.push_back(prefix + name);
+      }
+    }
+    std::sort(t.names.begin(), t.names.end());
+    return t;
+  }();
+  return t;
+}
+
+}  // namespace
+
+const VjpRule* find_vjp(const ir::Symbol* op) {
+  auto it = table().rules.find(op);
+  return it == table().rules.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> ops_with_vjp() { return table().names; }
+
+}  // namespace thunder::ops

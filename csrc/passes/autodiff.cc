@@ -1,0 +1,326 @@
+// Reverse-mode autodiff: one functional trace becomes a forward trace and a backward trace (see passes.h).
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ops/vjp.h"
+#include "passes/passes.h"
+
+namespace thunder::passes {
+namespace {
+
+using ir::BoundSymbol;
+using ir::ProxyRef;
+using ir::Value;
+
+bool requires_grad(const Trace& t, ProxyId id) {
+  const ir::ProxyInfo& p = t.proxy(id);
+  return p.is_tensor && p.tensor.requires_grad;
+}
+
+bool any_output_requires_grad(const Trace& t, const BoundSymbol& b) {
+  for (ProxyId id : b.output_proxies())
+    if (requires_grad(t, id)) return true;
+  return false;
+}
+
+std::string qualified(const BoundSymbol& b) {
+  return b.sym->level == ir::Level::Opaque ? "the opaque op " + b.printed_callee() : b.printed_callee();
+}
+
+// The symbols the backward differentiates, in forward order: a symbol with a VJP rule, or else the symbols of its
+// decomposition. Symbols none of whose outputs require grad carry no gradient and are left out.
+void collect_units(const Trace& t, const BoundSymbol& b, std::vector<const BoundSymbol*>& units) {
+  if (!any_output_requires_grad(t, b)) return;
+  if (ops::find_vjp(b.sym) != nullptr) {
+    units.push_back(&b);
+    return;
+  }
+  if (b.sym->has(ir::kEffect))
+    throw NotDifferentiable(qualified(b) + " has effects (it may use a random generator or mutate an argument) and "
+                            "its result requires grad");
+  if (b.subsymbols.empty()) {  // no rule and no decomposition: the generic rule asks torch's autograd
+    units.push_back(&b);
+    return;
+  }
+  for (const BoundSymbol& s : b.subsymbols) collect_units(t, s, units);
+}
+
+// Effects the forward may run while the backward is thunder's: writes into tensors that do not require grad
+// (a module's running statistics). Others -- changes of grad mode, writes into tensors autograd tracks, opaque
+// effects -- would need autograd to see the forward as it runs.
+void check_effect(const Trace& t, const BoundSymbol& b) {
+  if (!b.sym->has(ir::kEffect)) return;
+  if (b.sym->level == ir::Level::Prim && b.sym->name == "copy_to" && b.args[0].is_proxy() &&
+      !requires_grad(t, b.args[0].proxy()))
+    return;
+  throw NotDifferentiable(qualified(b) + " is an effect (" +
+                          (b.sym->level == ir::Level::Opaque ? "it may use a random generator, change grad mode or write "
+                                                               "into a tensor autograd tracks"
+                                                             : "a write into a tensor that requires grad") + ")");
+}
+
+bool defines(const BoundSymbol& b, ProxyId id) {
+  for (ProxyId o : b.output_proxies())
+    if (o == id) return true;
+  for (const BoundSymbol& s : b.subsymbols)
+    if (defines(s, id)) return true;
+  return false;
+}
+
+// Replaces, in `symbols`, each composite whose decomposition defines one of `needed` by its decomposition, until
+// every needed proxy is defined at the top level (the executors run top-level symbols only).
+void expose(std::vector<BoundSymbol>& symbols, const std::vector<ProxyId>& needed) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::unordered_set<ProxyId> top;
+    for (const BoundSymbol& b : symbols)
+      for (ProxyId o : b.output_proxies()) top.insert(o);
+    std::vector<BoundSymbol> out;
+    for (BoundSymbol& b : symbols) {
+      bool open = false;
+      for (ProxyId id : needed) open |= !top.count(id) && !b.subsymbols.empty() && defines(b, id);
+      if (!open) {
+        out.push_back(std::move(b));
+        continue;
+      }
+      changed = true;
+      for (BoundSymbol& s : b.subsymbols) {
+        if (s.source.empty()) s.source = b.source;
+        out.push_back(std::move(s));
+      }
+    }
+    symbols = std::move(out);
+  }
+}
+
+class Differentiator {
+ public:
+  explicit Differentiator(const Trace& t) : t_(t), bwd_(t.empty_copy("Backward (VJP rules)")), b_(bwd_) {}
+
+  ForwardBackward run() {
+    if (!t_.output.is_seq()) throw NotDifferentiable("the trace's output is not a tuple");
+    for (const BoundSymbol& b : t_.symbols) check_effect(t_, b);
+    ForwardBackward fb;
+    // One gradient input per output that requires grad.
+    const std::vector<Value>& outs = t_.output.items();
+    std::vector<ProxyId> grad_inputs;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!outs[i].is_proxy() || !requires_grad(t_, outs[i].proxy())) continue;
+      ir::TensorMeta m = t_.tensor(outs[i].proxy());
+      m.requires_grad = false;
+      ProxyId g = bwd_.new_tensor(m);
+      grad_inputs.push_back(g);
+      fb.grad_outputs.push_back(i);
+      accumulate(outs[i].proxy(), Value(ProxyRef{g}));
+    }
+    std::vector<const BoundSymbol*> units;
+    for (const BoundSymbol& b : t_.symbols) collect_units(t_, b, units);
+    for (auto it = units.rbegin(); it != units.rend(); ++it) differentiate(**it);
+    std::vector<Value> input_grads;
+    for (ProxyId id : t_.inputs) {
+      auto g = grads_.find(id);
+      input_grads.push_back(requires_grad(t_, id) && g != grads_.end() ? g->second : Value());
+    }
+    bwd_.output = Value::tuple(std::move(input_grads));
+
+    // Rules compute what a gradient nobody reads would need: drop it before deciding what to save.
+    bwd_ = dead_code_elimination(bwd_);
+    bwd_.provenance = "Backward (VJP rules)";
+    // Saved values: what the backward reads that it does not compute.
+    std::unordered_set<ProxyId> defined(grad_inputs.begin(), grad_inputs.end());
+    std::vector<ProxyId> saved;
+    auto read = [&](ProxyId id) {
+      if (defined.insert(id).second) saved.push_back(id);
+    };
+    for (const BoundSymbol& b : bwd_.symbols) {
+      for (ProxyId id : b.input_proxies()) read(id);
+      for (ProxyId id : b.output_proxies()) defined.insert(id);
+    }
+    ir::for_each_proxy(bwd_.output, read);
+    fb.forward = t_;
+    fb.forward.provenance = "Forward (returns the outputs and the values the backward saves)";
+    saved = rematerialize(fb.forward, saved);
+    expose(fb.forward.symbols, saved);
+    bwd_.inputs = saved;
+    bwd_.inputs.insert(bwd_.inputs.end(), grad_inputs.begin(), grad_inputs.end());
+    fb.saved = saved.size();
+    std::vector<Value> saved_values;
+    for (ProxyId id : saved) saved_values.push_back(Value(ProxyRef{id}));
+    fb.forward.output = Value::tuple({t_.output, Value::tuple(std::move(saved_values))});
+    fb.backward = std::move(bwd_);
+    // Both run without autograd recording: nothing in them requires grad any more.
+    for (Trace* tr : {&fb.forward, &fb.backward})
+      for (ir::ProxyInfo& p : tr->proxies) p.tensor.requires_grad = false;
+    return fb;
+  }
+
+ private:
+  // Rematerialization, in its simplest form: a saved value the forward computes from the trace's inputs by
+  // elementwise and shape ops only is recomputed at the start of the backward (where the fusion pass fuses the
+  // recomputation into the backward's kernels) instead of saved; the backward saves those inputs instead, which
+  // are alive anyway. Returns the new saved values; prepends the recomputation to the backward.
+  std::vector<ProxyId> rematerialize(const Trace& fwd, const std::vector<ProxyId>& saved) {
+    std::unordered_set<ProxyId> inputs(fwd.inputs.begin(), fwd.inputs.end());
+    std::unordered_map<ProxyId, size_t> producer;  // recomputable value -> the forward symbol computing it
+    auto available = [&](ProxyId id) { return inputs.count(id) || producer.count(id); };
+    for (size_t i = 0; i < fwd.symbols.size(); ++i) {
+      const BoundSymbol& b = fwd.symbols[i];
+      if (!cheap(b)) continue;
+      const std::vector<ProxyId> reads = b.input_proxies();
+      if (std::all_of(reads.begin(), reads.end(), available)) defined_by(b, i, producer);
+    }
+    std::vector<bool> recompute(fwd.symbols.size(), false);
+    std::vector<ProxyId> stack;
+    for (ProxyId id : saved)
+      if (producer.count(id)) stack.push_back(id);
+    if (stack.empty()) return saved;
+    while (!stack.empty()) {
+      auto it = producer.find(stack.back());
+      stack.pop_back();
+      if (it == producer.end() || recompute[it->second]) continue;
+      recompute[it->second] = true;
+      for (ProxyId id : fwd.symbols[it->second].input_proxies()) stack.push_back(id);
+    }
+    std::vector<BoundSymbol> symbols;
+    std::vector<ProxyId> kept;
+    std::unordered_set<ProxyId> seen;
+    auto keep = [&](ProxyId id) {
+      if (seen.insert(id).second) kept.push_back(id);
+    };
+    for (size_t i = 0; i < fwd.symbols.size(); ++i) {
+      if (!recompute[i]) continue;
+      symbols.push_back(fwd.symbols[i]);
+      for (ProxyId id : fwd.symbols[i].input_proxies())
+        if (inputs.count(id)) keep(id);
+    }
+    for (ProxyId id : saved)
+      if (!producer.count(id)) keep(id);
+    // The VJPs may read values the recomputed composites define inside their decompositions: open those.
+    std::vector<ProxyId> reads;
+    for (const BoundSymbol& b : bwd_.symbols)
+      for (ProxyId id : b.input_proxies()) reads.push_back(id);
+    expose(symbols, reads);
+    symbols.insert(symbols.end(), std::make_move_iterator(bwd_.symbols.begin()), std::make_move_iterator(bwd_.symbols.end()));
+    bwd_.symbols = std::move(symbols);
+    return kept;
+  }
+
+  // Maps every value b defines, in its decomposition too, to the forward symbol i.
+  static void defined_by(const BoundSymbol& b, size_t i, std::unordered_map<ProxyId, size_t>& producer) {
+    for (ProxyId o : b.output_proxies()) producer.emplace(o, i);
+    for (const BoundSymbol& s : b.subsymbols) defined_by(s, i, producer);
+  }
+
+  // Whether recomputing b costs no more than reading its result: elementwise and shape prims, or a composite of
+  // those; no reductions, no matmuls, nothing random or with effects.
+  static bool cheap(const BoundSymbol& b) {
+    if (b.sym->level == ir::Level::Opaque || b.sym->has(ir::kEffect) || b.sym->has(ir::kRandom)) return false;
+    if (b.subsymbols.empty())
+      return b.sym->level == ir::Level::Prim && (b.sym->has(ir::kElementwise) || b.sym->has(ir::kShape));
+    return std::all_of(b.subsymbols.begin(), b.subsymbols.end(), cheap);
+  }
+
+  void accumulate(ProxyId id, Value g) {
+    const ir::TensorMeta& m = t_.tensor(id);
+    if (bwd_.tensor(g.proxy()).shape != m.shape)
+      throw std::logic_error("autodiff: gradient of " + t_.proxy(id).name + " has shape " +
+                             ops::shape_string(bwd_.tensor(g.proxy()).shape) + ", expected " + ops::shape_string(m.shape));
+    if (bwd_.tensor(g.proxy()).dtype != m.dtype) g = b_.prim("convert_element_type", {g, Value(m.dtype)});
+    auto [it, fresh] = grads_.emplace(id, g);
+    if (!fresh) it->second = b_.prim("add", {it->second, g});
+  }
+
+  void accumulate_arg(const Value& arg, const Value& g) {
+    if (g.is_none()) return;
+    if (arg.is_seq()) {
+      for (size_t i = 0; i < arg.items().size() && i < g.items().size(); ++i) accumulate_arg(arg.items()[i], g.items()[i]);
+      return;
+    }
+    if (arg.is_proxy() && requires_grad(t_, arg.proxy())) accumulate(arg.proxy(), g);
+  }
+
+  void differentiate(const BoundSymbol& b) {
+    const ops::VjpRule* rule = ops::find_vjp(b.sym);
+    if (rule == nullptr) return differentiate_by_autograd(b);
+    if (!b.output.is_proxy()) throw NotDifferentiable(qualified(b) + " has several outputs (no VJP rule takes them)");
+    auto g = grads_.find(b.output.proxy());
+    if (g == grads_.end()) return;  // its result does not reach an output
+    b_.set_source(b.source);
+    std::vector<Value> arg_grads = (*rule)(b_, b, g->second);
+    for (size_t i = 0; i < b.args.size(); ++i) accumulate_arg(b.args[i], arg_grads[i]);
+  }
+
+  // The generic rule, for an op without a VJP rule or a decomposition (opaque ops, torch-level ops such as conv):
+  // the backward calls torch.autograd on that op alone, recomputing it from its saved arguments
+  // (thunder.executors.torchex.autograd_vjp). Only ops without effects get here, so the recomputation is exact.
+  void differentiate_by_autograd(const BoundSymbol& b) {
+    std::vector<Value> out_grads;
+    bool any = false;
+    ir::for_each_proxy(b.output, [&](ProxyId id) {
+      auto g = grads_.find(id);
+      any |= g != grads_.end();
+      const ir::ProxyInfo& p = t_.proxy(id);
+      const bool floating = p.is_tensor && (ir::is_floating(p.tensor.dtype) || ir::is_complex(p.tensor.dtype));
+      if (g != grads_.end()) out_grads.push_back(g->second);
+      else if (floating) out_grads.push_back(zeros(p.tensor));
+      else out_grads.push_back(Value());
+    });
+    if (!any) return;
+    auto nested_grad_input = [&](const Value& v) {
+      bool found = false;
+      if (v.is_seq()) ir::for_each_proxy(v, [&](ProxyId id) { found |= requires_grad(t_, id); });
+      return found;
+    };
+    // The call as the printer writes it: an op's required parameters positionally, the others by keyword.
+    std::vector<Value> args;
+    std::vector<std::pair<std::string, Value>> kwargs = b.kwargs;
+    for (size_t i = 0; i < b.args.size(); ++i) {
+      const bool keyword = b.sym->level != ir::Level::Opaque && i < b.sym->params.size() && !b.sym->params[i].required;
+      if (keyword) kwargs.emplace_back(b.sym->params[i].name, b.args[i]);
+      else args.push_back(b.args[i]);
+    }
+    std::string wants;  // the positions and keywords of the arguments that take a gradient
+    std::vector<Value> outputs;
+    std::vector<ProxyId> targets;
+    auto want = [&](const Value& a, const std::string& key) {
+      if (nested_grad_input(a))
+        throw NotDifferentiable(qualified(b) + " takes a list of tensors that require grad (the generic VJP rule "
+                                "differentiates tensor arguments only)");
+      if (!a.is_proxy() || !requires_grad(t_, a.proxy())) return;
+      wants += key + ", ";
+      ir::TensorMeta m = t_.tensor(a.proxy());
+      m.requires_grad = false;
+      outputs.push_back(Value(ProxyRef{bwd_.new_tensor(m)}));
+      targets.push_back(a.proxy());
+    };
+    for (size_t i = 0; i < args.size(); ++i) want(args[i], std::to_string(i));
+    for (const auto& [name, v] : kwargs) want(v, "'" + name + "'");
+    if (targets.empty()) return;
+    BoundSymbol vjp;
+    vjp.sym = ops::opaque_symbol(false);
+    vjp.callee = "autograd_vjp(" + b.printed_callee() + ", (" + wants + "))";
+    vjp.args.push_back(Value::tuple(std::move(out_grads)));
+    vjp.args.insert(vjp.args.end(), args.begin(), args.end());
+    vjp.kwargs = std::move(kwargs);
+    vjp.output = Value::tuple(outputs);
+    vjp.source = b.source;
+    bwd_.symbols.push_back(std::move(vjp));
+    for (size_t i = 0; i < targets.size(); ++i) accumulate(targets[i], outputs[i]);
+  }
+
+  Value zeros(const ir::TensorMeta& m) {
+    return b_.prim("full", {Value::ints(m.shape), Value(0.0), Value(m.dtype), Value(ir::Str{m.device})});
+  }
+
+  const Trace& t_;
+  Trace bwd_;
+  ops::Builder b_;
+  std::unordered_map<ProxyId, Value> grads_;
+};
+
+}  // namespace
+
+ForwardBackward split_forward_backward(const Trace& t) { return Differentiator(t).run(); }
+
+}  // namespace thunder::passes

@@ -1,0 +1,256 @@
+"""thunder's autodiff: graphs whose outputs require grad compile to a forward and a backward trace (VJP rules,
+forward/backward split, rematerialization), run as one torch.autograd.Function; values and gradients equal
+eager's, and what the autodiff cannot differentiate keeps torch's autograd, with the reason shown."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import thunder
+from conftest import assert_same, check_program
+
+D = torch.float64
+
+
+def leaf(*shape, seed=0, dtype=D):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, dtype=dtype, generator=g).requires_grad_()
+
+
+def backward_of(jitted):
+    return [g["backward"] for g in thunder.compile_stats(jitted).graphs]
+
+
+def grads_equal(fn, *args, rtol=1e-10, atol=1e-10, seed=0):
+    """fn jitted and eager on copies of args: outputs and the gradients of a random cotangent agree.
+    Returns the jitted callable."""
+    eager = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
+    mine = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
+    jitted = thunder.jit(fn)
+    out, expected = jitted(*mine), fn(*eager)
+    assert_same(out, expected, rtol, atol)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    exps = expected if isinstance(expected, (tuple, list)) else (expected,)
+    g = torch.Generator().manual_seed(seed)
+    cots = [torch.randn(e.shape, generator=g, dtype=e.dtype) for e in exps]
+    torch.autograd.backward([o for o in outs], cots)
+    torch.autograd.backward([e for e in exps], cots)
+    for i, (a, e) in enumerate(zip(mine, eager)):
+        if isinstance(e, torch.Tensor) and e.requires_grad:
+            assert_same(a.grad, e.grad, rtol, atol, f"gradient of argument {i}")
+    return jitted
+
+
+# Every prim with a VJP rule, through a torch op that decomposes into it (float64, exact to rounding).
+UNARY = ["neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
+         "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "atanh", "sigmoid", "erf", "erfc", "erfinv",
+         "lgamma", "abs", "floor", "ceil", "round", "trunc", "sign"]
+
+
+def _domain(name, x):
+    if name in ("log", "log2", "log10", "sqrt", "rsqrt", "lgamma"):
+        return x.abs() + 0.5
+    if name in ("asin", "acos", "atanh", "erfinv"):
+        return x.tanh() * 0.9
+    if name == "log1p":
+        return x.abs()
+    return x
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_vjp(name):
+    op = getattr(torch, name)
+    j = grads_equal(lambda x: op(_domain(name, x)) * 2, leaf(3, 4), rtol=1e-9, atol=1e-9)
+    assert backward_of(j) == ["thunder"]
+
+
+BINARY = {
+    "add": lambda a, b: a + b * 2, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+    "pow": lambda a, b: a.abs().pow(b), "pow_scalar": lambda a, b: a.pow(3) + b.pow(2.0) + 2 ** a,
+    "maximum": lambda a, b: torch.maximum(a, b.round()), "minimum": lambda a, b: torch.minimum(a, b),
+    "atan2": torch.atan2, "remainder": lambda a, b: torch.remainder(a, b + 3), "fmod": lambda a, b: torch.fmod(a, b),
+    "copysign": torch.copysign, "where": lambda a, b: torch.where(a > 0, a, b),
+    "broadcast": lambda a, b: a * b[0] + b.sum(0, keepdim=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_vjp(name):
+    j = grads_equal(BINARY[name], leaf(3, 4), leaf(3, 4, seed=1))
+    assert backward_of(j) == ["thunder"]
+
+
+SHAPES_AND_REDUCTIONS = {
+    "reshape_transpose": lambda x: x.reshape(4, 3).t() * 2,
+    "slice_flip_cat": lambda x: torch.cat([x[:, 1:], x.flip(0)[:, :1]], 1) * x,
+    "squeeze_unsqueeze": lambda x: x[None, :, None].squeeze(0) * 3,
+    "sum_mean": lambda x: (x.sum(0), x.mean(1, keepdim=True)),
+    "amax_amin_ties": lambda x: (x.round().amax(1), x.round().amin()),
+    "prod_with_zeros": lambda x: torch.where(x.abs() < 0.3, 0.0, x).prod(1),
+    "var_std": lambda x: (x.var(1), x.std(0, correction=0)),
+    "matmul_vec": lambda x: (x @ x[0], x[:, 0] @ x, x[0] @ x[0]),
+    "batched_matmul": lambda x: x.reshape(1, 3, 4) @ x.t(),
+    "gather_index_select": lambda x: (x.gather(1, torch.tensor([[0, 2], [1, 1], [3, 0]])),
+                                      x.index_select(1, torch.tensor([3, 0, 3]))),
+    "cumsum": lambda x: x.cumsum(1) * x,
+    "softmax_logsumexp": lambda x: (F.softmax(x, 1), torch.logsumexp(x, 0)),
+    "dtype_round_trip": lambda x: x.float().double() * x,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES_AND_REDUCTIONS))
+def test_shape_and_reduction_vjp(name):
+    j = grads_equal(SHAPES_AND_REDUCTIONS[name], leaf(3, 4))
+    assert backward_of(j) == ["thunder"]
+
+
+def test_generic_rule_asks_torch_autograd_for_one_op():
+    """conv2d, pooling and sort have no rule of their own: the backward recomputes each through torch.autograd."""
+    conv = nn.Sequential(nn.Conv2d(2, 3, 3), nn.MaxPool2d(2)).double()
+    j = grads_equal(lambda x: conv(x).sort(-1)[0] * 2, leaf(1, 2, 6, 6))
+    assert backward_of(j) == ["thunder"]
+    assert "autograd_vjp(" in str(thunder.last_backward_traces(j)[0])
+
+
+def test_batch_norm_running_stats_updated_once():
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)).double().train()
+    reference = copy.deepcopy(model)
+    x = leaf(6, 4)
+    out, expected = thunder.jit(model)(x), reference(x.detach().clone().requires_grad_())
+    out.pow(2).sum().backward()
+    expected.pow(2).sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_same(p.grad, q.grad, 1e-10, 1e-10)
+    for a, b in zip(model.buffers(), reference.buffers()):
+        assert_same(a, b)
+
+
+def test_seed_example_1_backward_is_compiled_and_saves_only_the_input():
+    def loop(x, y):
+        for i in range(x.size(0)):
+            if x[i] > 0:
+                y = y + x[i] * x[i]
+            else:
+                y = y - x[i]
+        return y
+
+    torch.manual_seed(0)
+    j = thunder.jit(loop)
+    for _ in range(20):
+        x, y = torch.randn(5, requires_grad=True), torch.tensor(0.5, requires_grad=True)
+        xe, ye = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+        j(x, y).backward()
+        loop(xe, ye).backward()
+        assert_same((x.grad, y.grad), (xe.grad, ye.grad))
+    assert backward_of(j) == ["thunder"]
+    forward = thunder.last_traces(j)[-1]
+    # Rematerialization: the elements x[i] and the predicates x[i] > 0 are recomputed in the backward.
+    assert forward.trace.python().rstrip().endswith("return ((t71,), (t0,))") or "(t0,))" in str(forward)
+
+
+def test_training_loop_with_optimizer_and_accumulation():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.LayerNorm(8), nn.Linear(8, 3)).double()
+    reference = copy.deepcopy(model)
+    jitted = thunder.jit(model)
+    opt, ref_opt = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(reference.parameters(), lr=0.1)
+    for step in range(3):
+        x, t = torch.randn(4, 6, dtype=D), torch.randint(0, 3, (4,))
+        for _ in range(2):  # two micro-batches: gradients accumulate
+            F.cross_entropy(jitted(x), t).backward()
+            F.cross_entropy(reference(x), t).backward()
+        opt.step(), ref_opt.step()
+        opt.zero_grad(), ref_opt.zero_grad()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_same(p, q, 1e-9, 1e-9)
+    assert backward_of(jitted) == ["thunder"]
+
+
+def test_only_some_inputs_require_grad_and_frozen_parameters():
+    lin = nn.Linear(4, 3).double()
+    lin.weight.requires_grad_(False)
+    x = leaf(2, 4)
+    thunder.jit(lin)(x).sum().backward()
+    assert lin.weight.grad is None and lin.bias.grad is not None and x.grad is not None
+    grads_equal(lambda a, b: a * b.detach() + b, leaf(3), torch.randn(3, dtype=D))
+
+
+def test_hooks_retain_graph_and_autograd_grad():
+    x = leaf(4)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.clone()))
+    j = thunder.jit(lambda x: (x.sin() * x).sum())
+    y = j(x)
+    y.backward(retain_graph=True)
+    first = x.grad.clone()
+    y.backward()
+    assert_same(x.grad, 2 * first)
+    assert len(seen) == 2
+    (g,) = torch.autograd.grad(j(x), x)
+    assert_same(g, first)
+
+
+def test_unused_and_integer_outputs():
+    j = thunder.jit(lambda x: (x * 2, x.argmax(), (x > 0).sum(), x.exp()))
+    x = leaf(5)
+    a, idx, count, e = j(x)
+    assert not idx.requires_grad and not count.requires_grad and a.requires_grad
+    a.sum().backward()  # e's gradient is never given: materialized as zeros
+    assert_same(x.grad, torch.full((5,), 2.0, dtype=D))
+
+
+def test_create_graph_runs_a_differentiable_backward():
+    def f(x, w):
+        return (torch.tanh(x @ w) * x.sum()).sum()
+
+    x, w = leaf(3, 4), leaf(4, 2, seed=1)
+    xe, we = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    g = torch.autograd.grad(thunder.jit(f)(x, w), (x, w), create_graph=True)
+    ge = torch.autograd.grad(f(xe, we), (xe, we), create_graph=True)
+    assert_same(g, ge, 1e-10, 1e-10)
+    (g[0].sum() + g[1].pow(2).sum()).backward()
+    (ge[0].sum() + ge[1].pow(2).sum()).backward()
+    assert_same((x.grad, w.grad), (xe.grad, we.grad), 1e-10, 1e-10)
+
+
+def test_no_grad_call_compiles_no_backward():
+    lin = nn.Linear(4, 3)
+    j = thunder.jit(lin)
+    with torch.no_grad():
+        out = j(torch.randn(2, 4))
+    assert not out.requires_grad
+    assert backward_of(j) == [None]
+
+
+@pytest.mark.parametrize("case", ["dropout", "grad_mode_inside"])
+def test_what_the_autodiff_leaves_to_torch_says_why(case):
+    if case == "dropout":
+        fn, x = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).train(), torch.randn(3, 4, requires_grad=True)
+    else:
+        def fn(x):
+            with torch.no_grad():
+                y = x * 2
+            return x * y
+        x = torch.randn(3, requires_grad=True)
+    j = thunder.jit(fn)
+    torch.manual_seed(0)
+    out = j(x)
+    out.sum().backward()
+    (reason,) = backward_of(j)
+    assert reason.startswith("torch (") and "effect" in reason
+    assert "backward: torch (" in str(j)
+    assert thunder.last_backward_traces(j) == []
+
+
+def test_bfloat16_gradients_close_to_eager():
+    x = leaf(4, 16, dtype=torch.bfloat16)
+    w = leaf(16, dtype=torch.bfloat16, seed=1)
+    j = grads_equal(lambda x, w: F.layer_norm(F.gelu(x), (16,), w), x, w, rtol=1.6e-2, atol=2e-2)
+    assert backward_of(j) == ["thunder"]
+
+
+def test_round_trip_of_forward_and_backward_traces():
+    """check_program runs every forward trace and every backward trace (against torch.autograd of the graph)."""
+    check_program(lambda x, w: F.silu(x @ w).softmax(-1), leaf(3, 4), leaf(4, 5, seed=1))
