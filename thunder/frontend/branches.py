@@ -189,12 +189,17 @@ def _note_end(site):
             del record.open[site]
 
 
+def _condition(pred):
+    """A one-element predicate as a 0-d bool tensor (``bool(pred)``)."""
+    p = pred.reshape(())
+    return p if p.dtype == torch.bool else p != 0
+
+
 @torch._dynamo.allow_in_graph
 def _branch_begin(pred, site):
     """Marks the start of a converted branch; returns the predicate as a 0-d bool tensor (``bool(pred)``)."""
     _note_begin(site)
-    p = pred.reshape(())
-    return p if p.dtype == torch.bool else p != 0
+    return _condition(pred)
 
 
 @torch._dynamo.allow_in_graph
@@ -817,10 +822,41 @@ def has_markers(gm):
     return any(n.op == "call_function" and n.target in MARKERS for n in gm.graph.nodes)
 
 
+#: operator's in-place functions (``a -= b`` in a graph): each returns its first operand.
+_OPERATOR_INPLACE = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+                     operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor,
+                     operator.ilshift, operator.irshift}
+
+
+def _result_alias(node):
+    """The node whose value ``node``'s result is, when ``node`` is an in-place op (it returns the tensor it writes:
+    ``a -= 1``, ``a.add_(1)``, ``torch.relu_(a)``, ``out=a``, ``inplace=True``); None otherwise."""
+    if node.op not in ("call_function", "call_method") or not node.args and "out" not in node.kwargs:
+        return None
+    if isinstance(node.kwargs.get("out"), torch.fx.Node):
+        return node.kwargs["out"]
+    first = node.args[0] if node.args else None
+    if not isinstance(first, torch.fx.Node):
+        return None
+    if node.op == "call_method":
+        name = node.target
+    elif node.target in _OPERATOR_INPLACE:
+        return first
+    else:
+        name = getattr(node.target, "__name__", "")
+    if node.kwargs.get("inplace") is True or (name.endswith("_") and not name.endswith("__")):
+        return first
+    return None
+
+
 def run_exactly(gm, *args):
     """Runs ``gm`` taking only the arm of each converted branch its predicate selects, as the original ``if``
     did (calling ``gm`` itself would run both arms, and their in-place writes, for real). Used when a compiled
-    graph's assumptions do not hold for a call (inputs that alias a tensor the graph writes)."""
+    graph's assumptions do not hold for a call (inputs that alias a tensor the graph writes).
+
+    A node of the arm not taken that code after the region reads (Dynamo found that both arms leave the name bound
+    to one object, so there is no select: ``a -= 1`` in one arm) is the tensor that node would have written, as it
+    was. The markers' bookkeeping (:class:`TraceRecord`) is for Dynamo's traces only: this runs none of it."""
     interpreter = torch.fx.Interpreter(gm)
     env, values = interpreter.env, iter(args)
     arms = []  # per open branch: (predicate value, or None inside an arm not taken; in the else-arm)
@@ -835,7 +871,7 @@ def run_exactly(gm, *args):
         kind = MARKERS.get(node.target) if node.op == "call_function" else None
         if kind == "begin":
             taken = active()
-            env[node] = interpreter.run_node(node) if taken else None
+            env[node] = _condition(env[node.args[0]]) if taken else None
             arms.append((bool(env[node]) if taken else None, False))
         elif kind == "else":
             arms[-1] = (arms[-1][0], True)
@@ -849,4 +885,8 @@ def run_exactly(gm, *args):
             return interpreter.run_node(node)
         elif active():
             env[node] = interpreter.run_node(node)
+        else:
+            alias = _result_alias(node)
+            if alias is not None and alias in env:
+                env[node] = env[alias]
     raise RuntimeError("graph without output")
