@@ -504,3 +504,66 @@ def test_aliased_call_reads_an_inplace_result_of_the_arm_not_taken(f):
         stats = thunder.compile_stats(jitted)
         assert stats.branches_converted == 1 and not stats.graph_breaks, str(jitted)
         assert thunder.compiled_graphs(jitted)[0].aliased_calls == 2
+
+
+def test_names_an_arm_reads_before_binding_are_passed_in():
+    """An arm that reads a name before binding it (`buf += x`, `y = y + 1`) gets it as a parameter, whether or not
+    code after the `if` reads it."""
+    def augmented(buf, x):
+        if x.sum() > 0:
+            buf += x
+        return x * 2
+
+    def read_then_assign(x):
+        y = x + 1
+        if x.sum() > 0:
+            y = y * 2
+            x[0] = y[0]
+        return x
+
+    def nested(buf, x):
+        if x.sum() > 0:
+            if x[0] > 0:
+                buf += x
+        return x * 2
+
+    for f, n in ((augmented, 2), (read_then_assign, 1), (nested, 2)):
+        jitted = thunder.jit(f)
+        for sign in (1.0, -1.0, 1.0):
+            args = [torch.full((3,), sign) for _ in range(n)]
+            e_args = [a.clone() for a in args]
+            torch.testing.assert_close(jitted(*args), f(*e_args))
+            for a, e in zip(args, e_args):
+                torch.testing.assert_close(a, e)
+        assert all(s.converted and not s.reason for s in sites(jitted)), [str(s) for s in sites(jitted)]
+
+
+def test_a_name_read_before_binding_and_maybe_unbound_is_not_converted():
+    def f(x, flag: bool):
+        if flag:
+            buf = x * 0
+        if x.sum() > 0:
+            buf += x
+        return x * 2
+
+    jitted = thunder.jit(f)
+    torch.testing.assert_close(jitted(torch.ones(3), True), f(torch.ones(3), True))
+    site = [s for s in sites(jitted) if "x.sum()" in s.code][0]
+    assert not site.converted and "read before it is assigned" in site.reason
+
+
+def test_augmented_assignment_after_the_if_reads_the_selected_name():
+    """`y += 1` after the `if` reads y: the arms return it (otherwise the write would go to y's tensor before the
+    `if`, the input, also when the arm that rebinds y was taken)."""
+    def f(x):
+        y = x
+        if x.sum() > 0:
+            y = x * 2
+        y += 1
+        return x * 1
+
+    jitted = thunder.jit(f)
+    for sign in (1.0, -1.0, 1.0, -1.0):
+        a, b = torch.full((3,), sign), torch.full((3,), sign)
+        torch.testing.assert_close(jitted(a), f(b))
+        torch.testing.assert_close(a, b)

@@ -403,14 +403,6 @@ def test_branches_values_and_gradients(program, sets):
     check_grads(program, sets)
 
 
-_BUG_AUGASSIGN_DEAD = (
-    "thunder bug: a converted `if` whose arm does an augmented assignment (`buf += x`) to a name that is not read "
-    "after the `if` passes no value for that name into the arm function: every call raises UnboundLocalError (the "
-    "arm reads the name first). Repro: def f(buf, x): (if x.sum() > 0: buf += x); return x * 2 -- "
-    "thunder.jit(f)(torch.zeros(3), torch.ones(3)) raises UnboundLocalError: cannot access local variable 'buf'")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_AUGASSIGN_DEAD)
 @settings(max_examples=40, **_SETTINGS)
 @given(program=programs(writes_inputs=True, return_all=False), sets=input_sets)
 def test_branches_with_names_dead_after_the_if(program, sets):
@@ -449,7 +441,6 @@ def _compare_calls(fn, inputs, executors=None):
     return jitted
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_AUGASSIGN_DEAD)
 def test_augmented_assignment_in_an_arm_to_a_name_dead_after_the_if():
     def f(buf, x):
         if x.sum() > 0:

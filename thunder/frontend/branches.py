@@ -297,6 +297,12 @@ def _names_loaded(node):
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def _names_read(node):
+    """The names ``node`` reads: those loaded, and the targets of augmented assignments (``buf += x`` reads buf)."""
+    return _names_loaded(node) | {n.target.id for n in ast.walk(node)
+                                  if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+
+
 def _target_names(t):
     if isinstance(t, ast.Name):
         return [t.id]
@@ -596,16 +602,29 @@ class _Rewriter(ast.NodeTransformer):
         return name in _names_stored([s]) or name in _names_loaded(s)
 
     def _read_outside(self, node, name):
-        """Whether the function reads ``name`` anywhere but inside this ``if`` statement's arms."""
+        """Whether the function reads ``name`` anywhere but inside this ``if`` statement's arms (``name += 1``
+        reads it, and `del name` needs it bound)."""
         inside = {id(n) for arm in (node.body, node.orelse) for s in arm for n in ast.walk(s)}
-        return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and id(n) not in inside
-                   for n in ast.walk(self.root))
+        for n in ast.walk(self.root):
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == name and \
+                    id(n) not in inside:
+                return True
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, (ast.Load, ast.Del)) and \
+                    id(n) not in inside:
+                return True
+        return False
 
     def _convert(self, node, before, site):
         # The names either arm binds that code after the `if` may read (the others are each arm's own locals).
-        names = [n for n in dict.fromkeys(_names_stored(node.body) + _names_stored(node.orelse))
-                 if n not in self.generated and self._read_outside(node, n)]
-        params = [n for n in names if n in before]
+        stored = [n for n in dict.fromkeys(_names_stored(node.body) + _names_stored(node.orelse))
+                  if n not in self.generated]
+        names = [n for n in stored if self._read_outside(node, n)]
+        # Each arm function gets, as parameters, the names it may rebind that are bound before the `if`: those
+        # read after it (an arm that does not rebind one returns it as it was), and those an arm reads (`buf += x`,
+        # `y = y + 1`: a local of the arm function otherwise, unbound when read). _why_not refused the names an arm
+        # may read before binding them that are not certainly bound before.
+        read_inside = set().union(*(_names_read(s) for s in node.body + node.orelse))
+        params = [n for n in stored if n in before and (n in names or n in read_inside)]
         then_name, else_name = f"_thunder_then_{site}", f"_thunder_else_{site}"
         self.generated.update((then_name, else_name))
 
