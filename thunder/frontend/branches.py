@@ -381,8 +381,8 @@ class _Definedness:
         return defined | {n.target.id for n in ast.walk(s) if isinstance(n, ast.NamedExpr)}
 
 
-#: Statements an arm may not hold, and how the reason names them.
-_REFUSED_STATEMENTS = {ast.Return: "`return`", ast.Break: "`break`", ast.Continue: "`continue`", ast.Raise: "`raise`",
+#: Statements an arm may not hold, and how the reason names them (`return`: see _Purity._stmt).
+_REFUSED_STATEMENTS = {ast.Break: "`break`", ast.Continue: "`continue`", ast.Raise: "`raise`",
                        ast.Assert: "`assert`", ast.Global: "`global`", ast.Nonlocal: "`nonlocal`", ast.Import: "an import",
                        ast.ImportFrom: "an import", ast.ClassDef: "a class definition", ast.Try: "`try`",
                        ast.With: "`with`", ast.AsyncWith: "`async with`", ast.Delete: "`del`",
