@@ -25,9 +25,10 @@ An ``if`` that ends the function and whose arms both end with ``return`` (also `
 followed by a final ``return b``) is converted too: each arm function returns its return value, which is
 selected like a name, and the function returns it.
 
-Soundness. A branch is rewritten only if this module's static rules accept it (:meth:`_Purity.why_not`,
-``_Rewriter._why_not``: no other ``return``, no ``break``/``continue``/``raise``, no side effects, no calls to Python functions not known
-to be pure, names bound in one branch only must be defined before). What the source cannot show is
+Soundness. A branch is rewritten only if this module's static rules accept it (``_Purity.why_not``,
+``_Rewriter._why_not``: no other ``return``, no ``break``/``continue``/``raise``, no side effects, no
+calls to Python functions not known to be pure, names bound in one branch only, or read in an arm before
+it binds them, must be defined before). What the source cannot show is
 checked when the program is traced: a region that a graph break splits, branch results that differ in
 shape, dtype or kind, an arm the importer cannot compile (an effect, random numbers, data-dependent
 indexing that would raise only when taken) -- and an arm that fails while Dynamo traces it (a shape
