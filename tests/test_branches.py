@@ -258,12 +258,13 @@ def helper(x):
 
 
 def test_control_flow_and_unknown_calls_not_converted():
-    def returns(x):
+    def returns_early(x):
         if x.sum() > 0:
             return x
+        x = x + 1
         return -x
 
-    _stays_correct(returns, torch.ones(3), reason="return")
+    _stays_correct(returns_early, torch.ones(3), reason="return")
 
     def loops(x):
         for i in range(3):
@@ -457,3 +458,296 @@ def test_write_through_a_name_one_branch_aliases():
         torch.testing.assert_close(a, b)
     assert "aliasing" in sites(jitted)[0].reason
 
+
+
+def _inplace_aug(a, b):
+    if b.sum() > 0:
+        a -= 1
+    return a * 2
+
+
+def _inplace_method(a, b):
+    if b.sum() > 0:
+        a = a.add_(1)
+    return a * 2
+
+
+def _inplace_function(a, b):
+    if b.sum() > 0:
+        a = torch.relu_(a)
+    return a * 2
+
+
+def _inplace_out(a, b):
+    if b.sum() > 0:
+        a = torch.add(a, b.sum(), out=a)
+    return a * 2
+
+
+def _inplace_keyword(a, b):
+    if b.sum() > 0:
+        a = torch.nn.functional.relu(a, inplace=True)
+    return a * 2
+
+
+@pytest.mark.parametrize("f", [_inplace_aug, _inplace_method, _inplace_function, _inplace_out, _inplace_keyword])
+def test_aliased_call_reads_an_inplace_result_of_the_arm_not_taken(f):
+    """An in-place op in one arm leaves the name on its tensor (no select); a call whose inputs alias runs one arm
+    (branches.run_exactly), and code after the branch reads the tensor as it is, written or not. The bookkeeping of
+    that run does not give the branch up."""
+    for sign in (-1.0, 1.0):  # first call: the arm not taken, then taken
+        torch._dynamo.reset()
+        jitted = thunder.jit(f)
+        for _ in range(2):
+            base, e_base = torch.full((4,), sign), torch.full((4,), sign)
+            torch.testing.assert_close(jitted(base, base[1:3]), f(e_base, e_base[1:3]))
+            torch.testing.assert_close(base, e_base)
+        stats = thunder.compile_stats(jitted)
+        assert stats.branches_converted == 1 and not stats.graph_breaks, str(jitted)
+        assert thunder.compiled_graphs(jitted)[0].aliased_calls == 2
+
+
+def test_names_an_arm_reads_before_binding_are_passed_in():
+    """An arm that reads a name before binding it (`buf += x`, `y = y + 1`) gets it as a parameter, whether or not
+    code after the `if` reads it."""
+    def augmented(buf, x):
+        if x.sum() > 0:
+            buf += x
+        return x * 2
+
+    def read_then_assign(x):
+        y = x + 1
+        if x.sum() > 0:
+            y = y * 2
+            x[0] = y[0]
+        return x
+
+    def nested(buf, x):
+        if x.sum() > 0:
+            if x[0] > 0:
+                buf += x
+        return x * 2
+
+    for f, n in ((augmented, 2), (read_then_assign, 1), (nested, 2)):
+        jitted = thunder.jit(f)
+        for sign in (1.0, -1.0, 1.0):
+            args = [torch.full((3,), sign) for _ in range(n)]
+            e_args = [a.clone() for a in args]
+            torch.testing.assert_close(jitted(*args), f(*e_args))
+            for a, e in zip(args, e_args):
+                torch.testing.assert_close(a, e)
+        assert all(s.converted and not s.reason for s in sites(jitted)), [str(s) for s in sites(jitted)]
+
+
+def test_a_name_read_before_binding_and_maybe_unbound_is_not_converted():
+    def f(x, flag: bool):
+        if flag:
+            buf = x * 0
+        if x.sum() > 0:
+            buf += x
+        return x * 2
+
+    jitted = thunder.jit(f)
+    torch.testing.assert_close(jitted(torch.ones(3), True), f(torch.ones(3), True))
+    site = [s for s in sites(jitted) if "x.sum()" in s.code][0]
+    assert not site.converted and "read before it is assigned" in site.reason
+
+
+def test_augmented_assignment_after_the_if_reads_the_selected_name():
+    """`y += 1` after the `if` reads y: the arms return it (otherwise the write would go to y's tensor before the
+    `if`, the input, also when the arm that rebinds y was taken)."""
+    def f(x):
+        y = x
+        if x.sum() > 0:
+            y = x * 2
+        y += 1
+        return x * 1
+
+    jitted = thunder.jit(f)
+    for sign in (1.0, -1.0, 1.0, -1.0):
+        a, b = torch.full((3,), sign), torch.full((3,), sign)
+        torch.testing.assert_close(jitted(a), f(b))
+        torch.testing.assert_close(a, b)
+
+
+# ---- `if` statements whose arms both end with `return`, at the end of the function ----
+
+def _returns_if_else(x, y):
+    if x.sum() > 0:
+        z = x.sqrt() * y
+        return z + 1
+    else:
+        return -x * y
+
+
+def _returns_then_final_return(x, y):
+    z = x * y
+    if x.sum() > 0:
+        return z.log()
+    return z * 2
+
+
+def _returns_elif_chain(x, y):
+    if x.sum() > 1:
+        return x.sqrt()
+    elif x[0] > 0:
+        return (x * y).log()
+    return y - x
+
+
+def _returns_nested(x, y):
+    if x.sum() > 0:
+        if y.sum() > 0:
+            return x / y
+        return x * y
+    else:
+        return -x
+
+
+def _returns_tuple(x, y):
+    if x.sum() > 0:
+        return x.sqrt(), y
+    return -x, y * 2
+
+
+class _ReturnsModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.sum() > 0:
+            return h.relu()
+        return h.tanh()
+
+
+@pytest.mark.parametrize("f", [_returns_if_else, _returns_then_final_return, _returns_elif_chain, _returns_nested,
+                               _returns_tuple])
+def test_returns_in_both_arms_at_the_end_are_converted(f):
+    """The return values are selected like the names the arms bind: values and gradients as eager's (the arm not
+    taken contributes no NaN: sqrt, log and division of negative or zero values), one graph, no graph break."""
+    jitted = thunder.jit(f)
+    for xs, ys in (([1.0, 2.0, 3.0], [1.0, 0.5, 2.0]), ([-1.0, -2.0, 0.5], [0.0, 1.0, -1.0]),
+                   ([0.5, -2.0, 1.0], [2.0, -1.0, 1.0]), ([-0.5, 0.1, 0.2], [2.0, 1.0, 1.0])):
+        a = [torch.tensor(xs, requires_grad=True), torch.tensor(ys, requires_grad=True)]
+        b = [t.detach().clone().requires_grad_() for t in a]
+        out, expected = jitted(*a), f(*b)
+        torch.testing.assert_close(out, expected)
+        total = sum(o.sum() for o in out) if isinstance(out, tuple) else out.sum()
+        e_total = sum(o.sum() for o in expected) if isinstance(expected, tuple) else expected.sum()
+        total.backward()
+        e_total.backward()
+        for t, e in zip(a, b):  # (an input that an arm does not read gets zeros where eager leaves None)
+            torch.testing.assert_close(t.grad, e.grad if e.grad is not None else torch.zeros(3), equal_nan=True)
+    stats = thunder.compile_stats(jitted)
+    assert stats.branches_converted == len(sites(jitted)) >= 1 and stats.branches_left == 0, str(jitted)
+    assert not stats.graph_breaks and len(stats.graphs) == 1, str(jitted)
+    assert "converted to a select" in str(jitted)
+
+
+def test_returns_in_a_module_forward_and_with_writes():
+    m, ref = _ReturnsModule(), _ReturnsModule()
+    ref.load_state_dict(m.state_dict())
+    jitted = thunder.jit(m)
+    for sign in (1.0, -1.0, 1.0):
+        x = torch.full((2, 3), sign)
+        torch.testing.assert_close(jitted(x), ref(x))
+    assert thunder.compile_stats(jitted).branches_converted == 1
+
+    def writes(x, y):
+        if x.sum() > 0:
+            y.add_(1)
+            return x * y
+        else:
+            y.mul_(2)
+            return x - y
+
+    jitted = thunder.jit(writes)
+    for sign in (1.0, -1.0, 1.0):
+        a, b = [torch.full((3,), sign), torch.ones(3)], [torch.full((3,), sign), torch.ones(3)]
+        torch.testing.assert_close(jitted(*a), writes(*b))
+        torch.testing.assert_close(a, b)
+    stats = thunder.compile_stats(jitted)
+    assert stats.branches_converted == 1 and not stats.graph_breaks, str(jitted)
+
+
+def test_returns_not_converted():
+    def shapes_differ(x):
+        if x.sum() > 0:
+            return x[:2]
+        return x
+
+    jitted = thunder.jit(shapes_differ)
+    for sign in (1.0, -1.0, 1.0):
+        x = torch.ones(4) * sign
+        torch.testing.assert_close(jitted(x), shapes_differ(x))
+    assert "return value with different shapes" in sites(jitted)[0].reason, sites(jitted)[0]
+    stats = thunder.compile_stats(jitted)
+    assert stats.branches_converted == 0 and stats.branches_left == 1, str(jitted)
+
+    def python_values_differ(x):
+        if x.sum() > 0:
+            return 1
+        return 2
+
+    jitted = thunder.jit(python_values_differ)
+    for sign in (1.0, -1.0, 1.0):
+        assert jitted(torch.ones(4) * sign) == python_values_differ(torch.ones(4) * sign)
+    assert "return value as values that are not both tensors" in sites(jitted)[0].reason, sites(jitted)[0]
+
+    def not_at_the_end(x):
+        for i in range(2):
+            if x[i] > 0:
+                return x * i
+            else:
+                return -x
+        return x
+
+    _stays_correct(not_at_the_end, torch.ones(3), reason="return")
+
+    def falls_off_the_end(x):
+        if x.sum() > 0:
+            return x * 2
+
+    _stays_correct(falls_off_the_end, torch.ones(3), reason="return")
+
+    def return_before_the_end_of_an_arm(x):
+        if x.sum() > 0:
+            for i in range(2):
+                if x[i] > 0:
+                    return x
+            return -x
+        return x * 2
+
+    jitted = _stays_correct(return_before_the_end_of_an_arm, torch.ones(3), reason="return")
+    assert all(s.reason for s in sites(jitted))
+
+    def impure_arm(x):
+        if x.sum() > 0:
+            print("positive")
+            return x
+        return -x
+
+    _stays_correct(impure_arm, torch.ones(3), reason="print")
+
+    def elif_arm_falls_through(x):
+        if x.sum() > 0:
+            return x
+        elif x[0] > 0:
+            x = x + 1
+        return -x
+
+    jitted = thunder.jit(elif_arm_falls_through)
+    for xs in ([1.0, 1.0, 1.0], [1.0, -5.0, 1.0], [-1.0, -5.0, 1.0]):
+        torch.testing.assert_close(jitted(torch.tensor(xs)), elif_arm_falls_through(torch.tensor(xs)))
+    outer = [s for s in sites(jitted) if "x.sum()" in s.code][0]
+    assert not outer.converted and "return" in outer.reason, outer
+
+    def code_after_an_early_return(x, y):
+        if x.sum() > 0:
+            return x
+        y = y * 2
+        return x - y
+
+    _stays_correct(code_after_an_early_return, torch.ones(3), torch.ones(3), reason="return")

@@ -65,8 +65,8 @@ class _Writer:
     and b in place, so that a write may go through a name that one arm rebound and the other left on its tensor
     (thunder then gives that branch up: it is not converted)."""
 
-    def __init__(self, draw, writes_inputs, mixed=False, aug_names=True):
-        self.draw, self.writes_inputs, self.mixed, self.aug_names = draw, writes_inputs, mixed, aug_names
+    def __init__(self, draw, writes_inputs, mixed=False):
+        self.draw, self.writes_inputs, self.mixed = draw, writes_inputs, mixed
         self.ifs = 0
         self.lines = []
 
@@ -170,7 +170,7 @@ class _Writer:
             self.write_view(pad, loop)
             return
         t = self.target()
-        kind = self.draw(st.integers(0, 7 if self.aug_names else 6))
+        kind = self.draw(st.integers(0, 7))
         if kind == 0:  # element assignment
             self.lines.append(f"{pad}{t}[{self.index(loop)}] = {self.element(loop)}")
         elif kind == 1:  # a slice assigned from a slice of the same length
@@ -223,12 +223,11 @@ class _Writer:
 
 
 @st.composite
-def programs(draw, writes_inputs, return_all=True, view_base=None, mixed=False, aug_names=True):
+def programs(draw, writes_inputs, return_all=True, view_base=None, mixed=False):
     """A program. v and w are views of ``view_base``: x for programs that write their inputs, else c, a local
     no statement rebinds (``view_base="a"``: a, which branches rebind). ``return_all=False`` returns only some
-    names, so that a name written in a branch may be dead after it. ``mixed``: see _Writer; ``aug_names=False``:
-    no augmented assignment of a whole name (`x -= ...`)."""
-    w = _Writer(draw, writes_inputs, mixed, aug_names)
+    names, so that a name written in a branch may be dead after it. ``mixed``: see _Writer."""
+    w = _Writer(draw, writes_inputs, mixed)
     base = view_base or ("x" if writes_inputs else "c")
     w.lines += ["def program(x, y):", "    a = x * 1.5", "    b = y - 0.5", "    c = x + y",
                 f"    v = {base}[1:]", f"    w = {base}.view(2, 2)"]
@@ -371,11 +370,11 @@ def test_branches_with_writes_to_inputs_and_locals(program, sets):
 
 
 @settings(max_examples=100, **_SETTINGS)
-@given(program=programs(writes_inputs=True, mixed=True, aug_names=False), sets=input_sets)
+@given(program=programs(writes_inputs=True, mixed=True), sets=input_sets)
 def test_branches_with_writes_through_names_branches_rebind(program, sets):
     """In-place writes also through the names branches rebind (a site where a write goes through a name one arm
-    rebound and the other did not is given up, and runs as Python): values and inputs as eager's. (No `x -= ...`:
-    the graph breaks of given-up sites make aliased calls, see _BUG_RUN_EXACTLY.)"""
+    rebound and the other did not is given up, and runs as Python): values and inputs as eager's. (The graph breaks of
+    given-up sites make aliased calls, which run the graph with branches.run_exactly.)"""
     check_writes(program, sets, executors="torch", all_converted=False)
 
 
@@ -404,14 +403,6 @@ def test_branches_values_and_gradients(program, sets):
     check_grads(program, sets)
 
 
-_BUG_AUGASSIGN_DEAD = (
-    "thunder bug: a converted `if` whose arm does an augmented assignment (`buf += x`) to a name that is not read "
-    "after the `if` passes no value for that name into the arm function: every call raises UnboundLocalError (the "
-    "arm reads the name first). Repro: def f(buf, x): (if x.sum() > 0: buf += x); return x * 2 -- "
-    "thunder.jit(f)(torch.zeros(3), torch.ones(3)) raises UnboundLocalError: cannot access local variable 'buf'")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_AUGASSIGN_DEAD)
 @settings(max_examples=40, **_SETTINGS)
 @given(program=programs(writes_inputs=True, return_all=False), sets=input_sets)
 def test_branches_with_names_dead_after_the_if(program, sets):
@@ -450,7 +441,6 @@ def _compare_calls(fn, inputs, executors=None):
     return jitted
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_AUGASSIGN_DEAD)
 def test_augmented_assignment_in_an_arm_to_a_name_dead_after_the_if():
     def f(buf, x):
         if x.sum() > 0:
@@ -506,16 +496,6 @@ def test_fusion_with_a_write_under_a_branch():
     assert all(g["compiled"] for g in thunder.compile_stats(jitted).graphs)
 
 
-_BUG_RUN_EXACTLY = (
-    "thunder bug: when a graph with converted branches is called with inputs that alias an input it writes, the "
-    "guard runs it with branches.run_exactly, which fails if a node after the branch reads a value that only the arm "
-    "not taken defines -- an augmented assignment (`a -= 1`) in that arm: RuntimeError: Node mul referenced "
-    "nonexistent value a! Repro: def f(a, b): (if b.sum() > 0: a -= 1); return a * 2 -- base = -torch.ones(4); "
-    "thunder.jit(f)(base, base[1:3]) raises (eager returns -2s). Found with a graph break (clamp_ with a tensor "
-    "bound) whose resumed frame gets a view and its base as inputs")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_RUN_EXACTLY)
 def test_aliased_inputs_and_an_augmented_assignment_in_the_arm_not_taken():
     def f(a, b):
         if b.sum() > 0:
@@ -530,7 +510,6 @@ def test_aliased_inputs_and_an_augmented_assignment_in_the_arm_not_taken():
         assert_same(base, e_base)
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_RUN_EXACTLY)
 def test_views_of_an_input_across_a_graph_break_under_branches():
     def f(x, y):
         v = x[1:]

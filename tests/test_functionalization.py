@@ -1416,15 +1416,6 @@ def test_aliased_inputs_under_a_converted_branch():
     compare_call(jitted(*c_in.args), f(*e_in.args), c_in, e_in)
 
 
-_BUG_ALIASED_CALL_GIVES_UP_BRANCH = (
-    "thunder bug: a call with aliased inputs that goes through Dynamo (the first call, or any call the fast path "
-    "misses) runs the graph with branches.run_exactly, which runs the _branch_begin marker (recording an open region) "
-    "but not _branch_end; thunder.jit then gives the branch up ('a graph break splits the branch'), and every later "
-    "call has a graph break there. Repro: def f(a, b): (if b.sum() > 0: a.add_(1)); return b * 2 -- "
-    "j = thunder.jit(f); base = torch.ones(4); j(base, base[1:3]); thunder.compile_stats(j).branches_converted == 0")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_ALIASED_CALL_GIVES_UP_BRANCH)
 def test_aliased_first_call_keeps_the_branch_converted():
     def f(a, b):
         if b.sum() > 0:

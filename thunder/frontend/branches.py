@@ -21,9 +21,14 @@ graph as writes; the core's functionalization pass (``csrc/passes/functionalizat
 region into straight-line code whose written tensors are selected too, and masks what each arm reads
 so that the arm not taken contributes no NaN to gradients.
 
-Soundness. A branch is rewritten only if this module's static rules accept it (:func:`why_not`: no
-``return``/``break``/``continue``/``raise``, no side effects, no calls to Python functions not known
-to be pure, names bound in one branch only must be defined before). What the source cannot show is
+An ``if`` that ends the function and whose arms both end with ``return`` (also ``if c: ...; return a``
+followed by a final ``return b``) is converted too: each arm function returns its return value, which is
+selected like a name, and the function returns it.
+
+Soundness. A branch is rewritten only if this module's static rules accept it (``_Purity.why_not``,
+``_Rewriter._why_not``: no other ``return``, no ``break``/``continue``/``raise``, no side effects, no
+calls to Python functions not known to be pure, names bound in one branch only, or read in an arm before
+it binds them, must be defined before). What the source cannot show is
 checked when the program is traced: a region that a graph break splits, branch results that differ in
 shape, dtype or kind, an arm the importer cannot compile (an effect, random numbers, data-dependent
 indexing that would raise only when taken) -- and an arm that fails while Dynamo traces it (a shape
@@ -189,12 +194,17 @@ def _note_end(site):
             del record.open[site]
 
 
+def _condition(pred):
+    """A one-element predicate as a 0-d bool tensor (``bool(pred)``)."""
+    p = pred.reshape(())
+    return p if p.dtype == torch.bool else p != 0
+
+
 @torch._dynamo.allow_in_graph
 def _branch_begin(pred, site):
     """Marks the start of a converted branch; returns the predicate as a 0-d bool tensor (``bool(pred)``)."""
     _note_begin(site)
-    p = pred.reshape(())
-    return p if p.dtype == torch.bool else p != 0
+    return _condition(pred)
 
 
 @torch._dynamo.allow_in_graph
@@ -232,18 +242,30 @@ MARKERS = {_branch_begin: "begin", _branch_else: "else", _branch_end: "end", _br
            _branch_reject: "reject"}
 
 
+#: The name under which _thunder_if's callers pass the arms' return values (an ``if`` whose arms both return).
+RETURN = "return"
+
+
 def _merge(cond, a, b, site, name):
-    """What ``name`` is after a converted branch whose arms left it as ``a`` and ``b`` (traced by Dynamo)."""
-    if a is b:
+    """What ``name`` is after a converted branch whose arms left it as ``a`` and ``b`` (traced by Dynamo); ``name``
+    is :data:`RETURN` for the arms' return values. Tuples of the same length are merged element by element."""
+    tuples = type(a) is tuple, type(b) is tuple
+    if all(tuples) and len(a) == len(b):
+        return tuple(_merge(cond, x, y, site, f"{name}[{i}]") for i, (x, y) in enumerate(zip(a, b)))
+    if not any(tuples) and a is b:  # (Dynamo cannot trace `is` on tuples)
         return a
+    if name == RETURN or name.startswith(RETURN + "["):  # the return value, or an element of it ("return[0]")
+        what = "the return value" + (f" (element {name[len(RETURN):]})" if name != RETURN else "")
+    else:
+        what = f"`{name}`"
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
-            _branch_reject(cond, site, f"the branches leave `{name}` with different shapes, dtypes or devices")
+            _branch_reject(cond, site, f"the branches leave {what} with different shapes, dtypes or devices")
         return _branch_select(cond, a, b)
     if isinstance(a, (bool, int, float)) and isinstance(b, (bool, int, float)) and type(a) is type(b) and a == b:
         return a
-    _branch_reject(cond, site, f"the branches leave `{name}` as values that are not both tensors "
-                               "(a Python value cannot depend on a tensor's data)")
+    _branch_reject(cond, site, f"the branches leave {what} as values that are not both tensors (or tuples of "
+                               "the same length; a Python value cannot depend on a tensor's data)")
     return a
 
 
@@ -290,6 +312,12 @@ def _names_stored(nodes):
 
 def _names_loaded(node):
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _names_read(node):
+    """The names ``node`` reads: those loaded, and the targets of augmented assignments (``buf += x`` reads buf)."""
+    return _names_loaded(node) | {n.target.id for n in ast.walk(node)
+                                  if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
 
 
 def _target_names(t):
@@ -354,8 +382,8 @@ class _Definedness:
         return defined | {n.target.id for n in ast.walk(s) if isinstance(n, ast.NamedExpr)}
 
 
-#: Statements an arm may not hold, and how the reason names them.
-_REFUSED_STATEMENTS = {ast.Return: "`return`", ast.Break: "`break`", ast.Continue: "`continue`", ast.Raise: "`raise`",
+#: Statements an arm may not hold, and how the reason names them (`return`: see _Purity._stmt).
+_REFUSED_STATEMENTS = {ast.Break: "`break`", ast.Continue: "`continue`", ast.Raise: "`raise`",
                        ast.Assert: "`assert`", ast.Global: "`global`", ast.Nonlocal: "`nonlocal`", ast.Import: "an import",
                        ast.ImportFrom: "an import", ast.ClassDef: "a class definition", ast.Try: "`try`",
                        ast.With: "`with`", ast.AsyncWith: "`async with`", ast.Delete: "`del`",
@@ -383,6 +411,9 @@ class _Purity:
             if s.name in generated:  # a nested branch converted first (its last statement is our own return)
                 return self.why_not(s.body[:-1], generated)
             return "a function definition"
+        if isinstance(s, ast.Return):
+            return ("`return` inside the branch (converted only as the last statement of both arms of an `if` that "
+                    "ends the function)")
         for kind, what in _REFUSED_STATEMENTS.items():
             if isinstance(s, kind):
                 return f"{what} inside the branch"
@@ -412,6 +443,10 @@ class _Purity:
         if isinstance(s, ast.Pass):
             return None
         return f"a `{type(s).__name__}` statement inside the branch"
+
+    def why_not_expr(self, e):
+        """The reason expression ``e`` cannot be evaluated in a converted branch, or None if it can."""
+        return self._expr(e)
 
     def _target(self, t):
         if isinstance(t, ast.Name):
@@ -515,12 +550,40 @@ def _hashable(obj):
 
 # ---- the rewrite ----
 
+def _ends_in_return(stmts):
+    return bool(stmts) and isinstance(stmts[-1], ast.Return)
+
+
+def _tail_ifs(fn_def):
+    """The ids of the ``if`` statements in tail position: the function's last statement, or the last statement of
+    an arm of one. On the way, ``if c: ...; return a`` followed by a final ``return b`` (the last ``if`` of an
+    ``elif`` chain each of whose arms ends with a ``return``) gets ``return b`` as its ``else``, which is
+    equivalent: such an ``if`` whose arms both end with a ``return`` is converted with the return values selected."""
+    tail = set()
+
+    def block(stmts):
+        if len(stmts) >= 2 and isinstance(stmts[-1], ast.Return) and isinstance(stmts[-2], ast.If):
+            last = stmts[-2]
+            while _ends_in_return(last.body) and len(last.orelse) == 1 and isinstance(last.orelse[0], ast.If):
+                last = last.orelse[0]
+            if _ends_in_return(last.body) and not last.orelse:
+                last.orelse = [stmts.pop()]
+        if stmts and isinstance(stmts[-1], ast.If):
+            tail.add(id(stmts[-1]))
+            block(stmts[-1].body)
+            block(stmts[-1].orelse)
+
+    block(fn_def.body)
+    return tail
+
+
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, definedness, purity, filename, first_line, sites, excluded):
-        self.definedness, self.purity = definedness, purity
+    def __init__(self, definedness, tail, purity, filename, first_line, sites, excluded):
+        self.definedness, self.tail, self.purity = definedness, tail, purity
         self.filename, self.first_line = filename, first_line
         self.sites, self.excluded = sites, excluded
-        self.generated = set()
+        self.generated = set()  # the names of the arm functions and return values this rewrite made
+        self.converted = 0
         self.depth = 0
         self.root = None
 
@@ -555,15 +618,22 @@ class _Rewriter(ast.NodeTransformer):
         if key in self.excluded:
             site.converted = False
             return node
-        reason = self._why_not(node, before)
+        # An `if` ending the function whose arms both end with a `return` (inner ones converted first end so too).
+        returns = id(node) in self.tail and _ends_in_return(node.body) and _ends_in_return(node.orelse)
+        reason = self._why_not(node, before, returns)
         if reason:
             site.converted, site.reason = False, reason
             return node
         site.converted, site.reason = True, ""
-        return self._convert(node, before, site.id)
+        self.converted += 1
+        return self._convert(node, before, site.id, returns)
 
-    def _why_not(self, node, before):
-        reason = self.purity.why_not(node.body, self.generated) or self.purity.why_not(node.orelse, self.generated)
+    def _why_not(self, node, before, returns):
+        arms = (node.body[:-1], node.orelse[:-1]) if returns else (node.body, node.orelse)
+        reason = self.purity.why_not(arms[0], self.generated) or self.purity.why_not(arms[1], self.generated)
+        if returns:
+            values = [arm[-1].value for arm in (node.body, node.orelse) if arm[-1].value is not None]
+            reason = reason or next(filter(None, map(self.purity.why_not_expr, values)), None)
         if reason:
             return reason
         then_names, else_names = _names_stored(node.body), _names_stored(node.orelse)
@@ -578,7 +648,8 @@ class _Rewriter(ast.NodeTransformer):
                 if not (isinstance(first, ast.Assign) and name in [n for t in first.targets for n in _target_names(t)]
                         and name not in _names_loaded(first.value)):
                     return f"`{name}` may be read before it is assigned in a branch"
-            if (name not in then_names or name not in else_names) and self._read_outside(node, name):
+            # (Nothing runs after an `if` whose arms return.)
+            if not returns and (name not in then_names or name not in else_names) and self._read_outside(node, name):
                 return f"`{name}` is assigned in only one branch and may be undefined before"
         return None
 
@@ -591,21 +662,41 @@ class _Rewriter(ast.NodeTransformer):
         return name in _names_stored([s]) or name in _names_loaded(s)
 
     def _read_outside(self, node, name):
-        """Whether the function reads ``name`` anywhere but inside this ``if`` statement's arms."""
+        """Whether the function reads ``name`` anywhere but inside this ``if`` statement's arms (``name += 1``
+        reads it, and `del name` needs it bound)."""
         inside = {id(n) for arm in (node.body, node.orelse) for s in arm for n in ast.walk(s)}
-        return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and id(n) not in inside
-                   for n in ast.walk(self.root))
+        for n in ast.walk(self.root):
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == name and \
+                    id(n) not in inside:
+                return True
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, (ast.Load, ast.Del)) and \
+                    id(n) not in inside:
+                return True
+        return False
 
-    def _convert(self, node, before, site):
+    def _convert(self, node, before, site, returns):
+        """The statements replacing ``node``: the two arm functions and the ``_thunder_if`` call; ``returns``: the
+        arms end with ``return``, whose values the call returns last (and the function then returns)."""
         # The names either arm binds that code after the `if` may read (the others are each arm's own locals).
-        names = [n for n in dict.fromkeys(_names_stored(node.body) + _names_stored(node.orelse))
-                 if n not in self.generated and self._read_outside(node, n)]
-        params = [n for n in names if n in before]
-        then_name, else_name = f"_thunder_then_{site}", f"_thunder_else_{site}"
-        self.generated.update((then_name, else_name))
+        stored = [n for n in dict.fromkeys(_names_stored(node.body) + _names_stored(node.orelse))
+                  if n not in self.generated]
+        names = [] if returns else [n for n in stored if self._read_outside(node, n)]
+        # Each arm function gets, as parameters, the names it may rebind that are bound before the `if`: those
+        # read after it (an arm that does not rebind one returns it as it was), and those an arm reads (`buf += x`,
+        # `y = y + 1`: a local of the arm function otherwise, unbound when read). _why_not refused the names an arm
+        # may read before binding them that are not certainly bound before.
+        read_inside = set().union(*(_names_read(s) for s in node.body + node.orelse))
+        params = [n for n in stored if n in before and (n in names or n in read_inside)]
+        then_name, else_name, result = f"_thunder_then_{site}", f"_thunder_else_{site}", f"_thunder_return_{site}"
+        self.generated.update((then_name, else_name, result))
+        labels, targets = (names + [RETURN], names + [result]) if returns else (names, names)
 
         def branch(fname, body):
-            ret = ast.Return(ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load()))
+            results = [ast.Name(n, ast.Load()) for n in names]
+            if returns:
+                body, value = body[:-1], body[-1].value
+                results.append(value if value is not None else ast.Constant(None))
+            ret = ast.Return(ast.Tuple(results, ast.Load()))
             args = ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], kwonlyargs=[], kw_defaults=[],
                                  defaults=[])
             fn = ast.FunctionDef(fname, args, list(body or [ast.Pass()]) + [ret], [], None, type_params=[]) \
@@ -615,12 +706,14 @@ class _Rewriter(ast.NodeTransformer):
         call = ast.Call(ast.Name("_thunder_if", ast.Load()),
                         [node.test, ast.Name(then_name, ast.Load()), ast.Name(else_name, ast.Load()),
                          ast.Tuple([ast.Name(p, ast.Load()) for p in params], ast.Load()), ast.Constant(site),
-                         ast.Tuple([ast.Constant(n) for n in names], ast.Load())], [])
-        if names:
-            stmt = ast.Assign([ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())], call)
+                         ast.Tuple([ast.Constant(n) for n in labels], ast.Load())], [])
+        if targets:
+            stmt = ast.Assign([ast.Tuple([ast.Name(n, ast.Store()) for n in targets], ast.Store())], call)
         else:
             stmt = ast.Expr(call)
         out = [branch(then_name, node.body), branch(else_name, node.orelse), ast.copy_location(stmt, node)]
+        if returns:
+            out.append(ast.copy_location(ast.Return(ast.Name(result, ast.Load())), node))
         for s in out:
             ast.fix_missing_locations(s)
             for n in ast.walk(s):
@@ -692,12 +785,13 @@ def rewrite(fn, sites, excluded=frozenset(), instance=None):
     if instance is not None and fn_def.args.args:
         self_name = fn_def.args.args[0].arg
     purity = _Purity(_resolver(fn), self_name, instance)
-    rewriter = _Rewriter(_Definedness(fn_def), purity, code.co_filename, first, sites, excluded)
+    tail = _tail_ifs(fn_def)  # first: it may move a final `return` into an `else`
+    rewriter = _Rewriter(_Definedness(fn_def), tail, purity, code.co_filename, first, sites, excluded)
     rewriter.visit(fn_def)
-    if not rewriter.generated:
+    if not rewriter.converted:
         return Rewritten(fn, 0)
     new = _build(fn, fn_def)
-    return Rewritten(new, len(rewriter.generated) // 2) if new is not None else Rewritten(fn, 0)
+    return Rewritten(new, rewriter.converted) if new is not None else Rewritten(fn, 0)
 
 
 def _build(fn, fn_def):
@@ -817,10 +911,41 @@ def has_markers(gm):
     return any(n.op == "call_function" and n.target in MARKERS for n in gm.graph.nodes)
 
 
+#: operator's in-place functions (``a -= b`` in a graph): each returns its first operand.
+_OPERATOR_INPLACE = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+                     operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor,
+                     operator.ilshift, operator.irshift}
+
+
+def _result_alias(node):
+    """The node whose value ``node``'s result is, when ``node`` is an in-place op (it returns the tensor it writes:
+    ``a -= 1``, ``a.add_(1)``, ``torch.relu_(a)``, ``out=a``, ``inplace=True``); None otherwise."""
+    if node.op not in ("call_function", "call_method") or not node.args and "out" not in node.kwargs:
+        return None
+    if isinstance(node.kwargs.get("out"), torch.fx.Node):
+        return node.kwargs["out"]
+    first = node.args[0] if node.args else None
+    if not isinstance(first, torch.fx.Node):
+        return None
+    if node.op == "call_method":
+        name = node.target
+    elif node.target in _OPERATOR_INPLACE:
+        return first
+    else:
+        name = getattr(node.target, "__name__", "")
+    if node.kwargs.get("inplace") is True or (name.endswith("_") and not name.endswith("__")):
+        return first
+    return None
+
+
 def run_exactly(gm, *args):
     """Runs ``gm`` taking only the arm of each converted branch its predicate selects, as the original ``if``
     did (calling ``gm`` itself would run both arms, and their in-place writes, for real). Used when a compiled
-    graph's assumptions do not hold for a call (inputs that alias a tensor the graph writes)."""
+    graph's assumptions do not hold for a call (inputs that alias a tensor the graph writes).
+
+    A node of the arm not taken that code after the region reads (Dynamo found that both arms leave the name bound
+    to one object, so there is no select: ``a -= 1`` in one arm) is the tensor that node would have written, as it
+    was. The markers' bookkeeping (:class:`TraceRecord`) is for Dynamo's traces only: this runs none of it."""
     interpreter = torch.fx.Interpreter(gm)
     env, values = interpreter.env, iter(args)
     arms = []  # per open branch: (predicate value, or None inside an arm not taken; in the else-arm)
@@ -835,7 +960,7 @@ def run_exactly(gm, *args):
         kind = MARKERS.get(node.target) if node.op == "call_function" else None
         if kind == "begin":
             taken = active()
-            env[node] = interpreter.run_node(node) if taken else None
+            env[node] = _condition(env[node.args[0]]) if taken else None
             arms.append((bool(env[node]) if taken else None, False))
         elif kind == "else":
             arms[-1] = (arms[-1][0], True)
@@ -849,4 +974,8 @@ def run_exactly(gm, *args):
             return interpreter.run_node(node)
         elif active():
             env[node] = interpreter.run_node(node)
+        else:
+            alias = _result_alias(node)
+            if alias is not None and alias in env:
+                env[node] = env[alias]
     raise RuntimeError("graph without output")
