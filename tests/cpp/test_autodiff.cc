@@ -1,0 +1,139 @@
+// Tests of the autodiff (passes::split_forward_backward) and the VJP table (ops/vjp.h).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ir/printer.h"
+#include "ops/op_table.h"
+#include "ops/vjp.h"
+#include "passes/passes.h"
+
+namespace thunder::passes {
+namespace {
+
+using ir::DType;
+using ir::TensorMeta;
+using ir::Value;
+using ops::Builder;
+
+Value P(ProxyId id) { return Value(ir::ProxyRef{id}); }
+
+std::vector<std::string> callees(const Trace& t) {
+  std::vector<std::string> out;
+  for (const ir::BoundSymbol& b : t.symbols) out.push_back(b.printed_callee());
+  return out;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+class Autodiff : public ::testing::Test {
+ protected:
+  Trace trace;
+  Builder b{trace};
+
+  Value input(std::vector<int64_t> shape, bool requires_grad = true, DType dtype = DType::Float32) {
+    return P(b.add_input_tensor(TensorMeta{dtype, std::move(shape), "cpu", requires_grad}));
+  }
+  // The names of a trace's input proxies.
+  std::vector<std::string> input_names(const Trace& t) {
+    std::vector<std::string> out;
+    for (ProxyId id : t.inputs) out.push_back(t.proxy(id).name);
+    return out;
+  }
+};
+
+TEST_F(Autodiff, SinSavesItsInputAndTheBackwardMultipliesByCos) {
+  Value x = input({3});
+  Value y = b.prim("sin", {x});
+  trace.output = Value::tuple({y});
+  ForwardBackward fb = split_forward_backward(trace);
+  EXPECT_NO_THROW(ir::verify(fb.forward));
+  EXPECT_NO_THROW(ir::verify(fb.backward));
+  EXPECT_EQ(fb.grad_outputs, (std::vector<size_t>{0}));
+  EXPECT_EQ(fb.saved, 1u);
+  // backward(saved x, grad of y) -> (grad of x,)
+  ASSERT_EQ(fb.backward.inputs.size(), 2u);
+  EXPECT_EQ(fb.backward.inputs[0], x.proxy());
+  EXPECT_EQ(callees(fb.backward), (std::vector<std::string>{"prims.cos", "prims.mul"}));
+  // Neither trace requires grad any more.
+  for (const Trace* t : {&fb.forward, &fb.backward})
+    for (const ir::ProxyInfo& p : t->proxies) EXPECT_FALSE(p.is_tensor && p.tensor.requires_grad);
+}
+
+TEST_F(Autodiff, GradientsOfAValueReadTwiceAreSummed) {
+  Value x = input({4});
+  trace.output = Value::tuple({b.prim("mul", {x, x})});
+  ForwardBackward fb = split_forward_backward(trace);
+  EXPECT_EQ(callees(fb.backward), (std::vector<std::string>{"prims.mul", "prims.mul", "prims.add"}));
+}
+
+TEST_F(Autodiff, InputsThatDoNotRequireGradGetNone) {
+  Value x = input({2}), w = input({2}, false);
+  trace.output = Value::tuple({b.torch("mul", {x, w})});
+  ForwardBackward fb = split_forward_backward(trace);
+  const std::vector<Value>& grads = fb.backward.output.items();
+  ASSERT_EQ(grads.size(), 2u);
+  EXPECT_TRUE(grads[0].is_proxy());
+  EXPECT_TRUE(grads[1].is_none());
+  EXPECT_EQ(fb.saved, 1u);  // w: x's gradient is g * w
+}
+
+TEST_F(Autodiff, ElementwiseChainsFromInputsAreRecomputedNotSaved) {
+  Value x = input({8});
+  Value e = b.torch("exp", {x});
+  Value s = b.torch("mul", {e, 2.0});
+  trace.output = Value::tuple({b.torch("sin", {s})});
+  ForwardBackward fb = split_forward_backward(trace);
+  EXPECT_EQ(fb.saved, 1u);
+  EXPECT_EQ(input_names(fb.backward)[0], trace.proxy(x.proxy()).name);
+  EXPECT_TRUE(contains(callees(fb.backward), "ltorch.exp"));  // recomputed at the backward's start
+}
+
+TEST_F(Autodiff, AMatmulResultIsSavedNotRecomputed) {
+  Value a = input({2, 3}), w = input({3, 4});
+  Value m = b.torch("matmul", {a, w});
+  trace.output = Value::tuple({b.torch("tanh", {m})});
+  ForwardBackward fb = split_forward_backward(trace);
+  EXPECT_FALSE(contains(callees(fb.backward), "ltorch.matmul"));
+}
+
+TEST_F(Autodiff, EffectsOnValuesThatRequireGradAreNotDifferentiated) {
+  Value x = input({2});
+  Value out = P(b.new_tensor(b.meta(x)));
+  b.opaque("torch.nn.functional.dropout", {x}, {}, out);  // an opaque effect (random)
+  trace.proxies[static_cast<size_t>(out.proxy())].tensor.requires_grad = true;
+  trace.output = Value::tuple({out});
+  try {
+    split_forward_backward(trace);
+    FAIL() << "expected NotDifferentiable";
+  } catch (const NotDifferentiable& e) {
+    EXPECT_NE(std::string(e.what()).find("torch.nn.functional.dropout"), std::string::npos);
+  }
+}
+
+TEST_F(Autodiff, AnOpWithoutARuleUsesTheGenericRule) {
+  Value x = input({2, 3});
+  Value out = P(b.new_tensor(TensorMeta{DType::Float32, {2, 3}, "cpu", true}));
+  b.opaque("torch.special.expit", {x}, {}, out);
+  trace.symbols.back().sym = ops::opaque_symbol(false);
+  trace.output = Value::tuple({out});
+  ForwardBackward fb = split_forward_backward(trace);
+  ASSERT_EQ(fb.backward.symbols.size(), 1u);
+  EXPECT_EQ(fb.backward.symbols[0].callee, "autograd_vjp(torch.special.expit, (0, ))");
+}
+
+TEST(VjpTable, KeyedByOpIdentity) {
+  const ops::OpDef* sin = ops::find_op(ir::Level::Prim, "sin");
+  const ops::OpDef* gt = ops::find_op(ir::Level::Prim, "gt");
+  ASSERT_NE(sin, nullptr);
+  EXPECT_NE(ops::find_vjp(&sin->symbol), nullptr);
+  EXPECT_EQ(ops::find_vjp(&gt->symbol), nullptr);  // a comparison's result never carries a gradient
+  ir::Symbol impostor = sin->symbol;                 // same name, another op
+  EXPECT_EQ(ops::find_vjp(&impostor), nullptr);
+}
+
+}  // namespace
+}  // namespace thunder::passes
