@@ -62,6 +62,8 @@ class CompiledGraph:
     calls: int = 0
     aliased_calls: int = 0        # calls whose inputs aliased a tensor the graph writes: run as captured instead
     kernels: dict = field(default_factory=dict)  # fusion executor name -> [(KernelModule, C++ source)], one per unit
+    #: Outputs the trace returns as their base, made again after each call (fx_import.OutputViews)
+    output_views: list = field(default_factory=list)
 
     @property
     def execution_trace(self):
@@ -127,6 +129,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
             if units:
                 kernels[ex.name] = units
     fn = views[-1].python_callable()
-    graph = CompiledGraph(index, views, fn, time.perf_counter() - start, pass_seconds, imported.fallbacks)
+    graph = CompiledGraph(index, views, fn, time.perf_counter() - start, pass_seconds, imported.fallbacks,
+                          output_views=getattr(imported, "output_views", []))
     graph.kernels = kernels
     return graph

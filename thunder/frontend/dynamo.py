@@ -171,22 +171,24 @@ def _written_inputs(compiled):
     return sorted(written)
 
 
+def remake_output_views(out, args, groups):
+    """A compiled program's outputs ``out`` (for inputs ``args``) with each group of outputs that share memory in
+    eager (fx_import.OutputViews) made again from its base -- the input, or the output the program returns it in
+    -- by replaying their view ops: they come out as views of the base, of one another and of the inputs, as
+    eager's do."""
+    values = list(out)
+    for g in groups:
+        base = args[g.base_input] if g.base_input >= 0 else out[g.base_output]
+        for i, replay in g.members:
+            values[i] = replay(base, args)
+    return type(out)(values)
+
+
 def _remake_output_views(fn, groups):
-    """fn, with each group of outputs that share memory in eager (fx_import.OutputViews) made again from its base
-    -- the input, or the output the compiled program returns it in -- by replaying their view ops: they come out
-    as views of the base, of one another and of the inputs, as eager's do."""
+    """fn, its outputs made again by remake_output_views."""
     if not groups:
         return fn
-
-    def remade(*args):
-        out = fn(*args)
-        values = list(out)
-        for g in groups:
-            base = args[g.base_input] if g.base_input >= 0 else out[g.base_output]
-            for i, replay in g.members:
-                values[i] = replay(base, args)
-        return type(out)(values)
-    return remade
+    return lambda *args: remake_output_views(fn(*args), args, groups)
 
 
 def _guard_input_aliasing(fn, compiled, gm):
