@@ -965,6 +965,101 @@ def test_returns_the_written_input_and_its_view():
     assert x[0, 0] == -99
 
 
+def _views_alike(actual, expected):
+    """The outputs' memory relations are eager's: which share memory, at which element offsets, with which strides
+    and contiguity, and which are views (``_base``) of which."""
+    def relations(outs):
+        ts = [t for t in outs if isinstance(t, torch.Tensor)]
+        def base_index(t):
+            return next((k for k, u in enumerate(ts) if t._base is not None and t._base is u), None)
+        return [(t.stride(), t.is_contiguous(), t._base is not None, base_index(t),
+                 [(t.data_ptr() - u.data_ptr()) // t.element_size()
+                  if t.untyped_storage().data_ptr() == u.untyped_storage().data_ptr() else None for u in ts])
+                for t in ts]
+    assert relations(actual) == relations(expected)
+
+
+def test_outputs_that_view_a_written_local_alias_one_another_as_in_eager():
+    """A graph's outputs that are views of one tensor it computes and writes come out as views of it (the
+    functionalized program computes them apart; they are made again from the base by their view ops)."""
+    def f(x):
+        a = x.reshape(2, 3) * 2.0
+        v = a[1:]
+        w = a.t()
+        s = a.split(1, dim=1)
+        v.add_(1)
+        return a, v, w, s[2], w[1:]
+
+    check(f, lambda: (_randn(6),))
+    x = _randn(6)
+    actual, expected = thunder.jit(f)(x.clone()), f(x.clone())
+    _views_alike(actual, expected)
+    actual[2][0, 1] = -5.0  # a write through one reaches the others
+    expected[2][0, 1] = -5.0
+    assert_same(actual, expected)
+
+
+def test_outputs_that_view_one_local_that_is_not_returned():
+    def f(x):
+        a = x * 2.0
+        v, w = a[1:], a[:3]
+        v.mul_(3)
+        return v, w
+
+    check(f, lambda: (_randn(4),))
+    actual, expected = thunder.jit(f)(torch.ones(4)), f(torch.ones(4))
+    _views_alike(actual, expected)
+
+
+def test_outputs_that_view_an_input_are_views_of_it():
+    def f(x, y):
+        y.add_(1)
+        return x[1:], x.t(), x.view(-1)[2:], y[0], y * 2
+
+    check(f, lambda: (_grid(), _grid()))
+    x, y = _grid().clone(), _grid().clone()
+    out = thunder.jit(f)(x, y)
+    assert all(o._base is b for o, b in zip(out[:4], (x, x, x, y)))
+    assert not out[1].is_contiguous()
+    _views_alike(out, f(x.clone(), y.clone()))
+
+
+def test_views_of_a_written_local_across_a_graph_break_with_grads():
+    def f(x):
+        a = x * 2.0
+        v = a[1:]
+        w = a.view(2, 3)[:, 1]
+        v.mul_(3)
+        torch._dynamo.graph_break()
+        w.add_(10)
+        return a
+
+    jitted = thunder.jit(f)
+    x, xe = torch.arange(6.0, requires_grad=True), torch.arange(6.0, requires_grad=True)
+    out, expected = jitted(x), f(xe)
+    assert_same(out, expected)
+    (out * torch.arange(6.0)).sum().backward()
+    (expected * torch.arange(6.0)).sum().backward()
+    assert_same(x.grad, xe.grad)
+    assert_compiled(jitted)
+
+
+def test_output_views_that_cannot_be_made_again_run_the_graph_with_torch():
+    """A view whose op reads another value the graph computes (``view_as``) is not replayed: that graph runs as
+    captured, saying why."""
+    def f(x, y):
+        a = x * 1.0
+        v = a.view_as(y * 2)
+        v.add_(1)
+        torch._dynamo.graph_break()
+        v.add_(10)
+        return a
+
+    jitted = check(f, lambda: (_randn(4), _randn(2, 2)), compiled=False)
+    reasons = [g.reason for g in graphs(jitted) if not isinstance(g, CompiledGraph)]
+    assert len(reasons) == 1 and "share memory in eager" in reasons[0] and "view_as" in reasons[0]
+
+
 def test_empty_and_zero_dim_inputs():
     def f(x, s):
         x.add_(1)

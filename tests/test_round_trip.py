@@ -386,7 +386,8 @@ def test_decompositions(name, fn, inputs):
         body = text.split("def computation", 1)[1]
         assert "ltorch." not in "\n".join(l for l in body.splitlines() if not l.strip().startswith("#")), text
         statements = [l for l in body.splitlines() if l.strip() and not l.strip().startswith("#")]
-        assert any("prims." in l for l in statements), text
+        # (a graph that only returns views of its inputs computes nothing: the backend makes them again)
+        assert any("prims." in l for l in statements) or graph.output_views, text
 
 
 # Decompositions reorder floating-point work; these programs compute long chains (or float16) and get a looser

@@ -68,6 +68,8 @@ class CompiledGraph:
     backward_traces: list = field(default_factory=list)
     autodiff: str = None
     grad_outputs: list = field(default_factory=list)  # output positions whose gradients the backward takes
+    #: Outputs the trace returns as their base, made again after each call (fx_import.OutputViews)
+    output_views: list = field(default_factory=list)
 
     @property
     def execution_trace(self):
@@ -192,7 +194,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
         trace = _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
     _lower(trace, executors, namespace, kernels)
     fn = views[-1].python_callable()
-    graph = CompiledGraph(index, views, fn, 0.0, pass_seconds, imported.fallbacks)
+    graph = CompiledGraph(index, views, fn, 0.0, pass_seconds, imported.fallbacks,
+                          output_views=getattr(imported, "output_views", []))
     graph.kernels = kernels
     graph.autodiff = autodiff
     if program is not None:

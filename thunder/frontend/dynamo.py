@@ -171,6 +171,26 @@ def _written_inputs(compiled):
     return sorted(written)
 
 
+def remake_output_views(out, args, groups):
+    """A compiled program's outputs ``out`` (for inputs ``args``) with each group of outputs that share memory in
+    eager (fx_import.OutputViews) made again from its base -- the input, or the output the program returns it in
+    -- by replaying their view ops: they come out as views of the base, of one another and of the inputs, as
+    eager's do."""
+    values = list(out)
+    for g in groups:
+        base = args[g.base_input] if g.base_input >= 0 else out[g.base_output]
+        for i, replay in g.members:
+            values[i] = replay(base, args)
+    return type(out)(values)
+
+
+def _remake_output_views(fn, groups):
+    """fn, its outputs made again by remake_output_views."""
+    if not groups:
+        return fn
+    return lambda *args: remake_output_views(fn(*args), args, groups)
+
+
 def _guard_input_aliasing(fn, compiled, gm):
     """Functionalization assumes that the inputs a graph writes share memory with no other input (Dynamo passes
     the same tensor twice as one input, but not a view and its base, or overlapping slices). A call whose written
@@ -224,6 +244,7 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     logger.info("thunder: compiled graph %d of %s in %.1f ms", index, state.name, compiled.compile_seconds * 1e3)
     # A graph that sets grad mode, autocast or inference mode undoes it if it raises, as leaving `with` blocks does.
     fn = global_state.restoring(compiled.fn) if imported.sets_global_state else compiled.fn
+    fn = _remake_output_views(fn, imported.output_views)
     fn = _guard_input_aliasing(fn, compiled, gm)
 
     def run(*args):

@@ -47,6 +47,22 @@ class ImportedGraph:
     fallbacks: list = field(default_factory=list)  # (node name, target, reason) for each opaque node
     sets_global_state: bool = False      # calls grad-mode/autocast/inference-mode setters (see global_state)
     branch_sites: list = field(default_factory=list)  # ids of the converted branches compiled (see branches)
+    #: Outputs that eager returns as views of another output's or an input's memory (see OutputViews).
+    output_views: list = field(default_factory=list)
+
+
+@dataclass
+class OutputViews:
+    """Outputs of a graph that share one tensor's memory in eager: views of a *base* -- an input of the graph, or a
+    tensor the graph computes. The compiled program returns the base (in place of each of them); the caller makes
+    each output again from it (``replay``: the view ops that made it in eager, run by torch), so that they alias
+    one another, and the input, as eager's do. A functionalized program would return them as separate tensors: a
+    write through one (after a graph break) would not reach the others."""
+
+    base_input: int     # the base is this input of the graph (-1: the base is computed, see base_output)
+    base_output: int    # the output the compiled program returns the base in (-1 when the base is an input)
+    members: list       # (output index, replay): replay(base, inputs) is that output, a view of base or base itself
+    root: object = field(default=None, repr=False)  # the FX node that makes the base
 
 
 # ---- which FX targets are native, and how their arguments map to the op's parameters ----
@@ -260,8 +276,11 @@ class _Importer:
         self.sets_global_state = False
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
         self.opaque_view_seen = False  # an opaque op made a view: later writes are not lowered (see _opaque)
-        self.region_starts = {}  # branch_begin node -> (site, the first proxy id made inside the region)
-        self.conditional_aliases = {}  # select proxy -> site, for a name one arm left aliasing a tensor from before
+        self.region_sites = {}   # branch_begin node -> its site
+        self.selects = []        # (select node, site, memory of its operands) of each name converted branches bind
+        self.order = {n: k for k, n in enumerate(gm.graph.nodes)}
+        self.examples = {}       # placeholder -> its example value
+        self.by_memory = None    # memory (_storage) -> the nodes whose tensors live in it, made on first use
         self.branch_sites = []   # sites whose branches this graph compiles to selects
 
     # -- values --
@@ -331,10 +350,13 @@ class _Importer:
     # -- nodes --
     def run(self):
         inputs = iter(self.example_inputs)
+        placeholders = []
         for node in self.gm.graph.nodes:
             self.builder.set_source(source_of(node))
             if node.op == "placeholder":
                 example = node.meta.get("example_value", next(inputs, None))
+                placeholders.append((node, example))
+                self.examples[node] = example
                 if isinstance(example, torch.Tensor):
                     self.env[node] = self._tensor_proxy(example, input=True)
                 elif isinstance(example, (bool, int, float, torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -353,9 +375,20 @@ class _Importer:
             elif node.op == "output":
                 if self.regions:
                     raise branches.BranchRejected(self.regions[-1][0], "a graph break splits the branch")
+                if self.selects:
+                    self._check_selected_outputs(node)
                 out = self._unwrap(self._arg(node.args[0]))
+                views = []
+                if isinstance(node.args[0], (tuple, list)):
+                    views = _output_views(list(node.args[0]), placeholders)
+                    out = list(out)
+                    for group in views:  # each output made again from the base: the program returns the base
+                        base = placeholders[group.base_input][0] if group.base_input >= 0 else group.root
+                        for i, _ in group.members:
+                            out[i] = self.env[base]
+                    out = tuple(out)
                 return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state,
-                                     self.branch_sites)
+                                     self.branch_sites, views)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -376,6 +409,8 @@ class _Importer:
             return self._global_state(node)
         if self.regions:
             self._check_in_branch(node)
+        if self.selects:
+            self._check_selected_names(node)
         written = self._write(node)
         if written is not _NOT_A_WRITE:
             return written
@@ -428,9 +463,6 @@ class _Importer:
             return _NOT_A_WRITE
         destination, compute = lowering
         dst = self.env.get(destination) if isinstance(destination, torch.fx.Node) else None
-        if dst in self.conditional_aliases:
-            raise branches.BranchRejected(self.conditional_aliases[dst], "after it, a write goes through a name one "
-                                          "branch left aliasing an earlier tensor and the other did not")
         if not isinstance(dst, _core.Proxy) or self.builder.meta(dst)[0] == "number":
             return _NOT_A_WRITE
         try:
@@ -456,17 +488,16 @@ class _Importer:
             cond, a, b = self._unwrap(self._arg(list(node.args)))
             out = self.builder.call("ltorch", "where", [cond, a, b], {})
             self._check_meta(node, out)
-            # One arm left the name on a tensor from before the branch (`z = x`), the other on a new one: in eager,
-            # writing through the name writes x only if that arm was taken, which a select cannot express.
-            site, first_inside = self.region_starts.get(node.args[0], (None, None))
-            if site is not None and (a.id < first_inside) != (b.id < first_inside):
-                self.conditional_aliases[out] = site
+            site = self.region_sites.get(node.args[0])
+            if site is not None:
+                memory = {_storage(self._example(n)) for n in node.args[1:] if isinstance(n, torch.fx.Node)}
+                self.selects.append((node, site, frozenset(memory - {None})))
             return out
         site = node.args[1]
         if kind == "begin":
             cond = self._predicate(self.env[node.args[0]])
             self.builder.call("prims", "branch_begin", [cond], {})
-            self.region_starts[node] = (site, self.builder.new_number(0).id)  # proxies made in the region: >= this
+            self.region_sites[node] = site
             self.regions.append((site, cond))
             if site not in self.branch_sites:
                 self.branch_sites.append(site)
@@ -478,6 +509,66 @@ class _Importer:
         if kind == "end":
             self.regions.pop()
         return None
+
+    def _example(self, node):
+        return self.examples[node] if node in self.examples else node.meta.get("example_value")
+
+    def _read_after(self, memory, node):
+        """Whether a node after ``node`` reads a tensor that lives in ``memory`` (the graph's output included)."""
+        if self.by_memory is None:
+            self.by_memory = {}
+            for n in self.order:
+                self.by_memory.setdefault(_storage(self._example(n)), []).append(n)
+        at = self.order.get(node)
+        readers = (u for n in self.by_memory.get(memory, ()) for u in n.users)
+        return at is None or any(self.order.get(u, at + 1) > at for u in readers)
+
+    def _check_selected_names(self, node):
+        """A name a converted branch binds is a select: a new tensor, where in eager it is the tensor the arm taken
+        left it on, sharing that tensor's memory with whatever else refers to it. Gives the branch up when the
+        difference would show -- a write after the branch (``node``) to an arm's tensor other than through the
+        name, with the name read after it; or a write through the name, with an arm's tensor read after it (through
+        another name, or a name the same branch bound to the same tensor), or the graph's input."""
+        lowering = _write_lowering(node)
+        if lowering is not None:
+            destinations = [lowering[0]]
+        elif _has_effect(node, _target_name(node)):  # an opaque effect: any tensor argument may be written
+            destinations = _tensor_nodes((node.args, node.kwargs))
+        else:
+            return
+        written = {_storage(self._example(d)) for d in destinations if isinstance(d, torch.fx.Node)} - {None}
+        inputs = {_storage(e) for e in self.examples.values()}
+        for select, site, operands in self.selects:
+            name = _storage(self._example(select))
+            if name is None:
+                continue
+            if written & operands and self._read_after(name, node):
+                raise branches.BranchRejected(site, f"after it, {source_of(node) or node.name} writes a tensor "
+                                                    "that one arm leaves a name aliasing, and that name (a select, "
+                                                    "a new tensor) is read later")
+            if name in written:
+                shared = set(operands) | {_storage(self._example(s)) for s, _, o in self.selects
+                                          if s is not select and o & operands}
+                if shared & inputs or any(self._read_after(m, node) for m in shared):
+                    raise branches.BranchRejected(site, f"after it, {source_of(node) or node.name} writes through a "
+                                                        "name an arm leaves aliasing a tensor that is read later "
+                                                        "through another name (or is an input)")
+
+    def _check_selected_outputs(self, output):
+        """The graph returns a name a converted branch selects and also a tensor an arm may leave that name on
+        (another name bound to it, or a view of it): code after the graph (after a graph break) could write through
+        one and read the other. Gives the branch up."""
+        returned = {_storage(self._example(n)) for n in _tensor_nodes(output.args)} - {None}
+        for select, site, operands in self.selects:
+            name = _storage(self._example(select))
+            if name not in returned:
+                continue
+            shared = set(operands) | {_storage(self._example(s)) for s, _, o in self.selects
+                                      if s is not select and o & operands}
+            if shared & returned:
+                raise branches.BranchRejected(site, "a name it selects (a new tensor) and a tensor an arm may leave "
+                                                    "that name aliasing are both live after the graph (a graph break "
+                                                    "follows): a write through one would not reach the other")
 
     def _predicate(self, pred):
         """``bool(pred)`` of a one-element tensor, as a 0-d bool tensor."""
@@ -635,6 +726,132 @@ def _returns_an_input(node):
         if isinstance(a, torch.fx.Node) and a.meta.get("example_value") is example:
             return a if _write_lowering(node) is None and not _has_effect(node, _target_name(node)) else None
     return None
+
+
+# ---- outputs that alias one another or an input in eager (see OutputViews) ----
+
+def _storage(example):
+    """What identifies the memory a (fake) tensor lives in: views of one tensor share it; None for a non-tensor."""
+    if not isinstance(example, torch.Tensor):
+        return None
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    try:
+        return StorageWeakRef(example.untyped_storage())
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, nested)
+        return None
+
+
+class _NotReplayable(Exception):
+    pass
+
+
+def _tensor_nodes(args):
+    nodes = []
+    torch.fx.node.map_arg(args, nodes.append)
+    return nodes
+
+
+def _sharing(node, example_of):
+    """(call, index, sharing, arguments): the call that makes ``node``'s value -- the node itself, or for one result
+    of a multi-output view op (``split``, ``unbind``) that op, with the result's index -- its tensor arguments,
+    and those of them whose memory the value shares."""
+    call, pick = node, None
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and \
+            isinstance(example_of(node.args[0]), (tuple, list)):
+        call, pick = node.args[0], node.args[1]
+    memory = _storage(example_of(node))
+    args = list(dict.fromkeys(_tensor_nodes((call.args, call.kwargs))))
+    return call, pick, [a for a in args if _storage(example_of(a)) == memory], args
+
+
+def _view_root(node, example_of):
+    """The node that makes the memory ``node``'s value is a view of (or the value itself: an in-place op or
+    ``x.contiguous()`` returns its argument): followed back through the arguments that share memory with it."""
+    while node.op in ("call_function", "call_method"):
+        _, _, sharing, _ = _sharing(node, example_of)
+        if not sharing:
+            break
+        same = [a for a in sharing if example_of(a) is example_of(node)]
+        node = (same or sharing)[0]
+    return node
+
+
+def _replayer(node, root, inputs, example_of):
+    """``replay(base, args)``: ``node``'s value made again at run time from ``base``, the value of ``root`` (the node
+    that makes the memory it views), by the view ops that made it in the graph; ``args`` are the graph's inputs
+    (the other arguments of a view op, ``x.reshape_as(y)``, may be inputs). _NotReplayable if that cannot be done."""
+    while True:
+        if node is root:
+            return lambda base, args: base
+        if node in inputs:
+            k = inputs[node]
+            return lambda base, args: args[k]
+        if node.op not in ("call_function", "call_method"):
+            raise _NotReplayable(f"{node.name} is a {node.op}")
+        call, pick, sharing, args = _sharing(node, example_of)
+        same = [a for a in sharing if example_of(a) is example_of(node)]
+        if not same or pick is not None:
+            break
+        node = same[0]  # returns its argument (an in-place op): the argument's value
+    if not sharing:
+        raise _NotReplayable(f"{_target_name(node)} ({node.name}) makes the memory another output views")
+    if _write_lowering(call) is not None or _has_effect(call, _target_name(call)):
+        raise _NotReplayable(f"{_target_name(call)} ({call.name}) writes or has effects")
+    others = [a for a in args if a not in sharing and a not in inputs]
+    if others:
+        raise _NotReplayable(f"{_target_name(call)} ({call.name}) reads {others[0].name}, a value the graph computes")
+    parts = {a: _replayer(a, root, inputs, example_of) for a in args}
+    target, op = call.target, call.op
+
+    def replay(base, args):
+        values = {a: part(base, args) for a, part in parts.items()}
+        call_args = torch.fx.node.map_arg(call.args, values.__getitem__)
+        call_kwargs = torch.fx.node.map_arg(call.kwargs, values.__getitem__)
+        if op == "call_method":
+            out = getattr(call_args[0], target)(*call_args[1:], **call_kwargs)
+        else:
+            out = target(*call_args, **call_kwargs)
+        return out if pick is None else out[pick]
+    return replay
+
+
+def _output_views(outputs, placeholders):
+    """The groups of a graph's outputs that share memory with one another or with an input in eager (Dynamo's
+    example values tell), each with the base every member is made again from (OutputViews). Raises
+    UnsupportedGraph when the members of a group do not all lead, through view ops that can be replayed, to one
+    base: compiled, they would come out as separate tensors."""
+    examples = {node: example for node, example in placeholders}
+    inputs = {node: k for k, (node, _) in enumerate(placeholders)}
+
+    def example_of(node):
+        return examples[node] if node in examples else node.meta.get("example_value")
+
+    input_storages = {_storage(e) for e in examples.values()} - {None}
+    groups = {}
+    for i, node in enumerate(outputs):
+        if isinstance(node, torch.fx.Node) and isinstance(example_of(node), torch.Tensor):
+            groups.setdefault(_storage(example_of(node)), []).append(i)
+    views = []
+    for storage, positions in groups.items():
+        if len(positions) < 2 and storage not in input_storages:
+            continue
+        names = ", ".join(outputs[i].name for i in positions)
+        roots = list(dict.fromkeys(_view_root(outputs[i], example_of) for i in positions))
+        if len(roots) != 1 or (roots[0] not in inputs and storage in input_storages):
+            raise UnsupportedGraph(f"outputs {names} share memory in eager (with each other or an input), but are "
+                                   f"not all views of one tensor that thunder can make them again from")
+        root = roots[0]
+        try:
+            members = [(i, _replayer(outputs[i], root, inputs, example_of)) for i in positions]
+        except _NotReplayable as e:
+            raise UnsupportedGraph(f"outputs {names} share memory in eager, and a view among them cannot be made "
+                                   f"again at run time: {e}") from None
+        if root in inputs:
+            views.append(OutputViews(inputs[root], -1, members, root))
+        else:
+            views.append(OutputViews(-1, positions[0], members, root))
+    return views
 
 
 def _has_proxy(v):
