@@ -18,10 +18,10 @@ import re
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 import thunder
+from thunder.benchmarks.workloads import SeedInplaceModel, seed_loop_branch
 
 REPLAY_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replay")
 
@@ -48,34 +48,6 @@ def gelu(x):
     return F.gelu(x)
 
 
-def seed_loop(x, y):
-    for i in range(x.size(0)):
-        if x[i] > 0:
-            y = y + x[i] * x[i]
-        else:
-            y = y - x[i]
-    return y
-
-
-class SeedModel(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(10, 20)
-        self.relu = nn.ReLU()
-        self.fc2 = nn.Linear(20, 1)
-
-    def forward(self, x):
-        return self.fc2(self.complex_activation(self.relu(self.fc1(x))))
-
-    def complex_activation(self, x):
-        for i in range(x.shape[1]):
-            if x[0, i] > 0.5:
-                x[0, i] = torch.sin(x[0, i])
-            else:
-                x[0, i] = torch.cos(x[0, i])
-        return x
-
-
 def _kernel_cases(dtype, grad):
     g = torch.Generator().manual_seed(0)
 
@@ -93,10 +65,10 @@ def _kernel_cases(dtype, grad):
 
 def _seed_cases():
     torch.manual_seed(0)
-    model = SeedModel().eval()
+    model = SeedInplaceModel().eval()
     x = torch.tensor([0.5, -1.0, 2.0, -0.25, 1.5])
-    return {"seed_loop.grad": (seed_loop, (x.clone().requires_grad_(), torch.tensor(0.0, requires_grad=True))),
-            "seed_loop.no_grad": (seed_loop, (x.clone(), torch.tensor(0.0))),
+    return {"seed_loop.grad": (seed_loop_branch, (x.clone().requires_grad_(), torch.tensor(0.0, requires_grad=True))),
+            "seed_loop.no_grad": (seed_loop_branch, (x.clone(), torch.tensor(0.0))),
             "seed_model.no_grad": (model, (torch.randn(1, 10),))}
 
 

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import thunder
 from conftest import assert_same, check_program
+from thunder.benchmarks.workloads import seed_loop_branch
 
 D = torch.float64
 
@@ -128,14 +129,7 @@ def test_batch_norm_running_stats_updated_once():
 
 
 def test_seed_example_1_backward_is_compiled_and_saves_only_the_input():
-    def loop(x, y):
-        for i in range(x.size(0)):
-            if x[i] > 0:
-                y = y + x[i] * x[i]
-            else:
-                y = y - x[i]
-        return y
-
+    loop = seed_loop_branch
     torch.manual_seed(0)
     j = thunder.jit(loop)
     for _ in range(20):
@@ -147,7 +141,7 @@ def test_seed_example_1_backward_is_compiled_and_saves_only_the_input():
     assert backward_of(j) == ["thunder"]
     forward = thunder.last_traces(j)[-1]
     # Rematerialization: the elements x[i] and the predicates x[i] > 0 are recomputed in the backward.
-    assert forward.trace.python().rstrip().endswith("return ((t71,), (t0,))") or "(t0,))" in str(forward)
+    assert str(forward).rstrip().endswith(", (t0,))")  # saved: x alone
 
 
 def test_training_loop_with_optimizer_and_accumulation():
