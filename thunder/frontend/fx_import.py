@@ -58,6 +58,26 @@ def _pack_varargs(args, kwargs):
     return list(args), kwargs
 
 
+def _view_dtype(args, kwargs):
+    """The dtype of ``x.view(dtype)`` (a reinterpreting view), or None for ``x.view(shape)``."""
+    if len(args) == 2 and isinstance(args[1], _core.DType) and not kwargs:
+        return args[1]
+    if len(args) == 1 and set(kwargs) == {"dtype"}:
+        return kwargs["dtype"]
+    return None
+
+
+def _view_adapter(args, kwargs):
+    """x.view(2, 3) -> ltorch.view(x, (2, 3)); x.view(x.dtype) -> ltorch.view_as(x, x), which the functionalization
+    takes as a view of x (as eager's, it shares x's memory). A view as another dtype is not native."""
+    dtype = _view_dtype(args, kwargs)
+    if dtype is None:
+        return _pack_varargs(args, kwargs)
+    if dtype != args[0].dtype_hint:
+        raise _core.NotNative("a view as another dtype")
+    return "view_as", [args[0], args[0]], {}
+
+
 def _pack_size(args, kwargs):
     """torch.zeros(2, 3) -> torch.zeros((2, 3))."""
     if args and all(isinstance(a, int) for a in args):
@@ -128,8 +148,10 @@ def _build_tables():
         torch.nn.functional.tanh: "tanh",
     })
     methods.update({"__getitem__": "getitem", "clip": "clamp", "type": "to"})
+    # x.data: an alias of x's memory that autograd does not see, as x.detach() (Dynamo records _get_data_attr(x)).
+    functions[torch._C._autograd._get_data_attr] = "detach"
     adapters = {
-        ("method", "view"): _pack_varargs, ("method", "reshape"): _pack_varargs,
+        ("method", "view"): _view_adapter, ("method", "reshape"): _pack_varargs,
         ("method", "permute"): _pack_varargs, ("method", "expand"): _pack_varargs,
         ("method", "to"): _to_dtype_only, ("method", "type"): _to_dtype_only,
         ("function", "zeros"): _pack_size, ("function", "ones"): _pack_size,
@@ -594,7 +616,7 @@ class _Importer:
         # An opaque op whose result is a view (x.T, x.diagonal(), x.unfold(...)): the functionalization cannot
         # follow writes through it, nor replay it after a write to its base. It runs as an effect (pending writes
         # land before it), and the writes after it stay in place, as opaque effects, so that it sees them.
-        view = _is_view(node.meta.get("example_value"))
+        view = _is_view(node.meta.get("example_value")) or _aliases_an_argument(node)
         if view:
             self.opaque_view_seen = True
         if self.regions and (view or _has_effect(node, _target_name(node))):
@@ -623,6 +645,16 @@ _NOT_A_WRITE = object()
 def _is_view(example):
     """Whether Dynamo's example value of a node is a view of another tensor."""
     return isinstance(example, torch.Tensor) and example._is_view()
+
+
+def _aliases_an_argument(node):
+    """Whether the node makes a tensor sharing its argument's memory that Dynamo's example value does not mark as a
+    view: ``x.data`` and ``x.view(dtype)``."""
+    if node.op == "call_function" and node.target == torch._C._autograd._get_data_attr:
+        return True
+    is_view = (node.op == "call_method" and node.target == "view") or (
+        node.op == "call_function" and node.target is torch.Tensor.view)
+    return is_view and (any(isinstance(a, torch.dtype) for a in node.args[1:]) or "dtype" in node.kwargs)
 
 
 def _returns_an_input(node):
