@@ -1174,17 +1174,6 @@ def test_parameters_written_under_no_grad_inside_forward():
     _check_module(ParamUpdate(), lambda: _randn(2, 4), grad=True)
 
 
-_BUG_UNRECORDED_WRITE_LOSES_GRAD = (
-    "thunder bug: after an in-place write autograd does not record -- under torch.no_grad() in the jitted code, or "
-    "through .detach() -- later reads of the tensor use the written value, which does not require grad: results "
-    "lose the tensor's autograd history (eager keeps it). Repros: def f(w): (with torch.no_grad(): w.sub_(0.1)); "
-    "return w * 2 -- thunder.jit(f)(torch.ones(3, requires_grad=True)).requires_grad is False (eager True); "
-    "def g(x): y = x * 2; y.detach()[0] = 5; return y * x -- with x = torch.tensor([1., 2., 3.], "
-    "requires_grad=True), x.grad after backward is [5, 4, 6] (eager [7, 8, 12]); def h(x): y = x * 2; "
-    "(with torch.no_grad(): y.add_(1)); return y * y -- the result does not require grad")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_leaf_written_under_no_grad_inside_the_function():
     def f(w, g):
         with torch.no_grad():
@@ -1549,7 +1538,6 @@ def test_grads_through_a_write_to_a_non_leaf_input():
     assert_same(b.grad, b_e.grad)
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_write_through_detach_keeps_the_graph():
     def f(x):
         y = x * 2
@@ -1559,7 +1547,6 @@ def test_write_through_detach_keeps_the_graph():
     _grad_check(f, torch.randn(3, requires_grad=True))
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_write_through_detach_of_a_leaf_that_requires_grad():
     def f(x):
         x.detach().mul_(0.5)  # the usual way to update a parameter's values outside autograd
@@ -1568,7 +1555,6 @@ def test_write_through_detach_of_a_leaf_that_requires_grad():
     _grad_check(f, torch.randn(3, requires_grad=True))
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_non_leaf_written_under_no_grad_keeps_its_history():
     def f(x):
         y = x * 2
@@ -1577,6 +1563,55 @@ def test_non_leaf_written_under_no_grad_keeps_its_history():
         return y * y
 
     _grad_check(f, torch.randn(3, requires_grad=True))
+
+
+def test_unrecorded_writes_keep_the_autograd_history():
+    """Writes autograd does not record (under no_grad, through detach) change values, not history: they stay in
+    place, around pending functional writes, in converted branches, and with a written value that requires grad."""
+    def in_branch(x):
+        y = x * 2
+        if y.sum() > 0:
+            y.detach()[0] = 5
+        return y * x
+
+    def between_recorded_writes(x):
+        y = x * 2
+        y[1] = 3
+        y.detach()[0] = 5
+        y[2] = y[0] * 2
+        return y * x
+
+    def non_leaf_under_no_grad(x):
+        y = x.sin()
+        with torch.no_grad():
+            y.mul_(2)
+            z = y * 3
+        return y * x + z
+
+    def value_requires_grad(x):
+        y = x * 2
+        y.detach().copy_(x)  # y's values change; it does not start to depend on x
+        return y * x
+
+    for f in (in_branch, between_recorded_writes, non_leaf_under_no_grad, value_requires_grad):
+        _grad_check(f, torch.randn(3, requires_grad=True))
+
+    def views_of_a_parameter_under_no_grad(w, g):
+        with torch.no_grad():
+            w[0] = 0
+            w[1:].mul_(g[1:])
+        return w * w
+
+    w, w_e = torch.randn(3, requires_grad=True), None
+    w_e = w.detach().clone().requires_grad_()
+    g = torch.randn(3)
+    out, expected = thunder.jit(views_of_a_parameter_under_no_grad)(w, g), views_of_a_parameter_under_no_grad(w_e, g)
+    assert_same(out, expected)
+    assert_same(w, w_e)
+    assert w.is_leaf and w.requires_grad
+    out.sum().backward()
+    expected.sum().backward()
+    assert_same(w.grad, w_e.grad)
 
 
 def test_in_place_on_a_leaf_that_requires_grad_raises_like_eager():

@@ -285,6 +285,12 @@ class _Importer:
         self.region_starts = {}  # branch_begin node -> (site, the first proxy id made inside the region)
         self.conditional_aliases = {}  # select proxy -> site, for a name one arm left aliasing a tensor from before
         self.branch_sites = []   # sites whose branches this graph compiles to selects
+        # Grad mode where the node being imported runs (None: unknown), and the modes inference-mode regions saved.
+        self.grad_enabled = torch.is_grad_enabled()  # Dynamo guards on the grad mode the graph is entered with
+        self.grad_modes = []
+        self.records_grad_somewhere = self.grad_enabled or any(
+            n.op == "call_function" and n.target is torch._C._set_grad_enabled and n.args and n.args[0] is not False
+            for n in gm.graph.nodes)
 
     # -- values --
     def _new_output(self, example):
@@ -457,7 +463,10 @@ class _Importer:
             return _NOT_A_WRITE
         try:
             target, value = compute(self, dst)
-            self.builder.call("ltorch", "copy_", [target, value], {})
+            if self._write_in_place(destination):
+                self.builder.call("prims", "copy_to", [target, value], {})
+            else:
+                self.builder.call("ltorch", "copy_", [target, value], {})
         except (_core.NotNative, _core.OpError, TypeError, ValueError, KeyError, IndexError) as e:
             self.fallbacks.append((node.name, _target_name(node), f"write not lowered: {type(e).__name__}: {e}"))
             return _NOT_A_WRITE
@@ -608,9 +617,36 @@ class _Importer:
         if callee.startswith("global_state."):
             self.namespace["global_state"] = global_state
         exit_call = node.target in global_state.EXITS  # its argument is the enter's context object
+        self._track_grad_mode(node)
         args = [] if exit_call else self._unwrap(self._arg(list(node.args)))
         kwargs = {} if exit_call else {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
         return self.builder.opaque(callee, args, kwargs, None, True)
+
+    def _track_grad_mode(self, node):
+        """Follows grad mode through a global-state call (inference mode counts as grad mode off)."""
+        arg = node.args[0] if node.args else node.kwargs.get("mode", True)
+        if node.target is torch._C._set_grad_enabled:
+            self.grad_enabled = arg if isinstance(arg, bool) else None
+        elif node.target is torch.autograd.grad_mode._enter_inference_mode:
+            self.grad_modes.append(self.grad_enabled)
+            if arg is not False:
+                self.grad_enabled = False if arg is True else None
+        elif node.target is torch.autograd.grad_mode._exit_inference_mode and self.grad_modes:
+            self.grad_enabled = self.grad_modes.pop()
+
+    def _write_in_place(self, destination):
+        """Whether a write stays in place (``prims.copy_to``, which the functionalization pass keeps as an effect)
+        instead of becoming a new value of the tensor: a write autograd does not record (grad mode off) into a
+        tensor that requires grad, in a graph that records autograd history elsewhere. Eager changes the tensor's
+        values and keeps its autograd history (its grad_fn, or its being a leaf), which a new value cannot: later
+        reads in grad mode would lose the history."""
+        if self.grad_enabled is True or not self.records_grad_somewhere:
+            return False
+        example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
+        if not isinstance(example, torch.Tensor):
+            return True
+        base = example._base if example._is_view() else None
+        return example.requires_grad or (base is not None and base.requires_grad)
 
     def _opaque(self, node):
         # An opaque op whose result is a view (x.T, x.diagonal(), x.unfold(...)): the functionalization cannot
