@@ -1508,15 +1508,6 @@ def test_grads_when_a_value_that_requires_grad_is_written_into_a_tensor_that_doe
     _grad_check(f, torch.randn(4, requires_grad=True))
 
 
-_BUG_COPY_BACK_OVER_SAVED_INPUT = (
-    "thunder bug: the copy-back into a written input that requires grad (a non-leaf) modifies a tensor the "
-    "out-of-place op saved for backward: backward raises 'one of the variables needed for gradient computation has "
-    "been modified by an inplace operation' (eager's in-place op records its own backward). Repro: def f(a, b): "
-    "a.mul_(b); return a * 1 -- leaf = torch.randn(3, requires_grad=True); b = torch.randn(3, requires_grad=True); "
-    "thunder.jit(f)(leaf * 2, b).sum().backward() raises")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_COPY_BACK_OVER_SAVED_INPUT)
 def test_grads_through_a_write_to_a_non_leaf_input():
     def f(a, b):
         a.mul_(b)
@@ -1612,6 +1603,55 @@ def test_unrecorded_writes_keep_the_autograd_history():
     out.sum().backward()
     expected.sum().backward()
     assert_same(w.grad, w_e.grad)
+
+
+@pytest.mark.parametrize("case", ["view", "twice", "branch", "input_is_a_view"])
+def test_grads_through_writes_to_non_leaf_inputs(case):
+    """The out-of-place op of a write into an input that requires grad reads a copy of it (as eager's in-place op
+    saves one), so the copy-back does not modify what it saved for backward."""
+    def view(a, b):
+        a[1:].mul_(b[1:])
+        return a * 1
+
+    def twice(a, b):
+        a.mul_(b)
+        a.div_(b)
+        return a.sin()
+
+    def branch(a, b):
+        if b.sum() > 0:
+            a.mul_(b)
+        else:
+            a.add_(b)
+        return a * 2
+
+    f = {"view": view, "twice": twice, "branch": branch, "input_is_a_view": view}[case]
+    make = (lambda leaf: (leaf * 2)[1:]) if case == "input_is_a_view" else (lambda leaf: leaf * 2)
+    leaf = torch.randn(5, requires_grad=True)
+    leaf_e = leaf.detach().clone().requires_grad_()
+    b = torch.randn(len(make(leaf)), requires_grad=True)
+    b_e = b.detach().clone().requires_grad_()
+    a, a_e = make(leaf), make(leaf_e)
+    out, expected = thunder.jit(f)(a, b), f(a_e, b_e)
+    assert_same(out, expected)
+    assert_same(a, a_e)
+    (out.sum() + a.sum()).backward()
+    (expected.sum() + a_e.sum()).backward()
+    assert_same(leaf.grad, leaf_e.grad)
+    assert_same(b.grad, b_e.grad)
+
+
+def test_a_saved_input_then_written_raises_in_backward_like_eager():
+    def f(a, b):
+        c = a * b  # saves a
+        a.mul_(b)
+        return c
+
+    for fn in (f, thunder.jit(f)):
+        leaf = torch.randn(3, requires_grad=True)
+        out = fn(leaf * 2, torch.randn(3, requires_grad=True))
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
 
 
 def test_in_place_on_a_leaf_that_requires_grad_raises_like_eager():

@@ -288,6 +288,9 @@ class _Importer:
         # Grad mode where the node being imported runs (None: unknown), and the modes inference-mode regions saved.
         self.grad_enabled = torch.is_grad_enabled()  # Dynamo guards on the grad mode the graph is entered with
         self.grad_modes = []
+        self.grad_input_memory = {id(_memory_of(n.meta["example_value"])) for n in gm.graph.nodes
+                                  if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)
+                                  and n.meta["example_value"].requires_grad}  # the memory of inputs that require grad
         self.records_grad_somewhere = self.grad_enabled or any(
             n.op == "call_function" and n.target is torch._C._set_grad_enabled and n.args and n.args[0] is not False
             for n in gm.graph.nodes)
@@ -461,7 +464,9 @@ class _Importer:
                                           "branch left aliasing an earlier tensor and the other did not")
         if not isinstance(dst, _core.Proxy) or self.builder.meta(dst)[0] == "number":
             return _NOT_A_WRITE
+        original = self._original_value(destination, dst)
         try:
+            self.env[destination] = original  # what the out-of-place op reads of the destination
             target, value = compute(self, dst)
             if self._write_in_place(destination):
                 self.builder.call("prims", "copy_to", [target, value], {})
@@ -470,7 +475,20 @@ class _Importer:
         except (_core.NotNative, _core.OpError, TypeError, ValueError, KeyError, IndexError) as e:
             self.fallbacks.append((node.name, _target_name(node), f"write not lowered: {type(e).__name__}: {e}"))
             return _NOT_A_WRITE
+        finally:
+            self.env[destination] = dst
         return None if node.target is operator.setitem else dst
+
+    def _original_value(self, destination, dst):
+        """What the out-of-place op of a write into ``dst`` reads as its destination's value: ``dst``, or a clone
+        of it when ``dst`` is (a view of) a graph input that requires grad and grad mode is on. The copy-back
+        writes that input at the end; an op that saved it for backward (``mul`` saves both operands) would then
+        find it modified and raise in backward. Eager's in-place op saves a copy of the original instead."""
+        example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
+        if self.grad_enabled is False or not isinstance(example, torch.Tensor) or \
+                id(_memory_of(example)) not in self.grad_input_memory:
+            return dst
+        return self.builder.call("ltorch", "clone", [dst], {})
 
     def _setitem_target(self, dst, key):
         """The destination of ``dst[key] = ...``: a view of dst (basic indexing)."""
@@ -681,6 +699,11 @@ _NOT_A_WRITE = object()
 def _is_view(example):
     """Whether Dynamo's example value of a node is a view of another tensor."""
     return isinstance(example, torch.Tensor) and example._is_view()
+
+
+def _memory_of(example):
+    """The example tensor whose memory a (fake) example value uses: its base if it is a view, else itself."""
+    return example._base if example._is_view() else example
 
 
 def _aliases_an_argument(node):
