@@ -458,6 +458,11 @@ class _Importer:
         if lowering is None or self.opaque_view_seen:
             return _NOT_A_WRITE
         destination, compute = lowering
+        overlap = _overlapping_source(node, destination)
+        if overlap is not None:  # eager decides (it raises where the overlap is partial): the write runs in place
+            self.fallbacks.append((node.name, _target_name(node), f"write not lowered: its destination and "
+                                   f"{overlap.name} share memory, not element for element"))
+            return _NOT_A_WRITE
         dst = self.env.get(destination) if isinstance(destination, torch.fx.Node) else None
         if dst in self.conditional_aliases:
             raise branches.BranchRejected(self.conditional_aliases[dst], "after it, a write goes through a name one "
@@ -704,6 +709,59 @@ def _is_view(example):
 def _memory_of(example):
     """The example tensor whose memory a (fake) example value uses: its base if it is a view, else itself."""
     return example._base if example._is_view() else example
+
+
+def _overlapping_source(node, destination):
+    """The argument node of a write whose tensor shares memory with the written tensor other than element for
+    element (``x[1:] = x[:-1]``, ``x.add_(x[0])``), by Dynamo's example values; None if there is none. Eager
+    raises for such a write when the overlap is partial ("unsupported operation: some elements of the input
+    tensor and the written-to tensor refer to a single memory location") and otherwise reads elements as it
+    writes others; a functional write reads everything first. So such a write is not lowered: torch runs it."""
+    example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
+    if not isinstance(example, torch.Tensor):
+        return None
+    sources = list(node.args[1:]) + list(node.kwargs.values())
+    if node.op == "call_function" and node.target is operator.setitem:
+        sources = node.args[2:]
+        try:
+            example = example[node.args[1]]  # the region written
+        except Exception:  # noqa: BLE001 -- a key the example cannot take: compare with the whole tensor
+            pass
+    elif isinstance(node.kwargs.get("out"), torch.fx.Node):
+        sources = list(node.args) + [v for k, v in node.kwargs.items() if k != "out"]
+    for source in _tensor_nodes(sources):
+        if source is not destination and _shares_memory_unevenly(example, source.meta["example_value"]):
+            return source
+    return None
+
+
+def _tensor_nodes(args):
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _tensor_nodes(a)
+        elif _is_tensor(a):
+            yield a
+
+
+def _shares_memory_unevenly(a, b):
+    """Whether tensors a and b (example values) may share memory, other than as the same elements in the same
+    layout: their storages are one and the byte ranges they span meet."""
+    try:
+        if a.untyped_storage()._cdata != b.untyped_storage()._cdata:
+            return False
+    except Exception:  # noqa: BLE001 -- no storage to compare: assume the worst
+        return True
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    if (a.storage_offset(), a.shape, a.stride(), a.dtype) == (b.storage_offset(), b.shape, b.stride(), b.dtype):
+        return False
+
+    def span(t):
+        begin = t.storage_offset() * t.element_size()
+        return begin, begin + (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) * t.element_size()
+
+    (a_begin, a_end), (b_begin, b_end) = span(a), span(b)
+    return a_begin < b_end and b_begin < a_end
 
 
 def _aliases_an_argument(node):
