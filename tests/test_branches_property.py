@@ -387,17 +387,6 @@ def test_branches_with_writes_through_names_branches_rebind(program, sets):
     check_writes(program, sets, executors="torch", all_converted=False)
 
 
-_BUG_FUSION_CYCLE = (
-    "thunder bug: with the CPU fusion executor, some of these programs fail to compile ('RuntimeError: fusion "
-    "created a cycle'): the graph runs uncompiled, with torch, and its branches are given up ('a graph break splits "
-    "the branch'). Repro: def f(x, y): b = y - 0.5; c = x + y; w = x.view(2, 2); a = x + y[2]; for i in range(3): "
-    "(if c.sum() >= -1.0: pass; elif (c > 0.0).any(): (if a.sum() < 2.0: c -= b.mean(); w.t()[0].mul_(-1.0)); "
-    "w.t()[1].mul_(1.0)); return c -- thunder.jit(f)(torch.tensor([-0.5, -3.0, -3.0, -0.5]), "
-    "torch.tensor([0.75, 0.5, -2.0, 0.0])); thunder.compile_stats(j).uncompiled[0]['reason'] == 'RuntimeError: "
-    "fusion created a cycle' (executors='torch' compiles it)")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_FUSION_CYCLE)
 @settings(max_examples=40, **_SETTINGS)
 @given(program=programs(writes_inputs=True), sets=input_sets)
 def test_branches_with_writes_default_executors(program, sets):
@@ -463,7 +452,6 @@ def test_augmented_assignment_in_an_arm_to_a_name_read_after_the_if():
     assert thunder.compile_stats(jitted).branches_converted == 1
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_FUSION_CYCLE)
 def test_fusion_of_writes_through_transposed_views_under_nested_branches():
     def f(x, y):
         b = y - 0.5

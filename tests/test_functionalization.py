@@ -729,18 +729,11 @@ def _grid():
     return torch.arange(24, dtype=torch.float32).reshape(4, 6)
 
 
-_BUG_DATA_AND_VIEW_DTYPE = (
-    "thunder bug: a write through x.data, or through x.view(x.dtype), is dropped (the input keeps its values), and "
-    "such a view taken before a write to x is not re-read (x.T, x.diagonal(), x.as_strided() and the other views "
-    "thunder imports as opaque ops are right). Repro: def f(x): x.data.mul_(2); return x * 1 -- x = "
-    "torch.arange(4.0); thunder.jit(f)(x) returns [0, 1, 2, 3] and leaves x so (eager: [0, 2, 4, 6]); the same with "
-    "x.view(torch.float32).mul_(2); def g(x): d = x.data; x.add_(1); return d * 1 -- returns the old values")
-_KNOWN_VIEW_BUGS = {"data": _BUG_DATA_AND_VIEW_DTYPE, "view_dtype_same": _BUG_DATA_AND_VIEW_DTYPE}
 
 
 def _view_params(more=None):
     """The views of _VIEWS, those known to fail marked (``more``: {view: reason})."""
-    bugs = _KNOWN_VIEW_BUGS | (more or {})
+    bugs = more or {}
     return [pytest.param(v, marks=[pytest.mark.xfail(strict=True, reason=bugs[v])] if v in bugs else [])
             for v in sorted(_VIEWS)]
 
@@ -797,6 +790,36 @@ def test_write_through_one_view_read_through_another(view):
     check(f, lambda: (_grid(),))
 
 
+def test_data_and_dtype_views_alias_their_tensor():
+    """x.data and x.view(dtype), which Dynamo's example values do not mark as views, share x's memory: writes
+    through them reach x, and writes to x reach them (a view as another dtype runs as an opaque view)."""
+    def through_data(x):
+        x.data.mul_(2)
+        return x * 1
+
+    def data_taken_before(x):
+        d = x.data
+        x.add_(1)
+        return d * 1
+
+    def through_same_dtype_view(x):
+        x.view(torch.float32)[1:].mul_(2)
+        return x * 1
+
+    def other_dtype_view_taken_before(x):
+        v = x.view(torch.int32)
+        x.add_(1)
+        return v * 1
+
+    def through_other_dtype_view(x):
+        x.view(torch.int32).add_(1)
+        return x * 1
+
+    for f in (through_data, data_taken_before, through_same_dtype_view, other_dtype_view_taken_before,
+              through_other_dtype_view):
+        check(f, lambda: (torch.arange(4.0),))
+
+
 def test_write_through_view_of_a_noncontiguous_input():
     def f(x):
         v = x.view(-1) if x.is_contiguous() else x.reshape(-1)  # reshape copies for a non-contiguous x
@@ -817,12 +840,6 @@ def test_write_through_view_of_a_noncontiguous_input():
     check(contiguous_copies, lambda: (_grid(),))
 
 
-_BUG_PARTIAL_OVERLAP = (
-    "thunder bug (error parity): a write whose source partially overlaps its destination in memory raises in eager "
-    "(RuntimeError: unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
-    "single memory location); thunder computes and writes a result instead. Repro: def f(x): x[1:] = x[:-1]; "
-    "return x -- thunder.jit(f)(torch.arange(4.0)) returns tensor([0., 0., 1., 2.]), eager raises")
-
 _OVERLAPPING_WRITES = {
     "x[1:] = x[:-1]": lambda x: x.__setitem__(slice(1, None), x[:-1]),
     "x[1:].add_(x[:-1])": lambda x: x[1:].add_(x[:-1]),
@@ -831,8 +848,7 @@ _OVERLAPPING_WRITES = {
 }
 
 
-@pytest.mark.parametrize("write", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=_BUG_PARTIAL_OVERLAP))
-                                   for k in _OVERLAPPING_WRITES])
+@pytest.mark.parametrize("write", list(_OVERLAPPING_WRITES))
 def test_partially_overlapping_write_raises_like_eager(write):
     do = _OVERLAPPING_WRITES[write]
 
@@ -840,7 +856,30 @@ def test_partially_overlapping_write_raises_like_eager(write):
         do(x)
         return x
 
-    check_raises(f, lambda: (_randn(6),))
+    e_err, c_err = check_raises(f, lambda: (_randn(6),))
+    assert type(c_err) is type(e_err) and str(c_err) == str(e_err)
+
+
+def test_writes_sharing_memory_with_their_source_otherwise_run_as_eager():
+    """Sources that share memory with the destination without partial overlap torch detects (interleaved,
+    non-dense) run in place, as eager; a source that is the destination element for element is functionalized."""
+    def interleaved(x):
+        x[::2].add_(x[1::2])
+        return x * 1
+
+    def shifted_columns(x):
+        x[:, 1:] += x[:, :-1]  # not dense: eager does not check, and reads elements it already wrote
+        return x * 1
+
+    def same_elements(x):
+        x.view(-1).mul_(x.flatten())  # x.flatten() of a contiguous x is x.view(-1)
+        x[1:3].add_(x[1:3])
+        return x * 1
+
+    check(interleaved, lambda: (_randn(6),))
+    check(shifted_columns, lambda: (_grid(),))
+    jitted = check(same_elements, lambda: (_grid(),))
+    assert not any("write not lowered" in reason for g in thunder.compiled_graphs(jitted) for _, _, reason in g.fallbacks)
 
 
 def test_overlapping_writes_through_two_views():
@@ -1246,17 +1285,6 @@ def test_parameters_written_under_no_grad_inside_forward():
     _check_module(ParamUpdate(), lambda: _randn(2, 4), grad=True)
 
 
-_BUG_UNRECORDED_WRITE_LOSES_GRAD = (
-    "thunder bug: after an in-place write autograd does not record -- under torch.no_grad() in the jitted code, or "
-    "through .detach() -- later reads of the tensor use the written value, which does not require grad: results "
-    "lose the tensor's autograd history (eager keeps it). Repros: def f(w): (with torch.no_grad(): w.sub_(0.1)); "
-    "return w * 2 -- thunder.jit(f)(torch.ones(3, requires_grad=True)).requires_grad is False (eager True); "
-    "def g(x): y = x * 2; y.detach()[0] = 5; return y * x -- with x = torch.tensor([1., 2., 3.], "
-    "requires_grad=True), x.grad after backward is [5, 4, 6] (eager [7, 8, 12]); def h(x): y = x * 2; "
-    "(with torch.no_grad(): y.add_(1)); return y * y -- the result does not require grad")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_leaf_written_under_no_grad_inside_the_function():
     def f(w, g):
         with torch.no_grad():
@@ -1582,15 +1610,6 @@ def test_grads_when_a_value_that_requires_grad_is_written_into_a_tensor_that_doe
     _grad_check(f, torch.randn(4, requires_grad=True))
 
 
-_BUG_COPY_BACK_OVER_SAVED_INPUT = (
-    "thunder bug: the copy-back into a written input that requires grad (a non-leaf) modifies a tensor the "
-    "out-of-place op saved for backward: backward raises 'one of the variables needed for gradient computation has "
-    "been modified by an inplace operation' (eager's in-place op records its own backward). Repro: def f(a, b): "
-    "a.mul_(b); return a * 1 -- leaf = torch.randn(3, requires_grad=True); b = torch.randn(3, requires_grad=True); "
-    "thunder.jit(f)(leaf * 2, b).sum().backward() raises")
-
-
-@pytest.mark.xfail(strict=True, reason=_BUG_COPY_BACK_OVER_SAVED_INPUT)
 def test_grads_through_a_write_to_a_non_leaf_input():
     def f(a, b):
         a.mul_(b)
@@ -1612,7 +1631,6 @@ def test_grads_through_a_write_to_a_non_leaf_input():
     assert_same(b.grad, b_e.grad)
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_write_through_detach_keeps_the_graph():
     def f(x):
         y = x * 2
@@ -1622,7 +1640,6 @@ def test_write_through_detach_keeps_the_graph():
     _grad_check(f, torch.randn(3, requires_grad=True))
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_write_through_detach_of_a_leaf_that_requires_grad():
     def f(x):
         x.detach().mul_(0.5)  # the usual way to update a parameter's values outside autograd
@@ -1631,7 +1648,6 @@ def test_write_through_detach_of_a_leaf_that_requires_grad():
     _grad_check(f, torch.randn(3, requires_grad=True))
 
 
-@pytest.mark.xfail(strict=True, reason=_BUG_UNRECORDED_WRITE_LOSES_GRAD)
 def test_non_leaf_written_under_no_grad_keeps_its_history():
     def f(x):
         y = x * 2
@@ -1640,6 +1656,104 @@ def test_non_leaf_written_under_no_grad_keeps_its_history():
         return y * y
 
     _grad_check(f, torch.randn(3, requires_grad=True))
+
+
+def test_unrecorded_writes_keep_the_autograd_history():
+    """Writes autograd does not record (under no_grad, through detach) change values, not history: they stay in
+    place, around pending functional writes, in converted branches, and with a written value that requires grad."""
+    def in_branch(x):
+        y = x * 2
+        if y.sum() > 0:
+            y.detach()[0] = 5
+        return y * x
+
+    def between_recorded_writes(x):
+        y = x * 2
+        y[1] = 3
+        y.detach()[0] = 5
+        y[2] = y[0] * 2
+        return y * x
+
+    def non_leaf_under_no_grad(x):
+        y = x.sin()
+        with torch.no_grad():
+            y.mul_(2)
+            z = y * 3
+        return y * x + z
+
+    def value_requires_grad(x):
+        y = x * 2
+        y.detach().copy_(x)  # y's values change; it does not start to depend on x
+        return y * x
+
+    for f in (in_branch, between_recorded_writes, non_leaf_under_no_grad, value_requires_grad):
+        _grad_check(f, torch.randn(3, requires_grad=True))
+
+    def views_of_a_parameter_under_no_grad(w, g):
+        with torch.no_grad():
+            w[0] = 0
+            w[1:].mul_(g[1:])
+        return w * w
+
+    w, w_e = torch.randn(3, requires_grad=True), None
+    w_e = w.detach().clone().requires_grad_()
+    g = torch.randn(3)
+    out, expected = thunder.jit(views_of_a_parameter_under_no_grad)(w, g), views_of_a_parameter_under_no_grad(w_e, g)
+    assert_same(out, expected)
+    assert_same(w, w_e)
+    assert w.is_leaf and w.requires_grad
+    out.sum().backward()
+    expected.sum().backward()
+    assert_same(w.grad, w_e.grad)
+
+
+@pytest.mark.parametrize("case", ["view", "twice", "branch", "input_is_a_view"])
+def test_grads_through_writes_to_non_leaf_inputs(case):
+    """The out-of-place op of a write into an input that requires grad reads a copy of it (as eager's in-place op
+    saves one), so the copy-back does not modify what it saved for backward."""
+    def view(a, b):
+        a[1:].mul_(b[1:])
+        return a * 1
+
+    def twice(a, b):
+        a.mul_(b)
+        a.div_(b)
+        return a.sin()
+
+    def branch(a, b):
+        if b.sum() > 0:
+            a.mul_(b)
+        else:
+            a.add_(b)
+        return a * 2
+
+    f = {"view": view, "twice": twice, "branch": branch, "input_is_a_view": view}[case]
+    make = (lambda leaf: (leaf * 2)[1:]) if case == "input_is_a_view" else (lambda leaf: leaf * 2)
+    leaf = torch.randn(5, requires_grad=True)
+    leaf_e = leaf.detach().clone().requires_grad_()
+    b = torch.randn(len(make(leaf)), requires_grad=True)
+    b_e = b.detach().clone().requires_grad_()
+    a, a_e = make(leaf), make(leaf_e)
+    out, expected = thunder.jit(f)(a, b), f(a_e, b_e)
+    assert_same(out, expected)
+    assert_same(a, a_e)
+    (out.sum() + a.sum()).backward()
+    (expected.sum() + a_e.sum()).backward()
+    assert_same(leaf.grad, leaf_e.grad)
+    assert_same(b.grad, b_e.grad)
+
+
+def test_a_saved_input_then_written_raises_in_backward_like_eager():
+    def f(a, b):
+        c = a * b  # saves a
+        a.mul_(b)
+        return c
+
+    for fn in (f, thunder.jit(f)):
+        leaf = torch.randn(3, requires_grad=True)
+        out = fn(leaf * 2, torch.randn(3, requires_grad=True))
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
 
 
 def test_in_place_on_a_leaf_that_requires_grad_raises_like_eager():

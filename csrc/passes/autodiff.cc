@@ -272,13 +272,14 @@ class Differentiator {
       if (v.is_seq()) ir::for_each_proxy(v, [&](ProxyId id) { found |= requires_grad(t_, id); });
       return found;
     };
-    // The call as the printer writes it: an op's required parameters positionally, the others by keyword.
+    // The call as the printer writes it: an op's required parameters positionally, the others by keyword where
+    // they differ from their default.
     std::vector<Value> args;
     std::vector<std::pair<std::string, Value>> kwargs = b.kwargs;
     for (size_t i = 0; i < b.args.size(); ++i) {
       const bool keyword = b.sym->level != ir::Level::Opaque && i < b.sym->params.size() && !b.sym->params[i].required;
-      if (keyword) kwargs.emplace_back(b.sym->params[i].name, b.args[i]);
-      else args.push_back(b.args[i]);
+      if (!keyword) args.push_back(b.args[i]);
+      else if (!(b.args[i] == b.sym->params[i].default_value)) kwargs.emplace_back(b.sym->params[i].name, b.args[i]);
     }
     std::string wants;  // the positions and keywords of the arguments that take a gradient
     std::vector<Value> outputs;

@@ -517,6 +517,7 @@ class Functionalizer {
   explicit Functionalizer(const Trace& in)
       : in_(in), out_(in.empty_copy("Functionalization")), e_(out_),
         copy_(&ops::find_op(ir::Level::Torch, "copy_")->symbol),
+        copy_to_(&ops::find_op(ir::Level::Prim, "copy_to")->symbol),
         begin_(&ops::find_op(ir::Level::Prim, "branch_begin")->symbol),
         else_(&ops::find_op(ir::Level::Prim, "branch_else")->symbol),
         end_(&ops::find_op(ir::Level::Prim, "branch_end")->symbol) {}
@@ -765,9 +766,28 @@ class Functionalizer {
     return v;
   }
 
+  // A write through `detach` (x.detach(), x.data) changes the root's values but not its autograd history. When
+  // the root (or the written value) takes part in autograd, a new value of the root cannot say that: the write
+  // stays in place, as `prims.copy_to` into the view, an effect (eager's in-place write, which autograd does not
+  // record). Otherwise the root's new value is the written one.
+  bool unrecorded_write(const BoundSymbol& s, const Alias& a) {
+    const bool through_detach = std::any_of(a.chain.begin(), a.chain.end(),
+                                            [](const Step& step) { return step.prim->sym->name == "detach"; });
+    if (!through_detach) return false;
+    const Value& src = s.args[1];
+    return in_.tensor(a.root).requires_grad ||
+           (src.is_proxy() && in_.proxy(src.proxy()).is_tensor && in_.tensor(src.proxy()).requires_grad);
+  }
+
   void write(const BoundSymbol& s) {
     const ProxyId dst = s.args[0].proxy();
     const Alias a = alias_.at(dst);
+    if (unrecorded_write(s, a)) {
+      BoundSymbol in_place = s;
+      in_place.sym = copy_to_;
+      effect(in_place);
+      return;
+    }
     for (const Step& step : a.chain)
       if (step.rule->inverse == nullptr)
         refuse("cannot write through " + op_name(*step.op) + " " + where_from(*step.op) + " (prims." +
@@ -907,6 +927,7 @@ class Functionalizer {
   Trace out_;
   Emitter e_;
   const ir::Symbol* copy_;
+  const ir::Symbol* copy_to_;
   const ir::Symbol* begin_;
   const ir::Symbol* else_;
   const ir::Symbol* end_;

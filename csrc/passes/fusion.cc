@@ -24,6 +24,50 @@ struct Group {
   std::vector<size_t> members;  // indices into the trace's symbols, in order
 };
 
+// Which groups each group must run after. A group runs as one kernel, so it runs after everything any of its
+// members reads: after every group those values depend on. Values record the groups they depend on when they
+// are made, but a group gains members (and with them dependencies) later, so whether a value depends on a
+// group is a search from the groups it recorded through the groups' dependencies, not a lookup. (A lookup
+// missed `k = where(c, t95, t1)` joining group G1 after G1's `t98 = broadcast(t15)` had recorded G1 alone:
+// t95 depends on G3, so t98 did too, and letting a reader of t98 join G3 made a cycle.)
+class GroupDeps {
+ public:
+  int add_group() {
+    edges_.emplace_back();
+    return static_cast<int>(edges_.size()) - 1;
+  }
+  /// Group g (one of whose members reads values depending on `deps`) runs after them.
+  void add(int g, const std::set<int>& deps) {
+    for (int d : deps)
+      if (d != g) edges_[static_cast<size_t>(g)].insert(d);
+  }
+  /// Groups a and b are one kernel now: each runs after what the other does.
+  void merge(int a, int b) {
+    edges_[static_cast<size_t>(a)].insert(edges_[static_cast<size_t>(b)].begin(), edges_[static_cast<size_t>(b)].end());
+    edges_[static_cast<size_t>(a)].insert(b);
+    edges_[static_cast<size_t>(b)].insert(a);
+  }
+  /// Whether something that depends on the groups `from` depends, through any chain of groups, on a group
+  /// for which is_target holds.
+  bool reaches(const std::set<int>& from, const std::function<bool(int)>& is_target) const {
+    std::vector<char> seen(edges_.size(), 0);
+    std::vector<int> stack(from.begin(), from.end());
+    while (!stack.empty()) {
+      const int g = stack.back();
+      stack.pop_back();
+      if (seen[static_cast<size_t>(g)]) continue;
+      seen[static_cast<size_t>(g)] = 1;
+      if (is_target(g)) return true;
+      for (int d : edges_[static_cast<size_t>(g)])
+        if (!seen[static_cast<size_t>(d)]) stack.push_back(d);
+    }
+    return false;
+  }
+
+ private:
+  std::vector<std::set<int>> edges_;
+};
+
 // Drops the emptied groups and renumbers group_of (symbol index -> group, or -1) to match.
 void compact(std::vector<Group>& groups, std::vector<int>& group_of) {
   std::vector<Group> kept;
@@ -78,7 +122,8 @@ ir::BoundSymbol reclaim(const ir::BoundSymbol& b, const PassContext& ctx, const 
 // group and re-enters the other through symbols outside both.
 void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& group_of,
                   const std::unordered_map<ProxyId, size_t>& producer,
-                  const std::unordered_map<ProxyId, std::set<int>>& depends, const std::vector<int>& segment) {
+                  const std::unordered_map<ProxyId, std::set<int>>& depends, GroupDeps& group_deps,
+                  const std::vector<int>& segment) {
   std::vector<int> parent(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) parent[g] = static_cast<int>(g);
   std::function<int(int)> find = [&](int g) { return parent[g] == g ? g : parent[g] = find(parent[g]); };
@@ -98,9 +143,8 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
           if (pg == a || pg == b) continue;
         }
         auto d = depends.find(id);
-        if (d == depends.end()) continue;
-        for (int dep : d->second)
-          if (find(dep) == other) return true;
+        if (d != depends.end() && group_deps.reaches(d->second, [&](int dep) { return find(dep) == other; }))
+          return true;
       }
     return false;
   };
@@ -132,6 +176,7 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
       groups[a].members = merged;
       groups[b].members.clear();
       parent[ib] = ia;
+      group_deps.merge(ia, ib);
       for (size_t i : merged) group_of[i] = ia;
       changed = true;
     }
@@ -222,7 +267,8 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
   std::vector<int> group_of(n, -1);
   std::vector<Group> groups;
   std::unordered_map<ProxyId, size_t> producer;
-  std::unordered_map<ProxyId, std::set<int>> depends;  // value -> groups it (transitively) depends on
+  std::unordered_map<ProxyId, std::set<int>> depends;  // value -> groups it depends on (when it was made)
+  GroupDeps group_deps;
   for (size_t i = 0; i < n; ++i) {
     const ir::BoundSymbol& b = t.symbols[i];
     std::vector<ProxyId> ins = b.input_proxies();
@@ -242,7 +288,7 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
         for (ProxyId id : ins) {
           auto it = producer.find(id);
           bool inside = it != producer.end() && group_of[it->second] == g;
-          if (!inside && depends[id].count(g)) cycle = true;
+          if (!inside && group_deps.reaches(depends[id], [g](int dep) { return dep == g; })) cycle = true;
         }
         if (cycle) continue;
         std::vector<size_t> grown = groups[g].members;
@@ -253,9 +299,10 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
         break;
       }
       if (group_of[i] < 0) {
-        group_of[i] = static_cast<int>(groups.size());
+        group_of[i] = group_deps.add_group();
         groups.push_back(Group{{i}});
       }
+      group_deps.add(group_of[i], deps);
       deps.insert(group_of[i]);
     }
     for (ProxyId id : b.output_proxies()) {
@@ -263,7 +310,7 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
       depends[id] = deps;
     }
   }
-  merge_groups(t, groups, group_of, producer, depends, segment);
+  merge_groups(t, groups, group_of, producer, depends, group_deps, segment);
   sink_data_movers(t, groups, group_of, segment);
   // Build the fused symbols; a group without arithmetic, or that does not
   // plan, goes back to the other executors symbol by symbol.

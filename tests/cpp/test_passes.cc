@@ -553,5 +553,32 @@ TEST_F(Passes, ClaimingATorchOpWithNoExecutorThrowsNamingAnOp) {
   }
 }
 
+// ---- fusion ----
+
+// A group that grows after one of its values was made depends, from then on, on what its new members read:
+// a reader of that value may not join a group the new members depend on. Here G1 = {a, k, m} depends on
+// G2 = {p} through the torch op u (k reads u); r reads m (made when G1 depended on nothing) and p, and must not
+// join G2, which would then run both before u (u reads p) and after it (r reads m, after k, which reads u).
+TEST_F(Passes, FusionGroupsStayConvexWhenAGroupGainsDependencies) {
+  Value x = input(DType::Float32, {4});
+  Value a = b.prim("add", {x, I(1)});
+  Value p = b.prim("mul", {x, I(2)});
+  Value u = b.prim("neg", {p});
+  Value k = b.prim("add", {a, u});
+  Value m = b.prim("mul", {a, I(3)});
+  Value r = b.prim("add", {p, m});
+  trace.output = Value::tuple({k, r});
+  for (ir::BoundSymbol& bsym : trace.symbols) bsym.executor = bsym.output == u ? "torch" : "cpu";
+  ExecutorTable cpu{"cpu", {{"prims.add", ""}, {"prims.mul", ""}}, true};
+  ExecutorTable torch{"torch", {{"prims.add", "torch.add"}, {"prims.mul", "torch.mul"}, {"prims.neg", "torch.neg"}}};
+  PassContext ctx;
+  ctx.executors = {cpu, torch};
+  Trace out;
+  ASSERT_NO_THROW(out = fuse(trace, ctx));
+  EXPECT_NO_THROW(ir::verify(out));
+  // G2, then u, then G1 (which now holds r).
+  EXPECT_EQ(callees(out), (Names{"cpu_fusion1", "prims.neg", "cpu_fusion0"})) << ir::to_python(out);
+}
+
 }  // namespace
 }  // namespace thunder::passes

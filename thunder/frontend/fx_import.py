@@ -74,6 +74,26 @@ def _pack_varargs(args, kwargs):
     return list(args), kwargs
 
 
+def _view_dtype(args, kwargs):
+    """The dtype of ``x.view(dtype)`` (a reinterpreting view), or None for ``x.view(shape)``."""
+    if len(args) == 2 and isinstance(args[1], _core.DType) and not kwargs:
+        return args[1]
+    if len(args) == 1 and set(kwargs) == {"dtype"}:
+        return kwargs["dtype"]
+    return None
+
+
+def _view_adapter(args, kwargs):
+    """x.view(2, 3) -> ltorch.view(x, (2, 3)); x.view(x.dtype) -> ltorch.view_as(x, x), which the functionalization
+    takes as a view of x (as eager's, it shares x's memory). A view as another dtype is not native."""
+    dtype = _view_dtype(args, kwargs)
+    if dtype is None:
+        return _pack_varargs(args, kwargs)
+    if dtype != args[0].dtype_hint:
+        raise _core.NotNative("a view as another dtype")
+    return "view_as", [args[0], args[0]], {}
+
+
 def _pack_size(args, kwargs):
     """torch.zeros(2, 3) -> torch.zeros((2, 3))."""
     if args and all(isinstance(a, int) for a in args):
@@ -144,8 +164,10 @@ def _build_tables():
         torch.nn.functional.tanh: "tanh",
     })
     methods.update({"__getitem__": "getitem", "clip": "clamp", "type": "to"})
+    # x.data: an alias of x's memory that autograd does not see, as x.detach() (Dynamo records _get_data_attr(x)).
+    functions[torch._C._autograd._get_data_attr] = "detach"
     adapters = {
-        ("method", "view"): _pack_varargs, ("method", "reshape"): _pack_varargs,
+        ("method", "view"): _view_adapter, ("method", "reshape"): _pack_varargs,
         ("method", "permute"): _pack_varargs, ("method", "expand"): _pack_varargs,
         ("method", "to"): _to_dtype_only, ("method", "type"): _to_dtype_only,
         ("function", "zeros"): _pack_size, ("function", "ones"): _pack_size,
@@ -282,6 +304,15 @@ class _Importer:
         self.examples = {}       # placeholder -> its example value
         self.by_memory = None    # memory (_storage) -> the nodes whose tensors live in it, made on first use
         self.branch_sites = []   # sites whose branches this graph compiles to selects
+        # Grad mode where the node being imported runs (None: unknown), and the modes inference-mode regions saved.
+        self.grad_enabled = torch.is_grad_enabled()  # Dynamo guards on the grad mode the graph is entered with
+        self.grad_modes = []
+        self.grad_input_memory = {id(_memory_of(n.meta["example_value"])) for n in gm.graph.nodes
+                                  if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)
+                                  and n.meta["example_value"].requires_grad}  # the memory of inputs that require grad
+        self.records_grad_somewhere = self.grad_enabled or any(
+            n.op == "call_function" and n.target is torch._C._set_grad_enabled and n.args and n.args[0] is not False
+            for n in gm.graph.nodes)
 
     # -- values --
     def _new_output(self, example):
@@ -462,16 +493,39 @@ class _Importer:
         if lowering is None or self.opaque_view_seen:
             return _NOT_A_WRITE
         destination, compute = lowering
+        overlap = _overlapping_source(node, destination)
+        if overlap is not None:  # eager decides (it raises where the overlap is partial): the write runs in place
+            self.fallbacks.append((node.name, _target_name(node), f"write not lowered: its destination and "
+                                   f"{overlap.name} share memory, not element for element"))
+            return _NOT_A_WRITE
         dst = self.env.get(destination) if isinstance(destination, torch.fx.Node) else None
         if not isinstance(dst, _core.Proxy) or self.builder.meta(dst)[0] == "number":
             return _NOT_A_WRITE
+        original = self._original_value(destination, dst)
         try:
+            self.env[destination] = original  # what the out-of-place op reads of the destination
             target, value = compute(self, dst)
-            self.builder.call("ltorch", "copy_", [target, value], {})
+            if self._write_in_place(destination):
+                self.builder.call("prims", "copy_to", [target, value], {})
+            else:
+                self.builder.call("ltorch", "copy_", [target, value], {})
         except (_core.NotNative, _core.OpError, TypeError, ValueError, KeyError, IndexError) as e:
             self.fallbacks.append((node.name, _target_name(node), f"write not lowered: {type(e).__name__}: {e}"))
             return _NOT_A_WRITE
+        finally:
+            self.env[destination] = dst
         return None if node.target is operator.setitem else dst
+
+    def _original_value(self, destination, dst):
+        """What the out-of-place op of a write into ``dst`` reads as its destination's value: ``dst``, or a clone
+        of it when ``dst`` is (a view of) a graph input that requires grad and grad mode is on. The copy-back
+        writes that input at the end; an op that saved it for backward (``mul`` saves both operands) would then
+        find it modified and raise in backward. Eager's in-place op saves a copy of the original instead."""
+        example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
+        if self.grad_enabled is False or not isinstance(example, torch.Tensor) or \
+                id(_memory_of(example)) not in self.grad_input_memory:
+            return dst
+        return self.builder.call("ltorch", "clone", [dst], {})
 
     def _setitem_target(self, dst, key):
         """The destination of ``dst[key] = ...``: a view of dst (basic indexing)."""
@@ -677,15 +731,42 @@ class _Importer:
         if callee.startswith("global_state."):
             self.namespace["global_state"] = global_state
         exit_call = node.target in global_state.EXITS  # its argument is the enter's context object
+        self._track_grad_mode(node)
         args = [] if exit_call else self._unwrap(self._arg(list(node.args)))
         kwargs = {} if exit_call else {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
         return self.builder.opaque(callee, args, kwargs, None, True)
+
+    def _track_grad_mode(self, node):
+        """Follows grad mode through a global-state call (inference mode counts as grad mode off)."""
+        arg = node.args[0] if node.args else node.kwargs.get("mode", True)
+        if node.target is torch._C._set_grad_enabled:
+            self.grad_enabled = arg if isinstance(arg, bool) else None
+        elif node.target is torch.autograd.grad_mode._enter_inference_mode:
+            self.grad_modes.append(self.grad_enabled)
+            if arg is not False:
+                self.grad_enabled = False if arg is True else None
+        elif node.target is torch.autograd.grad_mode._exit_inference_mode and self.grad_modes:
+            self.grad_enabled = self.grad_modes.pop()
+
+    def _write_in_place(self, destination):
+        """Whether a write stays in place (``prims.copy_to``, which the functionalization pass keeps as an effect)
+        instead of becoming a new value of the tensor: a write autograd does not record (grad mode off) into a
+        tensor that requires grad, in a graph that records autograd history elsewhere. Eager changes the tensor's
+        values and keeps its autograd history (its grad_fn, or its being a leaf), which a new value cannot: later
+        reads in grad mode would lose the history."""
+        if self.grad_enabled is True or not self.records_grad_somewhere:
+            return False
+        example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
+        if not isinstance(example, torch.Tensor):
+            return True
+        base = example._base if example._is_view() else None
+        return example.requires_grad or (base is not None and base.requires_grad)
 
     def _opaque(self, node):
         # An opaque op whose result is a view (x.T, x.diagonal(), x.unfold(...)): the functionalization cannot
         # follow writes through it, nor replay it after a write to its base. It runs as an effect (pending writes
         # land before it), and the writes after it stay in place, as opaque effects, so that it sees them.
-        view = _is_view(node.meta.get("example_value"))
+        view = _is_view(node.meta.get("example_value")) or _aliases_an_argument(node)
         if view:
             self.opaque_view_seen = True
         if self.regions and (view or _has_effect(node, _target_name(node))):
@@ -714,6 +795,74 @@ _NOT_A_WRITE = object()
 def _is_view(example):
     """Whether Dynamo's example value of a node is a view of another tensor."""
     return isinstance(example, torch.Tensor) and example._is_view()
+
+
+def _memory_of(example):
+    """The example tensor whose memory a (fake) example value uses: its base if it is a view, else itself."""
+    return example._base if example._is_view() else example
+
+
+def _overlapping_source(node, destination):
+    """The argument node of a write whose tensor shares memory with the written tensor other than element for
+    element (``x[1:] = x[:-1]``, ``x.add_(x[0])``), by Dynamo's example values; None if there is none. Eager
+    raises for such a write when the overlap is partial ("unsupported operation: some elements of the input
+    tensor and the written-to tensor refer to a single memory location") and otherwise reads elements as it
+    writes others; a functional write reads everything first. So such a write is not lowered: torch runs it."""
+    example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
+    if not isinstance(example, torch.Tensor):
+        return None
+    sources = list(node.args[1:]) + list(node.kwargs.values())
+    if node.op == "call_function" and node.target is operator.setitem:
+        sources = node.args[2:]
+        try:
+            example = example[node.args[1]]  # the region written
+        except Exception:  # noqa: BLE001 -- a key the example cannot take: compare with the whole tensor
+            pass
+    elif isinstance(node.kwargs.get("out"), torch.fx.Node):
+        sources = list(node.args) + [v for k, v in node.kwargs.items() if k != "out"]
+    for source in _tensor_nodes(sources):
+        if source is not destination and _shares_memory_unevenly(example, source.meta["example_value"]):
+            return source
+    return None
+
+
+def _tensor_nodes(args):
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _tensor_nodes(a)
+        elif _is_tensor(a):
+            yield a
+
+
+def _shares_memory_unevenly(a, b):
+    """Whether tensors a and b (example values) may share memory, other than as the same elements in the same
+    layout: their storages are one and the byte ranges they span meet."""
+    try:
+        if a.untyped_storage()._cdata != b.untyped_storage()._cdata:
+            return False
+    except Exception:  # noqa: BLE001 -- no storage to compare: assume the worst
+        return True
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    if (a.storage_offset(), a.shape, a.stride(), a.dtype) == (b.storage_offset(), b.shape, b.stride(), b.dtype):
+        return False
+
+    def span(t):
+        begin = t.storage_offset() * t.element_size()
+        return begin, begin + (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) * t.element_size()
+
+    (a_begin, a_end), (b_begin, b_end) = span(a), span(b)
+    return a_begin < b_end and b_begin < a_end
+
+
+def _aliases_an_argument(node):
+    """Whether the node makes a tensor sharing its argument's memory that Dynamo's example value does not mark as a
+    view: ``x.data`` and ``x.view(dtype)``."""
+    if node.op == "call_function" and node.target == torch._C._autograd._get_data_attr:
+        return True
+    is_view = (node.op == "call_method" and node.target == "view") or (
+        node.op == "call_function" and node.target is torch.Tensor.view)
+    return is_view and (any(isinstance(a, torch.dtype) for a in node.args[1:]) or "dtype" in node.kwargs)
 
 
 def _returns_an_input(node):
