@@ -5,6 +5,7 @@ This module also provides ``prims`` and ``ltorch``, the reference namespaces
 that printed traces import: ``prims.add(a, b)`` and ``ltorch.softmax(x, -1)``
 run here with torch eager, which is what makes every trace a runnable program.
 """
+import functools
 import math
 import operator
 import types
@@ -29,9 +30,17 @@ def broadcast_in_dim(a, shape, broadcast_dimensions):
     return a.reshape(view_shape).expand(shape)
 
 
+@functools.lru_cache(maxsize=4096)
+def _slice_index(start_indices, end_indices, strides):
+    return tuple(slice(s, e, st) for s, e, st in zip(start_indices, end_indices, strides or (1,) * len(start_indices)))
+
+
 def _slice(a, start_indices, end_indices, strides=None):
-    strides = strides or [1] * a.dim()
-    return a[tuple(slice(s, e, st) for s, e, st in zip(start_indices, end_indices, strides))]
+    # Traces pass the bounds as tuples of constants: the index is made once per distinct slice.
+    try:
+        return a[_slice_index(start_indices, end_indices, strides)]
+    except TypeError:  # unhashable bounds (lists)
+        return a[_slice_index.__wrapped__(tuple(start_indices), tuple(end_indices), strides and tuple(strides))]
 
 
 def convert_element_type(a, dtype):
