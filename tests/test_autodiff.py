@@ -248,3 +248,37 @@ def test_bfloat16_gradients_close_to_eager():
 def test_round_trip_of_forward_and_backward_traces():
     """check_program runs every forward trace and every backward trace (against torch.autograd of the graph)."""
     check_program(lambda x, w: F.silu(x @ w).softmax(-1), leaf(3, 4), leaf(4, 5, seed=1))
+
+
+# Ops whose torch backward decides which side of a boundary takes the gradient (their decompositions into
+# maximum/minimum/where would split it, or let an untaken log(0) make it NaN): thunder has their rules.
+AT_BOUNDARIES = {
+    "relu": lambda x, b: F.relu(x), "relu6": lambda x, b: F.relu6(x), "hardtanh": lambda x, b: F.hardtanh(x),
+    "hardswish": lambda x, b: F.hardswish(x), "hardsigmoid": lambda x, b: F.hardsigmoid(x),
+    "clamp": lambda x, b: x.clamp(0, 1), "clamp_min": lambda x, b: x.clamp_min(0), "clamp_max": lambda x, b: x.clamp_max(1),
+    "clamp_tensor_bounds": lambda x, b: torch.clamp(x, min=b - 1, max=b), "fmax": torch.fmax, "fmin": torch.fmin,
+    "max_dim": lambda x, b: torch.max(x.reshape(2, 4), 1)[0], "min_dim": lambda x, b: torch.min(x.reshape(2, 4), 0)[0],
+    "xlogy": lambda x, b: torch.xlogy(x.clamp(0, 1), b.clamp(-1, 2)),
+    "binary_cross_entropy": lambda x, b: F.binary_cross_entropy(x.clamp(0, 1), (b > 0).to(x.dtype)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AT_BOUNDARIES))
+def test_gradients_at_boundaries_and_ties(name):
+    x = torch.tensor([-3.0, -1.0, 0.0, 0.0, 1.0, 3.0, 6.0, 1.0], dtype=D, requires_grad=True)
+    b = torch.tensor([0.0, -1.0, 0.0, 2.0, 1.0, float("nan"), 6.0, 0.0], dtype=D, requires_grad=name != "xlogy")
+    if name in ("fmax", "fmin", "clamp_tensor_bounds", "max_dim", "min_dim"):
+        b = b.nan_to_num(0.5).detach().requires_grad_()
+    # torch's hardsigmoid backward multiplies by 1/6 rounded to float32; BCE's gradient is 1e11 at p = 0.
+    rtol = 1e-7 if name in ("hardsigmoid", "binary_cross_entropy") else 1e-10
+    j = grads_equal(AT_BOUNDARIES[name], x, b, rtol=rtol)
+    assert backward_of(j) == ["thunder"]
+
+
+def test_embedding_padding_row_takes_no_gradient():
+    emb = nn.Embedding(5, 3, padding_idx=0).double()
+    reference = copy.deepcopy(emb)
+    idx = torch.tensor([[0, 2, 0], [4, 2, 1]])
+    thunder.jit(emb)(idx).pow(2).sum().backward()
+    reference(idx).pow(2).sum().backward()
+    assert_same(emb.weight.grad, reference.weight.grad)

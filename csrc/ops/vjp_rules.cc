@@ -377,6 +377,133 @@ std::unordered_map<std::string, Rule> torch_rules() {
     Value summed = c.b.torch("cumsum", {flipped, dim});
     return Grads{c.convert(c.prim("flip", {summed, Value::ints({dim.as_int()})}), m.dtype)};
   };
+  // Piecewise-linear activations: which side of a boundary takes the gradient is each op's own rule in torch
+  // (their decompositions into maximum/minimum would split it in half at the boundary).
+  auto masked = [](Ctx& c, const Value& keep) { return c.b.torch("where", {keep, c.g, 0.0}); };
+  auto cmp = [](Ctx& c, const char* op, const Value& x, const Value& y) { return c.b.torch(op, {x, y}); };
+  auto both = [](Ctx& c, const Value& p, const Value& q) { return c.b.torch("logical_and", {p, q}); };
+  r["relu"] = [=](Ctx& c) { return Grads{masked(c, cmp(c, "gt", c.arg(0), 0.0))}; };
+  r["relu6"] = [=](Ctx& c) {
+    return Grads{masked(c, both(c, cmp(c, "gt", c.arg(0), 0.0), cmp(c, "lt", c.arg(0), 6.0)))};
+  };
+  r["hardtanh"] = [=](Ctx& c) {
+    return Grads{masked(c, both(c, cmp(c, "gt", c.arg(0), c.arg(1)), cmp(c, "lt", c.arg(0), c.arg(2))))};
+  };
+  r["hardsigmoid"] = [=](Ctx& c) {
+    Value inside = both(c, cmp(c, "gt", c.arg(0), -3.0), cmp(c, "lt", c.arg(0), 3.0));
+    return Grads{c.b.torch("where", {inside, c.b.torch("div", {c.g, 6.0}), 0.0})};
+  };
+  r["hardswish"] = [=](Ctx& c) {
+    const Value& x = c.arg(0);
+    Value slope = c.b.torch("add", {c.b.torch("div", {x, 3.0}), 0.5});
+    Value mid = c.b.torch("where", {cmp(c, "lt", x, 3.0), c.b.torch("mul", {c.g, slope}), c.g});
+    return Grads{c.b.torch("where", {cmp(c, "le", x, -3.0), 0.0, mid})};
+  };
+  // clamp: the input takes the gradient inside [min, max], bounds included; a tensor bound where it clamps.
+  auto clamp_rule = [=](Ctx& c, const Value& lo, const Value& hi) {
+    const Value& x = c.arg(0);
+    Value keep;
+    if (!lo.is_none()) keep = cmp(c, "ge", x, lo);
+    if (!hi.is_none()) keep = keep.is_none() ? cmp(c, "le", x, hi) : both(c, keep, cmp(c, "le", x, hi));
+    Grads g{keep.is_none() ? c.g : masked(c, keep)};
+    for (const Value* bound : {&lo, &hi}) {
+      if (!c.tensor(*bound) || !(ir::is_floating(c.meta(*bound).dtype))) {
+        g.push_back(Value());
+        continue;
+      }
+      Value clamps = cmp(c, bound == &lo ? "lt" : "gt", x, *bound);
+      g.push_back(c.sum_to(c.convert(masked(c, clamps), c.meta(*bound).dtype), c.meta(*bound).shape));
+    }
+    return g;
+  };
+  r["clamp"] = [=](Ctx& c) { return clamp_rule(c, c.arg(1), c.arg(2)); };
+  r["clamp_min"] = [=](Ctx& c) {
+    Grads g = clamp_rule(c, c.arg(1), Value());
+    return Grads{g[0], g[1]};
+  };
+  r["clamp_max"] = [=](Ctx& c) {
+    Grads g = clamp_rule(c, Value(), c.arg(1));
+    return Grads{g[0], g[2]};
+  };
+  // fmax / fmin: ties and a NaN other go to the input.
+  for (const char* n : {"fmax", "fmin"}) {
+    const bool max = std::string(n) == "fmax";
+    r[n] = [=](Ctx& c) {
+      const Value &a = c.arg(0), &b = c.arg(1);
+      Value to_a = c.b.torch("logical_or", {cmp(c, max ? "ge" : "le", a, b), c.b.torch("isnan", {b})});
+      Value ga = c.differentiable(0) ? operand_grad(c, 0, masked(c, to_a)) : Value();
+      Value gb = c.differentiable(1) ? operand_grad(c, 1, c.b.torch("where", {to_a, 0.0, c.g})) : Value();
+      return Grads{ga, gb};
+    };
+  }
+  // max(x, dim) / min(x, dim) -> (values, indices): the gradient goes to the element the index names.
+  for (const char* n : {"max_dim", "min_dim"}) {
+    r[n] = [](Ctx& c) -> Grads {
+      const TensorMeta& m = c.meta(c.arg(0));
+      const Value& g = c.g.items()[0];
+      if (g.is_none() || m.ndim() == 0) return {g.is_none() ? Value() : c.prim("reshape", {g, Value::ints(m.shape)})};
+      const int64_t dim = canonical_dims(c.arg(1), m.ndim())[0];
+      std::vector<int64_t> kept = m.shape;
+      kept[static_cast<size_t>(dim)] = 1;
+      Value index = c.prim("reshape", {c.out().items()[1], Value::ints(kept)});
+      Value values = c.prim("reshape", {g, Value::ints(kept)});
+      return {c.prim("scatter_add", {c.zeros_like(c.arg(0)), Value(dim), index, values})};
+    };
+  }
+  // xlogy(x, y) = x * log(y), 0 where x is 0: d/dx = log(y) (0 where the gradient is 0, or x is 0 and y <= 0),
+  // d/dy = x / y. The decomposition's where would let the untaken log(0) make the gradient NaN.
+  r["xlogy"] = [=](Ctx& c) {
+    const Value &x = c.arg(0), &y = c.arg(1);
+    Value gx, gy;
+    if (c.differentiable(0)) {
+      Value d = c.b.torch("where", {cmp(c, "eq", c.g, 0.0), 0.0, c.b.torch("mul", {c.g, c.b.torch("log", {y})})});
+      Value undefined = both(c, cmp(c, "eq", x, 0.0), cmp(c, "le", y, 0.0));
+      gx = operand_grad(c, 0, c.b.torch("where", {undefined, 0.0, d}));
+    }
+    if (c.differentiable(1)) gy = operand_grad(c, 1, c.b.torch("div", {c.b.torch("mul", {c.g, x}), y}));
+    return Grads{gx, gy};
+  };
+  // binary_cross_entropy(p, t, weight, size_average, reduce, reduction), as torch's backward: the input's
+  // gradient is w (p - t) / max(p (1 - p), 1e-12), the target's w (log(1 - p) - log(p)) with logs clamped at -100.
+  r["binary_cross_entropy"] = [](Ctx& c) -> Grads {
+    if (!c.arg(3).is_none() || !c.arg(4).is_none())
+      throw std::invalid_argument("binary_cross_entropy with size_average/reduce has no VJP rule");
+    const Value &p = c.arg(0), &t = c.arg(1), &w = c.arg(2);
+    const std::string reduction = c.arg(5).is_none() ? "mean" : c.arg(5).as_str();
+    const TensorMeta& m = c.meta(p);
+    Value g = reduction == "none" ? c.g : c.b.torch("expand", {c.g, Value::ints(m.shape)});
+    if (reduction == "mean") g = c.b.torch("div", {g, static_cast<double>(std::max<int64_t>(m.numel(), 1))});
+    if (!w.is_none()) g = c.b.torch("mul", {g, w});
+    Value gp, gt;
+    if (c.differentiable(0)) {
+      Value denom = c.b.torch("clamp_min", {c.b.torch("mul", {c.b.torch("rsub", {p, 1.0}), p}), 1e-12});
+      gp = c.b.torch("div", {c.b.torch("mul", {g, c.b.torch("sub", {p, t})}), denom});
+    }
+    if (c.differentiable(1)) {
+      Value log_q = c.b.torch("clamp_min", {c.b.torch("log1p", {c.b.torch("neg", {p})}), -100.0});
+      Value log_p = c.b.torch("clamp_min", {c.b.torch("log", {p}), -100.0});
+      gt = c.b.torch("mul", {g, c.b.torch("sub", {log_q, log_p})});
+    }
+    return {gp, gt};
+  };
+  // embedding(indices, weight, padding_idx, ...): rows summed by index; the padding row takes none.
+  r["embedding"] = [](Ctx& c) -> Grads {
+    if (!c.arg(3).is_none() || (c.arg(5).is_number() && c.arg(5).as_bool()))
+      throw std::invalid_argument("embedding with max_norm or scale_grad_by_freq has no VJP rule");
+    const TensorMeta& w = c.meta(c.arg(1));
+    const int64_t rows = w.shape[0], width = w.shape[1];
+    const int64_t n = c.meta(c.arg(0)).numel();
+    Value index = c.prim("reshape", {c.arg(0), Value::ints({n})});
+    Value src = c.prim("reshape", {c.g, Value::ints({n, width})});
+    Value gw = c.b.torch("index_add", {c.zeros_like(c.arg(1)), Value(int64_t{0}), index, src});
+    if (!c.arg(2).is_none()) {
+      const int64_t pad = c.arg(2).as_int() < 0 ? c.arg(2).as_int() + rows : c.arg(2).as_int();
+      TensorMeta row = w;
+      row.shape = {1, width};
+      gw = c.prim("slice_update", {gw, c.zeros(row), Value::ints({pad, 0}), Value::ints({pad + 1, width}), Value()});
+    }
+    return {Value(), gw};
+  };
   // softmax / log_softmax (input, dim, dtype), from the output alone, in the math type of half precision:
   // softmax: out * (g - sum(g * out)); log_softmax: g - exp(out) * sum(g). One saved value, where the
   // decomposition's own rules would save its exponentials and sums.

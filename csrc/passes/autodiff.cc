@@ -55,8 +55,8 @@ void check_effect(const Trace& t, const BoundSymbol& b) {
       !requires_grad(t, b.args[0].proxy()))
     return;
   throw NotDifferentiable(qualified(b) + " is an effect (" +
-                          (b.sym->level == ir::Level::Opaque ? "it may use a random generator, change grad mode or write "
-                                                               "into a tensor autograd tracks"
+                          (b.sym->level == ir::Level::Opaque ? "an op thunder does not know, or one that uses a random "
+                                                               "generator, changes grad mode or writes into a tensor"
                                                              : "a write into a tensor that requires grad") + ")");
 }
 
@@ -243,11 +243,30 @@ class Differentiator {
   void differentiate(const BoundSymbol& b) {
     const ops::VjpRule* rule = ops::find_vjp(b.sym);
     if (rule == nullptr) return differentiate_by_autograd(b);
-    if (!b.output.is_proxy()) throw NotDifferentiable(qualified(b) + " has several outputs (no VJP rule takes them)");
-    auto g = grads_.find(b.output.proxy());
-    if (g == grads_.end()) return;  // its result does not reach an output
+    // The gradient of the output: one value, or a tuple with None for outputs whose gradient nothing gives.
+    Value g;
+    if (b.output.is_proxy()) {
+      auto it = grads_.find(b.output.proxy());
+      if (it == grads_.end()) return;  // its result does not reach an output
+      g = it->second;
+    } else {
+      std::vector<Value> items;
+      bool any = false;
+      ir::for_each_proxy(b.output, [&](ProxyId id) {
+        auto it = grads_.find(id);
+        any |= it != grads_.end();
+        items.push_back(it == grads_.end() ? Value() : it->second);
+      });
+      if (!any) return;
+      g = Value::tuple(std::move(items));
+    }
     b_.set_source(b.source);
-    std::vector<Value> arg_grads = (*rule)(b_, b, g->second);
+    std::vector<Value> arg_grads;
+    try {
+      arg_grads = (*rule)(b_, b, g);
+    } catch (const std::invalid_argument& e) {  // the rule does not cover this use of the op
+      throw NotDifferentiable(std::string(e.what()));
+    }
     for (size_t i = 0; i < b.args.size(); ++i) accumulate_arg(b.args[i], arg_grads[i]);
   }
 
