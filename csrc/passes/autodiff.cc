@@ -161,6 +161,10 @@ class Differentiator {
   // recomputation into the backward's kernels) instead of saved; the backward saves those inputs instead, which
   // are alive anyway. Returns the new saved values; prepends the recomputation to the backward.
   std::vector<ProxyId> rematerialize(const Trace& fwd, const std::vector<ProxyId>& saved) {
+    // A write the forward makes in place (prims.copy_to, through a view) changes values a recomputation would
+    // not see: then nothing is recomputed.
+    for (const BoundSymbol& b : fwd.symbols)
+      if (b.sym->has(ir::kEffect)) return saved;
     std::unordered_set<ProxyId> inputs(fwd.inputs.begin(), fwd.inputs.end());
     std::unordered_map<ProxyId, size_t> producer;  // recomputable value -> the forward symbol computing it
     auto available = [&](ProxyId id) { return inputs.count(id) || producer.count(id); };
