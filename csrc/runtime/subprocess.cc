@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +41,18 @@ std::string resolve(const std::string& program) {
 
 void kill_group(int) { kill(0, SIGKILL); }
 
+// fork(2) itself, without glibc's fork(): that one runs the pthread_atfork handlers libraries registered, and
+// OpenBLAS's (loaded by torch or scipy) waits for its worker threads, which deadlocked a compile started from a
+// worker thread while another thread used BLAS. The child runs async-signal-safe calls only, before exec, so
+// it needs none of what the handlers prepare.
+pid_t fork_without_handlers() {
+#ifdef SYS_fork
+  return static_cast<pid_t>(syscall(SYS_fork));
+#else
+  return static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
+#endif
+}
+
 // In the forked child (async-signal-safe calls only: the parent may have other threads). Becomes the
 // leader of a new process group, arranges to kill that group if the parent thread dies, then runs the
 // program in a grandchild and exits with its status.
@@ -55,7 +68,7 @@ void kill_group(int) { kill(0, SIGKILL); }
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) kill(0, SIGKILL);  // the parent died before the line above
   if (cwd_fd >= 0 && fchdir(cwd_fd) != 0) _exit(126);
-  const pid_t child = fork();
+  const pid_t child = fork_without_handlers();
   if (child < 0) _exit(126);
   if (child == 0) {
     struct sigaction dfl;
@@ -104,7 +117,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(errno_text("cannot create a pipe for the compiler"));
   const pid_t parent = getpid();
-  const pid_t pid = fork();
+  const pid_t pid = fork_without_handlers();
   if (pid < 0) {
     const int saved = errno;
     close(fds[0]);
