@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 import torch
 
 from thunder import _core
+from thunder.core.dtypes import to_torch
 from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.core.options import DEFAULT_PASSES
 from thunder.executors.torchex import autograd_vjp, ltorch, prims
@@ -137,6 +138,17 @@ def _requires_grad(trace):
     return any(trace.meta(p)[0] != "number" and trace.meta(p)[3] for p in trace.inputs)
 
 
+#: Why a graph keeps torch's autograd although thunder's could differentiate it (None: nothing holds it back).
+def _autodiff_held_back(trace):
+    # Measured (docs/benchmarks.md): GPT-2's bf16 training step ran at 0.64x eager with thunder's backward (its
+    # half-precision backward kernels are slow), 1.01x with torch's. Until they are tuned, half precision stays.
+    half = {to_torch(trace.meta(p)[0]) for p in trace.inputs if trace.meta(p)[0] != "number"} & \
+        {torch.float16, torch.bfloat16}
+    if half:
+        return "half-precision graphs keep torch autograd for now: thunder's backward kernels are slower there"
+    return None
+
+
 def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     """Runs the passes on an imported trace and builds the execution callable.
 
@@ -170,7 +182,11 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     trace = _run_passes(imported.trace, passes[:split_at], evaluator, tables, namespace, views, pass_seconds, index)
     kernels = {}
     program, autodiff = None, None
-    if split_at < len(passes):
+    held_back = _autodiff_held_back(trace) if split_at < len(passes) else None
+    if held_back:
+        autodiff = f"torch ({held_back})"
+        logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, held_back)
+    elif split_at < len(passes):
         try:
             forward, backward, grad_outputs, saved, seconds = _core.split_forward_backward(trace)
         except _core.NotDifferentiable as e:
