@@ -140,6 +140,7 @@ class Differentiator {
     ir::for_each_proxy(bwd_.output, read);
     fb.forward = t_;
     fb.forward.provenance = "Forward (returns the outputs and the values the backward saves)";
+    expose(fb.forward.symbols, saved);  // the composites that compute saved values inside, opened
     saved = rematerialize(fb.forward, saved);
     expose(fb.forward.symbols, saved);
     bwd_.inputs = saved;
@@ -156,50 +157,61 @@ class Differentiator {
   }
 
  private:
-  // Rematerialization, in its simplest form: a saved value the forward computes from the trace's inputs by
-  // elementwise and shape ops only is recomputed at the start of the backward (where the fusion pass fuses the
-  // recomputation into the backward's kernels) instead of saved; the backward saves those inputs instead, which
-  // are alive anyway. Returns the new saved values; prepends the recomputation to the backward.
+  // Rematerialization, greedy and local: a saved value made by a cheap symbol (elementwise and shape ops) is
+  // recomputed at the start of the backward -- where the fusion pass fuses the recomputation into the backward's
+  // kernels -- when the symbol's inputs the backward would newly have to save take no more bytes than what it
+  // stops saving (trace inputs are free: they are alive anyway). So a broadcast of a saved mean, or a GELU's
+  // intermediates computed from a saved matmul result, are recomputed, not saved. (A min-cut over the whole
+  // joint graph would find more.) Returns the new saved values; prepends the recomputation to the backward.
   std::vector<ProxyId> rematerialize(const Trace& fwd, const std::vector<ProxyId>& saved) {
     // A write the forward makes in place (prims.copy_to, through a view) changes values a recomputation would
     // not see: then nothing is recomputed.
     for (const BoundSymbol& b : fwd.symbols)
       if (b.sym->has(ir::kEffect)) return saved;
     std::unordered_set<ProxyId> inputs(fwd.inputs.begin(), fwd.inputs.end());
-    std::unordered_map<ProxyId, size_t> producer;  // recomputable value -> the forward symbol computing it
-    auto available = [&](ProxyId id) { return inputs.count(id) || producer.count(id); };
-    for (size_t i = 0; i < fwd.symbols.size(); ++i) {
-      const BoundSymbol& b = fwd.symbols[i];
-      if (!cheap(b)) continue;
-      const std::vector<ProxyId> reads = b.input_proxies();
-      if (std::all_of(reads.begin(), reads.end(), available)) defined_by(b, i, producer);
-    }
-    std::vector<bool> recompute(fwd.symbols.size(), false);
-    std::vector<ProxyId> stack;
-    for (ProxyId id : saved)
-      if (producer.count(id)) stack.push_back(id);
-    if (stack.empty()) return saved;
-    while (!stack.empty()) {
-      auto it = producer.find(stack.back());
-      stack.pop_back();
-      if (it == producer.end() || recompute[it->second]) continue;
-      recompute[it->second] = true;
-      for (ProxyId id : fwd.symbols[it->second].input_proxies()) stack.push_back(id);
-    }
-    std::vector<BoundSymbol> symbols;
-    std::vector<ProxyId> kept;
-    std::unordered_set<ProxyId> seen;
-    auto keep = [&](ProxyId id) {
-      if (seen.insert(id).second) kept.push_back(id);
+    std::unordered_map<ProxyId, size_t> producer;  // value -> the forward symbol computing it
+    for (size_t i = 0; i < fwd.symbols.size(); ++i) defined_by(fwd.symbols[i], i, producer);
+    auto bytes = [&](ProxyId id) -> int64_t {
+      const ir::ProxyInfo& p = fwd.proxy(id);
+      if (!p.is_tensor || inputs.count(id)) return 0;
+      return p.tensor.numel() * ir::item_size(p.tensor.dtype);
     };
-    for (size_t i = 0; i < fwd.symbols.size(); ++i) {
-      if (!recompute[i]) continue;
-      symbols.push_back(fwd.symbols[i]);
-      for (ProxyId id : fwd.symbols[i].input_proxies())
-        if (inputs.count(id)) keep(id);
+    std::vector<ProxyId> order = saved;  // saved values, in order of first appearance
+    std::unordered_set<ProxyId> kept(saved.begin(), saved.end());
+    std::vector<bool> recompute(fwd.symbols.size(), false);
+    auto recomputed = [&](ProxyId id) {
+      auto it = producer.find(id);
+      return it != producer.end() && recompute[it->second];
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t k = 0; k < order.size(); ++k) {
+        const ProxyId id = order[k];
+        auto it = producer.find(id);
+        if (!kept.count(id) || inputs.count(id) || it == producer.end() || recompute[it->second]) continue;
+        const BoundSymbol& b = fwd.symbols[it->second];
+        if (!cheap(b)) continue;
+        int64_t cost = 0, gain = 0;
+        for (ProxyId x : b.input_proxies())
+          if (!kept.count(x) && !recomputed(x)) cost += bytes(x);
+        for (ProxyId o : kept)
+          if (producer.count(o) && producer.at(o) == it->second) gain += bytes(o);
+        if (cost > gain) continue;
+        recompute[it->second] = true;
+        changed = true;
+        for (auto o = kept.begin(); o != kept.end();)
+          o = producer.count(*o) && producer.at(*o) == it->second ? kept.erase(o) : std::next(o);
+        for (ProxyId x : b.input_proxies())
+          if (!recomputed(x) && kept.insert(x).second) order.push_back(x);
+      }
     }
-    for (ProxyId id : saved)
-      if (!producer.count(id)) keep(id);
+    std::vector<ProxyId> result;
+    for (ProxyId id : order)
+      if (kept.count(id) && !recomputed(id)) result.push_back(id);
+    std::vector<BoundSymbol> symbols;
+    for (size_t i = 0; i < fwd.symbols.size(); ++i)
+      if (recompute[i]) symbols.push_back(fwd.symbols[i]);
+    if (symbols.empty()) return saved;
     // The VJPs may read values the recomputed composites define inside their decompositions: open those.
     std::vector<ProxyId> reads;
     for (const BoundSymbol& b : bwd_.symbols)
@@ -207,7 +219,7 @@ class Differentiator {
     expose(symbols, reads);
     symbols.insert(symbols.end(), std::make_move_iterator(bwd_.symbols.begin()), std::make_move_iterator(bwd_.symbols.end()));
     bwd_.symbols = std::move(symbols);
-    return kept;
+    return result;
   }
 
   // Maps every value b defines, in its decomposition too, to the forward symbol i.
