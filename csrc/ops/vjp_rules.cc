@@ -406,12 +406,16 @@ std::unordered_map<std::string, Rule> torch_rules() {
     if (!lo.is_none()) keep = cmp(c, "ge", x, lo);
     if (!hi.is_none()) keep = keep.is_none() ? cmp(c, "le", x, hi) : both(c, keep, cmp(c, "le", x, hi));
     Grads g{keep.is_none() ? c.g : masked(c, keep)};
+    // torch: with both bounds, min takes it where x < min < max, max where x > max or max < min (clamp gives max).
     for (const Value* bound : {&lo, &hi}) {
       if (!c.tensor(*bound) || !(ir::is_floating(c.meta(*bound).dtype))) {
         g.push_back(Value());
         continue;
       }
       Value clamps = cmp(c, bound == &lo ? "lt" : "gt", x, *bound);
+      if (!lo.is_none() && !hi.is_none())
+        clamps = bound == &lo ? both(c, clamps, cmp(c, "lt", lo, hi))
+                              : c.b.torch("logical_or", {clamps, cmp(c, "lt", hi, lo)});
       g.push_back(c.sum_to(c.convert(masked(c, clamps), c.meta(*bound).dtype), c.meta(*bound).shape));
     }
     return g;

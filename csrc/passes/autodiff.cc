@@ -68,7 +68,17 @@ bool defines(const BoundSymbol& b, ProxyId id) {
   return false;
 }
 
-// Replaces, in `symbols`, each composite whose decomposition defines one of `needed` by its decomposition, until
+// Appends b's leaf prims to out (a torch-level op inside a decomposition may take arguments its torch callable
+// does not, such as a number where torch.minimum wants a tensor; the prims take them all).
+void flatten(BoundSymbol& b, const std::string& source, std::vector<BoundSymbol>& out) {
+  for (BoundSymbol& s : b.subsymbols) {
+    if (s.source.empty()) s.source = source;
+    if (s.subsymbols.empty()) out.push_back(std::move(s));
+    else flatten(s, source, out);
+  }
+}
+
+// Replaces, in `symbols`, each composite whose decomposition defines one of `needed` by its leaf prims, until
 // every needed proxy is defined at the top level (the executors run top-level symbols only).
 void expose(std::vector<BoundSymbol>& symbols, const std::vector<ProxyId>& needed) {
   for (bool changed = true; changed;) {
@@ -85,10 +95,7 @@ void expose(std::vector<BoundSymbol>& symbols, const std::vector<ProxyId>& neede
         continue;
       }
       changed = true;
-      for (BoundSymbol& s : b.subsymbols) {
-        if (s.source.empty()) s.source = b.source;
-        out.push_back(std::move(s));
-      }
+      flatten(b, b.source, out);
     }
     symbols = std::move(out);
   }

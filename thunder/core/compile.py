@@ -139,13 +139,17 @@ def _requires_grad(trace):
 
 
 #: Why a graph keeps torch's autograd although thunder's could differentiate it (None: nothing holds it back).
-def _autodiff_held_back(trace):
+def _autodiff_held_back(trace, imported=None):
     # Measured (docs/benchmarks.md): GPT-2's bf16 training step ran at 0.64x eager with thunder's backward (its
     # half-precision backward kernels are slow), 1.01x with torch's. Until they are tuned, half precision stays.
     half = {to_torch(trace.meta(p)[0]) for p in trace.inputs if trace.meta(p)[0] != "number"} & \
         {torch.float16, torch.bfloat16}
     if half:
         return "half-precision graphs keep torch autograd for now: thunder's backward kernels are slower there"
+    # Outputs that share memory are made again as views of the graph's results after the call, replaying in-place
+    # ops too; on the outputs of an autograd.Function (made with grad off) autograd forbids that.
+    if getattr(imported, "output_views", None):
+        return "the graph returns tensors that share memory, made again as views after the call"
     return None
 
 
@@ -182,7 +186,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     trace = _run_passes(imported.trace, passes[:split_at], evaluator, tables, namespace, views, pass_seconds, index)
     kernels = {}
     program, autodiff = None, None
-    held_back = _autodiff_held_back(trace) if split_at < len(passes) else None
+    held_back = _autodiff_held_back(trace, imported) if split_at < len(passes) else None
     if held_back:
         autodiff = f"torch ({held_back})"
         logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, held_back)
