@@ -20,6 +20,9 @@ using VjpRule = std::function<std::vector<Value>(Builder& b, const ir::BoundSymb
 /// detach) need none: the autodiff never asks for them.
 const VjpRule* find_vjp(const ir::Symbol* op);
 
+/// A tensor of zeros with metadata m (prims.full), as gradients that nothing reaches are.
+Value zeros(Builder& b, const TensorMeta& m);
+
 /// "level.name" of every op with a VJP rule (for docs and tests).
 std::vector<std::string> ops_with_vjp();
 

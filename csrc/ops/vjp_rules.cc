@@ -39,9 +39,7 @@ struct Ctx {
   Value neg(const Value& x) { return prim("neg", {x}); }
   Value un(const char* name, const Value& x) { return prim(name, {x}); }
   Value where(const Value& pred, const Value& x, const Value& y) { return prim("where", {pred, x, y}); }
-  Value zeros(const TensorMeta& m) {
-    return prim("full", {Value::ints(m.shape), Value(0.0), Value(m.dtype), Value(ir::Str{m.device})});
-  }
+  Value zeros(const TensorMeta& m) { return ops::zeros(b, m); }
   Value zeros_like(const Value& v) { return zeros(meta(v)); }
   Value convert(const Value& v, DType d) { return tensor(v) && meta(v).dtype != d ? prim("convert_element_type", {v, Value(d)}) : v; }
   // g broadcast back over the dims a reduction of `full` removed (`dims`, canonical).
@@ -566,6 +564,10 @@ const Table& table() {
 const VjpRule* find_vjp(const ir::Symbol* op) {
   auto it = table().rules.find(op);
   return it == table().rules.end() ? nullptr : &it->second;
+}
+
+Value zeros(Builder& b, const TensorMeta& m) {
+  return b.prim("full", {Value::ints(m.shape), Value(0.0), Value(m.dtype), Value(ir::Str{m.device})});
 }
 
 std::vector<std::string> ops_with_vjp() { return table().names; }

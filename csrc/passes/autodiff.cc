@@ -305,7 +305,7 @@ class Differentiator {
       const ir::ProxyInfo& p = t_.proxy(id);
       const bool floating = p.is_tensor && (ir::is_floating(p.tensor.dtype) || ir::is_complex(p.tensor.dtype));
       if (g != grads_.end()) out_grads.push_back(g->second);
-      else if (floating) out_grads.push_back(zeros(p.tensor));
+      else if (floating) out_grads.push_back(ops::zeros(b_, p.tensor));
       else out_grads.push_back(Value());
     });
     if (!any) return;
@@ -352,9 +352,6 @@ class Differentiator {
     for (size_t i = 0; i < targets.size(); ++i) accumulate(targets[i], outputs[i]);
   }
 
-  Value zeros(const ir::TensorMeta& m) {
-    return b_.prim("full", {Value::ints(m.shape), Value(0.0), Value(m.dtype), Value(ir::Str{m.device})});
-  }
 
   const Trace& t_;
   Trace bwd_;
