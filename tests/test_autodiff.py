@@ -142,6 +142,10 @@ def test_seed_example_1_backward_is_compiled_and_saves_only_the_input():
     forward = thunder.last_traces(j)[-1]
     # Rematerialization: the elements x[i] and the predicates x[i] > 0 are recomputed in the backward.
     assert str(forward).rstrip().endswith(", (t0,))")  # saved: x alone
+    # Each is one kernel: the elements are read inside it (no slice left to torch), and the backward's
+    # gradient of x (zeros updated element by element) is stored next to y's 0-d gradient.
+    for trace in (forward, thunder.last_backward_traces(j)[-1]):
+        assert [(b.name, b.executor) for b in trace.symbols if b.name != "del"] == [("fusion", "cpu")], str(trace)
 
 
 def test_training_loop_with_optimizer_and_accumulation():

@@ -11,8 +11,8 @@ import torch
 
 import thunder
 from thunder import _core
-from thunder.core.compile import compile_trace
-from thunder.core.dtypes import to_core
+from thunder.core.compile import DEFAULT_PASSES, compile_trace
+from thunder.core.dtypes import to_core, to_torch
 from thunder.executors import executor_sets
 from thunder.frontend.fx_import import ImportedGraph
 
@@ -59,6 +59,10 @@ class Eager:
 
     slice_update = staticmethod(_slice_update)
 
+    @staticmethod
+    def full(shape, fill_value, dtype, device):
+        return torch.full(shape, fill_value, dtype=to_torch(dtype), device=device)
+
 
 def flip(ops, v, dtype):
     """An op that is exact in every dtype: logical_not of a bool, the negation of anything else."""
@@ -75,13 +79,13 @@ def positive(ops, v, dtype):
     return v if dtype == torch.bool else ops.gt(v, 0)
 
 
-def compile_program(program, inputs, *extra):
+def compile_program(program, inputs, *extra, passes=DEFAULT_PASSES):
     """program(Traced ops, *input proxies, *extra) recorded and compiled with the CPU executor; the graph."""
     b = _core.TraceBuilder()
     proxies = [b.add_input_tensor(to_core(x.dtype), list(x.shape), "cpu", False,
                                   [] if x.is_contiguous() else list(x.stride())) for x in inputs]
     trace = b.finish(program(Traced(b), *proxies, *extra))
-    return compile_trace(ImportedGraph(trace, {}), CPU)
+    return compile_trace(ImportedGraph(trace, {}), CPU, passes)
 
 
 def fused_prims(graph):
@@ -90,7 +94,7 @@ def fused_prims(graph):
 
 
 def bits(t):
-    t = t.contiguous()
+    t = t.contiguous().reshape(-1)  # 0-d tensors have no byte view
     return t if t.dtype == torch.bool else t.view(torch.uint8)
 
 
@@ -276,6 +280,30 @@ def test_twenty_updates_are_one_kernel_in_every_dtype(dtype):
     graph = compile_program(chain, [x], dtype, (flip, double))
     assert len(fused_prims(graph)) == 1 and fused_prims(graph)[0].count("slice_update") == 20
     assert_bit_exact(graph.fn(x), chain(Eager, x, dtype, (flip, double)))
+
+
+# ---- constants and one-element values: zeros updated element by element (a gradient of x[i]) ----
+
+def elements_into_a_constant(ops, x, dt, fill):
+    """full([6], fill) with elements 1 and 4 replaced by flip(x[i]); also returns flip(x[4]) (0-d)."""
+    z = ops.full([6], fill, to_core(dt), "cpu")
+    for i in (1, 4):
+        g = flip(ops, ops.reshape(ops.slice(x, [i], [i + 1]), []), dt)
+        z = ops.slice_update(z, ops.reshape(g, [1]), [i], [i + 1])
+    return z, g
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_constant_updated_by_elements_is_one_kernel_with_its_0d_output(dtype):
+    fill = True if dtype == torch.bool else 7 if dtype == torch.int64 else 0.1  # 0.1 rounds in half precision
+    x = sample(dtype, 6)
+    # Without constant folding, which would make the full a constant tensor read by the kernel.
+    graph = compile_program(elements_into_a_constant, [x], dtype, fill,
+                            passes=[p for p in DEFAULT_PASSES if p != "constant_folding"])
+    if dtype not in NARROW:  # narrow dtypes: selects along a 1-d domain's only loop are gathers, kept out
+        assert [b.name for b in graph.execution_trace.symbols if b.name != "del"] == ["fusion"], str(graph.execution_trace)
+        assert "full" in fused_prims(graph)[0]
+    assert_bit_exact(graph.fn(x), elements_into_a_constant(Eager, x, dtype, fill))
 
 
 # ---- an output read inside the kernel over other indices ----

@@ -350,12 +350,31 @@ class KernelWriter {
 
   std::string store_line(ProxyId v, size_t index, Scope& scope, const std::string& ind) {
     emit(v, scope);
-    return ind + "out" + std::to_string(index) + "[" + offset(v) + "] = " + store(dtype(v), var(v)) + ";\n";
+    // An output aligned to fewer dims than the loops run over (one element in a larger domain) is the same
+    // at every index of the others: stored where they are 0.
+    std::string first;
+    const auto& al = p_.align.at(v);
+    for (size_t d = 0; d < p_.domain.size(); ++d) {
+      bool covered = p_.reduced[d] || p_.domain[d] == 1;
+      for (size_t i = 0; i < al.size(); ++i) covered |= al[i] == static_cast<int>(d) && t_.tensor(v).shape[i] != 1;
+      if (!covered) first += (first.empty() ? "" : " && ") + this->index(static_cast<int>(d)) + " == 0";
+    }
+    const std::string line = "out" + std::to_string(index) + "[" + offset(v) + "] = " + store(dtype(v), var(v)) + ";\n";
+    return ind + (first.empty() ? line : "if (" + first + ") " + line);
   }
 
   // Defines v in `scope` (or, for row-level values inside an inner scope, in its parent).
   void emit(ProxyId v, Scope& scope) {
     if (scope.has(v)) return;
+    // A value that reads no loop index (one element read at constant indices) is the same everywhere: a
+    // block evaluating at other indices (a slice's source, an update) shares it with the loop body instead
+    // of computing it again (a loop over a tensor's elements gave each of its n updates the whole chain
+    // before it: n^2 code).
+    if (scope.parent && !p_.has_reduction() && index_refs(v).empty()) {
+      Scope* root = &scope;
+      while (root->parent) root = root->parent;
+      return emit(v, *root);
+    }
     if (scope.parent && p_.has_reduction() && !p_.element_level(v)) return emit(v, *scope.parent);
     const std::string T = compute_type(dtype(v));
     auto it = producer_.find(v);
@@ -375,6 +394,13 @@ class KernelWriter {
     if (op == "sum" || op == "prod" || op == "amax" || op == "amin") return emit_reduction(v, b, scope);
     if (op == "take_along_axis") return emit_pick(v, b, scope);
     if (p_.remaps.count(v)) return emit_remap(v, scope);
+    if (op == "full") {  // full(shape, fill_value, dtype, device): the number, converted as torch.full does
+      std::string e = literal(b.args[1], T);
+      if (is_half(dtype(v))) e = round_to(dtype(v), e);
+      scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
+      scope.defined.insert(v);
+      return;
+    }
     std::vector<std::string> operands;
     DType in_dtype = dtype(v);
     for (size_t i = 0; i < b.args.size(); ++i) {
@@ -728,6 +754,7 @@ class KernelWriter {
   std::map<ProxyId, std::string> row_cache_;  // element-level value -> the row buffer holding it
   bool parallel_inner_ = false;
   bool streaming_ = false;  // some output is written with streaming stores
+  std::map<ProxyId, std::set<int>> index_refs_;
   std::optional<std::pair<int64_t, int64_t>> piece_;  // the innermost loop's range, in a split loop
   std::string* hoisted_ = nullptr;  // where tests invariant in the innermost loop go, when it has outer loops
   std::map<std::string, std::string> hoisted_names_;  // a hoisted test -> the variable holding it
@@ -735,6 +762,34 @@ class KernelWriter {
   int next_remap_ = 0;
 
   const std::string& index(int d) const { return index_names_[d]; }
+
+  // The domain dims whose loop index v's code reads (in a kernel without reductions): an input's aligned
+  // dims of more than one element; a remapped value's operands' dims, less those its case reads at a
+  // constant index, plus those its case tests.
+  const std::set<int>& index_refs(ProxyId v) {
+    if (auto it = index_refs_.find(v); it != index_refs_.end()) return it->second;
+    std::set<int> refs;
+    auto it = producer_.find(v);
+    if (it == producer_.end()) {
+      const auto& al = p_.align.at(v);
+      for (size_t i = 0; i < al.size(); ++i)
+        if (al[i] >= 0 && t_.tensor(v).shape[i] != 1) refs.insert(al[i]);
+    } else if (auto r = p_.remaps.find(v); r != p_.remaps.end()) {
+      for (const RemapCase& c : r->second.cases) {
+        std::set<int> operand = index_refs(c.operand);
+        for (const IndexMap& m : c.at)
+          if (m.scale == 0) operand.erase(m.dim);
+        refs.insert(operand.begin(), operand.end());
+        for (const IndexRange& w : c.when) refs.insert(w.dim);
+      }
+    } else {
+      for (ProxyId u : it->second->input_proxies()) {
+        const std::set<int>& operand = index_refs(u);
+        refs.insert(operand.begin(), operand.end());
+      }
+    }
+    return index_refs_[v] = std::move(refs);
+  }
 
   // The flat index of the current element within the row (over the reduced dims, row-major).
   std::string row_index() const {

@@ -23,6 +23,8 @@ const std::unordered_set<std::string> kFusible = {
     // index remapping, in kernels without reductions: a slice reads its source at shifted indices, a cat
     // selects among its inputs by index range (RoPE's rotate-half), a slice_update its update inside a box
     "slice", "cat", "slice_update",
+    // a constant, evaluated where it is read (the zeros a slice's gradient is written into)
+    "full",
 };
 
 const std::unordered_set<std::string> kFloatOnly = {
@@ -88,18 +90,23 @@ std::vector<int> operand_alignment(const ir::Trace& t, ProxyId operand, ProxyId 
 }
 
 // The walk of plan_kernel from the region's last symbol back to its first: it gives each value its
-// alignment and its extent (the index range it is read over, per domain dim: the domain's, except under a
-// remap, where an operand may span more or less), and each data mover its Remap.
+// alignment and its extents (the index ranges it is read over, per domain dim: the domain's, except under a
+// remap, where an operand may span more or less), and each data mover its Remap. A value may be read over
+// ranges that differ along the dims it is not aligned to (a 0-d value both inside a one-element update and
+// outside it): there its index is not used. Along its aligned dims they must agree; plan_kernel checks that
+// once every value is aligned.
 struct Walk {
   const ir::Trace& t;
   KernelPlan& p;
   std::string* why;
-  std::map<ProxyId, std::vector<int64_t>> extent;
+  std::map<ProxyId, std::vector<int64_t>> extent;             // the first range each value is read over
+  std::map<ProxyId, std::set<std::vector<int64_t>>> ranges;  // all of them
 
   bool align(ProxyId v, const std::vector<int>& al) { return assign(t, p, v, al, why); }
   bool read_over(ProxyId v, const std::vector<int64_t>& e) {
-    auto [it, inserted] = extent.emplace(v, e);
-    return inserted || it->second == e || fail(why, "a value read over two different index ranges");
+    extent.emplace(v, e);
+    ranges[v].insert(e);
+    return true;
   }
   bool place(ProxyId v, const std::vector<int>& al, const std::vector<int64_t>& e) {
     return align(v, al) && read_over(v, e);
@@ -331,6 +338,11 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     for (ProxyId id : p.outputs)
       if (t.tensor(id).numel() > best) best = t.tensor(id).numel(), p.domain = t.tensor(id).shape;
   }
+  // A one-element result read from a larger tensor (x[i] of a loop over a tensor's elements) reads it at a
+  // constant index along a domain dim; a 0-d domain has none, so it gets one of extent 1.
+  if (!reduction_input && p.domain.empty())
+    for (const ir::BoundSymbol& b : symbols)
+      if (b.sym->name == "slice" && t.tensor(b.args[0].proxy()).numel() > 1) p.domain = {1};
   p.reduced.assign(p.domain.size(), false);
   for (int64_t d : rdims) p.reduced[d] = true;
 
@@ -351,10 +363,14 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     }
     if (p.has_reduction() && shape == kept) return kept_al;
     if (p.has_reduction() && shape == keepdim) return keepdim_al;
+    // One element (the 0-d gradient of a scalar next to a tensor's): the same at every point, stored once.
+    int64_t numel = 1;
+    for (int64_t n : shape) numel *= n;
+    if (!p.has_reduction() && numel == 1) return std::vector<int>(shape.size(), -1);
     return std::nullopt;
   };
 
-  Walk w{t, p, why, {}};
+  Walk w{t, p, why, {}, {}};
   for (auto it = symbols.rbegin(); it != symbols.rend(); ++it) {
     const ir::BoundSymbol& b = *it;
     const std::string& n = b.sym->name;
@@ -364,7 +380,8 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       if (!al) return fail(why, "a value of shape " + std::to_string(t.tensor(out).ndim()) + "-d does not align to the domain"), std::nullopt;
       p.align[out] = *al;
     }
-    w.extent.emplace(out, p.domain);
+    if (!w.extent.count(out) || std::find(p.outputs.begin(), p.outputs.end(), out) != p.outputs.end())
+      w.read_over(out, p.domain);  // stored over the whole domain
     const std::vector<int> out_al = p.align.at(out);
     const std::vector<int64_t> out_extent = w.extent.at(out);
     auto arg_tensor = [&](size_t i) { return i < b.args.size() && b.args[i].is_proxy(); };
@@ -421,20 +438,23 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   // not vectorize at all (RoPE in bfloat16 ran 5x slower).
   if (narrow && gathers_along_innermost(p))
     return fail(why, "gathers along the innermost dim of narrow dtypes"), std::nullopt;
+  // Outputs are stored by the loops over the whole domain: one read inside over other indices (a part of a
+  // cat, the update of a slice_update) would be stored from the wrong indices, and out of its bounds.
+  for (ProxyId v : p.outputs)
+    for (const std::vector<int64_t>& range : w.ranges.at(v))
+      for (int d : p.align.at(v))
+        if (d >= 0 && range[d] != p.domain[d]) return fail(why, "an output also read over other indices"), std::nullopt;
   // Every aligned dim must have the size of the index range it is read over (the domain's, but under a
   // remap), every broadcast dim size 1.
   for (const auto& [v, al] : p.align) {
     const auto& shape = t.tensor(v).shape;
-    auto e = w.extent.find(v);
-    const std::vector<int64_t>& range = e == w.extent.end() ? p.domain : e->second;
-    for (size_t i = 0; i < al.size(); ++i)
-      if (al[i] >= 0 ? shape[i] != range[al[i]] : shape[i] != 1)
-        return fail(why, "a value's shape does not fit the domain"), std::nullopt;
+    auto e = w.ranges.find(v);
+    const std::set<std::vector<int64_t>> read = e == w.ranges.end() ? std::set{p.domain} : e->second;
+    for (const std::vector<int64_t>& range : read)
+      for (size_t i = 0; i < al.size(); ++i)
+        if (al[i] >= 0 ? shape[i] != range[al[i]] : shape[i] != 1)
+          return fail(why, "a value's shape does not fit the domain"), std::nullopt;
   }
-  // Outputs are stored by the loops over the whole domain: one read inside over other indices (a part of a
-  // cat, the update of a slice_update) would be stored from the wrong indices, and out of its bounds.
-  for (ProxyId v : p.outputs)
-    if (w.extent.at(v) != p.domain) return fail(why, "an output also read over other indices"), std::nullopt;
   return p;
 }
 

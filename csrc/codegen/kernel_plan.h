@@ -83,7 +83,9 @@ struct KernelPlan {
   std::vector<bool> reduced;               // per domain dim: is it in R
   std::vector<ir::BoundSymbol> symbols;    // the region's prims, in order
   std::vector<ProxyId> inputs;             // tensors read from outside the region
-  std::vector<ProxyId> outputs;            // tensors used after the region
+  std::vector<ProxyId> outputs;            // tensors used after the region (a one-element output of a
+                                           // kernel without reductions may be aligned to no domain dim:
+                                           // it is stored once, at index 0 of the dims it lacks)
   std::map<ProxyId, std::vector<int>> align;  // value dim -> domain dim, or -1 (broadcast)
   std::map<ProxyId, Remap> remaps;            // the output of each slice, cat and slice_update
 

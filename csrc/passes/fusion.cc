@@ -17,7 +17,7 @@ const ir::Symbol kFusionSymbol{"fusion", ir::Level::Fusion, 0, {}};
 
 bool computes(const ir::BoundSymbol& b) {
   const std::string& n = b.sym->name;
-  return n != "broadcast_in_dim" && n != "reshape" && n != "squeeze" && n != "alias" && n != "slice" && n != "cat";
+  return n != "broadcast_in_dim" && n != "reshape" && n != "squeeze" && n != "alias" && n != "slice" && n != "cat" && n != "full";
 }
 
 struct Group {

@@ -325,6 +325,47 @@ TEST_F(Codegen, AnEmptyUpdateLeavesOnlyItsInput) {
   EXPECT_EQ(run<float>(*p, {{x.proxy(), xs}})[0], expected);
 }
 
+// ---- one-element values: a vector's elements read one by one, a scalar next to a tensor ----
+
+TEST_F(Codegen, ElementsOfAVectorReadOneByOnePlanOnADomainOfOneElement) {
+  // y + x[0] * x[0] + x[3]: each element a slice reshaped to 0-d, read at a constant index; the 0-d result
+  // needs a domain dim to read them along.
+  Value x = input(DType::Float32, {5});
+  Value y = input(DType::Float32, {});
+  auto element = [&](int64_t i) { return prim("reshape", {prim("slice", {x, Ints({i}), Ints({i + 1}), Value()}), Ints({})}); };
+  Value x0 = element(0);
+  Value out = prim("add", {prim("add", {y, prim("mul", {x0, x0})}), element(3)});
+  std::string why;
+  auto p = plan({out}, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->domain, (std::vector<int64_t>{1}));
+  EXPECT_EQ(p->inputs, (std::vector<ProxyId>{x.proxy(), y.proxy()}));
+  const std::vector<float> xs = iota_floats(5, 1.5f, -2.0f);
+  EXPECT_EQ(run<float>(*p, {{x.proxy(), xs}, {y.proxy(), {0.25f}}})[0], (std::vector<float>{0.25f + xs[0] * xs[0] + xs[3]}));
+}
+
+TEST_F(Codegen, AOneElementOutputOfALargerDomainIsStoredOnce) {
+  // The gradient of x[2] ** 2 (an update of zeros: full fused as a constant) next to the 0-d value itself.
+  Value x = input(DType::Float32, {6});
+  Value s = prim("reshape", {prim("slice", {x, Ints({2}), Ints({3}), Value()}), Ints({})});
+  Value g = prim("mul", {s, Value(2.0)});
+  Value zeros = prim("full", {Ints({6}), Value(0.0), Value(DType::Float32), Value(ir::Str{"cpu"})});
+  Value grad = prim("slice_update", {zeros, prim("reshape", {g, Ints({1})}), Ints({2}), Ints({3}), Value()});
+  std::string why;
+  auto p = plan({grad, g}, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->domain, (std::vector<int64_t>{6}));
+  EXPECT_EQ(p->inputs, (std::vector<ProxyId>{x.proxy()}));
+  const std::string code = kernel_code(*p);
+  EXPECT_NE(code.find("if (i0 == 0) out"), std::string::npos) << code;
+  EXPECT_NE(code.find(" = (float)0;"), std::string::npos) << code;
+  const std::vector<float> xs = iota_floats(6, 1.0f, 0.5f);
+  auto outs = run<float>(*p, {{x.proxy(), xs}});
+  const size_t gi = p->outputs[0] == g.proxy() ? 0 : 1;
+  EXPECT_EQ(outs[gi], (std::vector<float>{xs[2] * 2}));
+  EXPECT_EQ(outs[1 - gi], (std::vector<float>{0, 0, xs[2] * 2, 0, 0, 0}));
+}
+
 // ---- a where over a one-element predicate, and a chain of updates built from it ----
 
 TEST_F(Codegen, WhereWithAZeroDimPredicateBroadcastsIt) {
