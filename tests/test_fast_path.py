@@ -131,3 +131,22 @@ def test_two_jits_of_one_function_keep_their_own_entries():
     first(x), second(x), first(x), second(x)
     assert thunder.compile_stats(first).graphs[0]["calls"] == 2
     assert thunder.compile_stats(second).graphs[0]["calls"] == 2
+
+
+def test_a_converted_branch_calls_the_graph_without_dynamos_wrappers():
+    # The rewritten function keeps its arms' code objects among the transformed code's constants; the
+    # transformed code makes no function of them, so the graph is called without Dynamo's disable() wrapper.
+    def f(x):
+        if x.sum() > 0:
+            y = x * 2
+        else:
+            y = x - 1
+        return y
+
+    jitted = thunder.jit(f)
+    for x in (torch.ones(3), -torch.ones(3)):
+        torch.testing.assert_close(jitted(x), f(x))
+    (_, run), = jitted._fast_path.entries
+    graph = [run.__globals__[n] for n in run.__code__.co_names if n.startswith("__compiled_fn")]
+    assert graph and not hasattr(graph[0], "__wrapped__")
+    assert thunder.compile_stats(jitted).cache_hits == 1

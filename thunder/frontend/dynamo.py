@@ -283,9 +283,10 @@ _NO_BYTECODE_TIMING = types.SimpleNamespace(record_pregraph_bytecode_enter=lambd
 
 
 def _reads_globals_only(code):
-    """Whether code neither writes globals nor makes functions (which would take its globals)."""
-    return not any(isinstance(c, types.CodeType) for c in code.co_consts) and \
-        not any(i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") for i in dis.get_instructions(code))
+    """Whether code neither writes globals nor makes functions (which would take its globals). Nested code
+    objects among its constants do not count unless it makes functions of them: Dynamo's transformed code keeps
+    the original's constants (the branch rewriter's arm functions) but only calls the compiled graph."""
+    return not any(i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL", "MAKE_FUNCTION") for i in dis.get_instructions(code))
 
 
 class FastPath:
