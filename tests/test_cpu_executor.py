@@ -377,9 +377,9 @@ def test_a_broadcast_read_by_a_later_kernel_moves_into_it():
     # by the kernel after the matmul. There it is index arithmetic; as the first kernel's output, a full copy.
     def f(x, w, q):
         c = x.cos()[None, None]
-        h = (q * c).sum(1) @ w
+        h = (q * c).sum(-1) @ w
         return h.view(1, 4, 16, 16) * c
-    args = torch.randn(16, 16), torch.randn(16, 64), torch.randn(1, 4, 16, 16)
+    args = torch.randn(16, 16), torch.randn(16, 256), torch.randn(1, 4, 16, 16)
     assert_matches_eager(f, *args, kernels=2)
     jitted = thunder.jit(f, executors=CPU)
     with torch.no_grad():
