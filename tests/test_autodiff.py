@@ -297,3 +297,28 @@ def test_embedding_padding_row_takes_no_gradient():
     thunder.jit(emb)(idx).pow(2).sum().backward()
     reference(idx).pow(2).sum().backward()
     assert_same(emb.weight.grad, reference.weight.grad)
+
+
+def test_a_module_list_sliced_in_forward_keeps_the_backward_compiled():
+    # Slicing a ModuleList makes a new module, whose construction Dynamo records as a usage-logging call with no
+    # value; it must not count as an opaque effect (a Llama's `self.layers[:n]` kept its backward with torch).
+    class Stack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4, dtype=D) for _ in range(3))
+
+        def forward(self, x):
+            for layer in self.layers[:2]:
+                x = torch.tanh(layer(x))
+            return x.sum()
+
+    torch.manual_seed(0)
+    model = Stack()
+    reference = copy.deepcopy(model)
+    j = thunder.jit(model)
+    x = leaf(5, 4)
+    j(x).backward()
+    reference(x.detach()).backward()
+    assert backward_of(j) == ["thunder"]
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_same(p.grad, q.grad, 1e-10, 1e-10)

@@ -196,6 +196,12 @@ _MUTATING_OPERATORS = {operator.setitem, operator.delitem, operator.iadd, operat
                        operator.ior, operator.ixor, operator.ilshift, operator.irshift, operator.imatmul}
 
 
+#: Calls Dynamo records that neither return a value nor change one: left out of the trace, they are not opaque
+#: effects (which keep a graph's backward with torch). Usage logging comes from constructing an nn.Module inside
+#: forward (a Llama's ``self.layers[:n]`` makes a new ModuleList).
+_IGNORED_CALLS = {torch._C._log_api_usage_once}
+
+
 def _has_effect(node, name):
     """Whether an opaque node may change something besides its result: it mutates an argument (in-place
     methods, ``out=``, ``inplace=True`` however passed, augmented assignment, an op whose schema writes to an
@@ -401,6 +407,8 @@ class _Importer:
                     continue
                 callee = self._register(lambda value=value: value, "_attr").text
                 self.env[node] = self.builder.opaque(callee, [], {}, self._new_output(value), True)
+            elif node.op == "call_function" and node.target in _IGNORED_CALLS and not node.users:
+                self.env[node] = None  # a call torch makes for its own bookkeeping, no value: not an effect
             elif node.op in ("call_function", "call_method"):
                 self.env[node] = self._call(node)
             elif node.op == "output":
