@@ -322,3 +322,22 @@ def test_a_module_list_sliced_in_forward_keeps_the_backward_compiled():
     assert backward_of(j) == ["thunder"]
     for p, q in zip(model.parameters(), reference.parameters()):
         assert_same(p.grad, q.grad, 1e-10, 1e-10)
+
+
+def test_attention_is_differentiated_whole_by_torch():
+    # scaled_dot_product_attention keeps torch's fused kernel and its backward (the generic rule), instead of being
+    # decomposed into batched matmuls and a softmax that the backward then differentiates prim by prim.
+    def attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).tanh()
+
+    j = grads_equal(attention, leaf(2, 3, 8, 4), leaf(2, 3, 8, 4, seed=1), leaf(2, 3, 8, 4, seed=2))
+    assert backward_of(j) == ["thunder"]
+    backward = str(thunder.last_backward_traces(j)[-1])
+    assert "autograd_vjp(ltorch.scaled_dot_product_attention" in backward, backward
+    assert "prims.matmul" not in backward
+
+
+def test_a_weight_applied_to_a_batch_of_rows_gets_its_gradient_from_one_matmul():
+    j = grads_equal(lambda x, w: (x @ w).sin(), leaf(4, 5, 6), leaf(6, 3, seed=1))
+    backward = str(thunder.last_backward_traces(j)[-1])
+    assert "f64[4, 6, 3]" not in backward, backward  # no batched product summed over the batch afterwards

@@ -20,6 +20,11 @@ using VjpRule = std::function<std::vector<Value>(Builder& b, const ir::BoundSymb
 /// detach) need none: the autodiff never asks for them.
 const VjpRule* find_vjp(const ir::Symbol* op);
 
+/// Whether the op is differentiated whole by torch's autograd (the generic rule) although it has a decomposition:
+/// ops whose torch kernels, forward and backward, beat their decomposed prims (attention: the fused CPU kernel and
+/// its backward against batched matmuls and a softmax, GQA's expanded keys and values materialized).
+bool vjp_by_torch(const ir::Symbol* op);
+
 /// A tensor of zeros with metadata m (prims.full), as gradients that nothing reaches are.
 Value zeros(Builder& b, const TensorMeta& m);
 

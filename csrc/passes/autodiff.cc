@@ -39,7 +39,8 @@ void collect_units(const Trace& t, const BoundSymbol& b, std::vector<const Bound
   if (b.sym->has(ir::kEffect))
     throw NotDifferentiable(qualified(b) + " has effects (it may use a random generator or mutate an argument) and "
                             "its result requires grad");
-  if (b.subsymbols.empty()) {  // no rule and no decomposition: the generic rule asks torch's autograd
+  // No rule and no decomposition, or an op torch differentiates better whole: the generic rule asks torch's autograd.
+  if (b.subsymbols.empty() || ops::vjp_by_torch(b.sym)) {
     units.push_back(&b);
     return;
   }
