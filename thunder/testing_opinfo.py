@@ -950,12 +950,15 @@ def report(results, path, command, seconds, note=""):
     lines += ["", "Outputs of these OpInfos are uninitialized memory; their values are not compared "
               "(dtype, shape and aliasing are): " + ", ".join(f"`{n}`" for n in sorted(UNINITIALIZED_OUTPUT)), ""]
     lines += ["## Native ops", "",
-              "Each torch-level op of the C++ core, the torch spellings imported to it, and the native OpInfos",
-              "whose traces use it.", "", "| ltorch op | torch spellings | native OpInfos |", "|---|---|---|"]
+              "Each torch-level op of the C++ core, the torch spellings imported to it, how thunder's autodiff",
+              "differentiates it (`_core.vjp_kind`: own = its VJP rule, decomposition = the rules of its prims,",
+              "generic = torch.autograd on that op alone, torch = the same although it decomposes), and the native",
+              "OpInfos whose traces use it.", "",
+              "| ltorch op | torch spellings | VJP | native OpInfos |", "|---|---|---|---|"]
     for name in sorted(registered):
         spell = ", ".join(sorted(table.get(name, [])))
         ops = ", ".join(f"`{o}`" for o in sorted(native_ops.get(name, [])))
-        lines.append(f"| `{name}` | {spell} | {ops} |")
+        lines.append(f"| `{name}` | {spell} | {_core.vjp_kind(name)} | {ops} |")
     lines += ["", "## Per OpInfo", "",
               "| OpInfo | kind | " + " | ".join(DTYPE_NAMES[d] for d in DTYPES) + " | grad | inplace | decomposed | "
               "paths | fallbacks |", "|" + "---|" * (len(DTYPES) + 7)]

@@ -320,6 +320,16 @@ NB_MODULE(_core, m) {
         "Reverse-mode autodiff of a functional trace: (forward, backward, grad_outputs, number of saved values, "
         "seconds); see passes::split_forward_backward. Raises NotDifferentiable naming the op it cannot differentiate.");
   m.def("vjp_ops", &ops::ops_with_vjp, "The ops with a VJP rule, as 'prims.<name>'.");
+  m.def("vjp_kind", [](const std::string& name) -> std::string {
+    const ops::OpDef* d = ops::find_op(ir::Level::Torch, name);
+    if (d == nullptr) throw nb::key_error(("no torch-level op ltorch." + name).c_str());
+    if (ops::find_vjp(&d->symbol) != nullptr) return "own";
+    if (ops::vjp_by_torch(&d->symbol)) return "torch";
+    return d->decompose ? "decomposition" : "generic";
+  }, nb::arg("name"),
+  "How thunder's autodiff differentiates the torch-level op `name`: 'own' (its VJP rule), 'decomposition' (the "
+  "rules of the prims it decomposes into), 'torch' (whole, by torch.autograd, although it decomposes) or "
+  "'generic' (whole, by torch.autograd: no decomposition). Raises KeyError for an unknown op.");
   m.def("render_cpu", [](const ir::Trace& t, const std::string& executor, size_t parts) {
     // The CPU fusions of `executor` as at most `parts` translation units of consecutive kernels, balanced by
     // their prim counts (so that they compile in parallel); returns
