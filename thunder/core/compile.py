@@ -5,9 +5,11 @@ from dataclasses import dataclass, field
 import torch
 
 from thunder import _core
+from thunder.core import debug
 from thunder.core.dtypes import to_torch
 from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.core.options import DEFAULT_PASSES
+from thunder.core.registry import TraceNamespace, digest
 from thunder.executors.torchex import autograd_vjp, ltorch, prims
 
 # Traces from these passes on are execution traces: they print without the
@@ -17,10 +19,13 @@ EXECUTION_PASSES = ("claim", "fusion", "release")
 
 @dataclass
 class TraceView:
-    """A trace with the names it needs to run (opaque callables, constants).
+    """A trace with the names it needs to run (opaque callables, constants, kernels).
 
-    ``str(view)`` is the trace as a Python program; ``view.python_callable()``
-    compiles that program and returns its function.
+    ``str(view)`` is the trace as a Python program that imports every name it uses (kernels and the
+    objects a graph holds from :mod:`thunder.core.registry`), so ``exec`` of it in a fresh namespace
+    defines a function that runs the same program; ``view.python_callable()`` compiles that program
+    and returns its function (its source registered with :mod:`linecache`, so tracebacks and ``pdb``
+    show the trace's lines).
     """
 
     trace: "_core.Trace"
@@ -30,7 +35,9 @@ class TraceView:
     saves: bool = False   # a training forward: returns (outputs, saved values for the backward)
 
     def __str__(self):
-        return self.trace.python(subsymbols=self.subsymbols)
+        text = self.trace.python(subsymbols=self.subsymbols)
+        imports = self.namespace.imports_for(text) if isinstance(self.namespace, TraceNamespace) else []
+        return self.trace.python(subsymbols=self.subsymbols, imports=imports) if imports else text
 
     def __repr__(self):
         return f"<TraceView {self.name}: {len(self.trace.symbols)} symbols>"
@@ -47,8 +54,11 @@ class TraceView:
         """The trace's printed program, executed; raises SyntaxError if the printer produced invalid Python."""
         source = str(self)
         ns = dict(self.namespace)
-        exec(compile(source, f"<thunder trace {self.name}>", "exec"), ns)
-        return ns["computation"]
+        filename = debug.register_source(source, f"trace {self.name}")
+        exec(compile(source, filename, "exec"), ns)
+        fn = ns["computation"]
+        debug.release_source_with(fn, filename)
+        return fn
 
 
 @dataclass
@@ -125,11 +135,13 @@ def _run_passes(trace, passes, evaluator, tables, namespace, views, pass_seconds
 
 
 def _lower(trace, executors, namespace, kernels):
-    """Generates, compiles and loads the fusion executors' kernels of an execution trace into namespace."""
+    """Generates, compiles and loads the fusion executors' kernels of an execution trace into namespace (which
+    then exports them: printed traces import them from the kernel registry)."""
     for ex in executors:
         if ex.fusion and ex.lower is not None:
             launchers, units = ex.lower(trace)
             namespace.update(launchers)
+            namespace.export(launchers)
             if units:
                 kernels.setdefault(ex.name, []).extend(units)
 
@@ -172,10 +184,12 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     """
     start = time.perf_counter()
     constants = []
-    namespace = {"torch": torch, "prims": prims, "ltorch": ltorch, "_constants": constants, "autograd_vjp": autograd_vjp}
+    namespace = TraceNamespace({"torch": torch, "prims": prims, "ltorch": ltorch, "_constants": constants,
+                                "autograd_vjp": autograd_vjp}, graph_digest=digest(imported.trace.python()))
     for ex in executors:
         namespace.update(ex.namespace)
     namespace.update(imported.namespace)
+    namespace.export()
     evaluator = _constant_evaluator(namespace, constants)
     tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices)) for ex in executors]
     views = [TraceView(imported.trace, namespace, "Imported from the FX graph")]
@@ -200,7 +214,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
             if grad_outputs:
                 pass_seconds["autodiff"] = seconds
                 views.append(TraceView(forward, namespace, "autodiff (forward)", saves=True))
-                backward_namespace = dict(namespace)
+                backward_namespace = namespace.copy_for()
+                backward_namespace.export()
                 backward_views = [TraceView(backward, backward_namespace, "autodiff (backward)")]
                 forward = _run_passes(forward, passes[split_at:], evaluator, tables, namespace, views, pass_seconds,
                                       index, saves=True)
