@@ -165,7 +165,7 @@ def _autodiff_held_back(trace, imported=None):
     return None
 
 
-def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
+def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mode=None):
     """Runs the passes on an imported trace and builds the execution callable.
 
     When grad mode is on and an output requires grad, the graph is compiled as a training program: the passes up
@@ -179,6 +179,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
         imported: a :class:`thunder.frontend.fx_import.ImportedGraph`.
         executors: :class:`thunder.executors.Executor` list, in priority order.
         passes: pass names (see ``thunder._core.pass_names()``).
+        debug_mode: ``None``, or ``"pdb"``: the execution traces (forward and backward) run under pdb
+            (:func:`thunder.core.debug.debug_runner`).
     Returns:
         CompiledGraph.
     """
@@ -228,7 +230,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     if program is None:
         trace = _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
     _lower(trace, executors, namespace, kernels)
-    fn = views[-1].python_callable()
+    fn = debug.debug_runner(views[-1].python_callable(), debug_mode)
     graph = CompiledGraph(index, views, fn, 0.0, pass_seconds, imported.fallbacks,
                           output_views=getattr(imported, "output_views", []))
     graph.kernels = kernels
@@ -239,7 +241,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
         graph.grad_outputs = list(grad_outputs)
         split = next(v for v in views if v.name == "autodiff (forward)")
         writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
-        graph.fn = training_callable(fn, backward_views[-1].python_callable(), grad_outputs,
+        backward_fn = debug.debug_runner(backward_views[-1].python_callable(), debug_mode)
+        graph.fn = training_callable(fn, backward_fn, grad_outputs,
                                      None if writes else (split.python_callable(), backward_views[0].python_callable()))
     graph.compile_seconds = time.perf_counter() - start
     return graph
@@ -281,7 +284,11 @@ class _TrainingProgram(torch.autograd.Function):
             return (None, *backward(*saved, *grads))
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if v is None else v for v in ctx.saved_layout]
-        return (None, *program.backward(*saved, *grads))
+        try:
+            return (None, *program.backward(*saved, *grads))
+        except Exception as e:
+            debug.annotate(e)  # the backward trace's line and the user's line it came from
+            raise
 
 
 class _Program:

@@ -18,7 +18,6 @@ Entries are released when the last :class:`TraceNamespace` that registered them 
 ImportError.
 """
 import hashlib
-import importlib
 import re
 import sys
 import types
@@ -91,10 +90,8 @@ def _import_statement(local, obj):
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "." in qualname or "<" in qualname:
         return None
-    try:
-        if getattr(importlib.import_module(module), qualname, None) is not obj:
-            return None
-    except Exception:  # noqa: BLE001 -- a module that cannot be imported again: register the object instead
+    # Only modules already imported: importing one here would run its code.
+    if getattr(sys.modules.get(module), qualname, None) is not obj:
         return None
     return f"from {module} import {qualname}" + ("" if local == qualname else f" as {local}")
 
@@ -118,10 +115,9 @@ class TraceNamespace(dict):
         self._held = []         # registry names this namespace holds
         self._finalizer = weakref.finalize(self, _release, self._held)
 
-    def copy_for(self, graph_digest=None):
+    def copy_for(self):
         """A new namespace with the same names (the backward's: it adds its own kernels); it registers its own."""
-        out = TraceNamespace(self, graph_digest=self.graph_digest if graph_digest is None else graph_digest)
-        return out
+        return TraceNamespace(self, graph_digest=self.graph_digest)
 
     def export(self, names=None):
         """Makes the statements that import ``names`` (default: every name not yet exported), registering the

@@ -26,7 +26,7 @@ import torch.utils.dlpack
 from thunder import _core
 from thunder.core import debug, registry
 from thunder.core.dtypes import to_torch
-from thunder.core.log import logger
+from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.executors import Executor
 
 
@@ -161,7 +161,8 @@ def lower(trace):
         else:
             logger.debug("thunder: compiled cpu kernels in %.0f ms with: %s", module.compile_seconds * 1e3,
                          module.command)
-        logger.debug("thunder: cpu kernel source (%s):\n%s", module.path, source)
+        if trace_enabled():  # whole kernel sources only at TRACE: DEBUG stays readable
+            log_trace("thunder: cpu kernel source (%s):\n%s", module.path, source)
         launchers.update({name: _launcher(name, module, source, trace, ins, outs) for name, ins, outs in kernels})
     last_source = "\n".join(source for source, _ in units)
     return launchers, [(module, source) for module, (source, _) in zip(modules, units)]
