@@ -79,7 +79,8 @@ def seed_example_2():
         inp = torch.randn(1, 10)
         check(f"seed example 2, call {trial}: output", torch.allclose(jitted(inp), reference(inp), atol=1e-6))
     check_one_graph("seed example 2", jitted)
-    print(jitted)
+    print(jitted)                  # the module tree and one summary line
+    print(thunder.summary(jitted))  # the graphs, their final traces, branches
 
 
 def real_models():

@@ -130,8 +130,17 @@ def recording_graphs():
         _dynamo.import_graph, _dynamo.compile_trace = original_import, original_compile
 
 
+def as_printed(view):
+    """The function a trace defines when its printed text is executed in a fresh namespace (the text imports
+    every name it uses: kernels and the graph's objects from thunder.core.registry)."""
+    namespace = {}
+    exec(compile(str(view), f"<printed {view.name}>", "exec"), namespace)
+    return namespace["computation"]
+
+
 def check_traces_round_trip(record, rtol=None, atol=None):
-    """Every trace of one compiled graph, printed and executed, equals the FX graph run eagerly.
+    """Every trace of one compiled graph, printed and executed in a fresh namespace, equals the FX graph run
+    eagerly.
 
     Also compares the inputs afterwards, so traces that mutate inputs (in-place
     opaque ops) must mutate them the same way.
@@ -147,7 +156,7 @@ def check_traces_round_trip(record, rtol=None, atol=None):
             compile(source, f"<{view.name}>", "exec")  # the printer's output is valid Python
             inputs = clone(record.inputs)
             try:
-                actual = view.python_callable()(*inputs)
+                actual = as_printed(view)(*inputs)
                 # outputs that share memory in eager: the trace returns their base, the backend makes them again
                 actual = _dynamo.remake_output_views(actual, inputs, record.compiled.output_views)
             except Exception as e:
@@ -170,7 +179,7 @@ def check_backward_traces(record, rtol=None, atol=None):
     forward = compiled.traces[-1]
     inputs = clone(record.inputs)
     with torch.no_grad():
-        outputs, saved = forward.python_callable()(*inputs)
+        outputs, saved = as_printed(forward)(*inputs)
     grad_positions = [i for i, o in enumerate(outputs) if isinstance(o, torch.Tensor) and o.is_floating_point()]
     leaves = [x.detach().clone().requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x
               for x in clone(record.inputs)]
@@ -185,7 +194,7 @@ def check_backward_traces(record, rtol=None, atol=None):
     for view in compiled.backward_traces:
         source = str(view)
         try:
-            got = view.python_callable()(*saved, *(grads[i] for i in compiled.grad_outputs))
+            got = as_printed(view)(*saved, *(grads[i] for i in compiled.grad_outputs))
         except Exception as e:
             raise AssertionError(f"backward trace {view.name!r} failed to run: {type(e).__name__}: {e}\n{source}") \
                 from e

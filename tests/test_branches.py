@@ -83,9 +83,9 @@ def test_seed_example_1_one_graph_values_and_grads():
         torch.testing.assert_close(x.grad, xe.grad)
         torch.testing.assert_close(y.grad, ye.grad)
     s = jitted._state
-    assert len(s.graphs) == 1 and not s.graph_breaks, str(jitted)
+    assert len(s.graphs) == 1 and not s.graph_breaks, thunder.summary(jitted)
     assert len(converted(jitted)) == 1
-    assert "converted to a select" in str(jitted)
+    assert "converted to a select" in thunder.summary(jitted)
 
 
 def test_seed_example_2_one_graph():
@@ -97,7 +97,7 @@ def test_seed_example_2_one_graph():
         for _ in range(200):
             inp = torch.randn(1, 10)
             torch.testing.assert_close(jitted(inp), reference(inp))
-    assert len(jitted._state.graphs) == 1 and not jitted._state.graph_breaks, str(jitted)
+    assert len(jitted._state.graphs) == 1 and not jitted._state.graph_breaks, thunder.summary(jitted)
     # The user's class and instance are untouched.
     assert type(model) is SeedModel and "forward" not in model.__dict__
     assert SeedModel.complex_activation.__code__ is reference.complex_activation.__func__.__code__
@@ -402,7 +402,7 @@ def test_torch_cond_is_compiled():
         x = torch.randn(4)
         torch.testing.assert_close(jitted(x), f(x))
     assert len(jitted._state.graphs) == 1
-    assert all(not isinstance(g, thunder.frontend.dynamo.EagerGraph) for g in jitted._state.graphs), str(jitted)
+    assert all(not isinstance(g, thunder.frontend.dynamo.EagerGraph) for g in jitted._state.graphs), thunder.summary(jitted)
 
 
 def test_user_function_untouched():
@@ -503,7 +503,7 @@ def test_aliased_call_reads_an_inplace_result_of_the_arm_not_taken(f):
             torch.testing.assert_close(jitted(base, base[1:3]), f(e_base, e_base[1:3]))
             torch.testing.assert_close(base, e_base)
         stats = thunder.compile_stats(jitted)
-        assert stats.branches_converted == 1 and not stats.graph_breaks, str(jitted)
+        assert stats.branches_converted == 1 and not stats.graph_breaks, thunder.summary(jitted)
         assert thunder.compiled_graphs(jitted)[0].aliased_calls == 2
 
 
@@ -641,9 +641,9 @@ def test_returns_in_both_arms_at_the_end_are_converted(f):
         for t, e in zip(a, b):  # (an input that an arm does not read gets zeros where eager leaves None)
             torch.testing.assert_close(t.grad, e.grad if e.grad is not None else torch.zeros(3), equal_nan=True)
     stats = thunder.compile_stats(jitted)
-    assert stats.branches_converted == len(sites(jitted)) >= 1 and stats.branches_left == 0, str(jitted)
-    assert not stats.graph_breaks and len(stats.graphs) == 1, str(jitted)
-    assert "converted to a select" in str(jitted)
+    assert stats.branches_converted == len(sites(jitted)) >= 1 and stats.branches_left == 0, thunder.summary(jitted)
+    assert not stats.graph_breaks and len(stats.graphs) == 1, thunder.summary(jitted)
+    assert "converted to a select" in thunder.summary(jitted)
 
 
 def test_returns_in_a_module_forward_and_with_writes():
@@ -669,7 +669,7 @@ def test_returns_in_a_module_forward_and_with_writes():
         torch.testing.assert_close(jitted(*a), writes(*b))
         torch.testing.assert_close(a, b)
     stats = thunder.compile_stats(jitted)
-    assert stats.branches_converted == 1 and not stats.graph_breaks, str(jitted)
+    assert stats.branches_converted == 1 and not stats.graph_breaks, thunder.summary(jitted)
 
 
 def test_returns_not_converted():
@@ -684,7 +684,7 @@ def test_returns_not_converted():
         torch.testing.assert_close(jitted(x), shapes_differ(x))
     assert "return value with different shapes" in sites(jitted)[0].reason, sites(jitted)[0]
     stats = thunder.compile_stats(jitted)
-    assert stats.branches_converted == 0 and stats.branches_left == 1, str(jitted)
+    assert stats.branches_converted == 0 and stats.branches_left == 1, thunder.summary(jitted)
 
     def python_values_differ(x):
         if x.sum() > 0:

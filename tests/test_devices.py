@@ -29,7 +29,7 @@ def test_meta_tensor_with_a_cpu_scalar_tensor(program, executors):
     actual = jitted(a, s)
     assert (actual.device, actual.shape, actual.dtype) == (expected.device, expected.shape, expected.dtype)
     graphs = [g for g in jitted._state.graphs if hasattr(g, "executors")]
-    assert graphs and all("cpu" not in g.executors() for g in graphs), str(jitted)
+    assert graphs and all("cpu" not in g.executors() for g in graphs), thunder.summary(jitted)
 
 
 def test_cpu_executor_still_fuses_cpu_tensors_with_a_scalar_tensor():

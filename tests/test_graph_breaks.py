@@ -28,7 +28,7 @@ def test_data_dependent_if_breaks_the_graph_and_is_reported():
     assert_same(jitted(neg), branchy(neg))
     stats = thunder.compile_stats(jitted)
     assert len(stats.graph_breaks) >= 1
-    report = str(jitted)
+    report = thunder.summary(jitted)
     assert "graph breaks (1):" in report
     assert BRANCH_LINE in report
     assert __file__.rsplit("/", 1)[-1] in report
@@ -118,13 +118,13 @@ def test_item_and_print_inside_a_module():
     for _ in range(3):
         x = torch.randn(2, 4)
         assert_same(jitted(x), m(x))
-    report = str(jitted)
+    report = thunder.summary(jitted)
     assert "graph breaks (" in report and "h.mean().item()" in report
 
 
 def test_program_without_breaks_reports_none():
     jitted = check_program(lambda x: x.cos() * 2, torch.randn(3))
-    assert "graph breaks: none" in str(jitted)
+    assert "graph breaks: none" in thunder.summary(jitted)
     assert thunder.compile_stats(jitted).graph_breaks == []
 
 

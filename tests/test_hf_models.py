@@ -25,8 +25,8 @@ def test_logits_and_gradients_match_eager(build):
     assert grad_errs[worst] <= TOLERANCE, f"gradient of {worst}: relative error {grad_errs[worst]:.2e}"
 
     stats = thunder.compile_stats(jitted)
-    assert stats.graphs and all(g["compiled"] for g in stats.graphs), str(jitted)
-    report = str(jitted)
+    assert stats.graphs and all(g["compiled"] for g in stats.graphs), thunder.summary(jitted)
+    report = thunder.summary(jitted)
     assert "executors" in report
     # The model's attention, norms and MLP ran as native ops: the imported trace holds torch-level ops.
     imported = "\n".join(str(thunder.last_traces(jitted, i)[0]) for i in range(len(stats.graphs)))

@@ -62,7 +62,10 @@ def test_module_print_and_executors():
     model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
     jitted = thunder.jit(model)
     jitted(torch.randn(2, 3))
-    assert str(jitted).startswith("thunder.jit(Sequential): 1 calls")
+    assert thunder.summary(jitted).startswith("thunder.jit(Sequential): 1 calls")
+    # print(jitted module): the module tree, then one summary line
+    assert str(jitted) == repr(jitted) == repr(model) + "\n" + thunder.summary(jitted).splitlines()[0] + \
+        "; print(thunder.summary(...)) for the traces"
     assert jitted._get_executors()
 
 

@@ -19,7 +19,7 @@ def test_same_shape_and_dtype_hits_the_cache():
     stats = thunder.compile_stats(jitted)
     assert (stats.calls, stats.cache_misses, stats.cache_hits) == (3, 1, 2)
     assert len(stats.graphs) == 1 and stats.graphs[0]["calls"] == 3 and stats.graphs[0]["compiled"]
-    assert "3 calls, 1 graphs compiled, cache 2 hits / 1 misses" in str(jitted)
+    assert "3 calls, 1 graphs compiled, cache 2 hits / 1 misses" in thunder.summary(jitted)
 
 
 def test_new_shape_compiles_a_new_graph():
@@ -30,7 +30,7 @@ def test_new_shape_compiles_a_new_graph():
     stats = thunder.compile_stats(jitted)
     assert (stats.calls, stats.cache_misses, stats.cache_hits) == (2, 2, 0)
     assert [g["index"] for g in stats.graphs] == [0, 1]
-    assert "graph 1:" in str(jitted) and "cache 0 hits / 2 misses" in str(jitted)
+    assert "graph 1:" in thunder.summary(jitted) and "cache 0 hits / 2 misses" in thunder.summary(jitted)
     assert "[4, 5]" in str(thunder.last_traces(jitted)[0]) and "[2, 3]" in str(thunder.last_traces(jitted, 0)[0])
     # Both shapes now hit.
     jitted(torch.randn(2, 3))
@@ -111,7 +111,7 @@ def test_calls_past_the_recompile_limit_are_counted_uncompiled_and_warned_once()
     assert stats.cache_hits + stats.cache_misses + stats.eager_calls == stats.calls
     warnings = [m for m in log if "Dynamo stopped compiling" in m]
     assert len(warnings) == 1 and "raise torch._dynamo.config.recompile_limit" in warnings[0], log
-    report = str(jitted)
+    report = thunder.summary(jitted)
     assert "calls ran UNCOMPILED" in report and "Dynamo stopped compiling this function" in report, report
 
 

@@ -15,15 +15,15 @@ from thunder.core.log import set_log_file, set_log_level
 from thunder.core.options import LogLevel
 from thunder.executors.cpuex import clear_kernel_cache
 from thunder.frontend import dynamo as _dynamo
-from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs
+from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs, report
 
-__all__ = ["jit", "clear_kernel_cache", "last_traces", "last_backward_traces", "last_kernels", "compile_stats", "set_log_level", "set_log_file", "LogLevel", "ThunderModule",
-           "ThunderFunction"]
+__all__ = ["jit", "clear_kernel_cache", "last_traces", "last_backward_traces", "last_kernels", "compile_stats",
+           "summary", "set_log_level", "set_log_file", "LogLevel", "ThunderModule", "ThunderFunction"]
 
 _dynamo.register()
 
 
-def jit(fn, *, executors=None, passes=None):
+def jit(fn, *, executors=None, passes=None, debug=None, fullgraph=False, dynamic=False):
     """Compiles a function or nn.Module; returns a callable that behaves like it.
 
     Args:
@@ -36,13 +36,21 @@ def jit(fn, *, executors=None, passes=None):
         passes: names of the core passes to run, in order (default
             ``thunder.core.options.DEFAULT_PASSES``; the names are ``thunder._core.pass_names()``).
             Each runs at most once, ``"fusion"`` needs ``"claim"`` before it, ``"release"`` runs last.
+        debug: ``None`` (the default), or ``"pdb"``: each call of a compiled graph runs its execution trace
+            op by op under :mod:`pdb`, stopped at the trace's first line (``n`` runs the next op, ``p t3``
+            prints a value, ``l`` lists the trace, ``c`` continues); the backward's trace too.
+        fullgraph: as ``torch.compile``'s: True makes a graph break an error (Dynamo's ``Unsupported``,
+            raised by the call) instead of a split; data-dependent branches thunder converts to selects
+            are not graph breaks.
+        dynamic: accepted for ``torch.compile`` compatibility; thunder compiles each graph for its input
+            shapes whatever the value (``True`` warns once: a new shape compiles a new graph).
     Returns:
         :class:`ThunderModule` for a module, :class:`ThunderFunction` otherwise.
     Raises:
-        TypeError: ``fn`` is not callable; ``executors`` or ``passes`` is of the wrong type
-            (``passes="dce"`` included: a list of names is expected).
-        ValueError: an unknown executor or pass name (the message lists the valid ones), or a pass
-            order the pipeline cannot run (the message names the rule).
+        TypeError: ``fn`` is not callable; ``executors``, ``passes``, ``debug``, ``fullgraph`` or ``dynamic``
+            is of the wrong type (``passes="dce"`` included: a list of names is expected).
+        ValueError: an unknown executor, pass name or debug mode (the message lists the valid ones), or a
+            pass order the pipeline cannot run (the message names the rule).
 
     Data-dependent Python control flow becomes a graph break (that part runs in
     Python); a new input shape, dtype or device recompiles.
@@ -53,27 +61,27 @@ def jit(fn, *, executors=None, passes=None):
     """
     if isinstance(fn, ThunderFunction | ThunderModule):
         return fn
+    options = {"executors": executors, "passes": passes, "debug": debug, "fullgraph": fullgraph, "dynamic": dynamic}
     if isinstance(fn, torch.nn.Module):
-        return ThunderModule(fn, executors, passes)
+        return ThunderModule(fn, **options)
     if not callable(fn):
         raise TypeError(f"thunder.jit: expected a function or an nn.Module, got {type(fn).__name__}")
-    return ThunderFunction(fn, executors, passes)
+    return ThunderFunction(fn, **options)
 
 
 def _state_of(jitted, caller):
-    """The JitState of what thunder.jit returned (or a JitState itself, such as
-    ``thunder.frontend.dynamo.GLOBAL_STATE``); TypeError naming ``caller`` for anything else."""
+    """The JitState of what thunder.jit or ``torch.compile(..., backend="thunder")`` returned (or a JitState
+    itself, such as ``thunder.frontend.dynamo.GLOBAL_STATE``); TypeError naming ``caller`` for anything else."""
     if isinstance(jitted, _dynamo.JitState):
         return jitted
-    if not isinstance(jitted, ThunderFunction | ThunderModule):
+    if isinstance(jitted, ThunderFunction | ThunderModule):
+        return jitted._state
+    state = _dynamo.state_of_torch_compile_result(jitted)
+    if state is None:
         name = getattr(jitted, "__qualname__", None) or type(jitted).__name__
-        hint = ""
-        if hasattr(jitted, "_torchdynamo_orig_callable") or isinstance(jitted, torch._dynamo.eval_frame.OptimizedModule):
-            hint = ("; graphs compiled by torch.compile(..., backend='thunder') are recorded in "
-                    f"thunder.frontend.dynamo.GLOBAL_STATE: thunder.{caller}(thunder.frontend.dynamo.GLOBAL_STATE)")
-        raise TypeError(f"thunder.{caller}: {name} is not a thunder-jitted callable (pass what thunder.jit "
-                        f"returned){hint}")
-    return jitted._state
+        raise TypeError(f"thunder.{caller}: {name} is not a thunder-jitted callable (pass what thunder.jit or "
+                        "torch.compile(..., backend='thunder') returned)")
+    return state
 
 
 def _compiled_graphs(jitted, caller):
@@ -90,8 +98,9 @@ def last_traces(jitted, graph: int = -1):
     ``.provenance`` and ``.python_callable()``.
 
     Args:
-        jitted: what :func:`jit` returned (or ``thunder.frontend.dynamo.GLOBAL_STATE``, which records the
-            graphs of ``torch.compile(..., backend="thunder")``).
+        jitted: what :func:`jit` or ``torch.compile(..., backend="thunder")`` returned (or
+            ``thunder.frontend.dynamo.GLOBAL_STATE``, which records every graph of ``torch.compile(...,
+            backend="thunder")``).
         graph: index into the compiled graphs (default: the most recent).
     Raises:
         TypeError: ``jitted`` is not a thunder-jitted callable.
@@ -125,9 +134,10 @@ def compile_stats(jitted) -> CompileStats:
     aliased one the graph writes) and ``backward``: who differentiates the graph -- ``"thunder"`` (its autodiff
     compiled a backward: :func:`last_backward_traces`), ``"torch (<reason>)"``, or None when nothing required grad. ``branches`` lists each ``if`` statement of the jitted code
     (:class:`thunder.frontend.branches.BranchSite`); ``branches_converted`` counts those compiled to selects,
-    ``branches_left`` those left as Python control flow. ``jitted`` may also be
-    ``thunder.frontend.dynamo.GLOBAL_STATE``: every graph ``torch.compile(..., backend="thunder")``
-    compiled (calls and cache hits are not counted there).
+    ``branches_left`` those left as Python control flow. ``jitted`` may also be what
+    ``torch.compile(..., backend="thunder")`` returned (its graphs and graph breaks; calls and cache hits
+    are counted per graph only), or ``thunder.frontend.dynamo.GLOBAL_STATE``: every graph
+    ``torch.compile(..., backend="thunder")`` compiled.
 
     Raises:
         TypeError: ``jitted`` is not a thunder-jitted callable.
@@ -165,3 +175,19 @@ def last_kernels(jitted, graph: int = -1):
              "cache_hit": module.cache_hit, "compile_seconds": module.compile_seconds}
             for name, units in _compiled_graphs(jitted, "last_kernels")[graph].kernels.items()
             for module, source in units]
+
+
+def summary(jitted) -> str:
+    """What was compiled, as text: calls and cache hits, executors, graph breaks, data-dependent branches and
+    what became of them, and per graph its final trace, executors and backward.
+
+    ``print(thunder.summary(jitted))`` is what ``print(jitted)`` shows for a jitted function; for a jitted
+    module, ``print(jitted)`` is the module tree and one summary line.
+
+    Args:
+        jitted: what :func:`jit` or ``torch.compile(..., backend="thunder")`` returned, or a
+            ``thunder.frontend.dynamo.JitState``.
+    Raises:
+        TypeError: ``jitted`` is none of those.
+    """
+    return report(_state_of(jitted, "summary"))

@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 
 from thunder.core.compile import CompiledGraph
+from thunder.core.debug import check_debug
 from thunder.core.log import logger
 from thunder.core.options import check_passes
 from thunder.executors import resolve_executors
@@ -30,10 +31,12 @@ def _understood(x):
 class _Jitted:
     """Shared by ThunderFunction and ThunderModule: the Dynamo-compiled callable and its state."""
 
-    def _setup(self, target, name, executors, passes):
+    def _setup(self, target, name, executors, passes, debug=None, fullgraph=False, dynamic=False):
         # Checked here, at thunder.jit time: a bad executor or pass list would otherwise surface only inside the
         # backend, where every graph would fall back to eager.
-        self._state = JitState(name, resolve_executors(executors), check_passes(passes))
+        self._state = JitState(name, resolve_executors(executors), check_passes(passes), debug=check_debug(debug))
+        self._fullgraph = _check_flag("fullgraph", fullgraph)
+        self._dynamic = _check_dynamic(dynamic)
         self._backend = functools.partial(thunder_backend, state=self._state)
         self._target = target
         self._excluded = set()  # (file, line, code) of branches given up on (see thunder.frontend.branches)
@@ -52,7 +55,7 @@ class _Jitted:
         else:
             compiled_target, converted = target, 0
         self._converted = converted
-        self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=False)
+        self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=False, fullgraph=self._fullgraph)
         self._fast_path = FastPath(compiled_target, self._backend) \
             if isinstance(compiled_target, types.FunctionType) else None
 
@@ -175,58 +178,76 @@ class _Jitted:
         """The executors this jitted callable uses, in priority order (list of thunder.executors.Executor)."""
         return list(self._state.executors)
 
-    def _report(self):
+    def _options(self):
+        """The options this was jitted with, as thunder.jit's keyword arguments."""
         s = self._state
-        uncompiled = sum(isinstance(g, EagerGraph) for g in s.graphs)
-        graphs = f"{len(s.graphs)} graphs compiled" if not uncompiled else \
-            f"{len(s.graphs)} graphs captured, {len(s.graphs) - uncompiled} compiled, {uncompiled} run UNCOMPILED"
-        eager = f", {s.eager_calls} calls ran UNCOMPILED (no graph ran)" if s.eager_calls else ""
-        lines = [f"thunder.jit({s.name}): {s.calls} calls, {graphs}, "
-                 f"cache {s.cache_hits} hits / {s.cache_misses} misses{eager}",
-                 "executors: " + ", ".join(e.name for e in s.executors)]
-        if s.dynamo_stopped:
-            lines.append(f"Dynamo stopped compiling this function: {s.dynamo_stopped}; calls that need a new graph "
-                         "run uncompiled")
-        breaks = list(dict.fromkeys(str(b) for b in s.graph_breaks))
-        lines.append(f"graph breaks ({len(breaks)}):" if breaks else "graph breaks: none")
-        lines += [f"  {b}" for b in breaks]
-        locations = branches.break_locations(s.graph_breaks)
-        shown = [b for b in sorted(s.branches.values(), key=lambda b: b.id) if b.status(locations)]
-        if shown:
-            converted = sum(b.status(locations) == "converted" for b in shown)
-            lines.append(f"data-dependent branches: {converted} converted to selects, {len(shown) - converted} left "
-                         "as graph breaks:")
-            lines += [f"  {b}" for b in shown]
-        if not s.graphs and s.calls:
-            lines.append("no graph was captured: every call ran eagerly (" +
-                         ("see why above)" if s.dynamo_stopped or breaks else "the function has nothing to compile)"))
-        for g in s.graphs:
-            if isinstance(g, EagerGraph):
-                lines.append(f"graph {g.index}: UNCOMPILED, runs with torch as Dynamo captured it; called {g.calls} "
-                             f"times; reason: {g.reason}")
-                continue
-            opaque = f", {len(g.fallbacks)} ops opaque" if g.fallbacks else ""
-            lines.append(f"graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, "
-                         f"executors {', '.join(g.executors()) or 'none'}{opaque}")
-            lines += ["    " + l for l in str(g.execution_trace).rstrip().splitlines()]
-            if g.autodiff == "thunder":
-                lines.append(f"  graph {g.index} backward: compiled by thunder's autodiff "
-                             f"(thunder.last_backward_traces), executors {', '.join(g.backward_executors()) or 'none'}")
-                lines += ["    " + l for l in str(g.backward_traces[-1]).rstrip().splitlines()]
-            elif g.autodiff:
-                lines.append(f"  graph {g.index} backward: {g.autodiff}")
-        return "\n".join(lines)
+        return {"executors": list(s.executors), "passes": s.passes, "debug": s.debug, "fullgraph": self._fullgraph,
+                "dynamic": self._dynamic}
+
+    def _report(self):
+        return report(self._state)
+
+
+def _headline(s):
+    """The first line of a report: calls, graphs, cache hits and misses."""
+    uncompiled = sum(isinstance(g, EagerGraph) for g in s.graphs)
+    graphs = f"{len(s.graphs)} graphs compiled" if not uncompiled else \
+        f"{len(s.graphs)} graphs captured, {len(s.graphs) - uncompiled} compiled, {uncompiled} run UNCOMPILED"
+    eager = f", {s.eager_calls} calls ran UNCOMPILED (no graph ran)" if s.eager_calls else ""
+    if s.name.startswith("torch.compile("):  # no thunder wrapper sees its calls: graphs count theirs
+        return f"{s.name}: {graphs} (calls counted per graph)"
+    return (f"thunder.jit({s.name}): {s.calls} calls, {graphs}, cache {s.cache_hits} hits / {s.cache_misses} "
+            f"misses{eager}")
+
+
+def report(s):
+    """What a JitState compiled, as ``print(thunder.summary(jitted))`` shows it: calls and cache hits, executors,
+    graph breaks, data-dependent branches, and per graph its final trace (and backward)."""
+    lines = [_headline(s), "executors: " + ", ".join(e.name for e in s.executors)]
+    if s.dynamo_stopped:
+        lines.append(f"Dynamo stopped compiling this function: {s.dynamo_stopped}; calls that need a new graph "
+                     "run uncompiled")
+    breaks = list(dict.fromkeys(str(b) for b in s.graph_breaks))
+    lines.append(f"graph breaks ({len(breaks)}):" if breaks else "graph breaks: none")
+    lines += [f"  {b}" for b in breaks]
+    locations = branches.break_locations(s.graph_breaks)
+    shown = [b for b in sorted(s.branches.values(), key=lambda b: b.id) if b.status(locations)]
+    if shown:
+        converted = sum(b.status(locations) == "converted" for b in shown)
+        lines.append(f"data-dependent branches: {converted} converted to selects, {len(shown) - converted} left "
+                     "as graph breaks:")
+        lines += [f"  {b}" for b in shown]
+    if not s.graphs and s.calls:
+        lines.append("no graph was captured: every call ran eagerly (" +
+                     ("see why above)" if s.dynamo_stopped or breaks else "the function has nothing to compile)"))
+    for g in s.graphs:
+        if isinstance(g, EagerGraph):
+            lines.append(f"graph {g.index}: UNCOMPILED, runs with torch as Dynamo captured it; called {g.calls} "
+                         f"times; reason: {g.reason}")
+            continue
+        opaque = f", {len(g.fallbacks)} ops opaque" if g.fallbacks else ""
+        lines.append(f"graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, "
+                     f"executors {', '.join(g.executors()) or 'none'}{opaque}")
+        lines += ["    " + l for l in str(g.execution_trace).rstrip().splitlines()]
+        if g.autodiff == "thunder":
+            lines.append(f"  graph {g.index} backward: compiled by thunder's autodiff "
+                         f"(thunder.last_backward_traces), executors {', '.join(g.backward_executors()) or 'none'}")
+            lines += ["    " + l for l in str(g.backward_traces[-1]).rstrip().splitlines()]
+        elif g.autodiff:
+            lines.append(f"  graph {g.index} backward: {g.autodiff}")
+    return "\n".join(lines)
 
 
 class ThunderFunction(_Jitted):
-    """A function compiled by :func:`thunder.jit`. Call it like the original.
+    """A function compiled by :func:`thunder.jit`. Call it like the original; ``print(jitted)`` shows what was
+    compiled (as ``print(thunder.summary(jitted))`` does).
 
-    ``executors`` and ``passes`` are checked as :func:`thunder.jit` checks them (TypeError, ValueError)."""
+    The options are :func:`thunder.jit`'s, checked as it checks them (TypeError, ValueError)."""
 
-    def __init__(self, fn, executors=None, passes=None):
+    def __init__(self, fn, executors=None, passes=None, debug=None, fullgraph=False, dynamic=False):
         functools.update_wrapper(self, fn)
         self._fn = fn
-        self._setup(fn, getattr(fn, "__qualname__", repr(fn)), executors, passes)
+        self._setup(fn, getattr(fn, "__qualname__", repr(fn)), executors, passes, debug, fullgraph, dynamic)
 
     def __call__(self, *args, **kwargs):
         if not kwargs and self._fast_path is not None:
@@ -243,9 +264,14 @@ class ThunderFunction(_Jitted):
     __repr__ = __str__
 
 
-#: The attributes a ThunderModule keeps itself; every other attribute is the original module's.
+#: The attributes a ThunderModule keeps itself; every other attribute is the original module's (except dunder
+#: names such as ``__class__``: the wrapper's own identity, never the original's).
 _OWN_ATTRIBUTES = frozenset({"_state", "_compiled", "_signature_fn", "_model", "_fast_path", "_backend", "_target",
-                             "_excluded", "_converted"})
+                             "_excluded", "_converted", "_fullgraph", "_dynamic"})
+
+
+def _is_dunder(name):
+    return name.startswith("__") and name.endswith("__")
 
 
 class ThunderModule(_Jitted, nn.Module):
@@ -253,16 +279,20 @@ class ThunderModule(_Jitted, nn.Module):
 
     It shares the original module's parameters, buffers and submodules (same
     names in ``state_dict``); ``train()``/``eval()`` switch the original; other
-    attributes are read from and written to the original. ``executors`` and ``passes`` are checked
-    as :func:`thunder.jit` checks them (TypeError, ValueError).
+    attributes are read from and written to the original -- except the wrapper's identity: assigning
+    ``__class__`` (as FSDP2's ``fully_shard`` does) or another dunder attribute changes the wrapper, never
+    the original. ``repr(jitted)`` is the module tree and one summary line (``print(thunder.summary(jitted))``
+    shows the traces). Pickling it (``pickle``, ``torch.save``) saves the original module and the options;
+    the loaded object compiles again on its first call. The options are :func:`thunder.jit`'s, checked as
+    it checks them (TypeError, ValueError).
     """
 
-    def __init__(self, model, executors=None, passes=None):
+    def __init__(self, model, executors=None, passes=None, debug=None, fullgraph=False, dynamic=False):
         nn.Module.__init__(self)
         object.__setattr__(self, "_model", model)
         for name in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"):
             object.__setattr__(self, name, getattr(model, name))
-        self._setup(model, type(model).__name__, executors, passes)
+        self._setup(model, type(model).__name__, executors, passes, debug, fullgraph, dynamic)
 
     @property
     def training(self):
@@ -284,10 +314,30 @@ class ThunderModule(_Jitted, nn.Module):
         return self._model.state_dict(*args, **kwargs)
 
     def __deepcopy__(self, memo):
-        """A deep copy of the original module, jitted with the same executors and passes (it compiles anew)."""
+        """A deep copy of the original module, jitted with the same options (it compiles anew)."""
         import copy
 
-        return ThunderModule(copy.deepcopy(self.__dict__["_model"], memo), self._state.executors, self._state.passes)
+        return ThunderModule(copy.deepcopy(self.__dict__["_model"], memo), **self._options())
+
+    def __reduce__(self):
+        """Pickles the original module and the options (executors by name); loading jits it again, and the
+        loaded module compiles on its first call. Raises pickle.PicklingError for executors that are not
+        thunder's own (``thunder.executors.executors_by_name()``): pickle the original module instead."""
+        import pickle
+
+        from thunder.executors import executors_by_name
+
+        options = self._options()
+        known = executors_by_name()
+        names = []
+        for ex in options["executors"]:
+            if known.get(ex.name) is not ex:
+                raise pickle.PicklingError(f"thunder: cannot pickle a module jitted with the executor {ex.name!r} "
+                                           "(not one of thunder's own); pickle the original module and jit it again "
+                                           "after loading")
+            names.append(ex.name)
+        options["executors"] = names
+        return _rebuild_module, (self.__dict__["_model"], options)
 
     def load_state_dict(self, *args, **kwargs):
         return self._model.load_state_dict(*args, **kwargs)
@@ -299,17 +349,52 @@ class ThunderModule(_Jitted, nn.Module):
             return getattr(self.__dict__["_model"], name)
 
     def __setattr__(self, name, value):
-        if name in _OWN_ATTRIBUTES:
+        if name in _OWN_ATTRIBUTES or _is_dunder(name):
             object.__setattr__(self, name, value)
         elif "_model" in self.__dict__:
             setattr(self._model, name, value)
         else:
             nn.Module.__setattr__(self, name, value)
 
+    def __delattr__(self, name):
+        if name in self.__dict__ or _is_dunder(name) or "_model" not in self.__dict__:
+            nn.Module.__delattr__(self, name)
+        else:
+            delattr(self._model, name)
+
     def __repr__(self):
-        return self._report()
+        """The original module's tree, then one line: calls, graphs, cache hits (traces: thunder.summary)."""
+        return f"{self.__dict__['_model']!r}\n{_headline(self._state)}; print(thunder.summary(...)) for the traces"
 
     __str__ = __repr__
+
+
+def _rebuild_module(model, options):
+    """Unpickles a ThunderModule (see ThunderModule.__reduce__): the module, jitted again."""
+    return ThunderModule(model, **options)
+
+
+def _check_flag(name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"thunder.jit: {name} must be True or False, got {type(value).__name__}: {value!r}")
+    return value
+
+
+_warned_dynamic = []
+
+
+def _check_dynamic(dynamic):
+    """thunder.jit's ``dynamic``: False (the default) or None compile each graph for its input shapes; True is
+    accepted and does the same, with a warning once (thunder's compiler has no symbolic shapes)."""
+    if dynamic is not None and not isinstance(dynamic, bool):
+        raise TypeError(f"thunder.jit: dynamic must be True, False or None, got {type(dynamic).__name__}: "
+                        f"{dynamic!r}")
+    if dynamic and not _warned_dynamic:
+        _warned_dynamic.append(True)
+        logger.warning("thunder: thunder.jit(..., dynamic=True) compiles each graph for its input shapes, as "
+                       "dynamic=False does: thunder's compiler has no symbolic shapes (a new shape compiles a new "
+                       "graph, up to torch._dynamo.config.recompile_limit)")
+    return dynamic
 
 
 def compiled_graphs(jitted):

@@ -235,9 +235,10 @@ NB_MODULE(_core, m) {
            "(dtype, shape, device, requires_grad) of a tensor proxy; ('number', type) of a number proxy.")
       .def("strides", [](const ir::Trace& t, PyProxy p) { return t.proxy(p.id).strides; },
            "The element strides of a non-contiguous trace input; [] for any other proxy.")
-      .def("python", [](const ir::Trace& t, bool subsymbols, bool sources) {
-        return ir::to_python(t, ir::PrintOptions{subsymbols, sources});
-      }, nb::arg("subsymbols") = true, nb::arg("sources") = true, "The trace as a runnable Python module.")
+      .def("python", [](const ir::Trace& t, bool subsymbols, bool sources, std::vector<std::string> imports) {
+        return ir::to_python(t, ir::PrintOptions{subsymbols, sources, std::move(imports)});
+      }, nb::arg("subsymbols") = true, nb::arg("sources") = true, nb::arg("imports") = std::vector<std::string>{},
+         "The trace as a runnable Python module; `imports`: import statements printed after the standard ones.")
       .def("__str__", [](const ir::Trace& t) { return ir::to_python(t); })
       .def("verify", &ir::verify);
 

@@ -153,7 +153,9 @@ std::string metadata_string(const ProxyInfo& p) {
 std::string to_python(const Trace& t, const PrintOptions& opt) {
   std::ostringstream os;
   if (!t.provenance.empty()) os << "# " << t.provenance << "\n";
-  os << "import operator\nimport torch\nfrom thunder.executors.torchex import prims, ltorch\n\n";
+  os << "import operator\nimport torch\nfrom thunder.executors.torchex import prims, ltorch\n";
+  for (const std::string& line : opt.imports) os << line << "\n";
+  os << "\n";
   os << "def " << t.name << "(";
   for (size_t i = 0; i < t.inputs.size(); ++i) os << (i ? ", " : "") << t.proxy(t.inputs[i]).name;
   os << "):\n";

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "ir/trace.h"
 
@@ -19,14 +20,18 @@ std::string call_expression(const Trace& trace, const BoundSymbol& b);
 struct PrintOptions {
   bool subsymbols = true;  // show each symbol's decomposition as comments under it
   bool sources = true;     // show the user's source line above the symbols it produced
+  // Import statements printed after the standard ones, one per line ("from m import k as cpu_fusion0"): how the
+  // program gets the names it uses beyond torch, operator, prims and ltorch.
+  std::vector<std::string> imports;
 };
 
 /// The trace as a Python module defining one function named trace.name.
 /// Every line that defines proxies carries a comment with their metadata.
 /// The module imports torch, operator and the reference namespaces
-/// (thunder.executors.torchex: prims, ltorch); names it uses beyond those
-/// (opaque callables, the _constants table of compile-time tensors) must be
-/// supplied by the caller's globals.
+/// (thunder.executors.torchex: prims, ltorch), then options.imports; names it
+/// uses beyond those (opaque callables, kernels, the _constants table of
+/// compile-time tensors) must be imported by options.imports or supplied by
+/// the caller's globals.
 std::string to_python(const Trace& trace, const PrintOptions& options = {});
 
 }  // namespace thunder::ir

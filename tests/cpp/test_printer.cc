@@ -50,6 +50,13 @@ TEST_F(Printer, DefinesTheComputationFunction) {
   EXPECT_CONTAINS(py, "  return t2\n");
 }
 
+TEST_F(Printer, PrintsTheImportsItIsGivenAfterTheStandardOnes) {
+  trace.output = b.torch("exp", {input(DType::Float32, {2})});
+  std::string py = print(PrintOptions{.imports = {"from thunder.core.registry import k_1a as k"}});
+  EXPECT_CONTAINS(py, "from thunder.executors.torchex import prims, ltorch\n"
+                      "from thunder.core.registry import k_1a as k\n\ndef computation(t0):\n");
+}
+
 TEST_F(Printer, UsesTheTraceName) {
   trace.name = "backward_fn";
   trace.output = b.torch("exp", {input(DType::Float32, {2})});

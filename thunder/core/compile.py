@@ -5,9 +5,11 @@ from dataclasses import dataclass, field
 import torch
 
 from thunder import _core
+from thunder.core import debug
 from thunder.core.dtypes import to_torch
 from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.core.options import DEFAULT_PASSES
+from thunder.core.registry import TraceNamespace, digest
 from thunder.executors.torchex import autograd_vjp, ltorch, prims
 
 # Traces from these passes on are execution traces: they print without the
@@ -17,10 +19,13 @@ EXECUTION_PASSES = ("claim", "fusion", "release")
 
 @dataclass
 class TraceView:
-    """A trace with the names it needs to run (opaque callables, constants).
+    """A trace with the names it needs to run (opaque callables, constants, kernels).
 
-    ``str(view)`` is the trace as a Python program; ``view.python_callable()``
-    compiles that program and returns its function.
+    ``str(view)`` is the trace as a Python program that imports every name it uses (kernels and the
+    objects a graph holds from :mod:`thunder.core.registry`), so ``exec`` of it in a fresh namespace
+    defines a function that runs the same program; ``view.python_callable()`` compiles that program
+    and returns its function (its source registered with :mod:`linecache`, so tracebacks and ``pdb``
+    show the trace's lines).
     """
 
     trace: "_core.Trace"
@@ -30,7 +35,9 @@ class TraceView:
     saves: bool = False   # a training forward: returns (outputs, saved values for the backward)
 
     def __str__(self):
-        return self.trace.python(subsymbols=self.subsymbols)
+        text = self.trace.python(subsymbols=self.subsymbols)
+        imports = self.namespace.imports_for(text) if isinstance(self.namespace, TraceNamespace) else []
+        return self.trace.python(subsymbols=self.subsymbols, imports=imports) if imports else text
 
     def __repr__(self):
         return f"<TraceView {self.name}: {len(self.trace.symbols)} symbols>"
@@ -47,8 +54,11 @@ class TraceView:
         """The trace's printed program, executed; raises SyntaxError if the printer produced invalid Python."""
         source = str(self)
         ns = dict(self.namespace)
-        exec(compile(source, f"<thunder trace {self.name}>", "exec"), ns)
-        return ns["computation"]
+        filename = debug.register_source(source, f"trace {self.name}")
+        exec(compile(source, filename, "exec"), ns)
+        fn = ns["computation"]
+        debug.release_source_with(fn, filename)
+        return fn
 
 
 @dataclass
@@ -125,11 +135,13 @@ def _run_passes(trace, passes, evaluator, tables, namespace, views, pass_seconds
 
 
 def _lower(trace, executors, namespace, kernels):
-    """Generates, compiles and loads the fusion executors' kernels of an execution trace into namespace."""
+    """Generates, compiles and loads the fusion executors' kernels of an execution trace into namespace (which
+    then exports them: printed traces import them from the kernel registry)."""
     for ex in executors:
         if ex.fusion and ex.lower is not None:
             launchers, units = ex.lower(trace)
             namespace.update(launchers)
+            namespace.export(launchers)
             if units:
                 kernels.setdefault(ex.name, []).extend(units)
 
@@ -153,7 +165,7 @@ def _autodiff_held_back(trace, imported=None):
     return None
 
 
-def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
+def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mode=None):
     """Runs the passes on an imported trace and builds the execution callable.
 
     When grad mode is on and an output requires grad, the graph is compiled as a training program: the passes up
@@ -167,15 +179,19 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
         imported: a :class:`thunder.frontend.fx_import.ImportedGraph`.
         executors: :class:`thunder.executors.Executor` list, in priority order.
         passes: pass names (see ``thunder._core.pass_names()``).
+        debug_mode: ``None``, or ``"pdb"``: the execution traces (forward and backward) run under pdb
+            (:func:`thunder.core.debug.debug_runner`).
     Returns:
         CompiledGraph.
     """
     start = time.perf_counter()
     constants = []
-    namespace = {"torch": torch, "prims": prims, "ltorch": ltorch, "_constants": constants, "autograd_vjp": autograd_vjp}
+    namespace = TraceNamespace({"torch": torch, "prims": prims, "ltorch": ltorch, "_constants": constants,
+                                "autograd_vjp": autograd_vjp}, graph_digest=digest(imported.trace.python()))
     for ex in executors:
         namespace.update(ex.namespace)
     namespace.update(imported.namespace)
+    namespace.export()
     evaluator = _constant_evaluator(namespace, constants)
     tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices)) for ex in executors]
     views = [TraceView(imported.trace, namespace, "Imported from the FX graph")]
@@ -200,7 +216,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
             if grad_outputs:
                 pass_seconds["autodiff"] = seconds
                 views.append(TraceView(forward, namespace, "autodiff (forward)", saves=True))
-                backward_namespace = dict(namespace)
+                backward_namespace = namespace.copy_for()
+                backward_namespace.export()
                 backward_views = [TraceView(backward, backward_namespace, "autodiff (backward)")]
                 forward = _run_passes(forward, passes[split_at:], evaluator, tables, namespace, views, pass_seconds,
                                       index, saves=True)
@@ -213,7 +230,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
     if program is None:
         trace = _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
     _lower(trace, executors, namespace, kernels)
-    fn = views[-1].python_callable()
+    fn = debug.debug_runner(views[-1].python_callable(), debug_mode)
     graph = CompiledGraph(index, views, fn, 0.0, pass_seconds, imported.fallbacks,
                           output_views=getattr(imported, "output_views", []))
     graph.kernels = kernels
@@ -224,7 +241,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0):
         graph.grad_outputs = list(grad_outputs)
         split = next(v for v in views if v.name == "autodiff (forward)")
         writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
-        graph.fn = training_callable(fn, backward_views[-1].python_callable(), grad_outputs,
+        backward_fn = debug.debug_runner(backward_views[-1].python_callable(), debug_mode)
+        graph.fn = training_callable(fn, backward_fn, grad_outputs,
                                      None if writes else (split.python_callable(), backward_views[0].python_callable()))
     graph.compile_seconds = time.perf_counter() - start
     return graph
@@ -266,7 +284,11 @@ class _TrainingProgram(torch.autograd.Function):
             return (None, *backward(*saved, *grads))
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if v is None else v for v in ctx.saved_layout]
-        return (None, *program.backward(*saved, *grads))
+        try:
+            return (None, *program.backward(*saved, *grads))
+        except Exception as e:
+            debug.annotate(e)  # the backward trace's line and the user's line it came from
+            raise
 
 
 class _Program:

@@ -1,20 +1,47 @@
-"""thunder's logger: one ``logging.Logger`` named "thunder"."""
+"""thunder's logger: one ``logging.Logger`` named "thunder", which behaves like a library's.
+
+Its records propagate to Python's logging, so the application's handlers (``logging.basicConfig``, a
+file, a log collector) get them; :func:`set_log_level` sets which records thunder makes. When the
+application has configured no handler at all (the root logger has none), thunder writes its records to
+stderr itself (``[thunder INFO] ...``), so ``thunder.set_log_level(LogLevel.INFO)`` shows something in a
+plain script. :func:`set_log_file` also writes every record to a file (stderr then gets warnings and
+errors only).
+
+What each level adds (:class:`thunder.core.options.LogLevel`): WARNING, a graph that runs uncompiled
+(once per cause); INFO, each graph compiled (its ops, fusions, opaque ops, time), each graph break and
+each data-dependent branch converted to a select or left as Python control flow; DEBUG, each pass with
+its time, kernel compiles and cache hits, opaque fallbacks; TRACE, every intermediate trace and the
+generated kernels' sources.
+"""
 import logging
 import os
 
 from thunder.core.options import TRACE_LEVEL, LogLevel
 
 logger = logging.getLogger("thunder")
-logger.propagate = False
-_stderr = logging.StreamHandler()
+logger.propagate = True
+logger.setLevel(logging.WARNING)
+
+
+class _StderrWhenUnconfigured(logging.StreamHandler):
+    """Writes to stderr only while the application has configured no logging handler (the root logger has none):
+    otherwise the records reach the application's handlers by propagation, and writing them here too would
+    print them twice."""
+
+    def emit(self, record):
+        if not logging.getLogger().handlers:
+            super().emit(record)
+
+
+_stderr = _StderrWhenUnconfigured()
 _stderr.setFormatter(logging.Formatter("[thunder %(levelname)s] %(message)s"))
 logger.addHandler(_stderr)
-logger.setLevel(logging.WARNING)
 _file_handler = None
 
 
 def set_log_level(level: LogLevel) -> None:
-    """Sets how much thunder logs.
+    """Sets how much thunder logs: the level of the "thunder" logger (its records propagate to Python's logging,
+    whose handlers decide where they go; see :mod:`thunder.core.log`).
 
     Args:
         level: a :class:`thunder.core.options.LogLevel`, or a standard :mod:`logging` level int
@@ -35,7 +62,8 @@ def set_log_level(level: LogLevel) -> None:
 def set_log_file(path) -> None:
     """Also writes thunder's log to ``path`` (appending); ``None`` stops writing to a file.
 
-    While a log file is set, messages go to the file only; stderr gets warnings and errors.
+    While a log file is set, thunder's own stderr output (see :mod:`thunder.core.log`) is limited to warnings
+    and errors; the records still propagate to the application's handlers.
     """
     global _file_handler
     if _file_handler is not None:

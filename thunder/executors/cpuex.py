@@ -24,8 +24,9 @@ import torch
 import torch.utils.dlpack
 
 from thunder import _core
+from thunder.core import debug, registry
 from thunder.core.dtypes import to_torch
-from thunder.core.log import logger
+from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.executors import Executor
 
 
@@ -98,7 +99,7 @@ def _allocation(name, shape, dtype, namespace):
     return f"empty_like(prototype_{name})"
 
 
-def _launcher(name, module, trace, inputs, outputs):
+def _launcher(name, module, source, trace, inputs, outputs):
     """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous
     (a copy only if one is not; a non-contiguous trace input is read in place, the kernel having been
     generated for its strides, which the guards fix), allocates the outputs, launches the kernel with the
@@ -121,8 +122,16 @@ def _launcher(name, module, trace, inputs, outputs):
     lines.append(f"    if launch(kernel, ({', '.join(pointers)},)):")
     lines.append(f"        raise index_error({name!r})")
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
-    exec(compile("\n".join(lines), f"<thunder launcher {name}>", "exec"), namespace)
-    return namespace[name]
+    text = "\n".join(lines) + "\n"
+    # Its name in the kernel registry (printed traces import it by that name): the kernel's name and a digest
+    # of what it runs, the same for the same kernel in every process.
+    registry_name = f"{name}_{registry.digest(source + text)}"
+    filename = debug.register_source(text, f"kernel launcher {registry_name}")
+    exec(compile(text, filename, "exec"), namespace)
+    launcher = namespace[name]
+    launcher.registry_name = registry_name
+    debug.release_source_with(launcher, filename)
+    return launcher
 
 
 #: Kernels per translation unit below which a trace's kernels are not split across compiler processes
@@ -152,8 +161,9 @@ def lower(trace):
         else:
             logger.debug("thunder: compiled cpu kernels in %.0f ms with: %s", module.compile_seconds * 1e3,
                          module.command)
-        logger.debug("thunder: cpu kernel source (%s):\n%s", module.path, source)
-        launchers.update({name: _launcher(name, module, trace, ins, outs) for name, ins, outs in kernels})
+        if trace_enabled():  # whole kernel sources only at TRACE: DEBUG stays readable
+            log_trace("thunder: cpu kernel source (%s):\n%s", module.path, source)
+        launchers.update({name: _launcher(name, module, source, trace, ins, outs) for name, ins, outs in kernels})
     last_source = "\n".join(source for source, _ in units)
     return launchers, [(module, source) for module, (source, _) in zip(modules, units)]
 

@@ -10,12 +10,15 @@ import inspect
 import linecache
 import logging
 import re
+import sys
 import traceback
 import types
+import weakref
 from dataclasses import dataclass, field
 
 import torch
 
+from thunder.core import debug
 from thunder.core.compile import compile_trace
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES
@@ -70,6 +73,7 @@ class JitState:
     eager_calls: int = 0                              # calls that ran no graph: Dynamo ran the function uncompiled
     branches: dict = field(default_factory=dict)      # (file, line, code) -> branches.BranchSite of each `if`
     dynamo_stopped: str = ""                          # why Dynamo stopped compiling this function ("" if it did not)
+    debug: str = None                                 # thunder.jit's debug mode (None, "pdb")
 
     def __repr__(self):  # Dynamo prints the backend, a partial holding this, in its recompile messages
         return f"<JitState of {self.name}: {len(self.graphs)} graphs>"
@@ -131,13 +135,124 @@ def _report_fallback(state, index, error):
     logger.debug("%s", traceback.format_exc())
 
 
+#: The keys of torch.compile's ``options=`` that are thunder.jit's options (the others configure Inductor).
+THUNDER_OPTIONS = ("executors", "passes", "debug")
+
+
 def _warn_ignored_options(options):
-    """torch.compile's mode= and options= are Inductor's: thunder ignores them, saying so once per value."""
+    """torch.compile's mode= and the options= other than thunder's (THUNDER_OPTIONS) are Inductor's: thunder ignores
+    them, saying so once per value."""
+    options = dict(options)
+    if isinstance(options.get("options"), dict):
+        rest = {k: v for k, v in options["options"].items() if k not in THUNDER_OPTIONS}
+        if rest:
+            options["options"] = rest
+        else:
+            del options["options"]
+    if options.get("mode") in (None, "default"):
+        options.pop("mode", None)
+    if not options:
+        return
     key = repr(sorted(options.items()))
     if key not in _warned_options:
         _warned_options.add(key)
         logger.warning("thunder: the thunder backend ignores torch.compile's %s (they configure Inductor)",
                        ", ".join(f"{k}={v!r}" for k, v in sorted(options.items())))
+
+
+# ---- torch.compile(..., backend="thunder") results: one JitState each ----
+
+#: The JitState of each torch.compile(..., backend="thunder") result, by its Dynamo context object.
+_torch_compile_states = weakref.WeakKeyDictionary()
+_EVAL_FRAME_FILE = torch._dynamo.eval_frame.__file__
+
+
+def dynamo_context_of(compiled):
+    """The Dynamo context object of a ``torch.compile`` result (an OptimizedModule or a compiled function), or
+    None for anything else."""
+    if isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule):
+        return compiled.dynamo_ctx
+    code = getattr(compiled, "__code__", None)
+    if code is not None and code.co_name == "compile_wrapper" and "self" in code.co_freevars and \
+            hasattr(compiled, "_torchdynamo_orig_callable"):
+        return compiled.__closure__[code.co_freevars.index("self")].cell_contents
+    return None
+
+
+def _calling_context():
+    """The Dynamo context and original callable of the innermost torch.compile result being called, read from the
+    Python stack (its ``compile_wrapper`` frame: Dynamo compiles frames while that call runs); (None, None) if
+    none is."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "compile_wrapper" and code.co_filename == _EVAL_FRAME_FILE:
+            local = frame.f_locals
+            return local.get("self"), local.get("fn")
+        frame = frame.f_back
+    return None, None
+
+
+def _callable_name(fn):
+    target = getattr(fn, "__wrapped__", fn)  # a module: Dynamo's wrap_inline wraps it
+    target = getattr(target, "__self__", target)  # or it calls the module's bound __call__
+    if isinstance(target, torch.nn.Module):
+        return type(target).__name__
+    return getattr(target, "__qualname__", None) or type(target).__name__
+
+
+def _thunder_options_of(context):
+    """The thunder options (THUNDER_OPTIONS) torch.compile(..., options=...) gave the thunder backend of a Dynamo
+    context; None if the context's backend is not thunder's."""
+    try:
+        backend = torch._dynamo.eval_frame.innermost_backend(context.callback)
+    except Exception:  # noqa: BLE001 -- a context of another kind
+        return None
+    if backend is not thunder_backend and getattr(backend, "compiler_fn", None) is not thunder_backend:
+        return None
+    options = (getattr(backend, "kwargs", None) or {}).get("options") or {}
+    return {k: v for k, v in options.items() if k in THUNDER_OPTIONS}
+
+
+def _new_torch_compile_state(context, fn):
+    from thunder.core.options import check_passes
+    from thunder.executors import resolve_executors
+
+    options = _thunder_options_of(context)
+    if options is None:
+        return None
+    state = JitState(f"torch.compile({_callable_name(fn)})", resolve_executors(options.get("executors")),
+                     check_passes(options.get("passes")), debug=debug.check_debug(options.get("debug")))
+    _torch_compile_states[context] = state
+    return state
+
+
+def torch_compile_state():
+    """The JitState of the torch.compile(..., backend="thunder") result whose call is in progress (Dynamo is
+    compiling one of its frames), made on first use with the thunder options its ``options=`` names
+    (THUNDER_OPTIONS); None when no such call is in progress. Raises TypeError or ValueError for invalid options
+    (as thunder.jit does)."""
+    context, fn = _calling_context()
+    if context is None:
+        return None
+    try:
+        state = _torch_compile_states.get(context)
+    except TypeError:  # not weakly referenceable
+        return None
+    return state if state is not None else _new_torch_compile_state(context, fn)
+
+
+def state_of_torch_compile_result(compiled):
+    """The JitState of a torch.compile(..., backend="thunder") result (an empty one if it compiled nothing yet), or
+    None if ``compiled`` is not a torch.compile result."""
+    context = dynamo_context_of(compiled)
+    if context is None or _thunder_options_of(context) is None:  # not a torch.compile result, or another backend's
+        return None
+    state = _torch_compile_states.get(context)
+    if state is None:  # nothing compiled yet
+        fn = getattr(compiled, "_orig_mod", None) or getattr(compiled, "_torchdynamo_orig_callable", None)
+        state = JitState(f"torch.compile({_callable_name(fn)})", default_executors())
+    return state
 
 
 def _as_captured(gm):
@@ -146,11 +261,14 @@ def _as_captured(gm):
     return (lambda *args: branches.run_exactly(gm, *args)) if branches.has_markers(gm) else gm.forward
 
 
-def _run_eagerly(state, index, gm, error):
-    """The callable for a graph thunder could not compile: gm, run by torch as Dynamo captured it."""
+def _run_eagerly(state, index, gm, error, also=None):
+    """The callable for a graph thunder could not compile: gm, run by torch as Dynamo captured it (listed in
+    ``state``, and in ``also`` if given)."""
     _report_fallback(state, index, error)
     eager = EagerGraph(index, _short_reason(error), gm, detail=f"{type(error).__name__}: {str(error).strip()}")
     state.graphs.append(eager)
+    if also is not None:
+        also.graphs.append(eager)
 
     forward = _as_captured(gm)
 
@@ -214,6 +332,24 @@ def _guard_input_aliasing(fn, compiled, gm):
     return guarded
 
 
+def _log_compiled(state, compiled, imported):
+    """INFO: the graph compiled -- its ops, fusions, opaque ops, who differentiates it, the time -- and each
+    data-dependent branch it compiled to a select."""
+    fusion_executors = {ex.name for ex in state.executors if ex.fusion}
+    symbols = [b for b in compiled.execution_trace.symbols if b.name != "del"]
+    fusions = sum(1 for b in symbols if b.executor in fusion_executors)
+    backward = f"; backward: {compiled.autodiff}" if compiled.autodiff else ""
+    logger.info("thunder: compiled graph %d of %s in %.1f ms: %d ops, %d fusions, %d opaque ops; executors %s%s",
+                compiled.index, state.name, compiled.compile_seconds * 1e3, len(symbols), fusions,
+                len(compiled.fallbacks), ", ".join(compiled.executors()) or "none", backward)
+    by_id = {site.id: site for site in state.branches.values()}
+    for site_id in imported.branch_sites:
+        if site_id in by_id:
+            site = by_id[site_id]
+            logger.info("thunder: graph %d of %s: the branch at %s (%s) is converted to a select", compiled.index,
+                        state.name, site.location, site.code)
+
+
 def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState = None, **options):
     """The Dynamo backend: compiles one FX graph and returns a callable with gm's calling convention.
 
@@ -224,24 +360,31 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     """
     if options:
         _warn_ignored_options(options)
-    state = state or current_state.get() or GLOBAL_STATE
+    also = None  # a torch.compile result's graphs are also listed in GLOBAL_STATE
+    if state is None:
+        state = current_state.get()
+    if state is None:
+        state = torch_compile_state() or GLOBAL_STATE
+        also = GLOBAL_STATE if state is not GLOBAL_STATE else None
     index = len(state.graphs)
     try:
         imported = import_graph(gm, example_inputs)
-        compiled = compile_trace(imported, state.executors, state.passes, index)
+        compiled = compile_trace(imported, state.executors, state.passes, index, state.debug)
     except branches.BranchRejected as e:
         if isinstance(e.site, int):  # a branch thunder.jit converted: Dynamo runs the frame eagerly (see branches)
             record = branches.tracing_record()
             if record is not None:
                 record.rejected[e.site] = e.reason
             raise
-        return _run_eagerly(state, index, gm, e)  # torch.cond: gm runs it as torch does
+        return _run_eagerly(state, index, gm, e, also)  # torch.cond: gm runs it as torch does
     except Exception as e:  # noqa: BLE001 -- any failure means: run this graph with torch
-        return _run_eagerly(state, index, gm, e)
+        return _run_eagerly(state, index, gm, e, also)
     state.graphs.append(compiled)
+    if also is not None:
+        also.graphs.append(compiled)
     for site in state.branches.values():
         site.captured += site.id in imported.branch_sites
-    logger.info("thunder: compiled graph %d of %s in %.1f ms", index, state.name, compiled.compile_seconds * 1e3)
+    _log_compiled(state, compiled, imported)
     # A graph that sets grad mode, autocast or inference mode undoes it if it raises, as leaving `with` blocks does.
     fn = global_state.restoring(compiled.fn) if imported.sets_global_state else compiled.fn
     fn = _remake_output_views(fn, imported.output_views)
@@ -249,7 +392,11 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
 
     def run(*args):
         compiled.calls += 1
-        return fn(*args)
+        try:
+            return fn(*args)
+        except Exception as e:
+            debug.annotate(e)  # the trace's line it was raised at, and the user's line that came from
+            raise
     return run
 
 
@@ -370,15 +517,25 @@ class FastPath:
 # ---- graph breaks: read from Dynamo's "graph_breaks" log artifact ----
 
 class _GraphBreakHandler(logging.Handler):
+    """Records each graph break Dynamo logs in the JitState of the thunder.jit call (or torch.compile result) in
+    progress, and logs it at INFO."""
+
     def emit(self, record):
         state = current_state.get()
+        if state is None:
+            try:
+                state = torch_compile_state()
+            except Exception:  # noqa: BLE001 -- invalid thunder options: the backend reports them
+                state = None
         if state is None:
             return
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001
             return
-        state.graph_breaks.append(_parse_graph_break(message))
+        graph_break = _parse_graph_break(message)
+        state.graph_breaks.append(graph_break)
+        logger.info("thunder: graph break in %s at %s", state.name, graph_break)
 
 
 def _parse_graph_break(message):

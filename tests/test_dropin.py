@@ -1,0 +1,266 @@
+"""Drop-in conventions: repr of a jitted module, thunder.summary, pickling and torch.save, identity changes that stay
+on the wrapper, thunder.jit's fullgraph= and dynamic=, torch.compile's mode= and options=, and the inspection
+functions on torch.compile results. (DDP and FSDP2 across processes: tests/test_distributed.py.)"""
+import copy
+import io
+import logging
+import pickle
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+import thunder
+from thunder.executors import Executor
+from thunder.executors.torchex import torch_executor
+from thunder.frontend import dynamo
+from conftest import assert_same
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class Parent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = thunder.jit(MLP())
+        self.head = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.head(self.block(x))
+
+
+def with_break(x):
+    y = x.exp()
+    print("a graph break")
+    return y * 2
+
+
+# ---- repr and thunder.summary ----
+
+def test_repr_of_a_jitted_module_is_the_tree_and_one_summary_line():
+    torch.manual_seed(0)
+    model = MLP()
+    jitted = thunder.jit(model)
+    for n in (2, 3, 4):
+        jitted(torch.randn(n, 4))
+    text = repr(jitted)
+    assert text.startswith(repr(model) + "\n")
+    (summary,) = text[len(repr(model)) + 1:].splitlines()
+    assert summary.startswith("thunder.jit(MLP): 3 calls, 3 graphs compiled, cache 0 hits / 3 misses")
+    assert "thunder.summary" in summary and str(jitted) == text
+
+
+def test_print_of_a_parent_holding_a_jitted_module_stays_short():
+    parent = Parent()
+    for n in (2, 3, 4):
+        parent(torch.randn(n, 4))
+    lines = str(parent).splitlines()
+    assert len(lines) <= len(str(MLP()).splitlines()) + 4, lines
+    assert any("thunder.jit(MLP): 3 calls" in l for l in lines)
+
+
+def test_summary_has_the_traces_and_print_of_a_function_is_unchanged():
+    jitted_module, jitted_fn = thunder.jit(MLP()), thunder.jit(with_break)
+    jitted_module(torch.randn(2, 4))
+    jitted_fn(torch.randn(3))
+    module_summary = thunder.summary(jitted_module)
+    assert module_summary.startswith("thunder.jit(MLP): 1 calls") and "def computation(" in module_summary
+    assert str(jitted_fn) == thunder.summary(jitted_fn)  # print(jitted function): the whole report, as before
+    assert "graph breaks (1)" in str(jitted_fn) and "def computation(" in str(jitted_fn)
+    with pytest.raises(TypeError, match="not a thunder-jitted callable"):
+        thunder.summary(MLP())
+
+
+# ---- pickle, torch.save ----
+
+def check_loaded(loaded, original_model):
+    assert isinstance(loaded, thunder.ThunderModule)
+    assert thunder.compile_stats(loaded).graphs == []  # compiles again on first call
+    x = torch.randn(3, 4)
+    assert_same(loaded(x), original_model(x))
+    assert len(thunder.compile_stats(loaded).graphs) == 1
+    assert set(loaded.state_dict()) == set(original_model.state_dict())
+
+
+def test_pickle_of_a_jitted_module():
+    torch.manual_seed(0)
+    model = MLP()
+    jitted = thunder.jit(model, executors="torch", passes=("functionalize", "dce", "claim"))
+    jitted(torch.randn(2, 4))
+    loaded = pickle.loads(pickle.dumps(jitted))
+    check_loaded(loaded, model)
+    assert [e.name for e in loaded._get_executors()] == ["torch"]
+    assert loaded._state.passes == ("functionalize", "dce", "claim")
+    assert loaded._model is not model  # a copy: its own parameters
+    assert loaded.fc1.weight.data_ptr() != model.fc1.weight.data_ptr()
+
+
+def test_torch_save_and_load_of_a_jitted_module():
+    torch.manual_seed(0)
+    model = MLP()
+    jitted = thunder.jit(model)
+    jitted(torch.randn(2, 4))
+    buffer = io.BytesIO()
+    torch.save(jitted, buffer)
+    buffer.seek(0)
+    check_loaded(torch.load(buffer, weights_only=False), model)
+
+
+def test_a_parent_holding_a_jitted_module_pickles():
+    parent = Parent()
+    parent(torch.randn(2, 4))
+    loaded = pickle.loads(pickle.dumps(parent))
+    x = torch.randn(2, 4)
+    assert isinstance(loaded.block, thunder.ThunderModule)
+    assert_same(loaded(x), parent(x))
+
+
+def test_pickle_with_a_custom_executor_says_what_to_do():
+    mine = Executor("mine", dict(torch_executor.callees), torch_executor.namespace)
+    jitted = thunder.jit(MLP(), executors=[mine])
+    with pytest.raises(pickle.PicklingError, match="pickle the original module"):
+        pickle.dumps(jitted)
+
+
+def test_deepcopy_keeps_the_options():
+    jitted = thunder.jit(MLP(), executors="torch", fullgraph=True)
+    copied = copy.deepcopy(jitted)
+    assert [e.name for e in copied._get_executors()] == ["torch"] and copied._fullgraph
+
+
+# ---- identity changes stay on the wrapper ----
+
+def test_class_assignment_changes_the_wrapper_not_the_original():
+    model = MLP()
+    jitted = thunder.jit(model)
+    subclass = type("Tagged" + type(jitted).__name__, (type(jitted),), {})  # what FSDP2's fully_shard does
+    jitted.__class__ = subclass
+    assert type(jitted) is subclass and type(model) is MLP
+    x = torch.randn(2, 4)
+    assert_same(jitted(x), model(x))
+    assert model.fc1 is jitted.fc1  # attributes are still the original's
+    jitted.custom_flag = 3  # other attributes are still written to the original
+    assert model.custom_flag == 3
+    del jitted.custom_flag
+    assert not hasattr(model, "custom_flag")
+
+
+# ---- thunder.jit(fullgraph=, dynamic=) ----
+
+def test_fullgraph_makes_a_graph_break_an_error():
+    with pytest.raises(Exception, match="(?i)graph break|unsupported"):
+        thunder.jit(with_break, fullgraph=True)(torch.randn(3))
+    x = torch.randn(3)
+    assert_same(thunder.jit(lambda x: x.sin() * 2, fullgraph=True)(x), x.sin() * 2)
+    assert_same(thunder.jit(with_break, fullgraph=False)(x), with_break(x))
+
+
+def test_fullgraph_with_a_converted_branch():
+    def fn(x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+    jitted = thunder.jit(fn, fullgraph=True)
+    for x in (torch.ones(3), -torch.ones(3)):
+        assert_same(jitted(x), fn(x))
+    assert thunder.compile_stats(jitted).branches_converted == 1
+
+
+def test_dynamic_is_accepted_and_shapes_still_specialize(restore_logging, monkeypatch):
+    monkeypatch.setattr(sys.modules["thunder.jit"], "_warned_dynamic", [])  # (the module: thunder.jit is the function)
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    thunder.core.log.logger.addHandler(handler)
+    try:
+        for dynamic in (False, None, True):
+            jitted = thunder.jit(lambda x: x * 2, dynamic=dynamic)
+            for n in (2, 3):
+                x = torch.randn(n)
+                assert_same(jitted(x), x * 2)
+            assert len(thunder.compile_stats(jitted).graphs) == 2  # one per shape
+    finally:
+        thunder.core.log.logger.removeHandler(handler)
+    warnings = [r.getMessage() for r in records if "dynamic=True" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+@pytest.mark.parametrize("option,value", [("fullgraph", "yes"), ("dynamic", 1)])
+def test_fullgraph_and_dynamic_are_checked(option, value):
+    with pytest.raises(TypeError, match=option):
+        thunder.jit(with_break, **{option: value})
+
+
+# ---- torch.compile(backend="thunder", mode=, options=) and inspection of its results ----
+
+def test_torch_compile_mode_is_accepted():
+    x = torch.randn(3)
+    for mode in ("default", "reduce-overhead", "max-autotune"):
+        compiled = torch.compile(lambda x: x.cos() + 1, backend="thunder", mode=mode)
+        assert_same(compiled(x), x.cos() + 1)
+        assert thunder.compile_stats(compiled).graphs[0]["compiled"]
+
+
+def test_torch_compile_options_are_thunder_jits():
+    compiled = torch.compile(lambda x: x.cos() + 1, backend="thunder",
+                             options={"executors": "torch", "passes": ["functionalize", "dce", "claim"]})
+    x = torch.randn(3)
+    assert_same(compiled(x), x.cos() + 1)
+    graph = dynamo.state_of_torch_compile_result(compiled).graphs[0]
+    assert graph.executors() == ["torch"]
+    assert list(thunder.compile_stats(compiled).graphs[0]["pass_seconds"]) == ["functionalize", "dce", "claim"]
+
+
+def test_torch_compile_with_invalid_thunder_options_raises():
+    compiled = torch.compile(lambda x: x.cos() + 1, backend="thunder", options={"executors": "nope"})
+    with pytest.raises(Exception, match="unknown executor set 'nope'"):
+        compiled(torch.randn(3))
+
+
+@pytest.mark.parametrize("kind", ["function", "module"])
+def test_every_inspection_function_accepts_a_torch_compile_result(kind):
+    torch.manual_seed(0)
+    model = MLP()
+    target = model if kind == "module" else (lambda x: torch.softmax(x * 2, -1).sum())
+    compiled = torch.compile(target, backend="thunder")
+    with pytest.raises(LookupError):  # nothing compiled yet
+        thunder.last_traces(compiled)
+    assert thunder.compile_stats(compiled).graphs == []
+    x = torch.randn(2, 4, requires_grad=True)
+    compiled(x).sum().backward()
+    stats = thunder.compile_stats(compiled)
+    assert len(stats.graphs) == 1 and stats.graphs[0]["compiled"] and stats.graphs[0]["calls"] == 1
+    assert stats.graphs[0]["backward"] == "thunder"
+    assert thunder.last_traces(compiled)[-1].provenance.startswith("Memory planning")
+    assert thunder.last_backward_traces(compiled)
+    assert thunder.last_kernels(compiled) and thunder.last_kernels(compiled)[0]["executor"] == "cpu"
+    assert "graph 0: compiled" in thunder.summary(compiled)
+    name = "MLP" if kind == "module" else target.__qualname__
+    assert thunder.summary(compiled).startswith(f"torch.compile({name}): ")
+    assert thunder.last_traces(dynamo.GLOBAL_STATE)[-1] is thunder.last_traces(compiled)[-1]
+
+
+def test_torch_compile_results_keep_their_own_graphs_and_graph_breaks():
+    first = torch.compile(with_break, backend="thunder")
+    second = torch.compile(lambda x: x.tan(), backend="thunder")
+    x = torch.randn(3)
+    first(x)
+    second(x)
+    stats = thunder.compile_stats(first)
+    assert len(stats.graphs) == 2 and len(stats.graph_breaks) == 1
+    assert 'print("a graph break")' in str(stats.graph_breaks[0])
+    assert len(thunder.compile_stats(second).graphs) == 1 and not thunder.compile_stats(second).graph_breaks
+
+
+def test_a_torch_compile_result_of_another_backend_is_not_inspectable():
+    with pytest.raises(TypeError, match="not a thunder-jitted callable"):
+        thunder.compile_stats(torch.compile(lambda x: x + 1, backend="eager"))
