@@ -12,7 +12,7 @@ from thunder.core.options import check_passes
 from thunder.executors import resolve_executors
 from thunder.frontend import branches
 from thunder.frontend.dynamo import (MISS, EagerGraph, FastPath, GraphBreak, JitState, _cache_entries, current_state,
-                                     note_dynamo_stopped, thunder_backend)
+                                     note_recompile_limit, thunder_backend)
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
 _UNDERSTOOD = (torch.Tensor, bool, int, float, complex, str, type(None), torch.dtype, torch.device, nn.Module,
@@ -92,15 +92,15 @@ class _Jitted:
                 branches.set_tracing_record(previous)
         if record and (record.open or record.rejected or record.failures):
             self._settle_branches(record)
-        if len(state.graphs) > graphs or len(state.graph_breaks) > breaks:
+        if len(state.graphs) > graphs:
             state.cache_misses += 1
-            if self._fast_path is not None:
-                self._fast_path.refresh()
         elif sum(g.calls for g in state.graphs) > ran:
             state.cache_hits += 1
-        else:  # no graph ran: Dynamo ran the function uncompiled (a recompile limit, or nothing to capture)
+        else:  # no graph ran: Dynamo ran the function uncompiled (a limit, a skipped frame, nothing to capture)
             state.eager_calls += 1
             self._check_recompile_limit()
+        if self._fast_path is not None and (len(state.graphs) > graphs or len(state.graph_breaks) > breaks):
+            self._fast_path.refresh()
         return out
 
     def _settle_branches(self, record):
@@ -133,14 +133,11 @@ class _Jitted:
         Dynamo allows (every thunder.jit of one function shares them, and Dynamo warns only the first time)."""
         code = getattr(self._signature_fn, "__code__", None)
         limit = torch._dynamo.config.recompile_limit
-        if self._state.dynamo_stopped or code is None:
+        if code is None or "recompile_limit (" in self._state.dynamo_stopped:
             return
-        entries = len(_cache_entries(code))
-        if entries >= limit:
-            note_dynamo_stopped(self._state, "recompile_limit", limit,
-                                f"{code.co_name}'s code object already holds {entries} compiled graphs "
-                                "(of this or other thunder.jit wrappers of it)",
-                                f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})")
+        if len(_cache_entries(code)) >= limit:
+            note_recompile_limit(self._state, "recompile_limit", limit,
+                                 f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})")
 
     def _original(self):
         d = self.__dict__
@@ -185,8 +182,8 @@ class _Jitted:
                  f"cache {s.cache_hits} hits / {s.cache_misses} misses{eager}",
                  "executors: " + ", ".join(e.name for e in s.executors)]
         if s.dynamo_stopped:
-            lines.append(f"Dynamo stopped compiling this function: {s.dynamo_stopped}; calls that need a new graph "
-                         "run uncompiled")
+            lines.append(f"Dynamo stopped compiling (calls or frames of this function run uncompiled): "
+                         f"{s.dynamo_stopped}")
         breaks = list(dict.fromkeys(str(b) for b in s.graph_breaks))
         lines.append(f"graph breaks ({len(breaks)}):" if breaks else "graph breaks: none")
         lines += [f"  {b}" for b in breaks]

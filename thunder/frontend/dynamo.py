@@ -31,6 +31,8 @@ class GraphBreak:
     location: str      # "file.py:12"
     reason: str        # Dynamo's reason, first lines
     skipped_frame: bool  # the whole function fell back to eager
+    frame: str = ""    # for a skipped frame, the function Dynamo skipped, as it names it: "'f' (file.py:3)"
+    hint: str = ""     # Dynamo's first hint on how to avoid the break ("" if it gave none)
 
     def __str__(self):
         code = ""
@@ -377,7 +379,10 @@ class _GraphBreakHandler(logging.Handler):
             message = record.getMessage()
         except Exception:  # noqa: BLE001
             return
-        state.graph_breaks.append(_parse_graph_break(message))
+        graph_break = _parse_graph_break(message)
+        state.graph_breaks.append(graph_break)
+        if graph_break.skipped_frame:
+            note_skipped_frame(state, graph_break)
 
 
 def _parse_graph_break(message):
@@ -402,31 +407,63 @@ def _parse_graph_break(message):
     reason = reason.replace("Failed to handle graph break gracefully. Skipping the function and falling back to "
                             "eager. Graph break encountered: ", "")
     skipped = "Skipping the function" in message or "frame skipped" in message or "graph break in loop" in message
-    return GraphBreak(location, reason[:300], skipped)
+    frame = ""
+    match = re.search(r"(?:frame skipped:|Skipping frame) (\S+) \((.+?) line (\d+)\)", message)
+    if match:
+        frame = f"'{match.group(1)}' ({match.group(2)}:{match.group(3)})"
+    hints = [l.split("Hint:", 1)[1].strip() for l in lines if l.strip().startswith("Hint:")]
+    hints = [h for h in hints if not h.startswith(("Please report", "This graph break may have been caused"))]
+    hint = hints[0][:300] if hints else ""
+    if "graph break in loop" in message:
+        hint = "move it out of the loop (a graph break inside a loop makes Dynamo skip the whole frame)" + \
+            (f"; or: {hint}" if hint else "")
+    return GraphBreak(location, reason[:300], skipped, frame, hint)
 
 
 _graph_break_logger = logging.getLogger("torch._dynamo.symbolic_convert.__graph_breaks")
 _graph_break_handler = _GraphBreakHandler()
 
 
-# ---- Dynamo giving up on a function: read from its warning that a recompile limit was hit ----
+# ---- Dynamo giving up on a function: a recompile limit hit, a frame skipped ----
 
-#: The functions ("'f' (file.py:12)", as Dynamo names them) already warned about by note_dynamo_stopped.
+#: (kind, function) pairs already warned about by note_dynamo_stopped; function is "'f' (file.py:12)", as Dynamo
+#: names it.
 _warned_stops = set()
 
 
-def note_dynamo_stopped(state, limit, value, why, function):
-    """Records that Dynamo stopped compiling the function of ``state`` (it reached ``torch._dynamo.config.<limit>``,
-    ``value``), so calls that need a new graph run uncompiled; warns once per ``function`` (every thunder.jit of
-    one function shares the limit), naming the cause and the fix."""
-    state.dynamo_stopped = f"torch._dynamo.config.{limit} ({value}) was reached; {why}"
-    if function not in _warned_stops:
-        _warned_stops.add(function)
-        logger.warning("thunder: Dynamo stopped compiling %s: %s. Calls that need a new graph now run uncompiled, "
-                       "eagerly. Each new input shape, dtype or device costs a graph, and the limit is shared by every "
-                       "thunder.jit of one function: keep them fixed, or raise torch._dynamo.config.%s. "
-                       "print(jitted) and thunder.compile_stats count these calls.", state.name, state.dynamo_stopped,
-                       limit)
+def note_dynamo_stopped(state, kind, function, cause, fix):
+    """Records that Dynamo stopped compiling ``function`` during a call of the wrapper of ``state`` -- ``kind``
+    is "limit" (a recompile limit: calls that need a new graph run uncompiled) or "skip" (a frame it skipped: it
+    runs uncompiled on every call) --, with the ``cause`` (shown by ``print(jitted)`` and
+    ``thunder.compile_stats(jitted).dynamo_stopped``), and warns once per kind and function, naming the cause and
+    the ``fix``."""
+    if cause not in state.dynamo_stopped:
+        state.dynamo_stopped = f"{state.dynamo_stopped}; {cause}" if state.dynamo_stopped else cause
+    if (kind, function) in _warned_stops:
+        return
+    _warned_stops.add((kind, function))
+    consequence = ("Calls that need a new graph now run uncompiled, eagerly" if kind == "limit" else
+                   "That frame runs uncompiled, eagerly, on every call")
+    logger.warning("thunder: Dynamo stopped compiling in thunder.jit(%s): %s. %s. To fix: %s. print(jitted) and "
+                   "thunder.compile_stats count the calls that ran uncompiled.", state.name, cause, consequence,
+                   fix.rstrip(". "))
+
+
+def note_recompile_limit(state, limit, value, function, last_reason=""):
+    """note_dynamo_stopped for ``torch._dynamo.config.<limit>`` (``value``) reached by ``function``."""
+    why = f"; last recompile: {last_reason}" if last_reason else ""
+    note_dynamo_stopped(state, "limit", function, f"torch._dynamo.config.{limit} ({value}) was reached by "
+                        f"{function}{why}", "each new input shape, dtype or device costs a graph (every thunder.jit "
+                        f"of one function shares the limit): keep them to a few, or raise "
+                        f"torch._dynamo.config.{limit}")
+
+
+def note_skipped_frame(state, graph_break):
+    """note_dynamo_stopped for a frame Dynamo skipped (a GraphBreak with ``skipped_frame``)."""
+    function = graph_break.frame or graph_break.location
+    fix = graph_break.hint or "change the code Dynamo cannot trace there, or move it out of the jitted function"
+    note_dynamo_stopped(state, "skip", function, f"Dynamo skipped the frame of {function} at {graph_break.location}: "
+                        f"{graph_break.reason}", fix[0].lower() + fix[1:])
 
 
 class _RecompileLimitHandler(logging.Handler):
@@ -440,9 +477,9 @@ class _RecompileLimitHandler(logging.Handler):
             limit, value, _, reason = record.args[:4]
         except (TypeError, ValueError):
             return
-        reason = str(reason).splitlines()[0] if str(reason).strip() else "?"
-        note_dynamo_stopped(state, limit, value, "last recompile: " + (reason if len(reason) <= 160 else reason[:160] + "..."),
-                            str(record.args[2]))
+        reason = str(reason).splitlines()[0] if str(reason).strip() else ""
+        note_recompile_limit(state, limit, value, str(record.args[2]),
+                             reason if len(reason) <= 160 else reason[:160] + "...")
 
 
 _recompile_logger = logging.getLogger("torch._dynamo.convert_frame")
