@@ -1,6 +1,8 @@
 """thunder.jit: the user-facing wrappers around a compiled function or module."""
 import functools
+import inspect
 import types
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -11,12 +13,24 @@ from thunder.core.log import logger
 from thunder.core.options import check_passes
 from thunder.executors import resolve_executors
 from thunder.frontend import branches
-from thunder.frontend.dynamo import (MISS, EagerGraph, FastPath, GraphBreak, JitState, _cache_entries, current_state,
-                                     note_recompile_limit, thunder_backend)
+from thunder.frontend.code_copies import private_function, private_module, release
+from thunder.frontend.dynamo import EagerGraph, GraphBreak, JitBackend, JitState, current_state, note_recompile_limit
+from thunder.frontend.fast_path import MISS, FastPath, cache_entries
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
 _UNDERSTOOD = (torch.Tensor, bool, int, float, complex, str, type(None), torch.dtype, torch.device, nn.Module,
                torch.Size, slice, type(Ellipsis))
+
+
+#: torch.compile's isolate_recompiles (torch 2.13 on): each wrapper's recompilations of frames other than its own
+#: copy's (a callee's, at a graph break) are kept apart from other wrappers'.
+_ISOLATE = {"isolate_recompiles": True} if "isolate_recompiles" in inspect.signature(torch.compile).parameters else {}
+
+
+def _region(compiled):
+    """The isolate_recompiles region of a torch.compile result (its dynamo context's, for a module); -1: none."""
+    owner = getattr(compiled, "dynamo_ctx", compiled)
+    return getattr(owner, "_isolate_recompiles_id", -1)
 
 
 def _understood(x):
@@ -34,27 +48,45 @@ class _Jitted:
         # Checked here, at thunder.jit time: a bad executor or pass list would otherwise surface only inside the
         # backend, where every graph would fall back to eager.
         self._state = JitState(name, resolve_executors(executors), check_passes(passes))
-        self._backend = functools.partial(thunder_backend, state=self._state)
+        self._backend = JitBackend(self._state)
         self._target = target
+        self._release = None
         self._excluded = set()  # (file, line, code) of branches given up on (see thunder.frontend.branches)
         self._signature_fn = target.forward if isinstance(target, nn.Module) else target
         self._build()
 
     def _build(self):
         """Rewrites the target's data-dependent branches (leaving out the excluded ones) and wraps the result in
-        torch.compile; the target itself is never modified."""
+        torch.compile; the target itself is never modified.
+
+        What Dynamo compiles is this wrapper's own copy of the code (``thunder.frontend.code_copies``): its cache
+        entries and recompile limits are its own, and they are dropped when the wrapper is collected (or
+        rebuilt)."""
         target, sites = self._target, self._state.branches
+        instance = None  # the object a compiled method is bound to (the module whose forward it is)
         if isinstance(target, nn.Module):
-            compiled_target, converted = branches.shadow_module(target, sites, self._excluded)
+            methods, converted = branches.rewrite_methods(target, sites, self._excluded)
+            compiled_target, own = private_module(target, methods)
+            instance = compiled_target
         elif isinstance(target, types.FunctionType):
             rewritten = branches.rewrite(target, sites, self._excluded)
-            compiled_target, converted = rewritten.fn, rewritten.converted
+            compiled_target = own = private_function(rewritten.fn)
+            converted = rewritten.converted
+        elif isinstance(target, types.MethodType) and isinstance(target.__func__, types.FunctionType):
+            own, instance, converted = private_function(target.__func__, method=True), target.__self__, 0
+            compiled_target = types.MethodType(own, instance)
         else:
-            compiled_target, converted = target, 0
+            compiled_target, own, converted = target, None, 0
+        if self._release is not None:  # the previous copy's entries: nothing calls that code any more
+            self._release()
+        self._code = own.__code__ if own is not None else getattr(self._signature_fn, "__code__", None)
+        self._release = weakref.finalize(self, release, own.__code__) if own is not None else None
+        if self._release is not None:
+            self._release.atexit = False
         self._converted = converted
-        self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=False)
-        self._fast_path = FastPath(compiled_target, self._backend) \
-            if isinstance(compiled_target, types.FunctionType) else None
+        self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=False, **_ISOLATE)
+        self._region = _region(self._compiled)
+        self._fast_path = FastPath(own, self._backend, self._region, instance) if own is not None else None
 
     def _run(self, args, kwargs):
         state = self._state
@@ -129,13 +161,12 @@ class _Jitted:
                 logger.warning("thunder: Dynamo could not trace %s, which ran eagerly: %s", frame, reason)
 
     def _check_recompile_limit(self):
-        """After a call that ran no graph: whether the function's code object holds as many compiled entries as
-        Dynamo allows (every thunder.jit of one function shares them, and Dynamo warns only the first time)."""
-        code = getattr(self._signature_fn, "__code__", None)
-        limit = torch._dynamo.config.recompile_limit
+        """After a call that ran no graph: whether the code this wrapper compiles holds as many compiled entries
+        as Dynamo allows (Dynamo warns only when it reaches the limit, in the call that did)."""
+        code, limit = self._code, torch._dynamo.config.recompile_limit
         if code is None or "recompile_limit (" in self._state.dynamo_stopped:
             return
-        if len(_cache_entries(code)) >= limit:
+        if len(cache_entries(code, self._region)) >= limit:
             note_recompile_limit(self._state, "recompile_limit", limit,
                                  f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})")
 
@@ -149,7 +180,7 @@ class _Jitted:
         if not isinstance(error, torch._dynamo.exc.TorchRuntimeError):
             return False
         stack = getattr(error, "real_stack", None)
-        code = getattr(self._signature_fn, "__code__", None)
+        code = self._code
         if not stack or code is None or sum(g.calls for g in self._state.graphs) != graphs_ran:
             return False
         return (stack[0].filename, stack[0].name) == (code.co_filename, code.co_name)
@@ -242,7 +273,7 @@ class ThunderFunction(_Jitted):
 
 #: The attributes a ThunderModule keeps itself; every other attribute is the original module's.
 _OWN_ATTRIBUTES = frozenset({"_state", "_compiled", "_signature_fn", "_model", "_fast_path", "_backend", "_target",
-                             "_excluded", "_converted"})
+                             "_excluded", "_converted", "_code", "_region", "_release"})
 
 
 class ThunderModule(_Jitted, nn.Module):

@@ -5,13 +5,11 @@ devices, and splits it at graph breaks; each FX graph it hands over is
 imported into a core trace and compiled by :func:`thunder.core.compile.compile_trace`.
 """
 import contextvars
-import dis
-import inspect
 import linecache
 import logging
 import re
 import traceback
-import types
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -255,117 +253,27 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     return run
 
 
-# ---- the fast path: a captured-whole function's compiled code, called without Dynamo's frame handling ----
+class JitBackend:
+    """The Dynamo backend of one thunder.jit wrapper: :func:`thunder_backend` with the wrapper's JitState.
 
-#: Returned by FastPath.call when no cache entry applies.
-MISS = object()
+    It holds the state weakly: Dynamo keeps every backend it was ever given until ``torch._dynamo.reset()``
+    (``torch._dynamo.eval_frame.cached_backends``), and a wrapper that is collected must not stay alive, with
+    its compiled graphs, through its backend."""
 
+    __slots__ = ("_state", "__weakref__")
 
-def _cache_entries(code):
-    try:
-        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
-    except ImportError:  # a torch without it: every call goes through torch.compile
-        return []
-    return _debug_get_cache_entry_list(code)
+    def __init__(self, state):
+        self._state = weakref.ref(state)
 
+    def __call__(self, gm, example_inputs, **options):
+        state = self._state()
+        if state is None:  # the wrapper is gone (nothing calls its code any more): run the graph as captured
+            return gm.forward
+        return thunder_backend(gm, example_inputs, state=state, **options)
 
-class _Globals(dict):
-    """A function's globals with some names overridden; every other name is read from the originals, live."""
-
-    def __init__(self, originals):
-        super().__init__()
-        self.originals = originals
-
-    def __missing__(self, name):
-        return self.originals[name]
-
-
-_NO_BYTECODE_TIMING = types.SimpleNamespace(record_pregraph_bytecode_enter=lambda: None,
-                                            record_pregraph_bytecode_exit=lambda token: None)
-
-
-def _reads_globals_only(code):
-    """Whether code neither writes globals nor makes functions (which would take its globals)."""
-    return not any(isinstance(c, types.CodeType) for c in code.co_consts) and \
-        not any(i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") for i in dis.get_instructions(code))
-
-
-class FastPath:
-    """Calls a jitted function's Dynamo-compiled code directly when its guards pass.
-
-    Dynamo keeps, per code object, a list of cache entries: a guard manager (checks on the frame's
-    locals and on global state: each tensor's dtype, device, shape, strides and requires_grad, grad
-    mode, default dtype, ...) and the transformed bytecode that runs in place of the function (it calls
-    the compiled graph and replays side effects). Entering a function through ``torch.compile`` costs
-    about 10-15 us of frame handling before that. For an entry this jitted function's backend made, and
-    whose code calls no ``__resume_at_*`` function (Dynamo captured the frame whole: no graph break),
-    ``call`` runs the entry's guard check on the arguments itself and, when it passes, runs the
-    transformed code as a plain function: what Dynamo would run, without its frame handling. Anything
-    else -- keyword arguments, defaults left out, a guard failure (new shapes or dtypes, which
-    recompile), a function with graph breaks -- is a miss, and the call goes through torch.compile.
-    """
-
-    def __init__(self, fn, backend):
-        code = fn.__code__
-        self.fn, self.backend = fn, backend
-        self.argcount = code.co_argcount
-        self.names = code.co_varnames[:code.co_argcount]
-        plain = not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) and not code.co_kwonlyargcount
-        self.enabled = plain and len(fn.__closure__ or ()) == len(code.co_freevars)
-        self.cells = tuple(zip(code.co_freevars, fn.__closure__ or ()))
-        self.entries = []  # (guard check, transformed code as a function)
-
-    def refresh(self):
-        """Re-reads the cache entries (after a call through torch.compile that compiled something)."""
-        if not self.enabled:
-            return
-        fn, entries = self.fn, []
-        for e in _cache_entries(fn.__code__):
-            if getattr(e.backend, "compiler_fn", None) is not self.backend:
-                continue
-            if any(n.startswith("__resume_at") for n in e.code.co_names):
-                continue
-            # The transformed code's globals are the function's, with Dynamo's per-call wrappers taken off:
-            # the graph's callable without its disable() wrapper (Dynamo is not running here to disable),
-            # and the no-op bookkeeping of Dynamo's own bytecode timing.
-            overrides = _Globals(fn.__globals__) if _reads_globals_only(e.code) else fn.__globals__
-            for name in e.code.co_names if overrides is not fn.__globals__ else ():
-                value = fn.__globals__.get(name)
-                if name.startswith("__compiled_fn") and hasattr(value, "__wrapped__"):
-                    overrides[name] = value.__wrapped__
-                elif name.startswith("__import_torch_dot__dynamo_dot_utils"):
-                    overrides[name] = _NO_BYTECODE_TIMING
-            entries.append((e.guard_manager.check,
-                            types.FunctionType(e.code, overrides, fn.__name__, fn.__defaults__, fn.__closure__)))
-        self.entries = entries
-        self.call = self._generated_call()
-
-    def _generated_call(self):
-        """``call``, written out for this function's parameters, closure cells and cache entries: the frame's
-        locals as a dict literal, then each entry's guard check in turn (0.3 us less than a generic loop)."""
-        if not self.entries:
-            return lambda args: MISS
-        namespace = {"MISS": MISS}
-        items = [f"{name!r}: args[{i}]" for i, name in enumerate(self.names)]
-        lines = ["def call(args):", f"    if len(args) != {self.argcount}:", "        return MISS"]
-        if self.cells:  # an empty cell (a closure variable not yet assigned) is a miss
-            lines.append("    try:")
-            for k, (name, cell) in enumerate(self.cells):
-                namespace[f"cell{k}"] = cell
-                lines.append(f"        c{k} = cell{k}.cell_contents")
-                items.append(f"{name!r}: c{k}")
-            lines += ["    except ValueError:", "        return MISS"]
-        lines.append("    frame = {" + ", ".join(items) + "}")
-        for k, (check, run) in enumerate(self.entries):
-            namespace[f"check{k}"], namespace[f"run{k}"] = check, run
-            lines += [f"    if check{k}(frame):", f"        return run{k}(*args)"]
-        lines.append("    return MISS")
-        exec(compile("\n".join(lines), f"<thunder fast path {self.fn.__name__}>", "exec"), namespace)
-        return namespace["call"]
-
-    def call(self, args):
-        """The compiled code's result for these positional arguments, or MISS (replaced by refresh())."""
-        return MISS
+    def __repr__(self):  # Dynamo prints the backend in its recompile messages
+        state = self._state()
+        return f"<thunder backend of {state.name if state is not None else 'a collected wrapper'}>"
 
 
 # ---- graph breaks: read from Dynamo's "graph_breaks" log artifact ----
@@ -453,9 +361,8 @@ def note_recompile_limit(state, limit, value, function, last_reason=""):
     """note_dynamo_stopped for ``torch._dynamo.config.<limit>`` (``value``) reached by ``function``."""
     why = f"; last recompile: {last_reason}" if last_reason else ""
     note_dynamo_stopped(state, "limit", function, f"torch._dynamo.config.{limit} ({value}) was reached by "
-                        f"{function}{why}", "each new input shape, dtype or device costs a graph (every thunder.jit "
-                        f"of one function shares the limit): keep them to a few, or raise "
-                        f"torch._dynamo.config.{limit}")
+                        f"{function}{why}", "each new input shape, dtype or device costs a graph (each thunder.jit "
+                        f"wrapper has its own limit): keep them to a few, or raise torch._dynamo.config.{limit}")
 
 
 def note_skipped_frame(state, graph_break):
