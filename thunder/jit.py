@@ -15,7 +15,7 @@ from thunder.executors import resolve_executors
 from thunder.frontend import branches
 from thunder.frontend.code_copies import private_function, private_module, release
 from thunder.frontend.dynamo import EagerGraph, GraphBreak, JitBackend, JitState, current_state, note_recompile_limit
-from thunder.frontend.fast_path import MISS, FastPath, cache_entries
+from thunder.frontend.fast_path import MISS, FastPath, cache_entries, plain_module_call
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
 _UNDERSTOOD = (torch.Tensor, bool, int, float, complex, str, type(None), torch.dtype, torch.device, nn.Module,
@@ -300,6 +300,20 @@ class ThunderModule(_Jitted, nn.Module):
     def training(self, mode):
         if "_model" in self.__dict__:
             self._model.training = mode
+
+    def __call__(self, *args, **kwargs):
+        """Through the fast path (``thunder.frontend.fast_path``) when the call would only run ``forward`` (no
+        hooks) and the guards of an entry this wrapper compiled pass; else as any module is called."""
+        d = self.__dict__
+        fast = d["_fast_path"]
+        if not kwargs and fast is not None and plain_module_call(self, d["_model"]):
+            out = fast.call(args)
+            if out is not MISS:
+                state = d["_state"]
+                state.calls += 1
+                state.cache_hits += 1
+                return out
+        return nn.Module.__call__(self, *args, **kwargs)
 
     def forward(self, *args, **kwargs):
         return self._run(args, kwargs)

@@ -4,7 +4,8 @@ Dynamo keeps, per code object, a list of cache entries: a guard manager (checks 
 global state: each tensor's dtype, device, shape, strides and requires_grad, a module's parameters, buffers and
 ``training`` flag as ``forward`` reads them, grad mode, default dtype, ...) and the transformed bytecode that
 runs in place of the frame (it calls the compiled graph and replays side effects). Entering a function through
-``torch.compile`` costs about 10-15 us of frame handling before that.
+``torch.compile`` costs about 10-15 us of frame handling before that; entering a module, 20-30 us more
+(``nn.Module.__call__`` twice: the jitted module's and the compiled one's).
 
 :class:`FastPath` runs an entry's guard check on the arguments itself and, when it passes, runs the transformed
 code as a plain function: what Dynamo would run, without its frame handling. Everything else is a miss, and the
@@ -12,7 +13,8 @@ call takes the ordinary path through ``torch.compile``, which recompiles (or run
 it would have.
 
 The fast path reads Dynamo's private names (listed in :func:`api_problem`). On a torch that changed them the
-fast path is off, with one INFO line, and every call takes the ordinary path.
+fast path is off, with one INFO line, and every call takes the ordinary path; ``tests/test_fast_path.py`` pins
+them, so that a torch upgrade that changes them fails there, loudly.
 """
 import dis
 import inspect
@@ -32,7 +34,8 @@ def api_problem():
     """The private name the fast path reads that this torch lacks, or "" when it has them all:
     ``torch._dynamo.eval_frame._debug_get_cache_entry_list`` and, where torch.compile takes
     ``isolate_recompiles``, ``_get_cache_entries_for_region`` (a code object's cache entries), the entries' ``backend`` (whose ``compiler_fn`` is the backend given to
-    torch.compile), ``code`` and ``guard_manager``."""
+    torch.compile), ``code`` and ``guard_manager``; ``torch.nn.modules.module._has_any_global_hook``, and
+    ``torch._C._get_tracing_state`` (whether ``nn.Module.__call__`` would do more than call ``forward``)."""
     global _problem
     if _problem is None:
         _problem = _find_problem()
@@ -44,8 +47,10 @@ def api_problem():
 
 def _find_problem():
     from torch._dynamo import eval_frame
+    from torch.nn.modules import module
 
-    names = [(eval_frame, "_debug_get_cache_entry_list")]
+    names = [(eval_frame, "_debug_get_cache_entry_list"), (module, "_has_any_global_hook"),
+             (torch._C, "_get_tracing_state")]
     if "isolate_recompiles" in inspect.signature(torch.compile).parameters:
         names.append((eval_frame, "_get_cache_entries_for_region"))
     for owner, name in names:
@@ -68,6 +73,17 @@ def cache_entries(code, region=-1):
     if region >= 0:
         return eval_frame._get_cache_entries_for_region(code, region)
     return eval_frame._debug_get_cache_entry_list(code)
+
+
+def plain_module_call(jitted, model):
+    """Whether ``jitted(*args)`` would only call ``model``'s forward: no hook on either module or global, no
+    ``Module.compile()``, no ``torch.jit`` tracing -- what ``nn.Module.__call__`` checks before it calls
+    ``forward`` directly."""
+    for d in (jitted.__dict__, model.__dict__):
+        if d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"] or \
+                d.get("_compiled_call_impl") is not None:
+            return False
+    return not torch.nn.modules.module._has_any_global_hook() and not torch._C._get_tracing_state()
 
 
 class _Globals(dict):
