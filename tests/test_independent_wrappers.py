@@ -142,3 +142,13 @@ def test_a_module_whose_class_cannot_be_subclassed_is_compiled_as_it_is():
     assert_same(jitted(x), model(x))
     assert_same(jitted(x), model(x))
     assert thunder.compile_stats(jitted).cache_hits == 1
+
+
+def test_a_module_with_forward_set_on_the_instance_runs_it():
+    model = Block()
+    model.forward = lambda x: model.fc(x) * 2  # an instance attribute wins over the class's forward, as in eager
+    jitted = thunder.jit(model)
+    x = torch.randn(3, 4)
+    assert_same(jitted(x), model(x))
+    assert_same(jitted(x), model(x))
+    assert thunder.compile_stats(jitted).cache_hits == 1

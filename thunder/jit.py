@@ -68,6 +68,7 @@ class _Jitted:
             methods, converted = branches.rewrite_methods(target, sites, self._excluded)
             compiled_target, own = private_module(target, methods)
             instance = compiled_target
+            converted = converted if compiled_target is not target else 0
         elif isinstance(target, types.FunctionType):
             rewritten = branches.rewrite(target, sites, self._excluded)
             compiled_target = own = private_function(rewritten.fn)

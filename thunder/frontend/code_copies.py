@@ -67,15 +67,17 @@ def private_module(model, methods=None):
     and a ``forward`` of its own: a private copy (:func:`private_function`) of ``methods["forward"]`` or of the
     class's, or, for torch's own, a function calling it.
 
-    Returns (the module, its forward as a plain function); ``(model, None)`` when the class cannot be subclassed
-    (a metaclass or ``__init_subclass__`` that refuses) or ``forward`` is not a plain function -- then the module
-    is compiled as it is, sharing its class's code with every other wrapper."""
+    Returns (the module, its own forward; None where ``forward`` is not a plain function of the class, say an
+    instance attribute). ``(model, None)`` when there is nothing to override, or when the class cannot be
+    subclassed (a metaclass or ``__init_subclass__`` that refuses): then the module is compiled as it is,
+    sharing its class's code with every other wrapper."""
     cls, methods = type(model), dict(methods or {})
-    forward = methods.get("forward", getattr(cls, "forward", None))
-    if "forward" in model.__dict__ or not isinstance(forward, types.FunctionType):
+    forward, own = methods.get("forward", getattr(cls, "forward", None)), None
+    if "forward" not in model.__dict__ and isinstance(forward, types.FunctionType):
+        own = methods["forward"] = private_function(forward, method=True)
+    if not methods:
         return model, None
-    own = private_function(forward, method=True)
-    methods.update(forward=own, __module__=cls.__module__, __qualname__=cls.__qualname__)
+    methods.update(__module__=cls.__module__, __qualname__=cls.__qualname__)
     try:
         sub = type(cls.__name__, (cls,), methods)
         shadow = object.__new__(sub)
