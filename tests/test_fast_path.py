@@ -1,8 +1,13 @@
 """The fast path: a function Dynamo captured whole is called through its cache entry's guard check,
-without Dynamo's frame handling. It must behave exactly like a call through torch.compile."""
+without Dynamo's frame handling; so is a jitted module's, without nn.Module.__call__ either. It must behave exactly
+like a call through torch.compile."""
+import pytest
 import torch
+import torch.nn as nn
 
 import thunder
+from thunder.frontend import fast_path
+from thunder.jit import _ISOLATE
 
 counter = 0
 scale = 2.0
@@ -150,3 +155,172 @@ def test_a_converted_branch_calls_the_graph_without_dynamos_wrappers():
     graph = [run.__globals__[n] for n in run.__code__.co_names if n.startswith("__compiled_fn")]
     assert graph and not hasattr(graph[0], "__wrapped__")
     assert thunder.compile_stats(jitted).cache_hits == 1
+
+
+def test_varargs_functions_take_the_fast_path():
+    def f(a, *rest):
+        return a + sum(rest)
+
+    jitted = thunder.jit(f)
+    x, y = torch.randn(3), torch.randn(3)
+    for args in ((x, y, y), (x, y, y), (x, y), (x,)):
+        torch.testing.assert_close(jitted(*args), f(*args))
+    stats = thunder.compile_stats(jitted)
+    assert (stats.calls, stats.cache_hits, stats.cache_misses) == (4, 1, 3) and _fast_entries(jitted) == 3
+
+
+# ---- modules: nn.Module.__call__ and torch.compile's frame handling skipped; guards as complete as Dynamo's ----
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(8, 16), nn.Linear(16, 16), nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+class Regularized(nn.Module):
+    """Reads its training flag (dropout) and writes its buffers (batch norm's running statistics in training)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.norm, self.drop = nn.Linear(6, 6), nn.BatchNorm1d(6), nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.norm(self.fc(x)))
+
+
+def _module_calls(jitted):
+    s = thunder.compile_stats(jitted)
+    return s.calls, s.cache_hits, s.cache_misses
+
+
+def test_module_calls_take_the_fast_path(monkeypatch):
+    model = MLP()
+    jitted = thunder.jit(model)
+    x = torch.randn(5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(jitted(x), model(x))
+        assert _fast_entries(jitted) == 1
+        expected = model(x)
+        monkeypatch.setattr(nn.Module, "_call_impl", None)  # a hit never enters nn.Module.__call__
+        torch.testing.assert_close(jitted(x), expected)
+    assert _module_calls(jitted) == (2, 1, 1)
+
+
+def test_module_guards_parameters_and_grad_mode():
+    model = MLP()
+    jitted = thunder.jit(model)
+    x = torch.randn(5, 8)
+    with torch.no_grad():
+        jitted(x)
+        model.fc1.weight.mul_(2)  # new values, same tensor: the compiled program reads them
+        torch.testing.assert_close(jitted(x), model(x))
+        model.fc2.weight = nn.Parameter(torch.randn(16, 16))  # a new tensor of the same kind: read too
+        torch.testing.assert_close(jitted(x), model(x))
+    assert _module_calls(jitted) == (3, 2, 1)
+    out = jitted(x)  # grad mode on: a guard fails, Dynamo recompiles
+    assert out.requires_grad
+    out.sum().backward()
+    assert model.fc1.weight.grad is not None
+    model.fc3.weight.requires_grad_(False)  # requires_grad is guarded
+    with torch.no_grad():
+        model.fc1.bias = nn.Parameter(torch.randn(16, dtype=torch.float64))  # and dtype (eager raises too)
+        with pytest.raises(RuntimeError):
+            model(x)
+        with pytest.raises(RuntimeError):
+            jitted(x)
+    assert len(thunder.compile_stats(jitted).graphs) == 3
+
+
+def test_module_guards_the_training_flag_and_writes_buffers():
+    torch.manual_seed(0)
+    model, reference = Regularized(), Regularized()
+    reference.load_state_dict(model.state_dict())
+    jitted = thunder.jit(model)
+    x = torch.randn(4, 6)
+    for _ in range(3):  # training: batch statistics, running statistics updated on every call
+        jitted(x), reference(x)
+    torch.testing.assert_close(model.norm.running_mean, reference.norm.running_mean)
+    assert model.norm.num_batches_tracked.item() == 3
+    jitted.eval(), reference.eval()
+    for _ in range(2):
+        torch.testing.assert_close(jitted(x), reference(x))  # no dropout, running statistics
+    torch.testing.assert_close(model.norm.running_var, reference.norm.running_var)
+    jitted.train()
+    out = jitted(x)
+    assert (out == 0).any(), "dropout is on again"
+    assert _module_calls(jitted)[1] >= 3 and _module_calls(jitted)[2] == 2
+
+
+def test_hooks_take_the_ordinary_path():
+    model = MLP()
+    jitted = thunder.jit(model)
+    x = torch.randn(5, 8)
+    jitted(x), jitted(x)
+    seen = []
+    for owner in (model, jitted):
+        handle = owner.register_forward_hook(lambda m, args, out: seen.append(type(m).__name__))
+        jitted(x)
+        handle.remove()
+        handle = owner.register_forward_pre_hook(lambda m, args: seen.append("pre"))
+        jitted(x)
+        handle.remove()
+    handle = nn.modules.module.register_module_forward_hook(lambda m, args, out: seen.append("global"))
+    try:
+        with pytest.warns(UserWarning, match="global hooks"):  # torch.compile's warning: they fire more often
+            jitted(x)
+    finally:
+        handle.remove()
+    assert seen[:4] == ["MLP", "pre", "ThunderModule", "pre"] and "global" in seen, seen
+    jitted(x)
+    assert _module_calls(jitted)[0] == 8
+
+
+# ---- the private Dynamo names the fast path reads: pinned here, so that a torch that changed them fails loudly ----
+
+def test_the_private_dynamo_names_the_fast_path_reads_are_there():
+    problem = fast_path.api_problem()
+    assert problem == "", f"torch {torch.__version__} changed {problem}: the fast path is off (see fast_path.py)"
+    model = MLP()
+    for jitted in (thunder.jit(lambda a: a * 2), thunder.jit(model)):
+        with torch.no_grad():
+            jitted(torch.randn(5, 8))
+        assert _fast_entries(jitted) == 1, "no cache entry of this wrapper's backend found: the entries' " \
+            "backend.compiler_fn or the isolate_recompiles region (_isolate_recompiles_id) changed"
+        _, run = jitted._fast_path.entries[0]
+        names = run.__code__.co_names
+        compiled = [n for n in names if n.startswith("__compiled_fn")]
+        assert len(compiled) == 1, f"Dynamo's transformed code names its graph otherwise: {names}"
+        assert not hasattr(run.__globals__[compiled[0]], "__wrapped__"), \
+            "the graph's callable is no longer unwrapped from Dynamo's disable() wrapper"
+        assert not any(n.startswith("__resume_at") for n in names)
+        timing = [n for n in names if n.startswith("__import_torch_dot__dynamo_dot_utils")]
+        assert all(run.__globals__[n] is fast_path._NO_BYTECODE_TIMING for n in timing)
+    if _ISOLATE:
+        assert jitted._region >= 0, "torch.compile's result no longer exposes its isolate_recompiles region"
+
+
+def test_without_the_private_names_every_call_takes_the_ordinary_path(monkeypatch):
+    monkeypatch.delattr(torch._dynamo.eval_frame, "_debug_get_cache_entry_list")
+    monkeypatch.setattr(fast_path, "_problem", None)
+    model = MLP()
+    jitted, jitted_fn = thunder.jit(model), thunder.jit(lambda a: a.cos())
+    x = torch.randn(5, 8)
+    for _ in range(3):
+        torch.testing.assert_close(jitted(x), model(x))
+        torch.testing.assert_close(jitted_fn(x), x.cos())
+    assert fast_path.api_problem() == "torch._dynamo.eval_frame._debug_get_cache_entry_list"
+    assert _fast_entries(jitted) == 0 and _fast_entries(jitted_fn) == 0
+    assert _module_calls(jitted) == (3, 2, 1) and _module_calls(jitted_fn) == (3, 2, 1)
+    monkeypatch.setattr(fast_path, "_problem", None)
+
+
+def test_cache_entries_of_another_shape_turn_the_fast_path_off(monkeypatch):
+    monkeypatch.setattr(fast_path, "cache_entries", lambda code, region=-1: [object()])
+    jitted = thunder.jit(lambda a: a.exp())
+    x = torch.randn(3)
+    for _ in range(3):
+        torch.testing.assert_close(jitted(x), x.exp())
+    assert not jitted._fast_path.enabled and _module_calls(jitted) == (3, 2, 1)

@@ -61,3 +61,21 @@ def test_every_trace_of_the_models_round_trips(build, executors):
     model = build()
     ids = torch.randint(0, 128, (2, 16))
     check_program(model, ids, executors=executors, labels=ids, use_cache=False, rtol=1e-5, atol=1e-5)
+
+
+def test_the_twelve_layers_of_gpt2_jitted_one_by_one_all_compile():
+    """Every jitted layer compiles its own copy of the block's forward: Dynamo's limits are per wrapper, not per
+    class (layers 9-12 used to run eagerly)."""
+    torch.manual_seed(0)
+    model = hf_gpt2(n_layer=12, n_embd=32)
+    ids = torch.randint(0, 128, (1, 8))
+    with torch.no_grad():
+        expected = model(ids).logits
+        for i, block in enumerate(model.transformer.h):
+            model.transformer.h[i] = thunder.jit(block)
+        out = model(ids).logits
+    assert (out - expected).abs().max().item() / expected.abs().max().item() <= TOLERANCE
+    for i, layer in enumerate(model.transformer.h):
+        stats = thunder.compile_stats(layer)
+        assert stats.graphs and all(g["compiled"] for g in stats.graphs), f"layer {i}: {layer}"
+        assert (stats.eager_calls, stats.dynamo_stopped) == (0, ""), f"layer {i}: {layer}"

@@ -98,33 +98,87 @@ def test_recompilation_keeps_each_graphs_call_count():
     assert all(g["compile_seconds"] > 0 for g in stats.graphs)
 
 
-# ---- when Dynamo stops compiling (a recompile limit), thunder says so and counts the calls it ran uncompiled ----
+# ---- when Dynamo stops compiling (a recompile limit, a skipped frame), thunder says so and counts the calls it ran
+# uncompiled ----
+
+def _stops(log):
+    return [m for m in log if "Dynamo stopped compiling" in m]
+
 
 def test_calls_past_the_recompile_limit_are_counted_uncompiled_and_warned_once():
     jitted = thunder.jit(lambda x: x.sin())
-    with torch._dynamo.config.patch(recompile_limit=2), capture_thunder_log() as log:
-        for n in range(1, 6):
+    limit = 8  # Dynamo's default: 8 graphs, then 11 uncompiled calls
+    with torch._dynamo.config.patch(recompile_limit=limit), capture_thunder_log() as log:
+        for n in range(1, 20):
             x = torch.randn(n)
             torch.testing.assert_close(jitted(x), x.sin())
     stats = thunder.compile_stats(jitted)
-    assert len(stats.graphs) == 2 and stats.eager_calls == 3 and "recompile_limit (2) was reached" in stats.dynamo_stopped
+    assert len(stats.graphs) == limit and stats.eager_calls == 19 - limit and stats.cache_hits == 0
+    assert f"recompile_limit ({limit}) was reached" in stats.dynamo_stopped
     assert stats.cache_hits + stats.cache_misses + stats.eager_calls == stats.calls
-    warnings = [m for m in log if "Dynamo stopped compiling" in m]
+    warnings = _stops(log)
     assert len(warnings) == 1 and "raise torch._dynamo.config.recompile_limit" in warnings[0], log
     report = thunder.summary(jitted)
     assert "calls ran UNCOMPILED" in report and "Dynamo stopped compiling this function" in report, report
 
 
-def test_a_wrapper_past_the_shared_recompile_limit_says_why_it_compiled_nothing():
-    def f(x):
-        return x.cos() + 1
+    assert "size mismatch" in warnings[0], "the warning names the last recompile's reason"
+    report = str(jitted)
+    assert f"{19 - limit} calls ran UNCOMPILED" in report and "Dynamo stopped compiling" in report, report
 
-    x = torch.randn(4)
-    with torch._dynamo.config.patch(recompile_limit=2), capture_thunder_log() as log:
-        wrappers = [thunder.jit(f) for _ in range(4)]
-        for w in wrappers:
-            torch.testing.assert_close(w(x), f(x))
-    last = thunder.compile_stats(wrappers[-1])
-    assert last.graphs == [] and last.eager_calls == 1 and "recompile_limit (2) was reached" in last.dynamo_stopped
-    assert len([m for m in log if "Dynamo stopped compiling" in m]) == 1, log
-    assert "see why above" in str(wrappers[-1])
+
+def test_the_accumulated_recompile_limit_is_named_too():
+    jitted = thunder.jit(lambda x: x.cos())
+    with torch._dynamo.config.patch(accumulated_recompile_limit=2), capture_thunder_log() as log:
+        for n in range(1, 5):
+            jitted(torch.randn(n))
+    stats = thunder.compile_stats(jitted)
+    assert len(stats.graphs) == 2 and stats.eager_calls == 2
+    assert "accumulated_recompile_limit (2) was reached" in stats.dynamo_stopped
+    assert len(_stops(log)) == 1 and "torch._dynamo.config.accumulated_recompile_limit" in _stops(log)[0]
+
+
+def print_in_a_loop(x):
+    for i in range(2):
+        x = x + 1
+        print(end="")
+    return x
+
+
+def skips_itself(x):
+    torch._dynamo.skip_frame()
+    return x * 2
+
+
+def test_a_skipped_frame_is_warned_once_and_its_calls_counted_uncompiled():
+    for fn, fix in ((print_in_a_loop, "move it out of the loop"), (skips_itself, "skip_frame()` call")):
+        jitted = thunder.jit(fn)
+        with capture_thunder_log() as log:
+            for _ in range(3):
+                x = torch.randn(3)
+                torch.testing.assert_close(jitted(x), fn(x))
+        stats = thunder.compile_stats(jitted)
+        assert (stats.calls, stats.eager_calls, stats.cache_hits, stats.cache_misses, stats.graphs) == (3, 3, 0, 0, [])
+        assert f"Dynamo skipped the frame of '{fn.__name__}'" in stats.dynamo_stopped, stats.dynamo_stopped
+        warnings = _stops(log)
+        assert len(warnings) == 1 and fix in warnings[0] and "test_recompile.py" in warnings[0], log
+        assert "3 calls ran UNCOMPILED" in str(jitted) and "whole frame runs eagerly" in str(jitted)
+        # Once per function: another wrapper of it says nothing more.
+        with capture_thunder_log() as log:
+            thunder.jit(fn)(torch.randn(3))
+        assert _stops(log) == []
+
+
+def test_graph_breaks_alone_do_not_count_as_uncompiled_calls():
+    def f(x):
+        x = x + 1
+        torch._dynamo.graph_break()
+        return x * 2
+
+    jitted = thunder.jit(f)
+    with capture_thunder_log() as log:
+        for _ in range(3):
+            jitted(torch.randn(3))
+    stats = thunder.compile_stats(jitted)
+    assert (stats.cache_misses, stats.cache_hits, stats.eager_calls, stats.dynamo_stopped) == (1, 2, 0, "")
+    assert _stops(log) == []

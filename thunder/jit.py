@@ -1,6 +1,8 @@
 """thunder.jit: the user-facing wrappers around a compiled function or module."""
 import functools
+import inspect
 import types
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -12,12 +14,24 @@ from thunder.core.log import logger
 from thunder.core.options import check_passes
 from thunder.executors import resolve_executors
 from thunder.frontend import branches
-from thunder.frontend.dynamo import (MISS, EagerGraph, FastPath, GraphBreak, JitState, _cache_entries, current_state,
-                                     note_dynamo_stopped, thunder_backend)
+from thunder.frontend.code_copies import private_function, private_module, release
+from thunder.frontend.dynamo import EagerGraph, GraphBreak, JitBackend, JitState, current_state, note_recompile_limit
+from thunder.frontend.fast_path import MISS, FastPath, cache_entries, plain_module_call
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
 _UNDERSTOOD = (torch.Tensor, bool, int, float, complex, str, type(None), torch.dtype, torch.device, nn.Module,
                torch.Size, slice, type(Ellipsis))
+
+
+#: torch.compile's isolate_recompiles (torch 2.13 on): each wrapper's recompilations of frames other than its own
+#: copy's (a callee's, at a graph break) are kept apart from other wrappers'.
+_ISOLATE = {"isolate_recompiles": True} if "isolate_recompiles" in inspect.signature(torch.compile).parameters else {}
+
+
+def _region(compiled):
+    """The isolate_recompiles region of a torch.compile result (its dynamo context's, for a module); -1: none."""
+    owner = getattr(compiled, "dynamo_ctx", compiled)
+    return getattr(owner, "_isolate_recompiles_id", -1)
 
 
 def _understood(x):
@@ -37,27 +51,47 @@ class _Jitted:
         self._state = JitState(name, resolve_executors(executors), check_passes(passes), debug=check_debug(debug))
         self._fullgraph = _check_flag("fullgraph", fullgraph)
         self._dynamic = _check_dynamic(dynamic)
-        self._backend = functools.partial(thunder_backend, state=self._state)
+        self._backend = JitBackend(self._state)
         self._target = target
+        self._release = None
         self._excluded = set()  # (file, line, code) of branches given up on (see thunder.frontend.branches)
         self._signature_fn = target.forward if isinstance(target, nn.Module) else target
         self._build()
 
     def _build(self):
         """Rewrites the target's data-dependent branches (leaving out the excluded ones) and wraps the result in
-        torch.compile; the target itself is never modified."""
+        torch.compile; the target itself is never modified.
+
+        What Dynamo compiles is this wrapper's own copy of the code (``thunder.frontend.code_copies``): its cache
+        entries and recompile limits are its own, and they are dropped when the wrapper is collected (or
+        rebuilt)."""
         target, sites = self._target, self._state.branches
+        instance = None  # the object a compiled method is bound to (the module whose forward it is)
         if isinstance(target, nn.Module):
-            compiled_target, converted = branches.shadow_module(target, sites, self._excluded)
+            methods, converted = branches.rewrite_methods(target, sites, self._excluded)
+            compiled_target, own = private_module(target, methods)
+            instance = compiled_target
+            converted = converted if compiled_target is not target else 0
         elif isinstance(target, types.FunctionType):
             rewritten = branches.rewrite(target, sites, self._excluded)
-            compiled_target, converted = rewritten.fn, rewritten.converted
+            compiled_target = own = private_function(rewritten.fn)
+            converted = rewritten.converted
+        elif isinstance(target, types.MethodType) and isinstance(target.__func__, types.FunctionType):
+            own, instance, converted = private_function(target.__func__, method=True), target.__self__, 0
+            compiled_target = types.MethodType(own, instance)
         else:
-            compiled_target, converted = target, 0
+            compiled_target, own, converted = target, None, 0
+        if self._release is not None:  # the previous copy's entries: nothing calls that code any more
+            self._release()
+        self._code = own.__code__ if own is not None else getattr(self._signature_fn, "__code__", None)
+        self._release = weakref.finalize(self, release, own.__code__) if own is not None else None
+        if self._release is not None:
+            self._release.atexit = False
         self._converted = converted
-        self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=False, fullgraph=self._fullgraph)
-        self._fast_path = FastPath(compiled_target, self._backend) \
-            if isinstance(compiled_target, types.FunctionType) else None
+        self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=False, fullgraph=self._fullgraph,
+                                       **_ISOLATE)
+        self._region = _region(self._compiled)
+        self._fast_path = FastPath(own, self._backend, self._region, instance) if own is not None else None
 
     def _run(self, args, kwargs):
         state = self._state
@@ -95,15 +129,15 @@ class _Jitted:
                 branches.set_tracing_record(previous)
         if record and (record.open or record.rejected or record.failures):
             self._settle_branches(record)
-        if len(state.graphs) > graphs or len(state.graph_breaks) > breaks:
+        if len(state.graphs) > graphs:
             state.cache_misses += 1
-            if self._fast_path is not None:
-                self._fast_path.refresh()
         elif sum(g.calls for g in state.graphs) > ran:
             state.cache_hits += 1
-        else:  # no graph ran: Dynamo ran the function uncompiled (a recompile limit, or nothing to capture)
+        else:  # no graph ran: Dynamo ran the function uncompiled (a limit, a skipped frame, nothing to capture)
             state.eager_calls += 1
             self._check_recompile_limit()
+        if self._fast_path is not None and (len(state.graphs) > graphs or len(state.graph_breaks) > breaks):
+            self._fast_path.refresh()
         return out
 
     def _settle_branches(self, record):
@@ -132,18 +166,14 @@ class _Jitted:
                 logger.warning("thunder: Dynamo could not trace %s, which ran eagerly: %s", frame, reason)
 
     def _check_recompile_limit(self):
-        """After a call that ran no graph: whether the function's code object holds as many compiled entries as
-        Dynamo allows (every thunder.jit of one function shares them, and Dynamo warns only the first time)."""
-        code = getattr(self._signature_fn, "__code__", None)
-        limit = torch._dynamo.config.recompile_limit
-        if self._state.dynamo_stopped or code is None:
+        """After a call that ran no graph: whether the code this wrapper compiles holds as many compiled entries
+        as Dynamo allows (Dynamo warns only when it reaches the limit, in the call that did)."""
+        code, limit = self._code, torch._dynamo.config.recompile_limit
+        if code is None or "recompile_limit (" in self._state.dynamo_stopped:
             return
-        entries = len(_cache_entries(code))
-        if entries >= limit:
-            note_dynamo_stopped(self._state, "recompile_limit", limit,
-                                f"{code.co_name}'s code object already holds {entries} compiled graphs "
-                                "(of this or other thunder.jit wrappers of it)",
-                                f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})")
+        if len(cache_entries(code, self._region)) >= limit:
+            note_recompile_limit(self._state, "recompile_limit", limit,
+                                 f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})")
 
     def _original(self):
         d = self.__dict__
@@ -155,7 +185,7 @@ class _Jitted:
         if not isinstance(error, torch._dynamo.exc.TorchRuntimeError):
             return False
         stack = getattr(error, "real_stack", None)
-        code = getattr(self._signature_fn, "__code__", None)
+        code = self._code
         if not stack or code is None or sum(g.calls for g in self._state.graphs) != graphs_ran:
             return False
         return (stack[0].filename, stack[0].name) == (code.co_filename, code.co_name)
@@ -205,8 +235,8 @@ def report(s):
     graph breaks, data-dependent branches, and per graph its final trace (and backward)."""
     lines = [_headline(s), "executors: " + ", ".join(e.name for e in s.executors)]
     if s.dynamo_stopped:
-        lines.append(f"Dynamo stopped compiling this function: {s.dynamo_stopped}; calls that need a new graph "
-                     "run uncompiled")
+        lines.append(f"Dynamo stopped compiling (calls or frames of this function run uncompiled): "
+                     f"{s.dynamo_stopped}")
     breaks = list(dict.fromkeys(str(b) for b in s.graph_breaks))
     lines.append(f"graph breaks ({len(breaks)}):" if breaks else "graph breaks: none")
     lines += [f"  {b}" for b in breaks]
@@ -267,7 +297,7 @@ class ThunderFunction(_Jitted):
 #: The attributes a ThunderModule keeps itself; every other attribute is the original module's (except dunder
 #: names such as ``__class__``: the wrapper's own identity, never the original's).
 _OWN_ATTRIBUTES = frozenset({"_state", "_compiled", "_signature_fn", "_model", "_fast_path", "_backend", "_target",
-                             "_excluded", "_converted", "_fullgraph", "_dynamic"})
+                             "_excluded", "_converted", "_fullgraph", "_dynamic", "_code", "_region", "_release"})
 
 
 def _is_dunder(name):
@@ -302,6 +332,20 @@ class ThunderModule(_Jitted, nn.Module):
     def training(self, mode):
         if "_model" in self.__dict__:
             self._model.training = mode
+
+    def __call__(self, *args, **kwargs):
+        """Through the fast path (``thunder.frontend.fast_path``) when the call would only run ``forward`` (no
+        hooks) and the guards of an entry this wrapper compiled pass; else as any module is called."""
+        d = self.__dict__
+        fast = d["_fast_path"]
+        if not kwargs and fast is not None and plain_module_call(self, d["_model"]):
+            out = fast.call(args)
+            if out is not MISS:
+                state = d["_state"]
+                state.calls += 1
+                state.cache_hits += 1
+                return out
+        return nn.Module.__call__(self, *args, **kwargs)
 
     def forward(self, *args, **kwargs):
         return self._run(args, kwargs)

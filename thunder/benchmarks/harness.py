@@ -274,14 +274,16 @@ def _startup_fn(a):
 def _raise_recompile_limits():
     """Dynamo's per-function recompile limits, raised so no contender silently falls back to eager;
     returns the old values for _restore."""
-    cfg, old = torch._dynamo.config, {}
-    for attr in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
-        if hasattr(cfg, attr):
-            try:
-                old[attr] = getattr(cfg, attr)
-                setattr(cfg, attr, max(old[attr], 64))
-            except Exception:  # noqa: BLE001
-                old.pop(attr, None)
+    cfg = torch._dynamo.config
+    # All read before any is set: cache_size_limit is an alias of recompile_limit (and so on), and restoring an
+    # alias read after its twin was raised would leave the limit raised.
+    old = {attr: getattr(cfg, attr) for attr in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                                                 "accumulated_cache_size_limit") if hasattr(cfg, attr)}
+    for attr, value in list(old.items()):
+        try:
+            setattr(cfg, attr, max(value, 64))
+        except Exception:  # noqa: BLE001
+            old.pop(attr)
     return old
 
 

@@ -15,7 +15,7 @@ contenders by.
 Groups:
   seed      the two examples from examples/main.py (a loop with a data-dependent branch,
             run forward and backward as in the example; an nn.Module with in-place writes)
-  overhead  ~50 elementwise ops on 2x2 tensors, and a bare ``a + b``: per-call overhead
+  overhead  ~50 elementwise ops on 2x2 tensors, a bare ``a + b``, a tiny MLP module: per-call overhead
   kernel    memory-bound kernels, each at a cache-resident shape (256 KiB per tensor) and
             a DRAM-sized one (64 MiB per tensor); ``Case.bytes`` = sizes of inputs + outputs
   model     Hugging Face GPT-2 and Llama with small random configs (4 layers, hidden 256,
@@ -164,6 +164,24 @@ def _tiny(fn):
         a, b = torch.randn(2, 2, generator=g).to(device), torch.randn(2, 2, generator=g).to(device)
         return Case(fn, (a, b), no_grad=True)
     return build
+
+
+class TinyMLP(nn.Module):
+    """Three linear layers, 32 -> 64 -> 64 -> 32, with ReLUs: the call itself (nn.Module's, a compiler's guards)
+    costs as much as the arithmetic."""
+
+    def __init__(self, width=32, hidden=64):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(width, hidden), nn.Linear(hidden, hidden), nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+def _tiny_mlp(device):
+    torch.manual_seed(0)
+    model = TinyMLP().to(device).eval()
+    return Case(model, (torch.randn(8, 32, generator=torch.Generator().manual_seed(1)).to(device),), no_grad=True)
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -334,6 +352,7 @@ _DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 
 # The --quick subset: a few of each group.
 _QUICK = {"seed/loop_branch", "seed/module_inplace", "seed/activation_inplace", "overhead/fifty_ops_2x2", "overhead/add_2x2",
+          "overhead/mlp3_module",
           "kernel/elementwise_chain/cache", "kernel/elementwise_chain/dram", "kernel/softmax/cache",
           "kernel/softmax/dram", "kernel/rms_norm/dram", "kernel/cross_entropy/dram",
           "model/llama/train_b8/f32"}
@@ -351,6 +370,8 @@ def all_workloads() -> list[Workload]:
         Workload("overhead/fifty_ops_2x2", "overhead", _tiny(fifty_small_ops),
                  description="50 elementwise ops on 2x2 tensors"),
         Workload("overhead/add_2x2", "overhead", _tiny(add), description="a + b on 2x2 tensors"),
+        Workload("overhead/mlp3_module", "overhead", _tiny_mlp,
+                 description="a 3-layer MLP nn.Module (32-64-64-32, batch 8), no_grad"),
     ]
     for k in KERNELS:
         for size_class, elems in (("cache", CACHE_ELEMS), ("dram", DRAM_ELEMS)):

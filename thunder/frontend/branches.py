@@ -39,7 +39,7 @@ in ``print(jitted)``.
 
 The user's function, class and module are never modified: the rewritten code is a new function
 (sharing the original's globals, defaults and closure cells), and a module's rewritten methods live
-on a subclass of a *shadow* instance that shares the original's ``__dict__``.
+on the class of a *shadow* instance that shares the original's ``__dict__`` (see ``code_copies``).
 """
 import ast
 import builtins
@@ -850,7 +850,7 @@ def _find_code(code, name):
     return None
 
 
-# ---- modules: a shadow instance whose class has the rewritten methods ----
+# ---- modules: the methods to rewrite ----
 
 def _user_methods(cls):
     """Plain functions defined by cls and its bases up to (not including) torch's own classes, by name."""
@@ -885,23 +885,16 @@ def _reachable_methods(cls):
     return seen
 
 
-def shadow_module(model, sites, excluded=frozenset()):
-    """A module that behaves as ``model`` (it shares ``model.__dict__``: parameters, buffers, submodules, hooks,
-    attributes) whose class is a subclass of model's with the rewritten methods -- ``forward`` and the methods
-    it calls on ``self`` --; ``model`` itself if none has a convertible branch. Returns (module, number of
-    converted branches)."""
+def rewrite_methods(model, sites, excluded=frozenset()):
+    """The methods of ``model``'s class that have convertible branches -- ``forward`` and the methods it calls on
+    ``self`` -- rewritten (:func:`rewrite`). Returns (name -> rewritten function, number of converted branches);
+    the module that runs them is a shadow of ``model`` (``thunder.frontend.code_copies.private_module``)."""
     rewritten, converted = {}, 0
     for name, method in _reachable_methods(type(model)).items():
         r = rewrite(method, sites, excluded, instance=model)
         if r.converted:
             rewritten[name], converted = r.fn, converted + r.converted
-    if not rewritten:
-        return model, 0
-    cls = type(model)
-    sub = type(cls.__name__, (cls,), dict(rewritten, __module__=cls.__module__, __qualname__=cls.__qualname__))
-    shadow = object.__new__(sub)
-    object.__setattr__(shadow, "__dict__", model.__dict__)
-    return shadow, converted
+    return rewritten, converted
 
 
 # ---- running a graph with converted branches as the Python it came from ----

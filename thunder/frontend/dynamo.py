@@ -5,14 +5,11 @@ devices, and splits it at graph breaks; each FX graph it hands over is
 imported into a core trace and compiled by :func:`thunder.core.compile.compile_trace`.
 """
 import contextvars
-import dis
-import inspect
 import linecache
 import logging
 import re
 import sys
 import traceback
-import types
 import weakref
 from dataclasses import dataclass, field
 
@@ -34,6 +31,8 @@ class GraphBreak:
     location: str      # "file.py:12"
     reason: str        # Dynamo's reason, first lines
     skipped_frame: bool  # the whole function fell back to eager
+    frame: str = ""    # for a skipped frame, the function Dynamo skipped, as it names it: "'f' (file.py:3)"
+    hint: str = ""     # Dynamo's first hint on how to avoid the break ("" if it gave none)
 
     def __str__(self):
         code = ""
@@ -400,118 +399,27 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     return run
 
 
-# ---- the fast path: a captured-whole function's compiled code, called without Dynamo's frame handling ----
+class JitBackend:
+    """The Dynamo backend of one thunder.jit wrapper: :func:`thunder_backend` with the wrapper's JitState.
 
-#: Returned by FastPath.call when no cache entry applies.
-MISS = object()
+    It holds the state weakly: Dynamo keeps every backend it was ever given until ``torch._dynamo.reset()``
+    (``torch._dynamo.eval_frame.cached_backends``), and a wrapper that is collected must not stay alive, with
+    its compiled graphs, through its backend."""
 
+    __slots__ = ("_state", "__weakref__")
 
-def _cache_entries(code):
-    try:
-        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
-    except ImportError:  # a torch without it: every call goes through torch.compile
-        return []
-    return _debug_get_cache_entry_list(code)
+    def __init__(self, state):
+        self._state = weakref.ref(state)
 
+    def __call__(self, gm, example_inputs, **options):
+        state = self._state()
+        if state is None:  # the wrapper is gone (nothing calls its code any more): run the graph as captured
+            return gm.forward
+        return thunder_backend(gm, example_inputs, state=state, **options)
 
-class _Globals(dict):
-    """A function's globals with some names overridden; every other name is read from the originals, live."""
-
-    def __init__(self, originals):
-        super().__init__()
-        self.originals = originals
-
-    def __missing__(self, name):
-        return self.originals[name]
-
-
-_NO_BYTECODE_TIMING = types.SimpleNamespace(record_pregraph_bytecode_enter=lambda: None,
-                                            record_pregraph_bytecode_exit=lambda token: None)
-
-
-def _reads_globals_only(code):
-    """Whether code neither writes globals nor makes functions (which would take its globals). Nested code
-    objects among its constants do not count unless it makes functions of them: Dynamo's transformed code keeps
-    the original's constants (the branch rewriter's arm functions) but only calls the compiled graph."""
-    return not any(i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL", "MAKE_FUNCTION") for i in dis.get_instructions(code))
-
-
-class FastPath:
-    """Calls a jitted function's Dynamo-compiled code directly when its guards pass.
-
-    Dynamo keeps, per code object, a list of cache entries: a guard manager (checks on the frame's
-    locals and on global state: each tensor's dtype, device, shape, strides and requires_grad, grad
-    mode, default dtype, ...) and the transformed bytecode that runs in place of the function (it calls
-    the compiled graph and replays side effects). Entering a function through ``torch.compile`` costs
-    about 10-15 us of frame handling before that. For an entry this jitted function's backend made, and
-    whose code calls no ``__resume_at_*`` function (Dynamo captured the frame whole: no graph break),
-    ``call`` runs the entry's guard check on the arguments itself and, when it passes, runs the
-    transformed code as a plain function: what Dynamo would run, without its frame handling. Anything
-    else -- keyword arguments, defaults left out, a guard failure (new shapes or dtypes, which
-    recompile), a function with graph breaks -- is a miss, and the call goes through torch.compile.
-    """
-
-    def __init__(self, fn, backend):
-        code = fn.__code__
-        self.fn, self.backend = fn, backend
-        self.argcount = code.co_argcount
-        self.names = code.co_varnames[:code.co_argcount]
-        plain = not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) and not code.co_kwonlyargcount
-        self.enabled = plain and len(fn.__closure__ or ()) == len(code.co_freevars)
-        self.cells = tuple(zip(code.co_freevars, fn.__closure__ or ()))
-        self.entries = []  # (guard check, transformed code as a function)
-
-    def refresh(self):
-        """Re-reads the cache entries (after a call through torch.compile that compiled something)."""
-        if not self.enabled:
-            return
-        fn, entries = self.fn, []
-        for e in _cache_entries(fn.__code__):
-            if getattr(e.backend, "compiler_fn", None) is not self.backend:
-                continue
-            if any(n.startswith("__resume_at") for n in e.code.co_names):
-                continue
-            # The transformed code's globals are the function's, with Dynamo's per-call wrappers taken off:
-            # the graph's callable without its disable() wrapper (Dynamo is not running here to disable),
-            # and the no-op bookkeeping of Dynamo's own bytecode timing.
-            overrides = _Globals(fn.__globals__) if _reads_globals_only(e.code) else fn.__globals__
-            for name in e.code.co_names if overrides is not fn.__globals__ else ():
-                value = fn.__globals__.get(name)
-                if name.startswith("__compiled_fn") and hasattr(value, "__wrapped__"):
-                    overrides[name] = value.__wrapped__
-                elif name.startswith("__import_torch_dot__dynamo_dot_utils"):
-                    overrides[name] = _NO_BYTECODE_TIMING
-            entries.append((e.guard_manager.check,
-                            types.FunctionType(e.code, overrides, fn.__name__, fn.__defaults__, fn.__closure__)))
-        self.entries = entries
-        self.call = self._generated_call()
-
-    def _generated_call(self):
-        """``call``, written out for this function's parameters, closure cells and cache entries: the frame's
-        locals as a dict literal, then each entry's guard check in turn (0.3 us less than a generic loop)."""
-        if not self.entries:
-            return lambda args: MISS
-        namespace = {"MISS": MISS}
-        items = [f"{name!r}: args[{i}]" for i, name in enumerate(self.names)]
-        lines = ["def call(args):", f"    if len(args) != {self.argcount}:", "        return MISS"]
-        if self.cells:  # an empty cell (a closure variable not yet assigned) is a miss
-            lines.append("    try:")
-            for k, (name, cell) in enumerate(self.cells):
-                namespace[f"cell{k}"] = cell
-                lines.append(f"        c{k} = cell{k}.cell_contents")
-                items.append(f"{name!r}: c{k}")
-            lines += ["    except ValueError:", "        return MISS"]
-        lines.append("    frame = {" + ", ".join(items) + "}")
-        for k, (check, run) in enumerate(self.entries):
-            namespace[f"check{k}"], namespace[f"run{k}"] = check, run
-            lines += [f"    if check{k}(frame):", f"        return run{k}(*args)"]
-        lines.append("    return MISS")
-        exec(compile("\n".join(lines), f"<thunder fast path {self.fn.__name__}>", "exec"), namespace)
-        return namespace["call"]
-
-    def call(self, args):
-        """The compiled code's result for these positional arguments, or MISS (replaced by refresh())."""
-        return MISS
+    def __repr__(self):  # Dynamo prints the backend in its recompile messages
+        state = self._state()
+        return f"<thunder backend of {state.name if state is not None else 'a collected wrapper'}>"
 
 
 # ---- graph breaks: read from Dynamo's "graph_breaks" log artifact ----
@@ -536,6 +444,8 @@ class _GraphBreakHandler(logging.Handler):
         graph_break = _parse_graph_break(message)
         state.graph_breaks.append(graph_break)
         logger.info("thunder: graph break in %s at %s", state.name, graph_break)
+        if graph_break.skipped_frame:
+            note_skipped_frame(state, graph_break)
 
 
 def _parse_graph_break(message):
@@ -560,31 +470,62 @@ def _parse_graph_break(message):
     reason = reason.replace("Failed to handle graph break gracefully. Skipping the function and falling back to "
                             "eager. Graph break encountered: ", "")
     skipped = "Skipping the function" in message or "frame skipped" in message or "graph break in loop" in message
-    return GraphBreak(location, reason[:300], skipped)
+    frame = ""
+    match = re.search(r"(?:frame skipped:|Skipping frame) (\S+) \((.+?) line (\d+)\)", message)
+    if match:
+        frame = f"'{match.group(1)}' ({match.group(2)}:{match.group(3)})"
+    hints = [l.split("Hint:", 1)[1].strip() for l in lines if l.strip().startswith("Hint:")]
+    hints = [h for h in hints if not h.startswith(("Please report", "This graph break may have been caused"))]
+    hint = hints[0][:300] if hints else ""
+    if "graph break in loop" in message:
+        hint = "move it out of the loop (a graph break inside a loop makes Dynamo skip the whole frame)" + \
+            (f"; or: {hint}" if hint else "")
+    return GraphBreak(location, reason[:300], skipped, frame, hint)
 
 
 _graph_break_logger = logging.getLogger("torch._dynamo.symbolic_convert.__graph_breaks")
 _graph_break_handler = _GraphBreakHandler()
 
 
-# ---- Dynamo giving up on a function: read from its warning that a recompile limit was hit ----
+# ---- Dynamo giving up on a function: a recompile limit hit, a frame skipped ----
 
-#: The functions ("'f' (file.py:12)", as Dynamo names them) already warned about by note_dynamo_stopped.
+#: (kind, function) pairs already warned about by note_dynamo_stopped; function is "'f' (file.py:12)", as Dynamo
+#: names it.
 _warned_stops = set()
 
 
-def note_dynamo_stopped(state, limit, value, why, function):
-    """Records that Dynamo stopped compiling the function of ``state`` (it reached ``torch._dynamo.config.<limit>``,
-    ``value``), so calls that need a new graph run uncompiled; warns once per ``function`` (every thunder.jit of
-    one function shares the limit), naming the cause and the fix."""
-    state.dynamo_stopped = f"torch._dynamo.config.{limit} ({value}) was reached; {why}"
-    if function not in _warned_stops:
-        _warned_stops.add(function)
-        logger.warning("thunder: Dynamo stopped compiling %s: %s. Calls that need a new graph now run uncompiled, "
-                       "eagerly. Each new input shape, dtype or device costs a graph, and the limit is shared by every "
-                       "thunder.jit of one function: keep them fixed, or raise torch._dynamo.config.%s. "
-                       "print(jitted) and thunder.compile_stats count these calls.", state.name, state.dynamo_stopped,
-                       limit)
+def note_dynamo_stopped(state, kind, function, cause, fix):
+    """Records that Dynamo stopped compiling ``function`` during a call of the wrapper of ``state`` -- ``kind``
+    is "limit" (a recompile limit: calls that need a new graph run uncompiled) or "skip" (a frame it skipped: it
+    runs uncompiled on every call) --, with the ``cause`` (shown by ``print(jitted)`` and
+    ``thunder.compile_stats(jitted).dynamo_stopped``), and warns once per kind and function, naming the cause and
+    the ``fix``."""
+    if cause not in state.dynamo_stopped:
+        state.dynamo_stopped = f"{state.dynamo_stopped}; {cause}" if state.dynamo_stopped else cause
+    if (kind, function) in _warned_stops:
+        return
+    _warned_stops.add((kind, function))
+    consequence = ("Calls that need a new graph now run uncompiled, eagerly" if kind == "limit" else
+                   "That frame runs uncompiled, eagerly, on every call")
+    logger.warning("thunder: Dynamo stopped compiling in thunder.jit(%s): %s. %s. To fix: %s. print(jitted) and "
+                   "thunder.compile_stats count the calls that ran uncompiled.", state.name, cause, consequence,
+                   fix.rstrip(". "))
+
+
+def note_recompile_limit(state, limit, value, function, last_reason=""):
+    """note_dynamo_stopped for ``torch._dynamo.config.<limit>`` (``value``) reached by ``function``."""
+    why = f"; last recompile: {last_reason}" if last_reason else ""
+    note_dynamo_stopped(state, "limit", function, f"torch._dynamo.config.{limit} ({value}) was reached by "
+                        f"{function}{why}", "each new input shape, dtype or device costs a graph (each thunder.jit "
+                        f"wrapper has its own limit): keep them to a few, or raise torch._dynamo.config.{limit}")
+
+
+def note_skipped_frame(state, graph_break):
+    """note_dynamo_stopped for a frame Dynamo skipped (a GraphBreak with ``skipped_frame``)."""
+    function = graph_break.frame or graph_break.location
+    fix = graph_break.hint or "change the code Dynamo cannot trace there, or move it out of the jitted function"
+    note_dynamo_stopped(state, "skip", function, f"Dynamo skipped the frame of {function} at {graph_break.location}: "
+                        f"{graph_break.reason}", fix[0].lower() + fix[1:])
 
 
 class _RecompileLimitHandler(logging.Handler):
@@ -598,9 +539,9 @@ class _RecompileLimitHandler(logging.Handler):
             limit, value, _, reason = record.args[:4]
         except (TypeError, ValueError):
             return
-        reason = str(reason).splitlines()[0] if str(reason).strip() else "?"
-        note_dynamo_stopped(state, limit, value, "last recompile: " + (reason if len(reason) <= 160 else reason[:160] + "..."),
-                            str(record.args[2]))
+        reason = str(reason).splitlines()[0] if str(reason).strip() else ""
+        note_recompile_limit(state, limit, value, str(record.args[2]),
+                             reason if len(reason) <= 160 else reason[:160] + "...")
 
 
 _recompile_logger = logging.getLogger("torch._dynamo.convert_frame")

@@ -1,0 +1,154 @@
+"""Each thunder.jit wrapper is independent: it compiles its own copy of the code (thunder.frontend.code_copies), so
+it has its own Dynamo cache and recompile limits -- the 9th wrapper of one function, or the 9th jitted instance
+of one module class, compiles like the first -- and a wrapper that is collected releases what it compiled."""
+import gc
+import weakref
+
+import pytest
+import torch
+import torch.nn as nn
+
+import thunder
+from conftest import assert_same, capture_thunder_log
+from thunder.frontend.fast_path import cache_entries
+from thunder.jit import _ISOLATE
+
+WRAPPERS = 12  # more than Dynamo's default recompile_limit (8), which all wrappers of one code object used to share
+
+
+def scaled_sin(x):
+    return (x * 2).sin() + 1
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) + x
+
+
+def _all_compiled(jitted, calls):
+    stats = thunder.compile_stats(jitted)
+    return (len(stats.graphs), all(g["compiled"] for g in stats.graphs), stats.eager_calls, stats.cache_hits,
+            stats.dynamo_stopped) == (1, True, 0, calls - 1, "")
+
+
+def test_twelve_wrappers_of_one_function_all_compile():
+    x = torch.randn(3, 4)
+    with capture_thunder_log() as log:
+        wrappers = [thunder.jit(scaled_sin) for _ in range(WRAPPERS)]
+        for w in wrappers:
+            assert_same(w(x), scaled_sin(x))
+            assert_same(w(x), scaled_sin(x))
+    assert all(_all_compiled(w, 2) for w in wrappers), [str(w) for w in wrappers if not _all_compiled(w, 2)][:1]
+    assert not [m for m in log if "Dynamo stopped" in m], log
+    assert cache_entries(scaled_sin.__code__) == [], "the user's function itself is never compiled"
+
+
+@pytest.mark.parametrize("make", [Block, lambda: nn.Sequential(nn.Linear(4, 4), nn.ReLU())],
+                         ids=["user_class", "torch_class"])
+def test_twelve_jitted_instances_of_one_module_class_all_compile(make):
+    x = torch.randn(3, 4)
+    models = [make() for _ in range(WRAPPERS)]
+    jitted = [thunder.jit(m) for m in models]
+    for m, j in zip(models, jitted):
+        assert_same(j(x), m(x))
+        assert_same(j(x), m(x))
+    assert all(_all_compiled(j, 2) for j in jitted), [str(j) for j in jitted if not _all_compiled(j, 2)][:1]
+    assert all(type(m) is type(models[0]) for m in models) and "forward" not in models[0].__dict__, \
+        "the user's modules and class are not modified"
+
+
+def test_jitted_bound_methods_of_twelve_instances_all_compile():
+    blocks = [Block() for _ in range(WRAPPERS)]
+    x = torch.randn(3, 4)
+    jitted = [thunder.jit(b.forward) for b in blocks]
+    for b, j in zip(blocks, jitted):
+        assert_same(j(x), b(x))
+        assert_same(j(x), b(x))
+    assert all(_all_compiled(j, 2) for j in jitted)
+
+
+def test_each_wrapper_has_its_own_recompile_limit():
+    first, second = thunder.jit(scaled_sin), thunder.jit(scaled_sin)
+    with torch._dynamo.config.patch(recompile_limit=2), capture_thunder_log():
+        for n in range(1, 5):
+            first(torch.randn(n))
+        for n in range(1, 3):
+            second(torch.randn(n))
+    assert thunder.compile_stats(first).eager_calls == 2
+    stats = thunder.compile_stats(second)
+    assert (len(stats.graphs), stats.eager_calls, stats.dynamo_stopped) == (2, 0, "")
+
+
+def add_one_then_break(x):
+    x = x + 1
+    torch._dynamo.graph_break()
+    return x * 2
+
+
+def calls_a_breaking_helper(x):
+    return add_one_then_break(x).sin()
+
+
+@pytest.mark.skipif(not _ISOLATE, reason="torch.compile has no isolate_recompiles")
+def test_a_graph_break_in_a_callee_compiles_in_every_wrapper():
+    """The callee's frames are compiled on the callee's code, which the wrappers share: isolate_recompiles keeps
+    each wrapper's entries, and limits, apart."""
+    x = torch.randn(4)
+    wrappers = [thunder.jit(calls_a_breaking_helper) for _ in range(WRAPPERS)]
+    for w in wrappers:
+        assert_same(w(x), calls_a_breaking_helper(x))
+        w(x)
+    counts = {(len(thunder.compile_stats(w).graphs), thunder.compile_stats(w).eager_calls) for w in wrappers}
+    assert len(counts) == 1 and counts.pop()[1] == 0
+
+
+def _compiled_fn_globals():
+    return sum(name.startswith("__compiled_fn") for name in globals())
+
+
+@pytest.mark.parametrize("make", [lambda: scaled_sin, Block, lambda: nn.Sequential(nn.Linear(4, 4))],
+                         ids=["function", "user_module", "torch_module"])
+def test_a_collected_wrapper_releases_its_cache_entries(make):
+    gc.collect()  # earlier tests' wrappers
+    before = _compiled_fn_globals()
+    jitted = thunder.jit(make())
+    x = torch.randn(3, 4)
+    jitted(x), jitted(x)
+    code, region = jitted._code, jitted._region
+    state, graph = weakref.ref(jitted._state), weakref.ref(jitted._state.graphs[0])
+    assert len(cache_entries(code, region)) == 1
+    del jitted
+    gc.collect()
+    assert state() is None and graph() is None, "the wrapper's state and compiled graphs are freed"
+    assert cache_entries(code, region) == [], "its cache entries are dropped"
+    assert _compiled_fn_globals() == before, "and the compiled graphs Dynamo installed as globals with them"
+
+
+def test_a_module_whose_class_cannot_be_subclassed_is_compiled_as_it_is():
+    class Final(nn.Module):
+        def __init_subclass__(cls, **kwargs):
+            raise TypeError("final")
+
+        def forward(self, x):
+            return x * 3
+
+    model = Final()
+    jitted = thunder.jit(model)
+    x = torch.randn(2)
+    assert_same(jitted(x), model(x))
+    assert_same(jitted(x), model(x))
+    assert thunder.compile_stats(jitted).cache_hits == 1
+
+
+def test_a_module_with_forward_set_on_the_instance_runs_it():
+    model = Block()
+    model.forward = lambda x: model.fc(x) * 2  # an instance attribute wins over the class's forward, as in eager
+    jitted = thunder.jit(model)
+    x = torch.randn(3, 4)
+    assert_same(jitted(x), model(x))
+    assert_same(jitted(x), model(x))
+    assert thunder.compile_stats(jitted).cache_hits == 1

@@ -1,0 +1,99 @@
+"""Each ``thunder.jit`` wrapper compiles code of its own.
+
+Dynamo keeps what it compiles on the *code object* whose frame it compiled: a list of cache entries (guards,
+and the code to run in the frame's place), and it counts its recompile limit there. Every ``torch.compile`` of
+one function shares that list, and since each thunder.jit wrapper has a backend of its own, whose entries the
+others' guards reject, each wrapper compiles entries that count against the others' limit: the 9th
+``thunder.jit`` of one function, or of a module of one class (their ``forward`` is one function), would compile
+nothing and run eagerly.
+
+So a wrapper compiles a copy of the code -- same bytecode, names, file and line numbers; only the object
+differs -- in a function of its own (:func:`private_function`), and a module is called through a *shadow*
+whose ``forward`` is such a copy (:func:`private_module`). Its entries live on the copy: its own cache, its own
+limits. Frames of other functions Dynamo compiles during its calls (where a graph break falls inside a callee)
+are kept apart by ``torch.compile(..., isolate_recompiles=True)``, where torch has it. When the wrapper is
+collected, :func:`release` drops the entries on its copy, and the graphs they hold.
+"""
+import types
+
+from thunder.core.log import logger
+
+
+def copy_code(code):
+    """A new code object equal to ``code``, holding copies of the code objects it holds (nested functions,
+    comprehensions) in turn."""
+    consts = tuple(copy_code(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_consts=consts)
+
+
+def private_function(fn, method=False):
+    """``fn`` with a copy of its code (:func:`copy_code`): the same globals, defaults, closure cells, names and
+    attributes; for one of torch's own functions, a function calling it (see :func:`_calling`; ``method``: its
+    first parameter is ``self``, for the fast path). Anything but a plain function is returned as it is."""
+    if not isinstance(fn, types.FunctionType):
+        return fn
+    if _is_torchs(fn):
+        return _calling(fn, method)
+    new = types.FunctionType(copy_code(fn.__code__), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__, new.__module__, new.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+    new.__dict__.update(fn.__dict__)
+    new.__wrapped_by_thunder__ = getattr(fn, "__wrapped_by_thunder__", fn)
+    return new
+
+
+def _calling(fn, method):
+    """A function of thunder's that calls ``fn``, one of torch's own (``F.silu``, the ``forward`` of
+    ``nn.Sequential`` or ``nn.Linear``): ``def call(*args, **kwargs): return _fn(*args, **kwargs)``, with ``self``
+    first for a ``method``. Dynamo does not start compiling in torch's files, nor in a copy of their code: for
+    such a module torch.compile adds a frame of its own (``torch._dynamo.external_utils.wrap_inline``), shared by
+    every module; this one is the wrapper's."""
+    self = "self, " if method else ""
+    namespace = {"_fn": fn}
+    source = f"def call({self}*args, **kwargs):\n    return _fn({self}*args, **kwargs)\n"
+    exec(compile(source, f"<thunder: calls {fn.__module__}.{fn.__qualname__}>", "exec"), namespace)
+    call = namespace["call"]
+    call.__name__, call.__qualname__, call.__module__ = fn.__name__, fn.__qualname__, fn.__module__
+    return call
+
+
+def _is_torchs(fn):
+    return (getattr(fn, "__module__", None) or "").startswith("torch.")
+
+
+def private_module(model, methods=None):
+    """A module that behaves as ``model`` -- it shares ``model.__dict__``: parameters, buffers, submodules, hooks,
+    attributes -- whose class is a subclass of model's with ``methods`` (name -> function, say rewritten ones)
+    and a ``forward`` of its own: a private copy (:func:`private_function`) of ``methods["forward"]`` or of the
+    class's, or, for torch's own, a function calling it.
+
+    Returns (the module, its own forward; None where ``forward`` is not a plain function of the class, say an
+    instance attribute). ``(model, None)`` when there is nothing to override, or when the class cannot be
+    subclassed (a metaclass or ``__init_subclass__`` that refuses): then the module is compiled as it is,
+    sharing its class's code with every other wrapper."""
+    cls, methods = type(model), dict(methods or {})
+    forward, own = methods.get("forward", getattr(cls, "forward", None)), None
+    if "forward" not in model.__dict__ and isinstance(forward, types.FunctionType):
+        own = methods["forward"] = private_function(forward, method=True)
+    if not methods:
+        return model, None
+    methods.update(__module__=cls.__module__, __qualname__=cls.__qualname__)
+    try:
+        sub = type(cls.__name__, (cls,), methods)
+        shadow = object.__new__(sub)
+        object.__setattr__(shadow, "__dict__", model.__dict__)
+    except (TypeError, AttributeError) as e:
+        logger.debug("thunder: %s cannot be subclassed (%s); it is compiled as it is", cls.__qualname__, e)
+        return model, None
+    return shadow, own
+
+
+def release(code):
+    """Drops Dynamo's cache entries on ``code`` (a collected wrapper's private copy): the compiled graphs they
+    hold go with them. Dynamo itself keeps a reference to every code object it compiled, so the copy is not
+    freed, and neither would its entries be. Does nothing on a torch without ``reset_code``."""
+    try:
+        from torch._C._dynamo.eval_frame import reset_code
+    except ImportError:
+        return
+    reset_code(code)

@@ -1,0 +1,205 @@
+"""The fast path: a jitted function's or module's compiled code, called without Dynamo's frame handling.
+
+Dynamo keeps, per code object, a list of cache entries: a guard manager (checks on the frame's locals and on
+global state: each tensor's dtype, device, shape, strides and requires_grad, a module's parameters, buffers and
+``training`` flag as ``forward`` reads them, grad mode, default dtype, ...) and the transformed bytecode that
+runs in place of the frame (it calls the compiled graph and replays side effects). Entering a function through
+``torch.compile`` costs about 10-15 us of frame handling before that; entering a module, 20-30 us more
+(``nn.Module.__call__`` twice: the jitted module's and the compiled one's).
+
+:class:`FastPath` runs an entry's guard check on the arguments itself and, when it passes, runs the transformed
+code as a plain function: what Dynamo would run, without its frame handling. Everything else is a miss, and the
+call takes the ordinary path through ``torch.compile``, which recompiles (or runs uncompiled, and says so) as
+it would have.
+
+The fast path reads Dynamo's private names (listed in :func:`api_problem`). On a torch that changed them the
+fast path is off, with one INFO line, and every call takes the ordinary path; ``tests/test_fast_path.py`` pins
+them, so that a torch upgrade that changes them fails there, loudly.
+"""
+import dis
+import inspect
+import types
+
+import torch
+
+from thunder.core.log import logger
+
+#: Returned by FastPath.call when no cache entry applies.
+MISS = object()
+
+_problem = None  # api_problem()'s answer, once computed
+
+
+def api_problem():
+    """The private name the fast path reads that this torch lacks, or "" when it has them all:
+    ``torch._dynamo.eval_frame._debug_get_cache_entry_list`` and, where torch.compile takes
+    ``isolate_recompiles``, ``_get_cache_entries_for_region`` (a code object's cache entries), the entries' ``backend`` (whose ``compiler_fn`` is the backend given to
+    torch.compile), ``code`` and ``guard_manager``; ``torch.nn.modules.module._has_any_global_hook``, and
+    ``torch._C._get_tracing_state`` (whether ``nn.Module.__call__`` would do more than call ``forward``)."""
+    global _problem
+    if _problem is None:
+        _problem = _find_problem()
+        if _problem:
+            logger.info("thunder: the fast path is off: this torch (%s) changed %s; every call goes through "
+                        "torch.compile", torch.__version__, _problem)
+    return _problem
+
+
+def _find_problem():
+    from torch._dynamo import eval_frame
+    from torch.nn.modules import module
+
+    names = [(eval_frame, "_debug_get_cache_entry_list"), (module, "_has_any_global_hook"),
+             (torch._C, "_get_tracing_state")]
+    if "isolate_recompiles" in inspect.signature(torch.compile).parameters:
+        names.append((eval_frame, "_get_cache_entries_for_region"))
+    for owner, name in names:
+        if not callable(getattr(owner, name, None)):
+            return f"{owner.__name__}.{name}"
+    entry = getattr(torch._C._dynamo.eval_frame, "_CacheEntry", None)
+    for name in ("backend", "code", "guard_manager"):
+        if not hasattr(entry, name):
+            return f"torch._C._dynamo.eval_frame._CacheEntry.{name}"
+    return ""
+
+
+def cache_entries(code, region=-1):
+    """Dynamo's cache entries on ``code``, of the ``isolate_recompiles`` region ``region`` (-1: the default one),
+    most recently used first; none on a torch without the private names (:func:`api_problem`)."""
+    if api_problem():
+        return []
+    from torch._dynamo import eval_frame
+
+    if region >= 0:
+        return eval_frame._get_cache_entries_for_region(code, region)
+    return eval_frame._debug_get_cache_entry_list(code)
+
+
+def plain_module_call(jitted, model):
+    """Whether ``jitted(*args)`` would only call ``model``'s forward: no hook on either module or global, no
+    ``Module.compile()``, no ``torch.jit`` tracing -- what ``nn.Module.__call__`` checks before it calls
+    ``forward`` directly."""
+    for d in (jitted.__dict__, model.__dict__):
+        if d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"] or \
+                d.get("_compiled_call_impl") is not None:
+            return False
+    return not torch.nn.modules.module._has_any_global_hook() and not torch._C._get_tracing_state()
+
+
+class _Globals(dict):
+    """A function's globals with some names overridden; every other name is read from the originals, live."""
+
+    def __init__(self, originals):
+        super().__init__()
+        self.originals = originals
+
+    def __missing__(self, name):
+        return self.originals[name]
+
+
+_NO_BYTECODE_TIMING = types.SimpleNamespace(record_pregraph_bytecode_enter=lambda: None,
+                                            record_pregraph_bytecode_exit=lambda token: None)
+
+
+def _reads_globals_only(code):
+    """Whether code neither writes globals nor makes functions (which would take its globals). Nested code
+    objects among its constants do not count unless it makes functions of them: Dynamo's transformed code keeps
+    the original's constants (the branch rewriter's arm functions) but only calls the compiled graph."""
+    return not any(i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL", "MAKE_FUNCTION") for i in dis.get_instructions(code))
+
+
+class FastPath:
+    """Calls the Dynamo-compiled code of ``fn`` (the function whose frame Dynamo compiles: a wrapper's private
+    copy) directly when an entry's guards pass.
+
+    ``call(args)`` takes the call's positional arguments (keyword arguments always take the ordinary path). For a
+    module, ``instance`` is the module ``fn`` is the ``forward`` of: it is passed as ``self``. ``backend`` is the
+    wrapper's: only entries it compiled are used, and of those only entries whose code calls no
+    ``__resume_at_*`` function (Dynamo captured the frame whole: no graph break). ``region`` is the wrapper's
+    ``isolate_recompiles`` region (-1: none).
+
+    Misses: a guard failure (new shapes, dtypes, strides, grad mode, a parameter replaced, ``train()``/``eval()``
+    where ``forward`` reads the flag: Dynamo then recompiles), a function with graph breaks, fewer arguments than
+    parameters (defaults), an empty closure cell. Functions with keyword-only parameters are never served.
+    """
+
+    def __init__(self, fn, backend, region=-1, instance=None):
+        code = fn.__code__
+        self.fn, self.backend, self.region, self.instance = fn, backend, region, instance
+        n = code.co_argcount
+        self.names = code.co_varnames[:n]
+        self.varargs = code.co_varnames[n] if code.co_flags & inspect.CO_VARARGS else None
+        self.varkw = code.co_varnames[n + bool(self.varargs)] if code.co_flags & inspect.CO_VARKEYWORDS else None
+        self.bound = 0 if instance is None else 1  # leading parameters filled by the fast path (self)
+        self.cells = tuple(zip(code.co_freevars, fn.__closure__ or ()))
+        self.enabled = not code.co_kwonlyargcount and len(fn.__closure__ or ()) == len(code.co_freevars) and \
+            n >= self.bound and not api_problem()
+        self.entries = []  # (guard check, transformed code as a function)
+
+    def refresh(self):
+        """Re-reads the cache entries (after a call through torch.compile that compiled something)."""
+        if not self.enabled:
+            return
+        try:
+            self.entries = self._read_entries()
+        except (AttributeError, TypeError) as e:  # a torch whose entries look otherwise: the ordinary path
+            logger.info("thunder: the fast path is off for %s: Dynamo's cache entries are not as expected (%s)",
+                        self.fn.__qualname__, e)
+            self.enabled, self.entries = False, []
+        self.call = self._generated_call()
+
+    def _read_entries(self):
+        fn, entries = self.fn, []
+        for e in cache_entries(fn.__code__, self.region):
+            if e.backend.compiler_fn is not self.backend:
+                continue
+            if any(n.startswith("__resume_at") for n in e.code.co_names):
+                continue
+            # The transformed code's globals are the function's, with Dynamo's per-call wrappers taken off:
+            # the graph's callable without its disable() wrapper (Dynamo is not running here to disable),
+            # and the no-op bookkeeping of Dynamo's own bytecode timing.
+            overrides = _Globals(fn.__globals__) if _reads_globals_only(e.code) else fn.__globals__
+            for name in e.code.co_names if overrides is not fn.__globals__ else ():
+                value = fn.__globals__.get(name)
+                if name.startswith("__compiled_fn") and hasattr(value, "__wrapped__"):
+                    overrides[name] = value.__wrapped__
+                elif name.startswith("__import_torch_dot__dynamo_dot_utils"):
+                    overrides[name] = _NO_BYTECODE_TIMING
+            entries.append((e.guard_manager.check,
+                            types.FunctionType(e.code, overrides, fn.__name__, fn.__defaults__, fn.__closure__)))
+        return entries
+
+    def _generated_call(self):
+        """``call``, written out for this function's parameters, closure cells and cache entries: the frame's
+        locals as a dict literal, then each entry's guard check in turn (0.3 us less than a generic loop)."""
+        if not self.entries:
+            return lambda args: MISS
+        namespace = {"MISS": MISS, "instance": self.instance}
+        positional = len(self.names) - self.bound
+        items = [f"{name!r}: instance" for name in self.names[:self.bound]]
+        items += [f"{name!r}: args[{i}]" for i, name in enumerate(self.names[self.bound:])]
+        if self.varargs:
+            items.append(f"{self.varargs!r}: args[{positional}:]")
+        if self.varkw:
+            items.append(f"{self.varkw!r}: {{}}")
+        test = f"len(args) < {positional}" if self.varargs else f"len(args) != {positional}"
+        lines = ["def call(args):", f"    if {test}:", "        return MISS"]
+        if self.cells:  # an empty cell (a closure variable not yet assigned) is a miss
+            lines.append("    try:")
+            for k, (name, cell) in enumerate(self.cells):
+                namespace[f"cell{k}"] = cell
+                lines.append(f"        c{k} = cell{k}.cell_contents")
+                items.append(f"{name!r}: c{k}")
+            lines += ["    except ValueError:", "        return MISS"]
+        lines.append("    frame = {" + ", ".join(items) + "}")
+        arguments = "instance, *args" if self.bound else "*args"
+        for k, (check, run) in enumerate(self.entries):
+            namespace[f"check{k}"], namespace[f"run{k}"] = check, run
+            lines += [f"    if check{k}(frame):", f"        return run{k}({arguments})"]
+        lines.append("    return MISS")
+        exec(compile("\n".join(lines), f"<thunder fast path {self.fn.__qualname__}>", "exec"), namespace)
+        return namespace["call"]
+
+    def call(self, args):
+        """The compiled code's result for these positional arguments, or MISS (replaced by refresh())."""
+        return MISS
