@@ -65,7 +65,7 @@ def test_module_print_and_executors():
     assert thunder.summary(jitted).startswith("thunder.jit(Sequential): 1 calls")
     # print(jitted module): the module tree, then one summary line
     assert str(jitted) == repr(jitted) == repr(model) + "\n" + thunder.summary(jitted).splitlines()[0] + \
-        "; print(thunder.summary(...)) for the traces"
+        ", 0 graph breaks; print(thunder.summary(...)) for the traces"
     assert jitted._get_executors()
 
 
@@ -169,3 +169,20 @@ def test_opaque_fallbacks_are_logged_at_debug(restore_logging):
     with capture_thunder_log() as messages:
         thunder.jit(lambda x: torch.nn.functional.dropout(x, 0.5, training=True))(torch.randn(4))
     assert any("opaque" in m for m in messages), messages
+
+
+def test_module_print_counts_graph_breaks_and_converted_branches():
+    class Activation(nn.Module):
+        def forward(self, x):
+            for i in range(x.shape[1]):
+                if x[0, i] > 0.5:
+                    x[0, i] = torch.sin(x[0, i])
+                else:
+                    x[0, i] = torch.cos(x[0, i])
+            return x
+
+    jitted = thunder.jit(Activation())
+    with torch.no_grad():
+        jitted(torch.randn(1, 4))
+    assert repr(jitted).splitlines()[-1].endswith(
+        ", 0 graph breaks, 1 of 1 data-dependent branch converted to selects; print(thunder.summary(...)) for the traces")

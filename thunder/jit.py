@@ -230,6 +230,20 @@ def _headline(s):
             f"misses{eager}")
 
 
+def _break_counts(s):
+    """', 0 graph breaks, 1 of 1 data-dependent branch converted to selects': what the one-line summary of a jitted
+    module adds to the headline."""
+    breaks = len(dict.fromkeys(str(b) for b in s.graph_breaks))
+    locations = branches.break_locations(s.graph_breaks)
+    statuses = [b.status(locations) for b in s.branches.values()]
+    shown = [st for st in statuses if st]
+    text = f", {breaks} graph break{'s' if breaks != 1 else ''}"
+    if shown:
+        converted = sum(st == "converted" for st in shown)
+        text += f", {converted} of {len(shown)} data-dependent branch{'es' if len(shown) != 1 else ''} converted to selects"
+    return text
+
+
 def report(s):
     """What a JitState compiled, as ``print(thunder.summary(jitted))`` shows it: calls and cache hits, executors,
     graph breaks, data-dependent branches, and per graph its final trace (and backward)."""
@@ -408,7 +422,8 @@ class ThunderModule(_Jitted, nn.Module):
 
     def __repr__(self):
         """The original module's tree, then one line: calls, graphs, cache hits (traces: thunder.summary)."""
-        return f"{self.__dict__['_model']!r}\n{_headline(self._state)}; print(thunder.summary(...)) for the traces"
+        return (f"{self.__dict__['_model']!r}\n{_headline(self._state)}{_break_counts(self._state)}; "
+                "print(thunder.summary(...)) for the traces")
 
     __str__ = __repr__
 
