@@ -317,7 +317,10 @@ def test_random_fusible_programs_match_eager(program):
     rtol, atol = tolerance(expected.dtype)
     if dtype == torch.bfloat16:  # long bf16 chains round differently in places; compare with a chain-length allowance
         rtol, atol = 5e-2, 5e-2
-    torch.testing.assert_close(out, expected, rtol=rtol * 4, atol=atol * 4)
+    # exp(y) multiplies y's relative error by |y|: the kernel's exp (glibc's) and ATen's differ in the last bit, so
+    # each exp of a chain widens the allowance (three in a row reached 7.7e-6 in float32 against 5.2e-6 allowed).
+    exps = sum(kind == 0 and op == 2 for kind, op, _ in steps)
+    torch.testing.assert_close(out, expected, rtol=rtol * 4 * (1 + 2 * exps), atol=atol * 4)
 
 
 def test_processes_compiling_the_same_kernel_at_once_all_succeed(tmp_path):
