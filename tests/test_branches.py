@@ -378,6 +378,49 @@ def test_untaken_arm_that_would_raise():
     assert sites(jitted)[0].reason
 
 
+def test_an_integer_division_by_a_tensor_in_an_arm_is_not_converted():
+    # Both arms run: 100 // x[0] raises on a zero divisor even where the arm is not taken (eager guards it).
+    def guarded(x):
+        if x[0] != 0:
+            y = 100 // x[0]
+        else:
+            y = x[0] * 0
+        return y
+
+    def by_a_number(x):  # x // 2 cannot raise: converted
+        if x[0] > 0:
+            y = x // 2
+        else:
+            y = x % 3
+        return y
+
+    jitted = thunder.jit(guarded)
+    for x in (torch.tensor([0]), torch.tensor([7]), torch.tensor([0], dtype=torch.int32)):
+        torch.testing.assert_close(jitted(x), guarded(x))
+    assert "divides integers by a tensor" in sites(jitted)[0].reason
+    jitted = thunder.jit(by_a_number)
+    for x in (torch.tensor([5, -4]), torch.tensor([-5, 4])):
+        torch.testing.assert_close(jitted(x), by_a_number(x))
+    assert sites(jitted)[0].converted and not sites(jitted)[0].reason
+
+
+def test_an_and_or_predicate_is_left_as_python_with_its_reason():
+    def f(x):
+        y = x.sum() * 0
+        for i in range(x.size(0)):
+            if x[i] > 0 and x[i] < 1:
+                y = y + x[i]
+            else:
+                y = y - x[i]
+        return y
+
+    jitted = thunder.jit(f)
+    x = torch.tensor([0.5, -1.0, 2.0])
+    torch.testing.assert_close(jitted(x), f(x))
+    site = sites(jitted)[0]
+    assert not site.converted and "`and`/`or`" in site.reason
+
+
 def test_split_by_graph_break_runs_eagerly_and_is_given_up():
     def f(x):
         if x.sum() > 0:

@@ -629,6 +629,8 @@ class _Rewriter(ast.NodeTransformer):
         return self._convert(node, before, site.id, returns)
 
     def _why_not(self, node, before, returns):
+        if any(isinstance(n, ast.BoolOp) for n in ast.walk(node.test)):
+            return "an `and`/`or` in the condition (Python decides it operand by operand: control flow on each one)"
         arms = (node.body[:-1], node.orelse[:-1]) if returns else (node.body, node.orelse)
         reason = self.purity.why_not(arms[0], self.generated) or self.purity.why_not(arms[1], self.generated)
         if returns:

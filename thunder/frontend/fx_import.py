@@ -40,6 +40,26 @@ _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, 
 _INDEXING_WORDS = ("index", "gather", "scatter", "take", "embedding", "masked_select", "nonzero", "put")
 
 
+#: Integer divisions, which raise on a zero divisor (floating-point ones give inf or NaN).
+_INTEGER_DIVISIONS = {operator.floordiv, operator.mod, operator.ifloordiv, operator.imod}
+_DIVISION_WORDS = ("floor_divide", "floordiv", "remainder", "fmod", "mod", "div")
+
+
+def _integer_division_by_tensor(node, name):
+    """Whether the node divides integers (``//``, ``%``, ``torch.remainder``, ``torch.div(..., rounding_mode=)``)
+    by a tensor: torch raises when it holds a zero."""
+    if node.target not in _INTEGER_DIVISIONS and not any(word in name for word in _DIVISION_WORDS):
+        return False
+    out = node.meta.get("example_value")
+    if not isinstance(out, torch.Tensor) or out.is_floating_point() or out.is_complex() or out.dtype == torch.bool:
+        return False
+    if name.startswith("__r"):  # reflected: number // tensor as a method of the tensor
+        divisor = node.args[0]
+    else:
+        divisor = node.args[1] if len(node.args) > 1 else node.kwargs.get("other")
+    return isinstance(divisor, torch.fx.Node) and isinstance(divisor.meta.get("example_value"), torch.Tensor)
+
+
 @dataclass
 class ImportedGraph:
     trace: "_core.Trace"
@@ -696,6 +716,9 @@ class _Importer:
                 and len(node.args) > 1 and _has_tensor_index(node.args[1])):
             raise branches.BranchRejected(site, f"{_target_name(node)} indexes with tensor values, which would raise "
                                                 "in the arm not taken if they are out of range")
+        if _integer_division_by_tensor(node, name):
+            raise branches.BranchRejected(site, f"{_target_name(node)} divides integers by a tensor, which raises in "
+                                                "the arm not taken if it is zero there")
 
     def _rtruediv(self, node):
         """number / tensor: what ``Tensor.__rtruediv__`` computes, ``tensor.reciprocal() * number`` (not
