@@ -234,12 +234,10 @@ def _break_counts(s):
     """', 0 graph breaks, 1 of 1 data-dependent branch converted to selects': what the one-line summary of a jitted
     module adds to the headline."""
     breaks = len(dict.fromkeys(str(b) for b in s.graph_breaks))
-    locations = branches.break_locations(s.graph_breaks)
-    statuses = [b.status(locations) for b in s.branches.values()]
-    shown = [st for st in statuses if st]
+    shown = branches.site_statuses(s.branches.values(), s.graph_breaks)
     text = f", {breaks} graph break{'s' if breaks != 1 else ''}"
     if shown:
-        converted = sum(st == "converted" for st in shown)
+        converted = sum(status == "converted" for _, status in shown)
         text += f", {converted} of {len(shown)} data-dependent branch{'es' if len(shown) != 1 else ''} converted to selects"
     return text
 
@@ -254,13 +252,12 @@ def report(s):
     breaks = list(dict.fromkeys(str(b) for b in s.graph_breaks))
     lines.append(f"graph breaks ({len(breaks)}):" if breaks else "graph breaks: none")
     lines += [f"  {b}" for b in breaks]
-    locations = branches.break_locations(s.graph_breaks)
-    shown = [b for b in sorted(s.branches.values(), key=lambda b: b.id) if b.status(locations)]
+    shown = branches.site_statuses(s.branches.values(), s.graph_breaks)
     if shown:
-        converted = sum(b.status(locations) == "converted" for b in shown)
+        converted = sum(status == "converted" for _, status in shown)
         lines.append(f"data-dependent branches: {converted} converted to selects, {len(shown) - converted} left "
                      "as graph breaks:")
-        lines += [f"  {b}" for b in shown]
+        lines += [f"  {b}" for b, _ in shown]
     if not s.graphs and s.calls:
         lines.append("no graph was captured: every call ran eagerly (" +
                      ("see why above)" if s.dynamo_stopped or breaks else "the function has nothing to compile)"))
@@ -478,15 +475,13 @@ class CompileStats:
     @property
     def branches_converted(self):
         """How many data-dependent branches are compiled to selects (in some graph)."""
-        locations = branches.break_locations(self.graph_breaks)
-        return sum(b.status(locations) == "converted" for b in self.branches)
+        return sum(status == "converted" for _, status in branches.site_statuses(self.branches, self.graph_breaks))
 
     @property
     def branches_left(self):
         """How many data-dependent branches are graph breaks: given up while traced, or not converted (the reason
         is each site's ``reason``) with a graph break at their line."""
-        locations = branches.break_locations(self.graph_breaks)
-        return sum(b.status(locations) == "left" for b in self.branches)
+        return sum(status == "left" for _, status in branches.site_statuses(self.branches, self.graph_breaks))
 
     @property
     def uncompiled(self):

@@ -348,7 +348,7 @@ class KernelWriter {
     return out.empty() ? "0" : out;
   }
 
-  std::string store_line(ProxyId v, size_t index, Scope& scope, const std::string& ind) {
+  std::string store_line(ProxyId v, size_t slot, Scope& scope, const std::string& ind) {
     emit(v, scope);
     // An output aligned to fewer dims than the loops run over (one element in a larger domain) is the same
     // at every index of the others: stored where they are 0.
@@ -357,9 +357,9 @@ class KernelWriter {
     for (size_t d = 0; d < p_.domain.size(); ++d) {
       bool covered = p_.reduced[d] || p_.domain[d] == 1;
       for (size_t i = 0; i < al.size(); ++i) covered |= al[i] == static_cast<int>(d) && t_.tensor(v).shape[i] != 1;
-      if (!covered) first += (first.empty() ? "" : " && ") + this->index(static_cast<int>(d)) + " == 0";
+      if (!covered) first += (first.empty() ? "" : " && ") + index(static_cast<int>(d)) + " == 0";
     }
-    const std::string line = "out" + std::to_string(index) + "[" + offset(v) + "] = " + store(dtype(v), var(v)) + ";\n";
+    const std::string line = "out" + std::to_string(slot) + "[" + offset(v) + "] = " + store(dtype(v), var(v)) + ";\n";
     return ind + (first.empty() ? line : "if (" + first + ") " + line);
   }
 

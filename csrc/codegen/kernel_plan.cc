@@ -351,9 +351,11 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   }
   // A one-element result read from a larger tensor (x[i] of a loop over a tensor's elements) reads it at a
   // constant index along a domain dim; a 0-d domain has none, so it gets one of extent 1.
-  if (!reduction_input && p.domain.empty())
-    for (const ir::BoundSymbol& b : symbols)
-      if (b.sym->name == "slice" && t.tensor(b.args[0].proxy()).numel() > 1) p.domain = {1};
+  if (!reduction_input && p.domain.empty() &&
+      std::any_of(symbols.begin(), symbols.end(), [&](const ir::BoundSymbol& b) {
+        return b.sym->name == "slice" && t.tensor(b.args[0].proxy()).numel() > 1;
+      }))
+    p.domain = {1};
   p.reduced.assign(p.domain.size(), false);
   for (int64_t d : rdims) p.reduced[d] = true;
 

@@ -106,6 +106,13 @@ def break_locations(graph_breaks):
     return {b.location.rsplit("/", 1)[-1] for b in graph_breaks}
 
 
+def site_statuses(sites, graph_breaks):
+    """[(site, "converted" or "left")] for the sites that have a status given these graph breaks, by site id."""
+    locations = break_locations(graph_breaks)
+    statuses = [(site, site.status(locations)) for site in sorted(sites, key=lambda site: site.id)]
+    return [(site, status) for site, status in statuses if status]
+
+
 class BranchRejected(Exception):
     """Raised while tracing or compiling a converted branch that turns out not to be convertible; the frame then
     runs eagerly for this call, and the site is rewritten back to a plain ``if`` for the next ones."""

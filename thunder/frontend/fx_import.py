@@ -42,7 +42,7 @@ _INDEXING_WORDS = ("index", "gather", "scatter", "take", "embedding", "masked_se
 
 #: Integer divisions, which raise on a zero divisor (floating-point ones give inf or NaN).
 _INTEGER_DIVISIONS = {operator.floordiv, operator.mod, operator.ifloordiv, operator.imod}
-_DIVISION_WORDS = ("floor_divide", "floordiv", "remainder", "fmod", "mod", "div")
+_DIVISION_WORDS = ("div", "mod", "remainder")  # floor_divide, __floordiv__, fmod, __rmod__, ... too
 
 
 def _integer_division_by_tensor(node, name):
