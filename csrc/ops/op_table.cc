@@ -30,7 +30,7 @@ Registry& registry() {
     register_torch_nn();
     register_torch_math();
     register_torch_layout();
-    register_torch_nnext();
+    register_torch_conv_pool_loss();
     register_torch_mutation();
   });
   return registry_unlocked();

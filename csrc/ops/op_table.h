@@ -108,7 +108,7 @@ void register_torch_reduction();
 void register_torch_nn();
 void register_torch_math();
 void register_torch_layout();
-void register_torch_nnext();
+void register_torch_conv_pool_loss();
 void register_torch_mutation();
 /// Adds an op to its level's table (at start-up only).
 void register_op(OpDef def);

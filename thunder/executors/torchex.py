@@ -186,9 +186,18 @@ def _make_prims():
         copy_to=_copy_, slice_update=slice_update, detach=lambda a: a.detach(),
         branch_begin=_region_marker, branch_else=_region_marker, branch_end=_region_marker,
     )
-    from thunder.executors.torchex_more import PRIMS as more_prims
-
-    ns.update(more_prims)
+    ns.update({  # gather, scatter and index ops (semantics in csrc/ops/torch_layout.cc)
+        "clone": lambda a: a.clone(),
+        "gather": lambda a, dim, index: torch.gather(a, dim, index),
+        "scatter": lambda a, dim, index, src, reduce=None: torch.scatter(a, dim, index, src),
+        "scatter_add": lambda a, dim, index, src: torch.scatter_add(a, dim, index, src),
+        "scatter_reduce": lambda a, dim, index, src, reduce, include_self: torch.scatter_reduce(
+            a, dim, index, src, reduce, include_self=include_self),
+        "index_add": lambda a, dim, index, source, alpha: torch.index_add(a, dim, index, source, alpha=alpha),
+        "index_copy": lambda a, dim, index, source: torch.index_copy(a, dim, index, source),
+        "index_fill": lambda a, dim, index, value: torch.index_fill(a, dim, index, value),
+        "index_put": lambda a, indices, values, accumulate: torch.index_put(a, tuple(indices), values, accumulate),
+    })
     missing = set(_core.native_ops("prims")) - set(ns) - {"tensor_constant"}
     assert not missing, f"torch executor lacks prims {sorted(missing)}"
     return ns
@@ -198,23 +207,37 @@ prims = types.SimpleNamespace(**_make_prims())
 
 # ---- torch-level ops: the torch callable with the same signature ----
 
+_F = "torch.nn.functional."
+
 # view runs as reshape: the core tracks no strides, so a value the trace computes may be laid out otherwise than
 # eager's (x.transpose(1, 2).contiguous().view(...) after an attention whose eager output made the transpose
 # contiguous, and the contiguous() a no-op); reshape is a view wherever view would be one.
 _LTORCH_OVERRIDES = {
     "getitem": "operator.getitem", "view": "torch.Tensor.reshape", "to": "torch.Tensor.to",
-    "contiguous": "torch.Tensor.contiguous", "expand": "torch.Tensor.expand", "relu": "torch.nn.functional.relu",
-    "gelu": "torch.nn.functional.gelu", "silu": "torch.nn.functional.silu", "dropout": "torch.nn.functional.dropout",
-    "linear": "torch.nn.functional.linear", "embedding": "torch.nn.functional.embedding",
-    "layer_norm": "torch.nn.functional.layer_norm", "rms_norm": "torch.nn.functional.rms_norm",
-    "cross_entropy": "torch.nn.functional.cross_entropy",
-    "scaled_dot_product_attention": "torch.nn.functional.scaled_dot_product_attention",
+    "contiguous": "torch.Tensor.contiguous", "expand": "torch.Tensor.expand", "relu": _F + "relu",
+    "gelu": _F + "gelu", "silu": _F + "silu", "dropout": _F + "dropout",
+    "linear": _F + "linear", "embedding": _F + "embedding",
+    "layer_norm": _F + "layer_norm", "rms_norm": _F + "rms_norm",
+    "cross_entropy": _F + "cross_entropy",
+    "scaled_dot_product_attention": _F + "scaled_dot_product_attention",
+    # torch.special, torch.linalg and Tensor-method spellings, and F's activations, losses, convolutions and pooling
+    "ndtr": "torch.special.ndtr", "entr": "torch.special.entr", "xlog1py": "torch.special.xlog1py",
+    "log_sigmoid": _F + "logsigmoid", "max_dim": "torch.max", "min_dim": "torch.min",
+    "vector_norm": "torch.linalg.vector_norm", "repeat": "torch.Tensor.repeat", "type_as": "torch.Tensor.type_as",
+    "view_as": "torch.Tensor.view_as", "reshape_as": "torch.Tensor.reshape_as", "expand_as": "torch.Tensor.expand_as",
+    "new_zeros": "torch.Tensor.new_zeros", "new_ones": "torch.Tensor.new_ones", "new_empty": "torch.Tensor.new_empty",
+    "new_full": "torch.Tensor.new_full", "broadcast_tensors": "torch._C._VariableFunctions.broadcast_tensors",
+    "batch_norm": _F + "batch_norm", "group_norm": _F + "group_norm", "normalize": _F + "normalize", "pad": _F + "pad",
+    "softmin": _F + "softmin", "one_hot": _F + "one_hot",
+    **{n: _F + n for n in ("hardtanh", "relu6", "hardsigmoid", "hardswish", "elu", "celu", "selu", "leaky_relu",
+                          "softplus", "mish", "softsign", "tanhshrink", "hardshrink", "softshrink", "threshold", "glu",
+                          "prelu", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss",
+                          "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "nll_loss",
+                          "margin_ranking_loss", "hinge_embedding_loss", "poisson_nll_loss", "pixel_shuffle",
+                          "pixel_unshuffle")},
+    **{f"{kind}{n}d": _F + f"{kind}{n}d" for n in (1, 2, 3)
+       for kind in ("conv", "conv_transpose", "max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool")},
 }
-
-
-from thunder.executors.torchex_more import LTORCH_OVERRIDES as _MORE_OVERRIDES  # noqa: E402
-
-_LTORCH_OVERRIDES.update(_MORE_OVERRIDES)
 
 
 #: torch-level ops implemented here, in Python (no torch callable has their signature and semantics).

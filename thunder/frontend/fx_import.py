@@ -196,11 +196,11 @@ def _build_tables():
     for method, dtype in (("float", torch.float32), ("double", torch.float64), ("half", torch.float16),
                           ("bfloat16", torch.bfloat16), ("int", torch.int32), ("long", torch.int64),
                           ("bool", torch.bool)):
-        methods[method] = "to"  # the adapter comes from fx_more
+        methods[method] = "to"  # the adapter comes from fx_spellings
     for name in ("max", "min"):
         functions[getattr(torch, name)] = name
         methods[name] = name
-    from thunder.frontend.fx_more import extend
+    from thunder.frontend.fx_spellings import extend
 
     extend(functions, methods, adapters, native)
     return functions, methods, adapters

@@ -1,4 +1,4 @@
-"""FX import tables for the torch-level ops added for OpInfo conformance: torch spellings that are
+"""FX import tables for torch spellings that are
 not ``torch.<name>``/``F.<name>``/``torch.special.<name>``, methods taking *varargs, and creation
 ops' keyword arguments that do not change the result. Merged into fx_import's tables."""
 import torch

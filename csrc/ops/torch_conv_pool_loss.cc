@@ -485,7 +485,7 @@ void register_misc() {
 
 }  // namespace
 
-void register_torch_nnext() {
+void register_torch_conv_pool_loss() {
   for (int64_t nd = 1; nd <= 3; ++nd) {
     std::string n = std::to_string(nd);
     def_meta("conv" + n + "d", 0,
