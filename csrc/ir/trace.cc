@@ -66,6 +66,25 @@ int64_t TensorMeta::numel() const {
   return n;
 }
 
+namespace {
+constexpr std::string_view kPrimNames[] = {
+#define THUNDER_PRIM_NAME(n) #n,
+    THUNDER_PRIMS(THUNDER_PRIM_NAME)
+#undef THUNDER_PRIM_NAME
+};
+static_assert(std::size(kPrimNames) == kNumPrims);
+}  // namespace
+
+std::string_view prim_name(PrimId id) {
+  return id == PrimId::none ? std::string_view() : kPrimNames[static_cast<size_t>(id) - 1];
+}
+
+std::optional<PrimId> prim_id(std::string_view name) {
+  for (size_t i = 0; i < kNumPrims; ++i)
+    if (kPrimNames[i] == name) return static_cast<PrimId>(i + 1);
+  return std::nullopt;
+}
+
 std::string_view Symbol::module() const {
   switch (level) {
     case Level::Prim: return "prims";

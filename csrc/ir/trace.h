@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/prim_id.h"
 #include "ir/value.h"
 
 namespace thunder::ir {
@@ -74,6 +75,8 @@ struct Symbol {
   Level level;
   uint32_t tags = 0;
   std::vector<Param> params;
+  /// Which prim this is (set when a prim is registered); PrimId::none for every other symbol.
+  PrimId prim = PrimId::none;
 
   bool has(Tag t) const { return (tags & t) != 0; }
   /// The module prefix under which traces print it: "prims", "ltorch" or "".
@@ -97,6 +100,8 @@ struct BoundSymbol {
   /// Where the user wrote it ("file.py:12 in forward: x = self.fc1(x)"), if known.
   std::string source;
 
+  /// Whether this applies the prim `id`.
+  bool is(PrimId id) const { return sym != nullptr && sym->prim == id && id != PrimId::none; }
   /// The proxies read by this symbol, in order of first appearance.
   std::vector<ProxyId> input_proxies() const;
   /// The proxies produced by this symbol.

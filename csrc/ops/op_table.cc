@@ -75,6 +75,11 @@ bool any_input_requires_grad(const ir::Trace& t, const ir::BoundSymbol& b) {
 }  // namespace
 
 void register_op(OpDef def) {
+  if (def.symbol.level == ir::Level::Prim) {
+    std::optional<ir::PrimId> id = ir::prim_id(def.symbol.name);
+    if (!id) throw std::logic_error("prims." + def.symbol.name + " has no PrimId: add it to THUNDER_PRIMS (ir/prim_id.h)");
+    def.symbol.prim = *id;
+  }
   Registry& r = registry_unlocked();
   auto key = std::make_pair(def.symbol.level, def.symbol.name);
   auto [it, inserted] = r.ops.emplace(key, std::move(def));

@@ -735,6 +735,31 @@ TEST(OpTable, FindsOpsByLevel) {
   EXPECT_FALSE(ops_of(Level::Torch).empty());
 }
 
+TEST(OpTable, EveryPrimHasAnIdentityAndEveryIdentityAPrim) {
+  std::vector<const OpDef*> prims = ops_of(Level::Prim);
+  EXPECT_EQ(prims.size(), ir::kNumPrims);
+  for (const OpDef* def : prims) {
+    ASSERT_NE(def->symbol.prim, ir::PrimId::none) << def->symbol.name;
+    EXPECT_EQ(ir::prim_name(def->symbol.prim), def->symbol.name);
+  }
+  EXPECT_EQ(find_op(Level::Torch, "softmax")->symbol.prim, ir::PrimId::none);
+  EXPECT_EQ(ir::prim_id("softmax"), std::nullopt);
+}
+
+TEST(OpTable, PrimTableNamesTheMissingRow) {
+  ir::PrimTable<int> table("folding");
+  table.set(ir::PrimId::add, 1);
+  EXPECT_EQ(table.at(ir::PrimId::add), 1);
+  EXPECT_EQ(table.find(ir::PrimId::sub), nullptr);
+  EXPECT_EQ(table.find(ir::PrimId::none), nullptr);
+  try {
+    table.at(ir::PrimId::sub);
+    FAIL();
+  } catch (const std::logic_error& e) {
+    EXPECT_STREQ(e.what(), "no folding rule for prims.sub");
+  }
+}
+
 TEST(OpTable, OpaqueSymbolsDifferInTheEffectTag) {
   EXPECT_TRUE(opaque_symbol(true)->has(ir::kEffect));
   EXPECT_FALSE(opaque_symbol(false)->has(ir::kEffect));
