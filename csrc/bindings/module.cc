@@ -289,7 +289,8 @@ NB_MODULE(_core, m) {
 
   m.def("run_pipeline",
         [](const ir::Trace& t, std::vector<std::string> names, nb::object evaluator,
-           std::vector<std::tuple<std::string, std::map<std::string, std::string>, bool, std::vector<std::string>>>
+           std::vector<std::tuple<std::string, std::map<std::string, std::string>, bool, std::vector<std::string>,
+                                  std::vector<ir::DType>, std::vector<std::string>>>
                executors) {
           passes::PassContext ctx;
           if (!evaluator.is_none()) {
@@ -304,8 +305,8 @@ NB_MODULE(_core, m) {
               return nb::cast<int64_t>(r);
             };
           }
-          for (auto& [name, callees, fusion, devices] : executors)
-            ctx.executors.push_back(passes::ExecutorTable{name, callees, fusion, devices});
+          for (auto& [name, callees, fusion, devices, dtypes, closed_by] : executors)
+            ctx.executors.push_back(passes::ExecutorTable{name, callees, fusion, devices, dtypes, closed_by});
           return passes::run_pipeline(t, names, ctx);
         },
         nb::arg("trace"), nb::arg("passes"), nb::arg("evaluator").none() = nb::none(), nb::arg("executors") = nb::list(),

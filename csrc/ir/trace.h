@@ -54,6 +54,9 @@ enum Tag : uint32_t {
   kConstant = 1u << 7,     // materializes a compile-time constant
   kRelease = 1u << 8,      // drops the references to its arguments (prints as `del a, b`)
   kNoGrad = 1u << 9,       // its outputs never require grad, whatever its inputs (detach)
+  kView = 1u << 10,        // torch may return a view of its first argument (sharing storage): a write into the
+                           // output writes the argument; reshape, transpose, slice, squeeze, broadcast_in_dim,
+                           // alias, detach
 };
 
 /// Prims and torch-level ops come from the op tables; opaque symbols from capture;

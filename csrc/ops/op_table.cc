@@ -87,6 +87,12 @@ void register_op(OpDef def) {
   r.order.push_back(&it->second);
 }
 
+const ir::Symbol& prim_symbol(ir::PrimId id) {
+  const OpDef* def = find_op(ir::Level::Prim, ir::prim_name(id));
+  if (def == nullptr) throw std::logic_error("no registered prim for PrimId " + std::to_string(static_cast<int>(id)));
+  return def->symbol;
+}
+
 const OpDef* find_op(ir::Level level, std::string_view name) {
   Registry& r = registry();
   auto it = r.ops.find(std::make_pair(level, std::string(name)));

@@ -47,6 +47,8 @@ struct OpDef {
 
 /// Looks up an op by level and name; nullptr if absent.
 const OpDef* find_op(ir::Level level, std::string_view name);
+/// The symbol of a prim (every PrimId has one).
+const ir::Symbol& prim_symbol(ir::PrimId id);
 /// Every registered op of a level, in registration order.
 std::vector<const OpDef*> ops_of(ir::Level level);
 /// The symbol opaque bound symbols point to: with the kEffect tag (may mutate

@@ -146,7 +146,7 @@ Value new_tensor_like(Builder& b, TensorMeta m, std::vector<int64_t> shape) {
 }
 
 void register_shape_prims() {
-  def("broadcast_in_dim", ir::kShape, {req("a"), req("shape"), req("broadcast_dimensions")},
+  def("broadcast_in_dim", ir::kShape | ir::kView, {req("a"), req("shape"), req("broadcast_dimensions")},
       [](Builder& b, const Args& a) {
         const TensorMeta& m = tensor_arg(b, "broadcast_in_dim", a[0], "a");
         std::vector<int64_t> shape = a[1].as_ints(), dims = a[2].as_ints();
@@ -159,7 +159,7 @@ void register_shape_prims() {
         }
         return new_tensor_like(b, m, shape);
       });
-  def("reshape", ir::kShape, {req("a"), req("shape")}, [](Builder& b, const Args& a) {
+  def("reshape", ir::kShape | ir::kView, {req("a"), req("shape")}, [](Builder& b, const Args& a) {
     const TensorMeta& m = tensor_arg(b, "reshape", a[0], "a");
     std::vector<int64_t> shape = a[1].as_ints();
     int64_t n = 1;
@@ -168,7 +168,7 @@ void register_shape_prims() {
       fail("prims.reshape", "cannot reshape " + shape_string(m.shape) + " to " + shape_string(shape));
     return new_tensor_like(b, m, shape);
   });
-  def("transpose", ir::kShape, {req("a"), req("permutation")}, [](Builder& b, const Args& a) {
+  def("transpose", ir::kShape | ir::kView, {req("a"), req("permutation")}, [](Builder& b, const Args& a) {
     const TensorMeta& m = tensor_arg(b, "transpose", a[0], "a");
     std::vector<int64_t> perm = a[1].as_ints();
     std::vector<int64_t> sorted = perm;
@@ -180,7 +180,7 @@ void register_shape_prims() {
     for (int64_t p : perm) shape.push_back(m.shape[p]);
     return new_tensor_like(b, m, shape);
   });
-  def("slice", ir::kShape, {req("a"), req("start_indices"), req("end_indices"), opt("strides", Value())},
+  def("slice", ir::kShape | ir::kView, {req("a"), req("start_indices"), req("end_indices"), opt("strides", Value())},
       [](Builder& b, const Args& a) {
         const TensorMeta& m = tensor_arg(b, "slice", a[0], "a");
         std::vector<int64_t> start = a[1].as_ints(), end = a[2].as_ints();
@@ -196,7 +196,7 @@ void register_shape_prims() {
         }
         return new_tensor_like(b, m, shape);
       });
-  def("squeeze", ir::kShape, {req("a"), req("dims")}, [](Builder& b, const Args& a) {
+  def("squeeze", ir::kShape | ir::kView, {req("a"), req("dims")}, [](Builder& b, const Args& a) {
     const TensorMeta& m = tensor_arg(b, "squeeze", a[0], "a");
     std::vector<bool> drop(m.shape.size(), false);
     for (int64_t d : a[1].as_ints()) {
@@ -231,7 +231,7 @@ void register_shape_prims() {
     for (int64_t d : a[1].as_ints()) canonical_dim("prims.flip", d, m.ndim());
     return new_tensor_like(b, m, m.shape);
   });
-  def("alias", 0, {req("a")}, [](Builder& b, const Args& a) {
+  def("alias", ir::kView, {req("a")}, [](Builder& b, const Args& a) {
     if (b.is_tensor(a[0])) return new_tensor_like(b, b.meta(a[0]), b.meta(a[0]).shape);
     return Value(ProxyRef{b.new_number(a[0].is_proxy() ? b.trace().proxy(a[0].proxy()).number : NumberType::Float)});
   });

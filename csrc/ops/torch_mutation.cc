@@ -83,7 +83,7 @@ void register_torch_mutation() {
   prim("slice_update", 0, {req("a"), req("src"), req("start"), req("stop"), opt("step", Value())}, slice_update_meta);
   // A view of a's data that autograd does not see: only the torch executor claims it (no kernel may take it
   // while gradients matter, and its output never requires grad).
-  prim("detach", ir::kShape | ir::kNoGrad, {req("a")},
+  prim("detach", ir::kShape | ir::kView | ir::kNoGrad, {req("a")},
        [](Builder& b, const Args& a) { return out_tensor(b, tensor(b, "prims.detach", a[0], "a")); });
   def_decomposed("detach", ir::kShape | ir::kNoGrad, {req("input")}, [](Builder& b, const Args& a) {
     tensor(b, "ltorch.detach", a[0]);

@@ -52,7 +52,7 @@ void collect_units(const Trace& t, const BoundSymbol& b, std::vector<const Bound
 // effects -- would need autograd to see the forward as it runs.
 void check_effect(const Trace& t, const BoundSymbol& b) {
   if (!b.sym->has(ir::kEffect)) return;
-  if (b.sym->level == ir::Level::Prim && b.sym->name == "copy_to" && b.args[0].is_proxy() &&
+  if (b.is(ir::PrimId::copy_to) && b.args[0].is_proxy() &&
       !requires_grad(t, b.args[0].proxy()))
     return;
   throw NotDifferentiable(qualified(b) + " is an effect (" +

@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <stdexcept>
 #include <unordered_map>
@@ -11,56 +13,78 @@ namespace {
 
 using ir::Value;
 
-// Folding rules for prims over Python numbers, following Python's arithmetic
-// (which is what torch does with number operands known at trace time).
-std::optional<Value> fold_number_prim(const std::string& op, const std::vector<Value>& a) {
-  auto all_ints = [&] {
-    for (const Value& v : a)
-      if (std::holds_alternative<double>(v.v)) return false;
-    return true;
+using Numbers = std::vector<Value>;
+/// Folds one prim over literal numbers; nullopt leaves the symbol in the trace.
+using NumberRule = std::function<std::optional<Value>(const Numbers&)>;
+
+bool is_bool(const Value& v) { return std::holds_alternative<bool>(v.v); }
+bool all_ints(const Numbers& a) {
+  return std::none_of(a.begin(), a.end(), [](const Value& v) { return std::holds_alternative<double>(v.v); });
+}
+
+template <class Compare>
+NumberRule comparison() {
+  return [](const Numbers& a) -> std::optional<Value> { return Value(Compare{}(a[0].as_double(), a[1].as_double())); };
+}
+
+// Python's arithmetic: ints stay ints (an int rule may decline, e.g. int ** int); bool operands are left to Python.
+NumberRule arithmetic(std::function<std::optional<Value>(int64_t, int64_t)> on_ints,
+                      std::function<std::optional<Value>(double, double)> on_floats) {
+  return [on_ints, on_floats](const Numbers& a) -> std::optional<Value> {
+    if (is_bool(a[0]) || is_bool(a[1])) return std::nullopt;
+    if (all_ints(a)) return on_ints ? on_ints(a[0].as_int(), a[1].as_int()) : std::nullopt;
+    return on_floats(a[0].as_double(), a[1].as_double());
   };
-  auto is_bool = [&](const Value& v) { return std::holds_alternative<bool>(v.v); };
-  if (a.size() == 2) {
-    double x = a[0].as_double(), y = a[1].as_double();
-    if (op == "eq") return Value(x == y);
-    if (op == "ne") return Value(x != y);
-    if (op == "lt") return Value(x < y);
-    if (op == "le") return Value(x <= y);
-    if (op == "gt") return Value(x > y);
-    if (op == "ge") return Value(x >= y);
-    if (is_bool(a[0]) || is_bool(a[1])) return std::nullopt;  // bool arithmetic: leave to Python
-    if (all_ints()) {
-      int64_t i = a[0].as_int(), j = a[1].as_int();
-      if (op == "add") return Value(i + j);
-      if (op == "sub") return Value(i - j);
-      if (op == "mul") return Value(i * j);
-      if (op == "maximum") return Value(std::max(i, j));
-      if (op == "minimum") return Value(std::min(i, j));
-      if (op == "div") return j == 0 ? std::nullopt : std::optional<Value>(Value(static_cast<double>(i) / j));
-      return std::nullopt;
-    }
-    if (op == "add") return Value(x + y);
-    if (op == "sub") return Value(x - y);
-    if (op == "mul") return Value(x * y);
-    if (op == "div") return y == 0 ? std::nullopt : std::optional<Value>(Value(x / y));
-    if (op == "maximum") return Value(std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y));
-    if (op == "minimum") return Value(std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y));
-    if (op == "pow") return Value(std::pow(x, y));
-    return std::nullopt;
-  }
-  if (a.size() == 1 && !is_bool(a[0])) {
+}
+
+NumberRule unary(double (*f)(double)) {
+  return [f](const Numbers& a) -> std::optional<Value> {
+    if (is_bool(a[0])) return std::nullopt;
+    return Value(f(a[0].as_double()));
+  };
+}
+
+// The number-folding table: prims over Python numbers, following Python's arithmetic (which is what
+// torch does with number operands known at trace time). Prims without a row are not folded.
+const ir::PrimTable<NumberRule>& number_rules() {
+  static const ir::PrimTable<NumberRule> table = [] {
+    using ir::PrimId;
+    ir::PrimTable<NumberRule> t("number folding");
+    t.set(PrimId::eq, comparison<std::equal_to<>>()).set(PrimId::ne, comparison<std::not_equal_to<>>());
+    t.set(PrimId::lt, comparison<std::less<>>()).set(PrimId::le, comparison<std::less_equal<>>());
+    t.set(PrimId::gt, comparison<std::greater<>>()).set(PrimId::ge, comparison<std::greater_equal<>>());
+    using I = int64_t;
+    t.set(PrimId::add, arithmetic([](I i, I j) { return Value(i + j); }, [](double x, double y) { return Value(x + y); }));
+    t.set(PrimId::sub, arithmetic([](I i, I j) { return Value(i - j); }, [](double x, double y) { return Value(x - y); }));
+    t.set(PrimId::mul, arithmetic([](I i, I j) { return Value(i * j); }, [](double x, double y) { return Value(x * y); }));
+    t.set(PrimId::div, arithmetic(
+        [](I i, I j) { return j == 0 ? std::nullopt : std::optional<Value>(Value(static_cast<double>(i) / j)); },
+        [](double x, double y) { return y == 0 ? std::nullopt : std::optional<Value>(Value(x / y)); }));
+    t.set(PrimId::maximum, arithmetic([](I i, I j) { return Value(std::max(i, j)); }, [](double x, double y) {
+      return Value(std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y));
+    }));
+    t.set(PrimId::minimum, arithmetic([](I i, I j) { return Value(std::min(i, j)); }, [](double x, double y) {
+      return Value(std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y));
+    }));
+    t.set(PrimId::pow, arithmetic(nullptr, [](double x, double y) { return Value(std::pow(x, y)); }));
     // Plain ifs rather than `cond ? Value(..) : Value(..)`: GCC 12 at -O3 reports the
     // variant temporary of the conditional as maybe-uninitialized, failing -Werror builds.
-    if (op == "neg" && all_ints()) return Value(-a[0].as_int());
-    if (op == "neg") return Value(-a[0].as_double());
-    if (op == "abs" && all_ints()) return Value(static_cast<int64_t>(std::llabs(a[0].as_int())));
-    if (op == "abs") return Value(std::fabs(a[0].as_double()));
-    double x = a[0].as_double();
-    if (op == "sqrt") return Value(std::sqrt(x));
-    if (op == "exp") return Value(std::exp(x));
-    if (op == "log") return Value(std::log(x));
-  }
-  return std::nullopt;
+    t.set(PrimId::neg, [](const Numbers& a) -> std::optional<Value> {
+      if (is_bool(a[0])) return std::nullopt;
+      if (all_ints(a)) return Value(-a[0].as_int());
+      return Value(-a[0].as_double());
+    });
+    t.set(PrimId::abs, [](const Numbers& a) -> std::optional<Value> {
+      if (is_bool(a[0])) return std::nullopt;
+      if (all_ints(a)) return Value(static_cast<int64_t>(std::llabs(a[0].as_int())));
+      return Value(std::fabs(a[0].as_double()));
+    });
+    t.set(PrimId::sqrt, unary([](double x) { return std::sqrt(x); }));
+    t.set(PrimId::exp, unary([](double x) { return std::exp(x); }));
+    t.set(PrimId::log, unary([](double x) { return std::log(x); }));
+    return t;
+  }();
+  return table;
 }
 
 using Env = std::unordered_map<ProxyId, Value>;
@@ -97,8 +121,10 @@ bool fold_numbers(const ir::BoundSymbol& b, Env& env) {
     if (!r.is_number()) return false;
     args.push_back(r);
   }
-  if (!b.output.is_proxy() || b.sym->level != ir::Level::Prim) return false;
-  std::optional<Value> r = fold_number_prim(b.sym->name, args);
+  if (!b.output.is_proxy()) return false;
+  const NumberRule* rule = number_rules().find(b.sym->prim);
+  if (rule == nullptr) return false;
+  std::optional<Value> r = (*rule)(args);
   if (!r) return false;
   env[b.output.proxy()] = *r;
   return true;
@@ -110,7 +136,7 @@ Trace constant_folding(const Trace& t, const PassContext& ctx) {
   std::set<ProxyId> observable = observable_proxies(t);
   Env numbers;                                // number proxy -> its literal value
   std::map<ProxyId, int64_t> tensors;         // tensor proxy -> constant index
-  const ir::Symbol* constant = &ops::find_op(ir::Level::Prim, "tensor_constant")->symbol;
+  const ir::Symbol* constant = &ops::prim_symbol(ir::PrimId::tensor_constant);
   std::function<Value(ProxyId)> literal = [&](ProxyId id) {
     auto it = numbers.find(id);
     return it == numbers.end() ? Value(ir::ProxyRef{id}) : it->second;

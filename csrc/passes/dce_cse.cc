@@ -8,7 +8,7 @@ namespace thunder::passes {
 namespace {
 
 bool may_alias_inputs(const ir::BoundSymbol& b) {
-  return b.sym->has(ir::kShape) || b.sym->has(ir::kOpaque) || b.sym->name == "alias";
+  return b.sym->has(ir::kShape) || b.sym->has(ir::kView) || b.sym->has(ir::kOpaque);
 }
 
 }  // namespace

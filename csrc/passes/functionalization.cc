@@ -375,9 +375,12 @@ Value reshape_back(Emitter& e, const Trace& in, const BoundSymbol& p, const Valu
   return e.reshape(v, in_shape(in, p));
 }
 
-const std::map<std::string, ViewRule, std::less<>>& view_rules() {
-  static const std::map<std::string, ViewRule, std::less<>> table{
-      {"slice",
+/// The view prims' rules; a prim without a row is no view.
+const ir::PrimTable<ViewRule>& view_rules() {
+  static const ir::PrimTable<ViewRule> table = [] {
+    ir::PrimTable<ViewRule> t("view");
+    for (auto& [id, rule] : std::initializer_list<std::pair<ir::PrimId, ViewRule>>{
+      {ir::PrimId::slice,
        {[](const Trace& in, const BoundSymbol& p, const Ints& s) -> std::optional<Ints> {
           Region r = slice_region(in, p);
           Ints out = s;
@@ -389,11 +392,11 @@ const std::map<std::string, ViewRule, std::less<>>& view_rules() {
           return e.slice_update(x, v, slice_region(in, p));
         },
         true}},
-      {"reshape",
+      {ir::PrimId::reshape,
        {[](const Trace& in, const BoundSymbol& p, const Ints& s) { return view_strides(in_shape(in, p), s, out_shape(in, p)); },
         [](Emitter& e, const Trace& in, const BoundSymbol& p, const Value& x) { return e.reshape(x, out_shape(in, p)); },
         reshape_back}},
-      {"squeeze",
+      {ir::PrimId::squeeze,
        {[](const Trace&, const BoundSymbol& p, const Ints& s) -> std::optional<Ints> {
           const int64_t n = static_cast<int64_t>(s.size());
           std::vector<bool> drop(s.size(), false);
@@ -406,7 +409,7 @@ const std::map<std::string, ViewRule, std::less<>>& view_rules() {
         },
         [](Emitter& e, const Trace& in, const BoundSymbol& p, const Value& x) { return e.reshape(x, out_shape(in, p)); },
         reshape_back}},
-      {"transpose",
+      {ir::PrimId::transpose,
        {[](const Trace&, const BoundSymbol& p, const Ints& s) -> std::optional<Ints> {
           Ints out;
           for (int64_t d : p.args[1].as_ints()) out.push_back(s[d]);
@@ -419,7 +422,7 @@ const std::map<std::string, ViewRule, std::less<>>& view_rules() {
           return e.transpose(v, inverse);
         }}},
       // An expanded view: its elements share memory, so a write through it has no functional meaning.
-      {"broadcast_in_dim",
+      {ir::PrimId::broadcast_in_dim,
        {[](const Trace& in, const BoundSymbol& p, const Ints& s) -> std::optional<Ints> {
           const Ints& from = in_shape(in, p);
           const Ints& to = out_shape(in, p);
@@ -431,18 +434,21 @@ const std::map<std::string, ViewRule, std::less<>>& view_rules() {
           return e.view("broadcast_in_dim", x, {p.args[1], p.args[2]});
         },
         nullptr, false, "an expanded view, whose elements share memory"}},
-      {"alias", {same_strides, same_value, write_through}},
+      {ir::PrimId::alias, {same_strides, same_value, write_through}},
       // A conversion to the dtype the tensor has returns the tensor itself (x.to(x.dtype) is x).
-      {"convert_element_type",
+      {ir::PrimId::convert_element_type,
        {[](const Trace& in, const BoundSymbol& p, const Ints& s) -> std::optional<Ints> {
           if (in.tensor(p.args[0].proxy()).dtype != in.tensor(p.output.proxy()).dtype) return std::nullopt;
           return s;
         },
         same_value, write_through}},
-      {"detach",
+      {ir::PrimId::detach,
        {same_strides, [](Emitter& e, const Trace&, const BoundSymbol&, const Value& x) { return e.view("detach", x, {}); },
         write_through}},
-  };
+         })
+      t.set(id, rule);
+    return t;
+  }();
   return table;
 }
 
@@ -496,12 +502,12 @@ ViewMap view_outputs(const Trace& in, const BoundSymbol& b) {
   std::vector<const BoundSymbol*> prims;
   flatten_prims(b, prims);
   for (const BoundSymbol* p : prims) {
-    auto rule = view_rules().find(p->sym->name);
-    if (rule == view_rules().end() || p->args.empty() || !p->args[0].is_proxy() || !p->output.is_proxy()) continue;
+    const ViewRule* rule = view_rules().find(p->sym->prim);
+    if (rule == nullptr || p->args.empty() || !p->args[0].is_proxy() || !p->output.is_proxy()) continue;
     auto from = known.find(p->args[0].proxy());
     if (from == known.end()) continue;
     auto entry = from->second;
-    entry.second.push_back(Step{p, &rule->second, &b});
+    entry.second.push_back(Step{p, rule, &b});
     known[p->output.proxy()] = std::move(entry);
   }
   ViewMap out;
@@ -517,10 +523,10 @@ class Functionalizer {
   explicit Functionalizer(const Trace& in)
       : in_(in), out_(in.empty_copy("Functionalization")), e_(out_),
         copy_(&ops::find_op(ir::Level::Torch, "copy_")->symbol),
-        copy_to_(&ops::find_op(ir::Level::Prim, "copy_to")->symbol),
-        begin_(&ops::find_op(ir::Level::Prim, "branch_begin")->symbol),
-        else_(&ops::find_op(ir::Level::Prim, "branch_else")->symbol),
-        end_(&ops::find_op(ir::Level::Prim, "branch_end")->symbol) {}
+        copy_to_(&ops::prim_symbol(ir::PrimId::copy_to)),
+        begin_(&ops::prim_symbol(ir::PrimId::branch_begin)),
+        else_(&ops::prim_symbol(ir::PrimId::branch_else)),
+        end_(&ops::prim_symbol(ir::PrimId::branch_end)) {}
 
   bool needed() const {
     for (const BoundSymbol& s : in_.symbols)
@@ -772,7 +778,7 @@ class Functionalizer {
   // record). Otherwise the root's new value is the written one.
   bool unrecorded_write(const BoundSymbol& s, const Alias& a) {
     const bool through_detach = std::any_of(a.chain.begin(), a.chain.end(),
-                                            [](const Step& step) { return step.prim->sym->name == "detach"; });
+                                            [](const Step& step) { return step.prim->is(ir::PrimId::detach); });
     if (!through_detach) return false;
     const Value& src = s.args[1];
     return in_.tensor(a.root).requires_grad ||

@@ -253,11 +253,7 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
       for (ProxyId id : b.input_proxies()) mutated.insert(id);
       continue;
     }
-    const std::string& name = b.sym->name;
-    bool view = b.sym->level == ir::Level::Prim &&
-                (name == "reshape" || name == "transpose" || name == "slice" || name == "squeeze" ||
-                 name == "broadcast_in_dim" || name == "alias");
-    if (!view) continue;
+    if (b.sym->level != ir::Level::Prim || !b.sym->has(ir::kView)) continue;
     bool feeds_mutation = false;
     for (ProxyId id : b.output_proxies()) feeds_mutation |= mutated.count(id) > 0;
     if (!feeds_mutation) continue;

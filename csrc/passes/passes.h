@@ -33,13 +33,19 @@ using Evaluator = std::function<std::optional<int64_t>(const Trace& trace, const
 /// A fusion executor (`fusion` true) claims the prims in `callees` for its
 /// kernels, and a torch-level op whose whole decomposition it claims (by
 /// descending into it); it never claims a symbol whose outputs require grad.
-/// An executor that names `devices` ("cpu") claims only symbols whose tensors are
-/// all on them, 0-dim CPU inputs (scalars) aside; one that names none claims any.
+/// Each executor states its claim policy; the claiming pass applies it and knows no executor's rules:
+/// - `devices` ("cpu"): it claims only symbols whose tensors are all on them, 0-dim CPU inputs (scalars)
+///   aside; none named: any device.
+/// - `dtypes`: it claims only symbols whose tensors all have one of them; none named: any dtype.
+/// - `closed_by` (fusion executors; qualified prims, "prims.matmul"): a torch-level op among whose leaves
+///   one of these is stays whole, for the next executor (linear and attention keep torch's BLAS).
 struct ExecutorTable {
   std::string name;
   std::map<std::string, std::string> callees;
   bool fusion = false;
   std::vector<std::string> devices;
+  std::vector<ir::DType> dtypes;
+  std::vector<std::string> closed_by;
 };
 
 struct PassContext {

@@ -20,12 +20,15 @@ bool outputs_require_grad(const Trace& t, const ir::BoundSymbol& b) {
   return false;
 }
 
-// Generated kernels have no complex arithmetic: a fusion executor takes nothing that reads or makes complex tensors.
-bool touches_complex(const Trace& t, const ir::BoundSymbol& b) {
+// Whether every tensor b reads or makes has one of ex's dtypes (any, if it names none).
+bool of_its_dtypes(const Trace& t, const ir::BoundSymbol& b, const ExecutorTable& ex) {
+  if (ex.dtypes.empty()) return true;
   for (const std::vector<ProxyId>& ids : {b.input_proxies(), b.output_proxies()})
     for (ProxyId id : ids)
-      if (t.proxy(id).is_tensor && ir::is_complex(t.proxy(id).tensor.dtype)) return true;
-  return false;
+      if (t.proxy(id).is_tensor &&
+          std::find(ex.dtypes.begin(), ex.dtypes.end(), t.proxy(id).tensor.dtype) == ex.dtypes.end())
+        return false;
+  return true;
 }
 
 bool claims_prim(const ir::BoundSymbol& b, const ExecutorTable& ex) {
@@ -49,35 +52,35 @@ bool on_its_devices(const Trace& t, const ir::BoundSymbol& b, const ExecutorTabl
 }
 
 // Counts the leaf prims of b the fusion executor claims (`fused`, those that
-// compute, not just move data) and the others; `matmul` notes a matmul among the others.
-void count_leaves(const ir::BoundSymbol& b, const ExecutorTable& ex, int& fused, int& other, bool& matmul) {
+// compute, not just move or view data) and the others; `closed` notes a leaf of ex.closed_by.
+void count_leaves(const ir::BoundSymbol& b, const ExecutorTable& ex, int& fused, int& other, bool& closed) {
   if (b.subsymbols.empty()) {
-    if (claims_prim(b, ex)) fused += b.sym->has(ir::kShape) || b.sym->name == "alias" ? 0 : 1;
-    else ++other, matmul |= b.sym->name == "matmul";
+    closed |= std::find(ex.closed_by.begin(), ex.closed_by.end(), op_key(b)) != ex.closed_by.end();
+    if (claims_prim(b, ex)) fused += b.sym->has(ir::kShape) || b.sym->has(ir::kView) ? 0 : 1;
+    else ++other;
     return;
   }
-  for (const ir::BoundSymbol& s : b.subsymbols) count_leaves(s, ex, fused, other, matmul);
+  for (const ir::BoundSymbol& s : b.subsymbols) count_leaves(s, ex, fused, other, closed);
 }
 
 // Whether a fusion executor takes b: a prim it claims, or a composite worth
-// opening: one with arithmetic it can fuse and no matmul (matmuls, and ops
-// built on them such as linear and attention, stay with torch's BLAS).
+// opening: one with arithmetic it can fuse and no leaf of its `closed_by`.
 // Leaves it cannot fuse (e.g. the gather in cross_entropy) go to the next executor.
 bool fusible(const Trace& t, const ir::BoundSymbol& b, const ExecutorTable& ex) {
   if (b.sym->level == ir::Level::Opaque || !on_its_devices(t, b, ex)) return false;
   if (b.subsymbols.empty()) return claims_prim(b, ex);
   int fused = 0, other = 0;
-  bool matmul = false;
-  count_leaves(b, ex, fused, other, matmul);
-  return fused > 0 && !matmul;
+  bool closed = false;
+  count_leaves(b, ex, fused, other, closed);
+  return fused > 0 && !closed;
 }
 
 // A composite that only moves data (a slicing getitem, cat) and whose leaves the fusion executor claims.
 bool moves_data_only(const Trace& t, const ir::BoundSymbol& b, const ExecutorTable& ex) {
   if (b.sym->level == ir::Level::Opaque || b.subsymbols.empty() || !on_its_devices(t, b, ex)) return false;
   int fused = 0, other = 0;
-  bool matmul = false;
-  count_leaves(b, ex, fused, other, matmul);
+  bool closed = false;
+  count_leaves(b, ex, fused, other, closed);
   return fused == 0 && other == 0;
 }
 
@@ -107,14 +110,14 @@ std::unordered_set<size_t> data_movers_to_open(const Trace& t, const std::vector
   return open;
 }
 
-// Until autodiff exists, symbols whose outputs require grad stay with the
-// non-fusion executors, whose ops torch's autograd differentiates.
+// Symbols whose outputs require grad stay with the non-fusion executors, whose ops torch's autograd
+// differentiates: a trace thunder's autodiff declined (its forward and backward traces require no grad).
 void claim_into(const Trace& t, const ir::BoundSymbol& b, const PassContext& ctx, bool allow_fusion,
                 std::vector<ir::BoundSymbol>& out, bool open_data_mover = false) {
   const std::string key = op_key(b);
   for (const ExecutorTable& ex : ctx.executors) {
     if (ex.fusion) {
-      if (!allow_fusion || touches_complex(t, b) || !(open_data_mover || fusible(t, b, ex))) continue;
+      if (!allow_fusion || !of_its_dtypes(t, b, ex) || !(open_data_mover || fusible(t, b, ex))) continue;
       if (b.subsymbols.empty()) {
         ir::BoundSymbol claimed = b;
         claimed.executor = ex.name;
@@ -124,7 +127,7 @@ void claim_into(const Trace& t, const ir::BoundSymbol& b, const PassContext& ctx
       break;  // descend below; the fusion executor claims each prim
     }
     auto it = ex.callees.find(key);
-    if (it == ex.callees.end()) continue;
+    if (it == ex.callees.end() || !of_its_dtypes(t, b, ex) || !on_its_devices(t, b, ex)) continue;
     ir::BoundSymbol claimed = b;
     claimed.executor = ex.name;
     if (b.sym->level != ir::Level::Opaque) claimed.callee = it->second;

@@ -193,7 +193,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
     namespace.update(imported.namespace)
     namespace.export()
     evaluator = _constant_evaluator(namespace, constants)
-    tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices)) for ex in executors]
+    tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices), list(ex.dtypes), list(ex.closed_by)) for ex in executors]
     views = [TraceView(imported.trace, namespace, "Imported from the FX graph")]
     pass_seconds = {}
     passes = list(passes)

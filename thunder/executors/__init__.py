@@ -18,9 +18,14 @@ class Executor:
     fusion symbols, and ``lower(trace)`` returns the callables that run those
     (a dict from each fusion's printed name to a Python callable).
 
-    ``devices`` ("cpu", "cuda", "meta"): an executor that names some claims only
-    symbols whose tensors are all on them (a 0-dim CPU tensor input is a scalar,
-    which any device takes); one that names none claims on every device."""
+    Its claim policy, applied by the core's claiming pass (which knows no executor's rules):
+
+    - ``devices`` ("cpu", "cuda", "meta"): it claims only symbols whose tensors are all on them (a 0-dim
+      CPU tensor input is a scalar, which any device takes); none named: every device.
+    - ``dtypes`` (``_core.DType`` values): it claims only symbols whose tensors all have one of them; none
+      named: every dtype.
+    - ``closed_by`` (fusion executors; qualified prims such as "prims.matmul"): it opens no torch-level op
+      among whose leaves one of these is; that op runs whole on the next executor."""
 
     name: str
     callees: dict = field(repr=False)
@@ -28,6 +33,8 @@ class Executor:
     fusion: bool = False
     lower: object = field(repr=False, default=None)
     devices: tuple = ()
+    dtypes: tuple = ()
+    closed_by: tuple = ()
 
     def __repr__(self):
         return f"Executor({self.name!r}, {len(self.callees)} ops)"

@@ -168,6 +168,10 @@ def lower(trace):
     return launchers, [(module, source) for module, (source, _) in zip(modules, units)]
 
 
-#: Claims every prim the code generator handles (csrc/codegen/kernel_plan.cc).
+#: Claims every prim the code generator handles (csrc/codegen/kernel_plan.cc), on CPU tensors of every dtype
+#: but the complex ones (generated kernels have no complex arithmetic); matmuls, and the ops built on them such
+#: as linear and attention, stay with torch's BLAS.
 cpu_executor = Executor("cpu", {f"prims.{n}": "" for n in _core.fusible_prims()}, {}, fusion=True, lower=lower,
-                        devices=("cpu",))
+                        devices=("cpu",),
+                        dtypes=tuple(d for n, d in _core.DType.__members__.items() if not n.startswith("complex")),
+                        closed_by=("prims.matmul",))
