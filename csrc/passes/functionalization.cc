@@ -34,19 +34,21 @@ Value P(ProxyId id) { return Value(ir::ProxyRef{id}); }
 // arithmetic whose derivatives are bounded by the inputs). An arm built only of these contributes exactly zero,
 // never NaN, to gradients when it is not taken, so it needs no gradient masking. sqrt, log, div, pow, exp
 // (which overflows) and the like are absent: `if x > 0: y = x.sqrt()` masks.
-const std::set<std::string>& gradient_safe_prims() {
-  static const std::set<std::string> prims{
-      "add", "sub", "mul", "neg", "where", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-      "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "abs", "maximum",
-      "minimum", "sign", "floor", "ceil", "round", "trunc", "sin", "cos", "tanh", "sigmoid", "sum", "amax", "amin",
-      "convert_element_type", "slice", "slice_update", "reshape", "transpose", "broadcast_in_dim", "squeeze",
-      "alias", "detach", "cat", "flip", "full", "iota", "clone", "isnan", "isinf", "isfinite", "signbit", "matmul"};
+const std::set<ir::PrimId>& gradient_safe_prims() {
+  using P = ir::PrimId;
+  static const std::set<ir::PrimId> prims{
+      P::add, P::sub, P::mul, P::neg, P::where, P::eq, P::ne, P::lt, P::le, P::gt, P::ge, P::logical_and,
+      P::logical_or, P::logical_xor, P::logical_not, P::bitwise_and, P::bitwise_or, P::bitwise_xor,
+      P::bitwise_not, P::abs, P::maximum, P::minimum, P::sign, P::floor, P::ceil, P::round, P::trunc, P::sin,
+      P::cos, P::tanh, P::sigmoid, P::sum, P::amax, P::amin, P::convert_element_type, P::slice, P::slice_update,
+      P::reshape, P::transpose, P::broadcast_in_dim, P::squeeze, P::alias, P::detach, P::cat, P::flip, P::full,
+      P::iota, P::clone, P::isnan, P::isinf, P::isfinite, P::signbit, P::matmul};
   return prims;
 }
 
 bool gradient_safe(const BoundSymbol& b) {
   if (b.sym->level == ir::Level::Opaque) return false;
-  if (b.subsymbols.empty()) return b.sym->level == ir::Level::Prim && gradient_safe_prims().count(b.sym->name) > 0;
+  if (b.subsymbols.empty()) return gradient_safe_prims().count(b.sym->prim) > 0;
   for (const BoundSymbol& s : b.subsymbols)
     if (!gradient_safe(s)) return false;
   return true;
@@ -379,7 +381,7 @@ Value reshape_back(Emitter& e, const Trace& in, const BoundSymbol& p, const Valu
 const ir::PrimTable<ViewRule>& view_rules() {
   static const ir::PrimTable<ViewRule> table = [] {
     ir::PrimTable<ViewRule> t("view");
-    for (auto& [id, rule] : std::initializer_list<std::pair<ir::PrimId, ViewRule>>{
+    for (const auto& [id, rule] : std::initializer_list<std::pair<ir::PrimId, ViewRule>>{
       {ir::PrimId::slice,
        {[](const Trace& in, const BoundSymbol& p, const Ints& s) -> std::optional<Ints> {
           Region r = slice_region(in, p);
@@ -445,7 +447,7 @@ const ir::PrimTable<ViewRule>& view_rules() {
       {ir::PrimId::detach,
        {same_strides, [](Emitter& e, const Trace&, const BoundSymbol&, const Value& x) { return e.view("detach", x, {}); },
         write_through}},
-         })
+     })
       t.set(id, rule);
     return t;
   }();

@@ -15,9 +15,12 @@ namespace {
 
 const ir::Symbol kFusionSymbol{"fusion", ir::Level::Fusion, 0, {}};
 
+// Whether b does work worth a kernel: not only viewing (broadcasts, reshapes, slices), concatenating or filling.
 bool computes(const ir::BoundSymbol& b) {
-  const std::string& n = b.sym->name;
-  return n != "broadcast_in_dim" && n != "reshape" && n != "squeeze" && n != "alias" && n != "slice" && n != "cat" && n != "full";
+  using P = ir::PrimId;
+  for (P id : {P::broadcast_in_dim, P::reshape, P::squeeze, P::alias, P::slice, P::cat, P::full})
+    if (b.is(id)) return false;
+  return true;
 }
 
 struct Group {
