@@ -81,6 +81,9 @@ class CompiledGraph:
     grad_outputs: list = field(default_factory=list)  # output positions whose gradients the backward takes
     #: Outputs the trace returns as their base, made again after each call (fx_import.OutputViews)
     output_views: list = field(default_factory=list)
+    #: (symbolic graph number, shapes) when this specializes a graph Dynamo captured with symbolic sizes
+    #: (thunder.frontend.specialize) to one call's shapes; None for a graph captured with static shapes.
+    shapes: tuple = None
 
     @property
     def execution_trace(self):

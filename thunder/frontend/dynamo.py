@@ -20,7 +20,7 @@ from thunder.core.compile import compile_trace
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES
 from thunder.executors import default_executors
-from thunder.frontend import branches, global_state
+from thunder.frontend import branches, global_state, specialize
 from thunder.frontend.fx_import import UnsupportedGraph, import_graph
 
 
@@ -55,6 +55,7 @@ class EagerGraph:
     gm: object = field(repr=False)
     calls: int = 0
     detail: str = field(default="", repr=False)
+    shapes: tuple = None  # (symbolic graph number, shapes) for a specialization of a graph with symbolic sizes
 
 
 @dataclass
@@ -72,6 +73,7 @@ class JitState:
     eager_calls: int = 0                              # calls that ran no graph: Dynamo ran the function uncompiled
     branches: dict = field(default_factory=dict)      # (file, line, code) -> branches.BranchSite of each `if`
     dynamo_stopped: str = ""                          # why Dynamo stopped compiling this function ("" if it did not)
+    symbolic_graphs: int = 0                          # graphs Dynamo captured with symbolic sizes (specialized per shape)
     debug: str = None                                 # thunder.jit's debug mode (None, "pdb")
 
     def __repr__(self):  # Dynamo prints the backend, a partial holding this, in its recompile messages
@@ -260,11 +262,12 @@ def _as_captured(gm):
     return (lambda *args: branches.run_exactly(gm, *args)) if branches.has_markers(gm) else gm.forward
 
 
-def _run_eagerly(state, index, gm, error, also=None):
+def _run_eagerly(state, index, gm, error, also=None, shapes=None):
     """The callable for a graph thunder could not compile: gm, run by torch as Dynamo captured it (listed in
-    ``state``, and in ``also`` if given)."""
+    ``state``, and in ``also`` if given; ``shapes`` as for _compile_graph)."""
     _report_fallback(state, index, error)
-    eager = EagerGraph(index, _short_reason(error), gm, detail=f"{type(error).__name__}: {str(error).strip()}")
+    eager = EagerGraph(index, _short_reason(error), gm, detail=f"{type(error).__name__}: {str(error).strip()}",
+                       shapes=shapes)
     state.graphs.append(eager)
     if also is not None:
         also.graphs.append(eager)
@@ -365,19 +368,53 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     if state is None:
         state = torch_compile_state() or GLOBAL_STATE
         also = GLOBAL_STATE if state is not GLOBAL_STATE else None
+    if specialize.has_symbolic_shapes(gm, example_inputs):
+        return _symbolic_graph(state, gm, also)
+    return _compile_graph(state, gm, example_inputs, also)
+
+
+def _symbolic_graph(state, gm, also):
+    """The callable for a graph with symbolic sizes: each new shape signature (specialize.signature) compiles a
+    specialization of gm (specialize.specialize) at the call that brings it; a specialization that cannot be
+    made or compiled runs gm as captured for those shapes."""
+    state.symbolic_graphs += 1
+    number = state.symbolic_graphs
+    specializations = {}
+
+    def run(*args):
+        key = specialize.signature(args)
+        fn = specializations.get(key)
+        if fn is None:
+            shapes = specialize.describe(args)
+            try:
+                concrete = specialize.specialize(gm, args)
+            except Exception as e:  # noqa: BLE001 -- run these shapes with torch
+                fn = _run_eagerly(state, len(state.graphs), gm, e, also, shapes=(number, shapes))
+            else:
+                fn = _compile_graph(state, concrete, args, also, shapes=(number, shapes))
+            specializations[key] = fn
+        return fn(*args)
+    return run
+
+
+def _compile_graph(state, gm, example_inputs, also, shapes=None):
+    """The callable for a graph with static shapes: compiled by thunder, or gm run as captured when that fails.
+    ``shapes`` is (symbolic graph number, shapes) for a specialization of a symbolic graph."""
     index = len(state.graphs)
     try:
         imported = import_graph(gm, example_inputs)
         compiled = compile_trace(imported, state.executors, state.passes, index, state.debug)
     except branches.BranchRejected as e:
-        if isinstance(e.site, int):  # a branch thunder.jit converted: Dynamo runs the frame eagerly (see branches)
+        # A branch thunder.jit converted, seen while Dynamo compiles: Dynamo runs the frame eagerly (see branches).
+        if isinstance(e.site, int) and shapes is None:
             record = branches.tracing_record()
             if record is not None:
                 record.rejected[e.site] = e.reason
             raise
-        return _run_eagerly(state, index, gm, e, also)  # torch.cond: gm runs it as torch does
+        return _run_eagerly(state, index, gm, e, also, shapes)  # torch.cond: gm runs it as torch does
     except Exception as e:  # noqa: BLE001 -- any failure means: run this graph with torch
-        return _run_eagerly(state, index, gm, e, also)
+        return _run_eagerly(state, index, gm, e, also, shapes)
+    compiled.shapes = shapes
     state.graphs.append(compiled)
     if also is not None:
         also.graphs.append(compiled)

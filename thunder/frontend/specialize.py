@@ -1,0 +1,108 @@
+"""Graphs with symbolic shapes: compiled once per concrete shape, at the call that first brings it.
+
+With ``dynamic=None`` (static first, dynamic once a dimension changes) or ``dynamic=True``, Dynamo hands the
+backend a graph whose sizes are symbols (``torch.SymInt``): its inputs include the sizes (``s0``), tensors have
+symbolic shapes, and size arithmetic is in the graph (``x.size(1) * 2``). Dynamo's guards decide which calls the
+graph serves; thunder's IR has integer dimensions, so each concrete *shape signature* that reaches the graph
+(every tensor argument's shape and strides, every number argument's value) is compiled on its own:
+:func:`specialize` copies the graph, propagates metadata for the concrete arguments, and replaces every
+symbolic number in it by its value. Kernels take their sizes as arguments where the code generator supports it,
+so a new shape re-traces (milliseconds) rather than re-compiles C++.
+"""
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+_SYMBOLIC_NUMBERS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _is_symbolic(value) -> bool:
+    if isinstance(value, _SYMBOLIC_NUMBERS):
+        return True
+    if isinstance(value, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride()))
+    if isinstance(value, (list, tuple)):
+        return any(_is_symbolic(v) for v in value)
+    return False
+
+
+def has_symbolic_shapes(gm: torch.fx.GraphModule, example_inputs) -> bool:
+    """Whether Dynamo captured gm with symbolic sizes: a symbolic number among its inputs, or an input tensor
+    with a symbolic size or stride."""
+    examples = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    return any(_is_symbolic(v) for v in (*examples, *example_inputs))
+
+
+def signature(args) -> tuple:
+    """The key of the specialization that serves ``args``: each tensor's shape, strides, dtype, device and
+    requires_grad, each number's type and value (what Dynamo's guards leave free are shapes and sizes)."""
+    key = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key.append((tuple(a.shape), tuple(a.stride()), a.dtype, a.device, a.requires_grad))
+        else:
+            key.append((type(a), a))
+    return tuple(key)
+
+
+def describe(args) -> str:
+    """The shapes of a specialization, as printed: "(5, 4), (5, 4), 5"."""
+    return ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else repr(a) for a in args)
+
+
+class _Propagate(torch.fx.Interpreter):
+    """Runs the graph on fake tensors of the concrete arguments, recording each node's value as its
+    ``example_value`` (what the importer reads)."""
+
+    def run_node(self, n):
+        value = super().run_node(n)
+        n.meta["example_value"] = value
+        return value
+
+
+def _literal(value):
+    if isinstance(value, torch.SymInt):
+        return int(value)
+    if isinstance(value, torch.SymFloat):
+        return float(value)
+    if isinstance(value, torch.SymBool):
+        return bool(value)
+    return value
+
+
+def specialize(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
+    """A copy of gm for these concrete arguments: every node's ``example_value`` is recomputed from them (on fake
+    tensors, so nothing runs), and every node that computes a number (a size, or arithmetic on sizes) is replaced
+    by its value in the nodes that read it. Number inputs stay inputs (the calling convention is gm's) and are
+    read by nothing. gm is left unchanged.
+
+    Args:
+        gm: a graph Dynamo captured with symbolic sizes.
+        args: the values of its inputs for one call: tensors and Python numbers.
+    Returns:
+        A GraphModule with gm's inputs and outputs whose metadata are static.
+    Raises:
+        Whatever running gm's ops on fake tensors raises (the caller runs gm as captured instead).
+    """
+    graph = torch.fx.Graph()
+    copies = {}
+    out = graph.graph_copy(gm.graph, copies)
+    graph.output(out)
+    copy = torch.fx.GraphModule(gm, graph)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fake = [mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor) else a for a in args]
+    # Ops that set grad mode or autocast run here too: whatever they set is undone on the way out.
+    with mode, torch.autograd.grad_mode.set_grad_enabled(torch.is_grad_enabled()):
+        _Propagate(copy).run(*fake)
+    for node in list(copy.graph.nodes):
+        value = node.meta.get("example_value")
+        if node.op in ("output", "get_attr") or not isinstance(value, (int, float, bool, *_SYMBOLIC_NUMBERS)):
+            continue
+        literal = _literal(value)
+        for user in list(node.users):
+            user.args = torch.fx.node.map_arg(user.args, lambda n: literal if n is node else n)
+            user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda n: literal if n is node else n)
+        if node.op != "placeholder" and not node.users:
+            copy.graph.erase_node(node)
+    copy.recompile()
+    return copy
