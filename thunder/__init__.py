@@ -15,10 +15,13 @@ from thunder.core.log import set_log_file, set_log_level
 from thunder.core.options import LogLevel
 from thunder.executors.cpuex import clear_kernel_cache
 from thunder.frontend import dynamo as _dynamo
-from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs, report
+from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs
+from thunder.jit import report as _summary_text
+from thunder.plan import Plan, examine
 
 __all__ = ["jit", "clear_kernel_cache", "last_traces", "last_backward_traces", "last_kernels", "compile_stats",
-           "summary", "set_log_level", "set_log_file", "LogLevel", "ThunderModule", "ThunderFunction"]
+           "summary", "report", "examine", "Plan", "set_log_level", "set_log_file", "LogLevel", "ThunderModule",
+           "ThunderFunction"]
 
 _dynamo.register()
 
@@ -190,4 +193,4 @@ def summary(jitted) -> str:
     Raises:
         TypeError: ``jitted`` is none of those.
     """
-    return report(_state_of(jitted, "summary"))
+    return _summary_text(_state_of(jitted, "summary"))

@@ -73,6 +73,8 @@ class JitState:
     branches: dict = field(default_factory=dict)      # (file, line, code) -> branches.BranchSite of each `if`
     dynamo_stopped: str = ""                          # why Dynamo stopped compiling this function ("" if it did not)
     debug: str = None                                 # thunder.jit's debug mode (None, "pdb")
+    plan_only: bool = False                           # thunder.examine: graphs are planned, not compiled; they run
+                                                      # as captured
 
     def __repr__(self):  # Dynamo prints the backend, a partial holding this, in its recompile messages
         return f"<JitState of {self.name}: {len(self.graphs)} graphs>"
@@ -368,7 +370,8 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     index = len(state.graphs)
     try:
         imported = import_graph(gm, example_inputs)
-        compiled = compile_trace(imported, state.executors, state.passes, index, state.debug)
+        compiled = compile_trace(imported, state.executors, state.passes, index, state.debug,
+                                 lower=not state.plan_only)
     except branches.BranchRejected as e:
         if isinstance(e.site, int):  # a branch thunder.jit converted: Dynamo runs the frame eagerly (see branches)
             record = branches.tracing_record()
@@ -383,6 +386,13 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
         also.graphs.append(compiled)
     for site in state.branches.values():
         site.captured += site.id in imported.branch_sites
+    if state.plan_only:  # thunder.examine: nothing was compiled; the graph runs with torch as captured
+        forward = _as_captured(gm)
+
+        def run_planned(*args):
+            compiled.calls += 1
+            return forward(*args)
+        return run_planned
     _log_compiled(state, compiled, imported)
     # A graph that sets grad mode, autocast or inference mode undoes it if it raises, as leaving `with` blocks does.
     fn = global_state.restoring(compiled.fn) if imported.sets_global_state else compiled.fn
