@@ -194,3 +194,35 @@ def summary(jitted) -> str:
         TypeError: ``jitted`` is none of those.
     """
     return _summary_text(_state_of(jitted, "summary"))
+
+
+def report(jitted, path="report.html"):
+    """Writes the HTML trace explorer of what was compiled: one self-contained file (inline CSS and JS, no network).
+
+    Per captured graph: the pipeline's traces stage by stage, each next to the stage before it with the lines the
+    pass changed highlighted (forward and, when thunder differentiates the graph, backward); every fusion region
+    colored and linked to its generated C++ kernel and the compiler command; the executor of every symbol; the
+    ops imported as opaque torch calls and why; compile time per stage and call counts. Above them: graph breaks
+    and data-dependent branches with the user's source lines. A search box, collapsible sections and a
+    "changed lines only" switch keep large models usable.
+
+    Args:
+        jitted: what :func:`jit` or ``torch.compile(..., backend="thunder")`` returned, or a
+            ``thunder.frontend.dynamo.JitState`` (``thunder.frontend.dynamo.GLOBAL_STATE``: every graph of
+            ``torch.compile(..., backend="thunder")``).
+        path: the file to write (its directory is made if missing).
+    Returns:
+        The path written, as a ``pathlib.Path``.
+    Raises:
+        TypeError: ``jitted`` is not a thunder-jitted callable.
+        OSError: the file cannot be written.
+
+    Example::
+
+        jitted = thunder.jit(model)
+        jitted(x)
+        thunder.report(jitted, "report.html")   # open it in a browser
+    """
+    from thunder import explorer
+
+    return explorer.write(_state_of(jitted, "report"), path)
