@@ -17,7 +17,7 @@ import re
 
 from thunder.frontend import branches
 from thunder.frontend.dynamo import EagerGraph
-from thunder.plan import _graph_plan, _proxies
+from thunder.plan import graph_plan, proxies
 
 #: Graphs past this many start collapsed (a large model's page stays quick to open).
 OPEN_GRAPHS = 4
@@ -100,13 +100,12 @@ def _graph(g, open_):
         inner = f"<p class=warn>{_e(g.reason)}</p><pre>{_e(g.detail)}</pre>"
         return _section(f"Graph {g.index}: UNCOMPILED, runs with torch as captured; called {g.calls} times",
                         inner, open_, "graph")
-    plan = _graph_plan(g)
-    fusion_colors = {}
+    plan = graph_plan(g)
     kernels = _kernels(g)
     title = (f"Graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, executors "
              f"{', '.join(g.executors()) or 'none'}, {len(plan.fusions)} fusions, {len(plan.opaque)} opaque ops"
              + (f"; backward: {g.autodiff}" if g.autodiff else ""))
-    parts = [_stage_times(g), _ops(g.index, plan, fusion_colors),
+    parts = [_stage_times(g), _ops(g.index, plan),
              _pipeline(g.index, "fwd", "Forward" if g.backward_traces else "Traces", g.traces, kernels)]
     if g.backward_traces:
         parts.append(_pipeline(g.index, "bwd", "Backward (thunder's autodiff)", g.backward_traces, kernels))
@@ -127,7 +126,7 @@ def _stage_times(g):
     return _section("Compile time per stage", calls + _table(["stage", "time", ""], rows), False)
 
 
-def _ops(index, plan, colors):
+def _ops(index, plan):
     rows = []
     for op in plan.ops:
         kind = "native" if op.native else "<span class=opq>opaque</span>"
@@ -149,7 +148,7 @@ def _line_info(view, lines):
     trace = view.trace
     by_output = {}
     for b in trace.symbols:
-        for p in _proxies(b.output)[:1]:
+        for p in proxies(b.output)[:1]:
             by_output[trace.name_of(p)] = b
     info, fusion = [], ""
     for line in lines:
@@ -307,7 +306,7 @@ table.grid{border-collapse:collapse;margin:.3em 0}table.grid td,table.grid th{bo
 padding:2px 6px;text-align:left;vertical-align:top}
 table.trace{border-collapse:collapse;font:12px/1.35 ui-monospace,monospace;width:100%;table-layout:fixed}
 table.trace col.n{width:3.5em}table.trace td.n{color:#999;text-align:right;padding-right:6px;user-select:none}
-table.trace td.c{white-space:pre-wrap;overflow-wrap:anywhere;vertical-align:top}
+table.trace td{vertical-align:top}table.trace td.c{white-space:pre-wrap;overflow-wrap:anywhere}
 tr.add td.c:last-child{background:#dfd}tr.del td.c:nth-child(2){background:#fdd}
 tr.chg td.c:nth-child(2){background:#fee}tr.chg td.c:last-child{background:#efe}
 td.fz{box-shadow:inset 4px 0 hsl(var(--h) 70% 50%);background-color:hsl(var(--h) 80% 95%)}
@@ -341,7 +340,8 @@ function search(q) {
   $$('.hit').forEach(el => el.classList.remove('hit', 'cur'));
   hits = []; cur = -1;
   q = q.trim().toLowerCase();
-  if (q) for (const el of $$('.ln')) if (el.textContent.toLowerCase().includes(q)) { el.classList.add('hit'); hits.push(el); }
+  if (q) for (const el of $$('.ln'))
+    if (el.textContent.toLowerCase().includes(q)) { el.classList.add('hit'); hits.push(el); }
   document.getElementById('count').textContent = q ? hits.length + ' lines match' : '';
   if (hits.length) next();
 }

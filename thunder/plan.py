@@ -8,11 +8,9 @@ breaks and the data-dependent branches.
 """
 from dataclasses import dataclass, field
 
-import torch
-
 from thunder import _core
 from thunder.frontend import branches
-from thunder.frontend.dynamo import EagerGraph, GraphBreak
+from thunder.frontend.dynamo import EagerGraph
 
 #: The reason given for an opaque op the importer has no native op for (it records reasons only for the ops it
 #: knows but declined), and for one kept for its effect (grad mode, autocast, a view or in-place opaque op).
@@ -132,7 +130,7 @@ def examine(fn_or_module, *args, **kwargs):
     state = probe._state
     state.plan_only = True
     probe(*args, **kwargs)
-    plan = Plan(state.name, [e.name for e in state.executors], [_graph_plan(g) for g in state.graphs],
+    plan = Plan(state.name, [e.name for e in state.executors], [graph_plan(g) for g in state.graphs],
                 list(state.graph_breaks), branches.site_statuses(state.branches.values(), state.graph_breaks))
     del probe  # its code copies and Dynamo cache entries go with it
     return plan
@@ -157,11 +155,12 @@ def _original(fn):
     return fn, {}
 
 
-def _proxies(value):
+def proxies(value):
+    """The proxies in a symbol's output (a proxy, or nested lists/tuples of them and other values)."""
     if isinstance(value, _core.Proxy):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [p for v in value for p in _proxies(v)]
+        return [p for v in value for p in proxies(v)]
     return []
 
 
@@ -172,7 +171,7 @@ def _runners(trace):
     for b in trace.symbols:
         fusion = b.callee if b.name == "fusion" else ""
         for inner in [b, *b.subsymbols]:
-            for p in _proxies(inner.output):
+            for p in proxies(inner.output):
                 runners.setdefault(p, (b.executor, fusion))
     return runners
 
@@ -182,7 +181,7 @@ def _defined(trace):
     out, stack = set(), list(trace.symbols)
     while stack:
         b = stack.pop()
-        out.update(_proxies(b.output))
+        out.update(proxies(b.output))
         stack.extend(b.subsymbols)
     return out
 
@@ -205,16 +204,17 @@ def _opaque_reason(callee, fallbacks):
     return NO_NATIVE_OP
 
 
-def _graph_plan(g):
+def graph_plan(g):
+    """The :class:`GraphPlan` of a graph in a JitState (a CompiledGraph, planned or compiled, or an EagerGraph)."""
     if isinstance(g, EagerGraph):
         return GraphPlan(g.index, uncompiled=g.reason)
     imported, final = g.traces[0].trace, g.execution_trace.trace
     runners, fallbacks = _runners(final), list(g.fallbacks)
     ops = []
     for b in imported.symbols:
-        if b.name == "del" or b.level == "prims" and b.name.startswith("branch_"):
+        if b.name == "del" or (b.level == "prims" and b.name.startswith("branch_")):  # markers: not ops
             continue
-        outputs = _proxies(b.output)
+        outputs = proxies(b.output)
         found = next((runners[p] for p in outputs if p in runners), None)
         reason = "" if not b.is_opaque else EFFECT if b.has_effect else _opaque_reason(b.callee, fallbacks)
         if found is None and outputs:
