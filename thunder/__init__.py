@@ -4,6 +4,8 @@
     out = jitted(*args)          # first call compiles; later calls reuse the compiled program
     print(jitted)                # graphs, their final traces, executors, graph breaks, cache hits
     thunder.last_traces(jitted)  # every pass's trace of the last compiled graph
+    thunder.report(jitted, "report.html")   # the HTML trace explorer
+    print(thunder.examine(fn_or_module, *args))  # before compiling: what will run where, and why
 
 Capture is TorchDynamo's (``torch.compile`` with thunder as the backend); the
 compiler core (IR, passes) is C++, in ``thunder._core``.
