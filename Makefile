@@ -35,7 +35,12 @@ test-cpp: build/.gtest
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build/cpp-asan --output-on-failure
 
-test-py: install
+# Chromium, Debian's, for the headless-browser test of the HTML report (tests/test_report.py).
+build/.chromium:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	@mkdir -p build && touch $@
+
+test-py: install build/.chromium
 	$(PYTHON) -m pytest tests
 
 test: test-cpp test-py

@@ -81,6 +81,14 @@ def seed_example_2():
     check_one_graph("seed example 2", jitted)
     print(jitted)                  # the module tree and one summary line
     print(thunder.summary(jitted))  # the graphs, their final traces, branches
+    return jitted
+
+
+def write_report(jitted):
+    """The HTML trace explorer of a jitted model: build/report.html."""
+    path = thunder.report(jitted, os.path.join(os.path.dirname(__file__), "..", "build", "report.html"))
+    check("the HTML trace explorer of seed example 2 (build/report.html)", path.stat().st_size > 0)
+    print(f"\nthe HTML trace explorer of seed example 2's model: {path.resolve()}")
 
 
 def real_models():
@@ -97,11 +105,12 @@ def real_models():
 
 
 seed_example_1()
-seed_example_2()
+seed_model = seed_example_2()
 real_models()
 acceptance = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "acceptance", "seed_examples.py")
 if os.path.exists(acceptance):
     print("\nrunning the acceptance script, unchanged:", os.path.normpath(acceptance))
     check("shared/acceptance/seed_examples.py", subprocess.call([sys.executable, acceptance]) == 0)
+write_report(seed_model)
 print(f"\n{len(failures)} checks failed" if failures else "\nall checks hold")
 sys.exit(1 if failures else 0)

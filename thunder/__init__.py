@@ -4,6 +4,8 @@
     out = jitted(*args)          # first call compiles; later calls reuse the compiled program
     print(jitted)                # graphs, their final traces, executors, graph breaks, cache hits
     thunder.last_traces(jitted)  # every pass's trace of the last compiled graph
+    thunder.report(jitted, "report.html")   # the HTML trace explorer
+    print(thunder.examine(fn_or_module, *args))  # before compiling: what will run where, and why
 
 Capture is TorchDynamo's (``torch.compile`` with thunder as the backend); the
 compiler core (IR, passes) is C++, in ``thunder._core``.
@@ -15,10 +17,13 @@ from thunder.core.log import set_log_file, set_log_level
 from thunder.core.options import LogLevel
 from thunder.executors.cpuex import clear_kernel_cache
 from thunder.frontend import dynamo as _dynamo
-from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs, report
+from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs
+from thunder.jit import report as _summary_text
+from thunder.plan import Plan, examine
 
 __all__ = ["jit", "clear_kernel_cache", "last_traces", "last_backward_traces", "last_kernels", "compile_stats",
-           "summary", "set_log_level", "set_log_file", "LogLevel", "ThunderModule", "ThunderFunction"]
+           "summary", "report", "examine", "Plan", "set_log_level", "set_log_file", "LogLevel", "ThunderModule",
+           "ThunderFunction"]
 
 _dynamo.register()
 
@@ -190,4 +195,36 @@ def summary(jitted) -> str:
     Raises:
         TypeError: ``jitted`` is none of those.
     """
-    return report(_state_of(jitted, "summary"))
+    return _summary_text(_state_of(jitted, "summary"))
+
+
+def report(jitted, path="report.html"):
+    """Writes the HTML trace explorer of what was compiled: one self-contained file (inline CSS and JS, no network).
+
+    Per captured graph: the pipeline's traces stage by stage, each next to the stage before it with the lines the
+    pass changed highlighted (forward and, when thunder differentiates the graph, backward); every fusion region
+    colored and linked to its generated C++ kernel and the compiler command; the executor of every symbol; the
+    ops imported as opaque torch calls and why; compile time per stage and call counts. Above them: graph breaks
+    and data-dependent branches with the user's source lines. A search box, collapsible sections and a
+    "changed lines only" switch keep large models usable.
+
+    Args:
+        jitted: what :func:`jit` or ``torch.compile(..., backend="thunder")`` returned, or a
+            ``thunder.frontend.dynamo.JitState`` (``thunder.frontend.dynamo.GLOBAL_STATE``: every graph of
+            ``torch.compile(..., backend="thunder")``).
+        path: the file to write (its directory is made if missing).
+    Returns:
+        The path written, as a ``pathlib.Path``.
+    Raises:
+        TypeError: ``jitted`` is not a thunder-jitted callable.
+        OSError: the file cannot be written.
+
+    Example::
+
+        jitted = thunder.jit(model)
+        jitted(x)
+        thunder.report(jitted, "report.html")   # open it in a browser
+    """
+    from thunder import explorer
+
+    return explorer.write(_state_of(jitted, "report"), path)

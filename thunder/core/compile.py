@@ -168,7 +168,7 @@ def _autodiff_held_back(trace, imported=None):
     return None
 
 
-def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mode=None):
+def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mode=None, lower=True):
     """Runs the passes on an imported trace and builds the execution callable.
 
     When grad mode is on and an output requires grad, the graph is compiled as a training program: the passes up
@@ -184,6 +184,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
         passes: pass names (see ``thunder._core.pass_names()``).
         debug_mode: ``None``, or ``"pdb"``: the execution traces (forward and backward) run under pdb
             (:func:`thunder.core.debug.debug_runner`).
+        lower: False plans only (``thunder.examine``): the passes run, fusions are formed, but no kernel is
+            generated or compiled and nothing is made callable (the result's ``fn`` is None).
     Returns:
         CompiledGraph.
     """
@@ -226,19 +228,24 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
                                       index, saves=True)
                 backward = _run_passes(backward, ["cse", "dce"] + passes[split_at:], evaluator, tables,
                                        backward_namespace, backward_views, pass_seconds, index, "backward ")
-                _lower(backward, executors, backward_namespace, kernels)
+                if lower:
+                    _lower(backward, executors, backward_namespace, kernels)
                 autodiff = "thunder"
                 program = (backward_views, grad_outputs, saved)
                 trace = forward
     if program is None:
         trace = _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
-    _lower(trace, executors, namespace, kernels)
-    fn = debug.debug_runner(views[-1].python_callable(), debug_mode)
+    if lower:
+        _lower(trace, executors, namespace, kernels)
+    fn = debug.debug_runner(views[-1].python_callable(), debug_mode) if lower else None
     graph = CompiledGraph(index, views, fn, 0.0, pass_seconds, imported.fallbacks,
                           output_views=getattr(imported, "output_views", []))
     graph.kernels = kernels
     graph.autodiff = autodiff
-    if program is not None:
+    if program is not None and not lower:
+        graph.backward_traces = program[0]
+        graph.grad_outputs = list(program[1])
+    elif program is not None:
         backward_views, grad_outputs, saved = program
         graph.backward_traces = backward_views
         graph.grad_outputs = list(grad_outputs)

@@ -75,6 +75,8 @@ class JitState:
     dynamo_stopped: str = ""                          # why Dynamo stopped compiling this function ("" if it did not)
     symbolic_graphs: int = 0                          # graphs Dynamo captured with symbolic sizes (specialized per shape)
     debug: str = None                                 # thunder.jit's debug mode (None, "pdb")
+    plan_only: bool = False                           # thunder.examine: graphs are planned, not compiled; they run
+                                                      # as captured
 
     def __repr__(self):  # Dynamo prints the backend, a partial holding this, in its recompile messages
         return f"<JitState of {self.name}: {len(self.graphs)} graphs>"
@@ -403,7 +405,8 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None):
     index = len(state.graphs)
     try:
         imported = import_graph(gm, example_inputs)
-        compiled = compile_trace(imported, state.executors, state.passes, index, state.debug)
+        compiled = compile_trace(imported, state.executors, state.passes, index, state.debug,
+                                 lower=not state.plan_only)
     except branches.BranchRejected as e:
         # A branch thunder.jit converted, seen while Dynamo compiles: Dynamo runs the frame eagerly (see branches).
         if isinstance(e.site, int) and shapes is None:
@@ -420,6 +423,13 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None):
         also.graphs.append(compiled)
     for site in state.branches.values():
         site.captured += site.id in imported.branch_sites
+    if state.plan_only:  # thunder.examine: nothing was compiled; the graph runs with torch as captured
+        forward = _as_captured(gm)
+
+        def run_planned(*args):
+            compiled.calls += 1
+            return forward(*args)
+        return run_planned
     _log_compiled(state, compiled, imported)
     # A graph that sets grad mode, autocast or inference mode undoes it if it raises, as leaving `with` blocks does.
     fn = global_state.restoring(compiled.fn) if imported.sets_global_state else compiled.fn
