@@ -72,7 +72,7 @@ def test_jitted_bound_methods_of_twelve_instances_all_compile():
 
 
 def test_each_wrapper_has_its_own_recompile_limit():
-    first, second = thunder.jit(scaled_sin), thunder.jit(scaled_sin)
+    first, second = thunder.jit(scaled_sin, dynamic=False), thunder.jit(scaled_sin, dynamic=False)
     with torch._dynamo.config.patch(recompile_limit=2), capture_thunder_log():
         for n in range(1, 5):
             first(torch.randn(n))

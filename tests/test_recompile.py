@@ -23,7 +23,7 @@ def test_same_shape_and_dtype_hits_the_cache():
 
 
 def test_new_shape_compiles_a_new_graph():
-    jitted = thunder.jit(fn)
+    jitted = thunder.jit(fn, dynamic=False)  # static shapes: a Dynamo graph per shape (test_symbolic_shapes.py: None)
     jitted(torch.randn(2, 3))
     x = torch.randn(4, 5)
     assert_same(jitted(x), fn(x))
@@ -66,7 +66,7 @@ def test_integer_and_bool_inputs_recompile_too():
 
 def test_module_recompiles_on_new_batch_shape():
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-    jitted = thunder.jit(model)
+    jitted = thunder.jit(model, dynamic=False)
     for batch in (3, 3, 5, 5, 3):
         x = torch.randn(batch, 4)
         assert_same(jitted(x), model(x))
@@ -89,7 +89,7 @@ def test_python_number_argument_is_part_of_the_guard():
 
 
 def test_recompilation_keeps_each_graphs_call_count():
-    jitted = thunder.jit(fn)
+    jitted = thunder.jit(fn, dynamic=False)
     a, b = torch.randn(2, 2), torch.randn(3, 3)
     for x in (a, a, b, a, b, b):
         jitted(x)
@@ -106,7 +106,7 @@ def _stops(log):
 
 
 def test_calls_past_the_recompile_limit_are_counted_uncompiled_and_warned_once():
-    jitted = thunder.jit(lambda x: x.sin())
+    jitted = thunder.jit(lambda x: x.sin(), dynamic=False)  # static shapes only: one Dynamo graph per shape
     limit = 8  # Dynamo's default: 8 graphs, then 11 uncompiled calls
     with torch._dynamo.config.patch(recompile_limit=limit), capture_thunder_log() as log:
         for n in range(1, 20):
@@ -124,7 +124,7 @@ def test_calls_past_the_recompile_limit_are_counted_uncompiled_and_warned_once()
 
 
 def test_the_accumulated_recompile_limit_is_named_too():
-    jitted = thunder.jit(lambda x: x.cos())
+    jitted = thunder.jit(lambda x: x.cos(), dynamic=False)
     with torch._dynamo.config.patch(accumulated_recompile_limit=2), capture_thunder_log() as log:
         for n in range(1, 5):
             jitted(torch.randn(n))

@@ -28,7 +28,7 @@ __all__ = ["jit", "clear_kernel_cache", "last_traces", "last_backward_traces", "
 _dynamo.register()
 
 
-def jit(fn, *, executors=None, passes=None, debug=None, fullgraph=False, dynamic=False):
+def jit(fn, *, executors=None, passes=None, debug=None, fullgraph=False, dynamic=None):
     """Compiles a function or nn.Module; returns a callable that behaves like it.
 
     Args:
@@ -47,8 +47,11 @@ def jit(fn, *, executors=None, passes=None, debug=None, fullgraph=False, dynamic
         fullgraph: as ``torch.compile``'s: True makes a graph break an error (Dynamo's ``Unsupported``,
             raised by the call) instead of a split; data-dependent branches thunder converts to selects
             are not graph breaks.
-        dynamic: accepted for ``torch.compile`` compatibility; thunder compiles each graph for its input
-            shapes whatever the value (``True`` warns once: a new shape compiles a new graph).
+        dynamic: as ``torch.compile``'s: ``None`` (the default) captures static shapes first and, once a
+            dimension changes, a graph with symbolic sizes; ``True`` symbolic sizes from the start; ``False``
+            static shapes only (each new shape is a new Dynamo graph, up to its recompile limit). thunder
+            compiles a graph with symbolic sizes once per shape signature, at the call that brings it
+            (``thunder.frontend.specialize``); kernels are shared across shapes where the code generator allows.
     Returns:
         :class:`ThunderModule` for a module, :class:`ThunderFunction` otherwise.
     Raises:
@@ -58,7 +61,7 @@ def jit(fn, *, executors=None, passes=None, debug=None, fullgraph=False, dynamic
             pass order the pipeline cannot run (the message names the rule).
 
     Data-dependent Python control flow becomes a graph break (that part runs in
-    Python); a new input shape, dtype or device recompiles.
+    Python); a new input dtype or device recompiles, and so does a new shape (see ``dynamic``).
 
     Example::
 
@@ -136,7 +139,10 @@ def compile_stats(jitted) -> CompileStats:
     Each graph is a dict: ``index``, ``compiled`` (False for a graph thunder could not compile, which
     runs with torch as Dynamo captured it), ``reason`` (why it runs uncompiled; None if compiled),
     ``calls``, ``compile_seconds``, ``pass_seconds``, ``aliased_calls`` (calls run as captured because an input
-    aliased one the graph writes) and ``backward``: who differentiates the graph -- ``"thunder"`` (its autodiff
+    aliased one the graph writes), ``symbolic`` and ``shapes`` (for the specialization of a graph Dynamo captured
+    with symbolic sizes: that graph's number, 1, 2, ..., and the shapes it was compiled for; None for a graph
+    captured with static shapes; ``dynamo_graphs`` counts the graphs Dynamo captured, ``symbolic_graphs`` those
+    with symbolic sizes) and ``backward``: who differentiates the graph -- ``"thunder"`` (its autodiff
     compiled a backward: :func:`last_backward_traces`), ``"torch (<reason>)"``, or None when nothing required grad. ``branches`` lists each ``if`` statement of the jitted code
     (:class:`thunder.frontend.branches.BranchSite`); ``branches_converted`` counts those compiled to selects,
     ``branches_left`` those left as Python control flow. ``jitted`` may also be what
@@ -155,10 +161,11 @@ def compile_stats(jitted) -> CompileStats:
                        "calls": g.calls, "compile_seconds": g.compile_seconds if compiled else None,
                        "pass_seconds": dict(g.pass_seconds) if compiled else {},
                        "aliased_calls": g.aliased_calls if compiled else 0,
-                       "backward": g.autodiff if compiled else None})
+                       "backward": g.autodiff if compiled else None,
+                       "symbolic": g.shapes[0] if g.shapes else None, "shapes": g.shapes[1] if g.shapes else None})
     sites = sorted(s.branches.values(), key=lambda b: b.id)
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks), s.eager_calls,
-                        s.dynamo_stopped, sites)
+                        s.dynamo_stopped, sites, s.symbolic_graphs)
 
 
 def last_kernels(jitted, graph: int = -1):

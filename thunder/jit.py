@@ -45,7 +45,7 @@ def _understood(x):
 class _Jitted:
     """Shared by ThunderFunction and ThunderModule: the Dynamo-compiled callable and its state."""
 
-    def _setup(self, target, name, executors, passes, debug=None, fullgraph=False, dynamic=False):
+    def _setup(self, target, name, executors, passes, debug=None, fullgraph=False, dynamic=None):
         # Checked here, at thunder.jit time: a bad executor or pass list would otherwise surface only inside the
         # backend, where every graph would fall back to eager.
         self._state = JitState(name, resolve_executors(executors), check_passes(passes), debug=check_debug(debug))
@@ -88,7 +88,7 @@ class _Jitted:
         if self._release is not None:
             self._release.atexit = False
         self._converted = converted
-        self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=False, fullgraph=self._fullgraph,
+        self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=self._dynamic, fullgraph=self._fullgraph,
                                        **_ISOLATE)
         self._region = _region(self._compiled)
         self._fast_path = FastPath(own, self._backend, self._region, instance) if own is not None else None
@@ -242,6 +242,20 @@ def _break_counts(s):
     return text
 
 
+def _count_fast_call(state, graphs):
+    """Counts a call the fast path ran: a cache hit, or a miss where a graph with symbolic sizes compiled a
+    specialization for new shapes (``graphs``: how many graphs there were before the call)."""
+    if len(state.graphs) > graphs:
+        state.cache_misses += 1
+    else:
+        state.cache_hits += 1
+
+
+def _specializes(g):
+    """'; symbolic graph 1 at shapes (5, 4), 5' for a specialization of a graph with symbolic sizes; '' otherwise."""
+    return f"; symbolic graph {g.shapes[0]} at shapes {g.shapes[1]}" if g.shapes else ""
+
+
 def report(s):
     """What a JitState compiled, as ``print(thunder.summary(jitted))`` shows it: calls and cache hits, executors,
     graph breaks, data-dependent branches, and per graph its final trace (and backward)."""
@@ -264,11 +278,11 @@ def report(s):
     for g in s.graphs:
         if isinstance(g, EagerGraph):
             lines.append(f"graph {g.index}: UNCOMPILED, runs with torch as Dynamo captured it; called {g.calls} "
-                         f"times; reason: {g.reason}")
+                         f"times; reason: {g.reason}{_specializes(g)}")
             continue
         opaque = f", {len(g.fallbacks)} ops opaque" if g.fallbacks else ""
         lines.append(f"graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, "
-                     f"executors {', '.join(g.executors()) or 'none'}{opaque}")
+                     f"executors {', '.join(g.executors()) or 'none'}{opaque}{_specializes(g)}")
         lines += ["    " + l for l in str(g.execution_trace).rstrip().splitlines()]
         if g.autodiff == "thunder":
             lines.append(f"  graph {g.index} backward: compiled by thunder's autodiff "
@@ -285,17 +299,19 @@ class ThunderFunction(_Jitted):
 
     The options are :func:`thunder.jit`'s, checked as it checks them (TypeError, ValueError)."""
 
-    def __init__(self, fn, executors=None, passes=None, debug=None, fullgraph=False, dynamic=False):
+    def __init__(self, fn, executors=None, passes=None, debug=None, fullgraph=False, dynamic=None):
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._setup(fn, getattr(fn, "__qualname__", repr(fn)), executors, passes, debug, fullgraph, dynamic)
 
     def __call__(self, *args, **kwargs):
         if not kwargs and self._fast_path is not None:
+            state = self._state
+            graphs = len(state.graphs)
             out = self._fast_path.call(args)
             if out is not MISS:
-                self._state.calls += 1
-                self._state.cache_hits += 1
+                state.calls += 1
+                _count_fast_call(state, graphs)
                 return out
         return self._run(args, kwargs)
 
@@ -328,7 +344,7 @@ class ThunderModule(_Jitted, nn.Module):
     it checks them (TypeError, ValueError).
     """
 
-    def __init__(self, model, executors=None, passes=None, debug=None, fullgraph=False, dynamic=False):
+    def __init__(self, model, executors=None, passes=None, debug=None, fullgraph=False, dynamic=None):
         nn.Module.__init__(self)
         object.__setattr__(self, "_model", model)
         for name in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"):
@@ -350,11 +366,12 @@ class ThunderModule(_Jitted, nn.Module):
         d = self.__dict__
         fast = d["_fast_path"]
         if not kwargs and fast is not None and plain_module_call(self, d["_model"]):
+            state = d["_state"]
+            graphs = len(state.graphs)
             out = fast.call(args)
             if out is not MISS:
-                state = d["_state"]
                 state.calls += 1
-                state.cache_hits += 1
+                _count_fast_call(state, graphs)
                 return out
         return nn.Module.__call__(self, *args, **kwargs)
 
@@ -436,20 +453,11 @@ def _check_flag(name, value):
     return value
 
 
-_warned_dynamic = []
-
-
 def _check_dynamic(dynamic):
-    """thunder.jit's ``dynamic``: False (the default) or None compile each graph for its input shapes; True is
-    accepted and does the same, with a warning once (thunder's compiler has no symbolic shapes)."""
+    """thunder.jit's ``dynamic`` (torch.compile's meaning): None, True or False; TypeError otherwise."""
     if dynamic is not None and not isinstance(dynamic, bool):
         raise TypeError(f"thunder.jit: dynamic must be True, False or None, got {type(dynamic).__name__}: "
                         f"{dynamic!r}")
-    if dynamic and not _warned_dynamic:
-        _warned_dynamic.append(True)
-        logger.warning("thunder: thunder.jit(..., dynamic=True) compiles each graph for its input shapes, as "
-                       "dynamic=False does: thunder's compiler has no symbolic shapes (a new shape compiles a new "
-                       "graph, up to torch._dynamo.config.recompile_limit)")
     return dynamic
 
 
@@ -471,6 +479,13 @@ class CompileStats:
     eager_calls: int = 0  # calls that ran no graph: Dynamo ran the function uncompiled (not counted as cache hits)
     dynamo_stopped: str = ""  # why Dynamo stopped compiling the function (a recompile limit), "" if it did not
     branches: list = field(default_factory=list)  # thunder.frontend.branches.BranchSite per `if` of the jitted code
+    symbolic_graphs: int = 0  # graphs Dynamo captured with symbolic sizes; each is compiled once per shape signature
+
+    @property
+    def dynamo_graphs(self):
+        """How many graphs Dynamo captured: those with static shapes (one entry of ``graphs`` each) and those with
+        symbolic sizes (``symbolic_graphs``; an entry of ``graphs`` per shape signature they were called with)."""
+        return sum(g["symbolic"] is None for g in self.graphs) + self.symbolic_graphs
 
     @property
     def branches_converted(self):

@@ -97,8 +97,18 @@ class _Globals(dict):
         return self.originals[name]
 
 
-_NO_BYTECODE_TIMING = types.SimpleNamespace(record_pregraph_bytecode_enter=lambda: None,
-                                            record_pregraph_bytecode_exit=lambda token: None)
+class _WithoutBytecodeTiming:
+    """``torch._dynamo.utils`` as the transformed code reads it (``call_size`` and the like, in code for graphs with
+    symbolic sizes), with Dynamo's own bytecode timing a no-op."""
+
+    def __init__(self, module):
+        self._module = module
+
+    record_pregraph_bytecode_enter = staticmethod(lambda: None)
+    record_pregraph_bytecode_exit = staticmethod(lambda token: None)
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
 
 
 def _reads_globals_only(code):
@@ -164,7 +174,7 @@ class FastPath:
                 if name.startswith("__compiled_fn") and hasattr(value, "__wrapped__"):
                     overrides[name] = value.__wrapped__
                 elif name.startswith("__import_torch_dot__dynamo_dot_utils"):
-                    overrides[name] = _NO_BYTECODE_TIMING
+                    overrides[name] = _WithoutBytecodeTiming(value)
             entries.append((e.guard_manager.check,
                             types.FunctionType(e.code, overrides, fn.__name__, fn.__defaults__, fn.__closure__)))
         return entries
