@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/prim_id.h"
 #include "ir/trace.h"
 
 namespace thunder::codegen {
@@ -104,6 +105,22 @@ struct KernelPlan {
 /// align to one domain.
 std::optional<KernelPlan> plan_kernel(const ir::Trace& trace, const std::vector<ir::BoundSymbol>& symbols,
                                       const std::set<ProxyId>& live_out, std::string* why = nullptr);
+
+/// What a kernel does with a prim it fuses: computes it per element (Elementwise), reads its operand at
+/// other indices (IndexOnly: broadcast_in_dim, reshape, squeeze, alias), reduces over R (Reduction), picks
+/// one element per row (Pick: take_along_axis), remaps indices (Remap: slice, cat, slice_update) or
+/// evaluates a constant where it is read (Constant: full).
+enum class PrimRole { Elementwise, IndexOnly, Reduction, Pick, Remap, Constant };
+/// Which operand dtypes an elementwise prim fuses over (kernels compute in C-like types, whose math
+/// functions take floats and whose bitwise operators take integers).
+enum class Operands { Any, FloatOnly, IntegerOnly };
+struct PrimKind {
+  PrimRole role = PrimRole::Elementwise;
+  Operands operands = Operands::Any;
+};
+/// The plan table ("kernel plan"): one row per fusible prim, target-neutral; every dialect has a row for
+/// each (for the C++ dialect, cpu_expressions()).
+const ir::PrimTable<PrimKind>& plan_table();
 
 /// True if the generator has code for this prim at all (dtype checks come in plan_kernel).
 bool is_fusible_prim(const std::string& name);

@@ -15,8 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpu_render.h"
+#include "codegen/cpu_dialect.h"
+#include "codegen/cpu_expressions.h"
 #include "codegen/kernel_plan.h"
+#include "codegen/schedule.h"
 #include "ops/op_table.h"
 #include "runtime/compiler.h"
 
@@ -455,6 +457,125 @@ TEST_F(Chain, PredicatesReadFromOtherColumnsStillPlanAsOneKernel) {
   auto p = plan({v}, &why);
   ASSERT_TRUE(p) << why;
   expect_runs(*p, x, next_column);
+}
+
+// ---- the op-expression table and schedules ----
+
+TEST(CpuExpressions, EveryPrimAKernelComputesHasARowInTheCppDialect) {
+  for (size_t i = 1; i <= ir::kNumPrims; ++i) {
+    const auto id = static_cast<ir::PrimId>(i);
+    const PrimKind* kind = plan_table().find(id);
+    if (kind == nullptr) continue;
+    const cpu::CppOp* row = cpu::cpu_expressions().find(id);
+    switch (kind->role) {
+      case PrimRole::Elementwise:
+      case PrimRole::IndexOnly:
+        ASSERT_NE(row, nullptr) << ir::prim_name(id);
+        EXPECT_TRUE(row->expr) << ir::prim_name(id);
+        break;
+      case PrimRole::Reduction:
+        ASSERT_NE(row, nullptr) << ir::prim_name(id);
+        EXPECT_TRUE(row->reduce) << ir::prim_name(id);
+        break;
+      default:  // index arithmetic and constants: the dialect writes them itself
+        EXPECT_EQ(row, nullptr) << ir::prim_name(id);
+    }
+  }
+}
+
+TEST(CpuExpressions, AMissingRowNamesThePrimAndTheTransform) {
+  try {
+    cpu::cpu_expressions().at(ir::PrimId::matmul);
+    FAIL() << "matmul has no C++ expression";
+  } catch (const std::logic_error& e) {
+    EXPECT_STREQ(e.what(), "no cpu expression rule for prims.matmul");
+  }
+  EXPECT_FALSE(is_fusible_prim("matmul"));
+  EXPECT_TRUE(is_fusible_prim("sin"));
+  EXPECT_FALSE(is_fusible_prim("no_such_prim"));
+}
+
+TEST(CpuExpressions, RowsWriteTheirExpressions) {
+  const std::vector<std::string> x = {"a", "b", "c"};
+  auto write = [&](ir::PrimId id, DType out, DType in) {
+    const std::string T = cpu::compute_type(out);
+    return cpu::cpu_expressions().at(id).expr(
+        cpu::ExprArgs{out, in, x, T, ir::is_floating(in), T == "float" ? "f" : ""});
+  };
+  EXPECT_EQ(write(ir::PrimId::add, DType::Int8, DType::Int8), "(int8_t)(a + b)");
+  EXPECT_EQ(write(ir::PrimId::erf, DType::Float32, DType::Float32), "thunder_erff(a)");
+  EXPECT_EQ(write(ir::PrimId::erf, DType::Float64, DType::Float64), "erf(a)");
+  EXPECT_EQ(write(ir::PrimId::exp, DType::Float32, DType::Float32), "expf(a)");
+  EXPECT_EQ(write(ir::PrimId::maximum, DType::Int32, DType::Int32), "kmath::max<int32_t>(a, b)");
+  EXPECT_EQ(write(ir::PrimId::where, DType::Float32, DType::Float32), "(a ? b : c)");
+  EXPECT_TRUE(cpu::cpu_expressions().at(ir::PrimId::tanh).vector_math);
+  EXPECT_FALSE(cpu::cpu_expressions().at(ir::PrimId::add).vector_math);
+  const cpu::Reduction sum = cpu::cpu_expressions().at(ir::PrimId::sum).reduce(DType::Float32, false);
+  EXPECT_EQ(sum.acc_type, "double");
+  EXPECT_EQ(cpu::cpu_expressions().at(ir::PrimId::amax).reduce(DType::Float32, true).nan_flag, true);
+}
+
+class Schedules : public Codegen {
+ protected:
+  // exp(x - max) / sum over the last dim of an [rows, n] float tensor, planned and scheduled.
+  Schedule softmax(int64_t rows, int64_t n, DType d = DType::Float32) {
+    Value x = input(d, {rows, n});
+    Value m = prim("amax", {x, Ints({1})});
+    Value e = prim("exp", {prim("sub", {x, prim("broadcast_in_dim", {m, Ints({rows, n}), Ints({0})})})});
+    Value s = prim("sum", {e, Ints({1})});
+    Value y = prim("div", {e, prim("broadcast_in_dim", {s, Ints({rows, n}), Ints({0})})});
+    std::string why;
+    auto p = plan({y}, &why);
+    EXPECT_TRUE(p) << why;
+    plan_ = *p;
+    reductions_ = {m.proxy(), s.proxy()};
+    return schedule_kernel(trace, plan_);
+  }
+  KernelPlan plan_;
+  std::set<ProxyId> reductions_;
+};
+
+TEST_F(Schedules, ShortRowsRunOnOneThreadAndKeepTheirExpInARowBuffer) {
+  const Schedule s = softmax(4, 64);
+  EXPECT_EQ(s.outer, (std::vector<int>{0}));
+  EXPECT_EQ(s.inner, (std::vector<int>{1}));
+  EXPECT_FALSE(s.parallel);
+  EXPECT_FALSE(s.parallel_inner);
+  EXPECT_FALSE(s.stream);
+  EXPECT_TRUE(s.lane_reductions.empty());  // rows under 256 elements: OpenMP's reduction clauses
+  EXPECT_GT(s.row_cache, 0);
+  EXPECT_TRUE(s.float_accumulation);
+}
+
+TEST_F(Schedules, ManyLongRowsRunInParallelAndReduceInLanes) {
+  const Schedule s = softmax(64, 1024);
+  EXPECT_TRUE(s.parallel);
+  EXPECT_FALSE(s.parallel_inner);
+  EXPECT_EQ(s.lane_reductions, reductions_);
+  EXPECT_GE(s.row_cache, 1024);
+}
+
+TEST_F(Schedules, OneLongRowRunsItsReductionsInParallel) {
+  const Schedule s = softmax(1, 1 << 17);
+  EXPECT_FALSE(s.parallel);
+  EXPECT_TRUE(s.parallel_inner);
+  EXPECT_TRUE(s.lane_reductions.empty());
+  EXPECT_EQ(s.row_cache, 0);
+  EXPECT_FALSE(s.float_accumulation);  // 128K elements: float sums accumulate in double
+}
+
+TEST_F(Schedules, OutputsOf16MiBAreStreamed) { EXPECT_TRUE(softmax(4096, 1024).stream); }
+
+TEST_F(Schedules, SmallerOutputsStayInCache) { EXPECT_FALSE(softmax(2048, 1024).stream); }
+
+TEST_F(Schedules, LargeElementwiseOutputsAreStreamedInParallel) {
+  Value x = input(DType::Float32, {4096, 1024});
+  Value y = prim("mul", {x, Value(2.0)});
+  auto p = plan({y});
+  ASSERT_TRUE(p);
+  const Schedule s = schedule_kernel(trace, *p);
+  EXPECT_TRUE(s.stream && s.parallel);
+  EXPECT_TRUE(s.cuts.empty());
 }
 
 }  // namespace

@@ -5,208 +5,26 @@
 #pragma GCC diagnostic ignored "-Wrestrict"
 #endif
 
-#include "codegen/cpu_render.h"
+#include "codegen/cpu_dialect.h"
 
-#include <cmath>
-#include <functional>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
-#include "ir/printer.h"
+#include "codegen/cpu_expressions.h"
 
 namespace thunder::codegen {
 namespace {
 
 using ir::DType;
+using ir::PrimId;
+using namespace cpu;
 
-constexpr int64_t kGrain = 32768;  // elements below which a kernel runs on one thread
 // Every parallel loop runs on the caller's thread count, passed after the kernel's pointers.
 const std::string kParallelFor = "#pragma omp parallel for num_threads(nthreads)";
-constexpr int64_t kRowCacheLimit = 8192;  // longest row whose transcendental values are kept for a later pass
-// A floating-point reduction along a row whose innermost reduced dim has at least kLaneMinimum elements
-// accumulates in kLanes partial results (several SIMD registers): one accumulator register would make
-// each vector add wait for the previous one (4 cycles), and the pass would be latency-bound.
-constexpr int64_t kLanes = 64;
-constexpr int64_t kLaneMinimum = 256;
-// An output of at least this many bytes, written along the innermost loop, is computed in 4 KiB chunks
-// into a buffer and copied out with non-temporal (streaming) stores: ordinary stores to memory not in
-// cache first read each line in (a DRAM read per line written) and write it back later. A 64 MiB
-// softmax takes 11 ms instead of 16.5 here. Smaller outputs stay in cache for the op that reads them.
-constexpr int64_t kStreamBytes = 16 << 20;
-constexpr int64_t kStreamChunkBytes = 4096;
-
-bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
-
-// Prims that only change how their (first) operand is indexed: the operand's value, unrounded.
-bool is_index_only(const std::string& op) {
-  return op == "alias" || op == "broadcast_in_dim" || op == "reshape" || op == "squeeze";
-}
-
-// The C++ type a value is computed in.
-std::string compute_type(DType d) {
-  switch (d) {
-    case DType::Bool: return "bool";
-    case DType::UInt8: return "uint8_t";
-    case DType::Int8: return "int8_t";
-    case DType::Int16: return "int16_t";
-    case DType::Int32: return "int32_t";
-    case DType::Int64: return "int64_t";
-    case DType::Float64: return "double";
-    default: return "float";
-  }
-}
-
-// The C++ type a value is stored in.
-std::string storage_type(DType d) {
-  if (d == DType::Float16) return "_Float16";
-  if (d == DType::BFloat16) return "uint16_t";
-  return compute_type(d);
-}
-
-std::string load(DType d, const std::string& lvalue) {
-  if (d == DType::Float16) return "(float)" + lvalue;
-  if (d == DType::BFloat16) return "bf16_to_float(" + lvalue + ")";
-  return lvalue;
-}
-
-std::string store(DType d, const std::string& v) {
-  if (d == DType::Float16) return "(_Float16)" + v;
-  if (d == DType::BFloat16) return "float_to_bf16(" + v + ")";
-  return v;
-}
-
-// Rounds a float computed for a half-precision value to that precision.
-std::string round_to(DType d, const std::string& e) {
-  if (d == DType::Float16) return "(float)(_Float16)(" + e + ")";
-  if (d == DType::BFloat16) return "bf16_round(" + e + ")";
-  return e;
-}
-
-std::string literal(const ir::Value& v, const std::string& type) {
-  // Typed like every number: a prim's number follows its tensor's dtype (x % True is a float remainder by 1).
-  if (std::holds_alternative<bool>(v.v)) return "(" + type + ")" + (v.as_bool() ? "true" : "false");
-  if (std::holds_alternative<int64_t>(v.v)) return "(" + type + ")" + std::to_string(v.as_int()) + "LL";
-  double d = v.as_double();
-  if (std::isnan(d)) return "(" + type + ")NAN";
-  if (std::isinf(d)) return d > 0 ? "(" + type + ")INFINITY" : "(" + type + ")(-INFINITY)";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", d);
-  return "(" + type + ")" + buf;
-}
-
-// A Python number operand of an elementwise prim over `in` tensors. ATen converts it to the tensor's dtype
-// first, so over float16/bfloat16 it is rounded to that precision -- except in mul and the divisions, whose CPU
-// kernels read it unrounded in float32 (x * 0.1 computes float(x) * 0.1f; see second_operand_in_opmath in
-// ops/torch_elementwise.cc for the same rule with a 0-dim tensor).
-std::string number_operand(const std::string& op, const ir::Value& v, DType in) {
-  const std::string e = literal(v, compute_type(in));
-  const bool unrounded = op == "mul" || op == "div" || op == "floor_divide";
-  return is_half(in) && !unrounded ? round_to(in, e) : e;
-}
-
-// Functions vectorizable through glibc's libmvec (declared `omp declare simd` in the prelude).
-bool is_vector_math(const std::string& op) {
-  static const std::set<std::string> ops = {"exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sin", "cos",
-                                            "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-                                            "acosh", "atanh", "erf", "erfc"};
-  return ops.count(op) > 0;
-}
-
-// x ** e for the exponents torch's pow kernel also special-cases (as multiplications, a square
-// root or a reciprocal); "" for any other exponent.
-std::string small_power(const std::string& a, double e, const std::string& T) {
-  if (e == 1) return a;
-  if (e == 2) return "(" + a + " * " + a + ")";
-  if (e == 3) return "(" + a + " * " + a + " * " + a + ")";
-  if (e == 0.5) return "kmath::sqrt(" + a + ")";
-  if (e == -1) return "((" + T + ")1 / " + a + ")";
-  if (e == -2) return "((" + T + ")1 / (" + a + " * " + a + "))";
-  return "";
-}
-
-// The per-op string table: the C++ expression of an elementwise prim.
-// `a`, `b`, `c` are operand expressions already in the compute type `T`
-// of the result (comparisons get them in their own types).
-std::string expression(const std::string& op, DType out, DType in, const std::vector<std::string>& x) {
-  const std::string T = compute_type(out);
-  const bool fl = ir::is_floating(in);
-  const std::string& a = x[0];
-  auto b = [&] { return x.at(1); };
-  const std::string suffix = T == "float" ? "f" : "";
-  if (op == "erf" && T == "float") return "thunder_erff(" + a + ")";  // the prelude's own: 1.6x libmvec's speed
-  if (op == "sin") return "thunder_sin" + suffix + "(" + a + ")";  // see the prelude
-  if (is_vector_math(op)) return op + suffix + "(" + a + ")";
-  if (op == "lgamma") return "kmath::lgamma(" + a + ")";
-  if (op == "sqrt") return "kmath::sqrt(" + a + ")";
-  if (op == "neg") return "(" + T + ")(-" + a + ")";
-  if (op == "abs") return fl ? "kmath::fabs(" + a + ")" : "(" + T + ")(" + a + " < 0 ? -" + a + " : " + a + ")";
-  if (op == "floor" || op == "ceil" || op == "trunc") return fl ? "kmath::" + op + "(" + a + ")" : a;
-  if (op == "round") return fl ? "kmath::nearbyint(" + a + ")" : a;
-  if (op == "sign") return "(" + T + ")((" + a + " > 0) - (" + a + " < 0))";  // torch.sign(nan) is 0
-  if (op == "reciprocal") return "((" + T + ")1 / " + a + ")";
-  if (op == "rsqrt") return "((" + T + ")1 / kmath::sqrt(" + a + "))";
-  if (op == "sigmoid") return "((" + T + ")1 / ((" + T + ")1 + exp" + suffix + "(-" + a + ")))";
-  if (op == "bitwise_not") return in == DType::Bool ? "!" + a : "(" + T + ")(~" + a + ")";
-  if (op == "logical_not") return "!(" + a + ")";
-  if (op == "isnan") return fl ? "(" + a + " != " + a + ")" : "false";
-  if (op == "isinf") return fl ? "kmath::isinf(" + a + ")" : "false";
-  if (op == "isfinite") return fl ? "kmath::isfinite(" + a + ")" : "true";
-  if (op == "signbit") return fl ? "sign_bit(" + a + ")" : "(" + a + " < 0)";
-  if (op == "add") return "(" + T + ")(" + a + " + " + b() + ")";
-  if (op == "sub") return "(" + T + ")(" + a + " - " + b() + ")";
-  if (op == "mul") return "(" + T + ")(" + a + " * " + b() + ")";
-  if (op == "div") return "(" + a + " / " + b() + ")";
-  if (op == "pow") return "pow" + suffix + "(" + a + ", " + b() + ")";
-  if (op == "atan2") return "atan2" + suffix + "(" + a + ", " + b() + ")";
-  if (op == "copysign") return "kmath::copysign(" + a + ", " + b() + ")";
-  if (op == "fmod") return "kmath::fmod(" + a + ", " + b() + ")";
-  if (op == "remainder") return "py_remainder(" + a + ", " + b() + ")";
-  if (op == "maximum") return fl ? "nan_max(" + a + ", " + b() + ")" : "kmath::max<" + T + ">(" + a + ", " + b() + ")";
-  if (op == "minimum") return fl ? "nan_min(" + a + ", " + b() + ")" : "kmath::min<" + T + ">(" + a + ", " + b() + ")";
-  if (op == "bitwise_and") return "(" + T + ")(" + a + " & " + b() + ")";
-  if (op == "bitwise_or") return "(" + T + ")(" + a + " | " + b() + ")";
-  if (op == "bitwise_xor") return "(" + T + ")(" + a + " ^ " + b() + ")";
-  static const std::map<std::string, std::string> compare = {{"eq", "=="}, {"ne", "!="}, {"lt", "<"},
-                                                             {"le", "<="}, {"gt", ">"}, {"ge", ">="}};
-  if (auto it = compare.find(op); it != compare.end()) return "(" + a + " " + it->second + " " + b() + ")";
-  if (op == "logical_and") return "((" + a + " != 0) && (" + b() + " != 0))";
-  if (op == "logical_or") return "((" + a + " != 0) || (" + b() + " != 0))";
-  if (op == "logical_xor") return "((" + a + " != 0) != (" + b() + " != 0))";
-  if (op == "where") return "(" + a + " ? " + b() + " : " + x.at(2) + ")";
-  if (op == "convert_element_type") return out == DType::Bool ? "(" + a + " != 0)" : "(" + T + ")(" + a + ")";
-  if (is_index_only(op)) return a;
-  throw std::logic_error("cpu codegen: no expression for prims." + op);
-}
-
-struct Reduction {
-  std::string acc_type, init, combine, pragma_op;
-  bool nan_flag = false;  // float max/min: NaN is tracked in a flag beside the (vectorizable) max/min
-};
-
-// Float sums of up to this many elements accumulate in float (in SIMD lanes,
-// which already sum pairwise-ish); longer ones in double, to stay within
-// float32 tolerance of an exact sum.
-constexpr int64_t kFloatAccumulationLimit = 1 << 16;
-
-Reduction reduction_rule(const std::string& op, DType d, int64_t length) {
-  const std::string T = compute_type(d);
-  const bool fl = ir::is_floating(d);
-  if (op == "sum" || op == "prod") {
-    std::string float_acc = T == "float" && length <= kFloatAccumulationLimit ? "float" : "double";
-    std::string acc = fl ? float_acc : d == DType::Bool ? "int64_t" : T == "uint8_t" ? "uint64_t" : "int64_t";
-    if (op == "sum") return {acc, "0", "acc + (" + acc + ")x", "+"};
-    return {acc, "1", "acc * (" + acc + ")x", "*"};
-  }
-  std::string lim = op == "amax" ? (fl ? "-INFINITY" : "kmath::limits<" + T + ">::lowest()")
-                                 : (fl ? "INFINITY" : "kmath::limits<" + T + ">::max()");
-  std::string fn = std::string(op == "amax" ? "max" : "min");
-  // Floats: OpenMP's own max/min, which vectorizes, and a flag set by any NaN, which then wins (as in torch).
-  if (fl) return {T, lim, "kmath::" + fn + "<" + T + ">(acc, x)", fn, true};
-  return {T, lim, "kmath::" + fn + "<" + T + ">(acc, x)", "kmath_" + fn + "_" + T};
-}
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size(), 1);
@@ -214,9 +32,11 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   return s;
 }
 
+// Writes one kernel: the plan's loop nest as its schedule orders it, each value's expression from the
+// op-expression table (cpu_expressions.h).
 class KernelWriter {
  public:
-  KernelWriter(const ir::Trace& t, const KernelPlan& p) : t_(t), p_(p) {
+  KernelWriter(const ir::Trace& t, const KernelPlan& p, const Schedule& s) : t_(t), p_(p), s_(s) {
     for (size_t d = 0; d < p.domain.size(); ++d) index_names_.push_back("i" + std::to_string(d));
     for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
     for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
@@ -237,84 +57,7 @@ class KernelWriter {
     // The caller's thread count (torch.get_num_threads()) follows the pointers.
     os << "  const int nthreads = (int)(intptr_t)args[" << k + p_.outputs.size() << "];\n  (void)nthreads;\n";
     os << "  int error = 0;  // set when an index is out of range\n";
-    std::vector<int> outer, inner;
-    int64_t outer_n = 1, total = 1;
-    for (size_t d = 0; d < p_.domain.size(); ++d) {
-      (p_.reduced[d] ? inner : outer).push_back(static_cast<int>(d));
-      if (!p_.reduced[d]) outer_n *= p_.domain[d];
-      total *= p_.domain[d];
-    }
-    parallel_inner_ = outer_n == 1 && total >= kGrain;
-    std::string body;
-    if (!p_.has_reduction()) {
-      // One loop nest over the whole domain; every value is element level. Range tests along the outer
-      // dims are computed before the innermost loop (hoisted).
-      std::string hoisted;
-      if (outer.size() > 1) hoisted_ = &hoisted;
-      std::vector<size_t> all(p_.outputs.size());
-      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-      const size_t keep = outer.size() > 1 ? outer.size() - 1 : 1;  // the parallel loops
-      std::vector<int64_t> cuts = outer.size() > 1 ? p_.range_bounds(outer.back()) : std::vector<int64_t>{};
-      if (cuts.size() >= kMaxLoopPieces) cuts.clear();  // selects instead: the code would grow with every piece
-      if (!cuts.empty()) {
-        // The innermost loop split where a remap's ranges along it begin or end (a cat changes part, a
-        // slice_update's box begins or ends): one loop per piece, each reading the one operand selected
-        // there at a fixed offset, contiguous (vectorizable for every dtype, no gathers or selects).
-        const int d = outer.back();
-        std::string text;
-        int64_t lo = 0;
-        cuts.push_back(p_.domain[d]);
-        for (int64_t hi : cuts) {
-          piece_ = {lo, hi};
-          Scope scope;
-          std::string stores;
-          for (size_t i : all) stores += store_line(p_.outputs[i], i, scope, "  ");
-          const std::string i = index(d);
-          text += "#pragma omp simd\nfor (int64_t " + i + " = " + std::to_string(lo) + "LL; " + i + " < " +
-                  std::to_string(hi) + "LL; ++" + i + ") {\n" + indent(scope.lines, "  ") + stores + "}\n";
-          lo = hi;
-        }
-        piece_.reset();
-        const std::vector<int> rest(outer.begin(), outer.end() - 1);
-        std::string pragma = total >= kGrain ? kParallelFor + collapse(rest.size()) + " schedule(static)" : "";
-        body = loops(rest, hoisted + text, pragma, "  ", false);
-      } else if (!outer.empty() && streams(all, outer.back())) {
-        std::string pragma = total >= kGrain ? kParallelFor + collapse(keep) + " schedule(static)" : "";
-        body = streamed_loops(outer, all, nullptr, pragma, "  ");
-      } else {
-        Scope scope;
-        std::string stores;
-        for (size_t i : all) stores += store_line(p_.outputs[i], i, scope, "    ");
-        std::string pragma = total >= kGrain && outer.size() > 0 ? kParallelFor + collapse(keep) + " schedule(static)" : "";
-        body = loops(outer, scope.lines + stores, pragma, "  ", true, "#pragma omp simd", hoisted);
-      }
-      hoisted_ = nullptr;
-    } else {
-      Scope row;
-      // Every reduction first, in program order: later passes over the row can then reuse what
-      // earlier passes kept in row buffers.
-      for (const ir::BoundSymbol& b : p_.symbols)
-        if (b.sym->has(ir::kReduction)) emit(b.output.proxy(), row);
-      std::string stores;
-      std::vector<size_t> element_outputs;
-      for (size_t i = 0; i < p_.outputs.size(); ++i) {
-        if (p_.element_level(p_.outputs[i])) element_outputs.push_back(i);
-        else stores += store_line(p_.outputs[i], i, row, "");
-      }
-      if (!element_outputs.empty() && !parallel_inner_ && streams(element_outputs, inner.back())) {
-        row.lines += streamed_loops(inner, element_outputs, &row, "", "");
-      } else if (!element_outputs.empty()) {
-        Scope inner_scope{{}, &row, {}, false};
-        std::string inner_stores;
-        for (size_t i : element_outputs) inner_stores += store_line(p_.outputs[i], i, inner_scope, "");
-        row.lines += loops(inner, inner_scope.lines + inner_stores,
-                           parallel_inner_ ? kParallelFor + collapse(inner.size()) : "", "", true);
-      }
-      std::string pragma = outer_n > 1 && total >= kGrain ? kParallelFor + collapse(outer.size()) +
-                                                                " schedule(static)"
-                                                          : "";
-      body = loops(outer, indent(row.lines + stores, "  "), pragma, "  ", false);
-    }
+    const std::string body = p_.has_reduction() ? row_loops() : element_loops();
     // Streaming stores are weakly ordered: fence them before the caller reads the outputs (each worker
     // thread's are ordered by the locked instructions of OpenMP's closing barrier).
     os << body << (streaming_ ? "  stream_fence();\n" : "") << "  return error;\n}\n";
@@ -332,6 +75,79 @@ class KernelWriter {
     bool remapped = false;  // evaluates at other indices (a slice's source, a cat's input): reuses nothing outside
     bool has(ProxyId v) const { return defined.count(v) || (parent && !remapped && parent->has(v)); }
   };
+
+  // A kernel without reductions: one loop nest over the whole domain; every value is element level. Range
+  // tests along the outer dims are computed before the innermost loop (hoisted).
+  std::string element_loops() {
+    const std::vector<int>& outer = s_.outer;
+    std::string hoisted, body;
+    if (outer.size() > 1) hoisted_ = &hoisted;
+    std::vector<size_t> all(p_.outputs.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    const size_t keep = outer.size() > 1 ? outer.size() - 1 : 1;  // the parallel loops
+    if (!s_.cuts.empty()) {
+      // The innermost loop split where a remap's ranges along it begin or end (a cat changes part, a
+      // slice_update's box begins or ends): one loop per piece, each reading the one operand selected
+      // there at a fixed offset, contiguous (vectorizable for every dtype, no gathers or selects).
+      const int d = outer.back();
+      std::string text;
+      int64_t lo = 0;
+      std::vector<int64_t> cuts = s_.cuts;
+      cuts.push_back(p_.domain[d]);
+      for (int64_t hi : cuts) {
+        piece_ = {lo, hi};
+        Scope scope;
+        std::string stores;
+        for (size_t i : all) stores += store_line(p_.outputs[i], i, scope, "  ");
+        const std::string i = index(d);
+        text += "#pragma omp simd\nfor (int64_t " + i + " = " + std::to_string(lo) + "LL; " + i + " < " +
+                std::to_string(hi) + "LL; ++" + i + ") {\n" + indent(scope.lines, "  ") + stores + "}\n";
+        lo = hi;
+      }
+      piece_.reset();
+      const std::vector<int> rest(outer.begin(), outer.end() - 1);
+      std::string pragma = s_.parallel ? kParallelFor + collapse(rest.size()) + " schedule(static)" : "";
+      body = loops(rest, hoisted + text, pragma, "  ", false);
+    } else if (s_.stream) {
+      std::string pragma = s_.parallel ? kParallelFor + collapse(keep) + " schedule(static)" : "";
+      body = streamed_loops(outer, all, nullptr, pragma, "  ");
+    } else {
+      Scope scope;
+      std::string stores;
+      for (size_t i : all) stores += store_line(p_.outputs[i], i, scope, "    ");
+      std::string pragma = s_.parallel && outer.size() > 0 ? kParallelFor + collapse(keep) + " schedule(static)" : "";
+      body = loops(outer, scope.lines + stores, pragma, "  ", true, "#pragma omp simd", hoisted);
+    }
+    hoisted_ = nullptr;
+    return body;
+  }
+
+  // A kernel with reductions: a loop over the rows (the outer dims), inside it the reductions' passes over
+  // the row (the dims in R), then a pass storing the element-level outputs.
+  std::string row_loops() {
+    Scope row;
+    // Every reduction first, in program order: later passes over the row can then reuse what
+    // earlier passes kept in row buffers.
+    for (const ir::BoundSymbol& b : p_.symbols)
+      if (b.sym->has(ir::kReduction)) emit(b.output.proxy(), row);
+    std::string stores;
+    std::vector<size_t> element_outputs;
+    for (size_t i = 0; i < p_.outputs.size(); ++i) {
+      if (p_.element_level(p_.outputs[i])) element_outputs.push_back(i);
+      else stores += store_line(p_.outputs[i], i, row, "");
+    }
+    if (s_.stream) {
+      row.lines += streamed_loops(s_.inner, element_outputs, &row, "", "");
+    } else if (!element_outputs.empty()) {
+      Scope inner_scope{{}, &row, {}, false};
+      std::string inner_stores;
+      for (size_t i : element_outputs) inner_stores += store_line(p_.outputs[i], i, inner_scope, "");
+      row.lines += loops(s_.inner, inner_scope.lines + inner_stores,
+                         s_.parallel_inner ? kParallelFor + collapse(s_.inner.size()) : "", "", true);
+    }
+    std::string pragma = s_.parallel ? kParallelFor + collapse(s_.outer.size()) + " schedule(static)" : "";
+    return loops(s_.outer, indent(row.lines + stores, "  "), pragma, "  ", false);
+  }
 
   DType dtype(ProxyId v) const { return t_.tensor(v).dtype; }
   std::string var(ProxyId v) const { return "v" + std::to_string(v); }
@@ -390,37 +206,42 @@ class KernelWriter {
       return;
     }
     const ir::BoundSymbol& b = *it->second;
-    const std::string& op = b.sym->name;
-    if (op == "sum" || op == "prod" || op == "amax" || op == "amin") return emit_reduction(v, b, scope);
-    if (op == "take_along_axis") return emit_pick(v, b, scope);
+    if (b.sym->has(ir::kReduction)) return emit_reduction(v, b, scope);
+    if (b.is(PrimId::take_along_axis)) return emit_pick(v, b, scope);
     if (p_.remaps.count(v)) return emit_remap(v, scope);
-    if (op == "full") {  // full(shape, fill_value, dtype, device): the number, converted as torch.full does
+    if (b.is(PrimId::full)) {  // full(shape, fill_value, dtype, device): the number, converted as torch.full does
       std::string e = literal(b.args[1], T);
       if (is_half(dtype(v))) e = round_to(dtype(v), e);
       scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
       scope.defined.insert(v);
       return;
     }
+    const PrimId op = b.sym->prim;
+    const CppOp& row = cpu_expressions().at(op);
     std::vector<std::string> operands;
     DType in_dtype = dtype(v);
-    for (size_t i = 0; i < b.args.size(); ++i) {
+    const size_t n = row.operands < 0 ? b.args.size() : std::min<size_t>(b.args.size(), row.operands);
+    for (size_t i = 0; i < n; ++i) {
       const ir::Value& a = b.args[i];
-      if (op == "convert_element_type" && i == 1) break;
-      if (is_index_only(op) && i > 0) break;
       if (a.is_proxy()) {
         emit(a.proxy(), scope);
         operands.push_back(var(a.proxy()));
-        if (op != "where" || i > 0) in_dtype = dtype(a.proxy());
+        if (op != PrimId::where || i > 0) in_dtype = dtype(a.proxy());
       } else {
         operands.push_back("");  // typed below, once the operand dtype is known
       }
     }
     for (size_t i = 0; i < operands.size(); ++i)
       if (operands[i].empty()) operands[i] = number_operand(op, b.args[i], in_dtype);
-    std::string e = op == "pow" && b.args[1].is_number() ? small_power(operands[0], b.args[1].as_double(), compute_type(dtype(v)))
-                                                         : "";
-    if (e.empty()) e = expression(op, dtype(v), in_dtype, operands);
-    if (is_half(dtype(v)) && !is_index_only(op)) e = round_to(dtype(v), e);
+    std::string e = op == PrimId::pow && b.args[1].is_number()
+                        ? small_power(operands[0], b.args[1].as_double(), compute_type(dtype(v)))
+                        : "";
+    if (e.empty()) {
+      const std::string T = compute_type(dtype(v));
+      e = row.expr(ExprArgs{dtype(v), in_dtype, operands, T, ir::is_floating(in_dtype), T == "float" ? "f" : ""});
+    }
+    // Rounded after every op, as eager does; index-only prims pass their operand's value on unchanged.
+    if (is_half(dtype(v)) && plan_table().at(op).role != PrimRole::IndexOnly) e = round_to(dtype(v), e);
     scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
     scope.defined.insert(v);
   }
@@ -564,10 +385,7 @@ class KernelWriter {
 
   void emit_reduction(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
     ProxyId in = b.args[0].proxy();
-    int64_t length = 1;
-    for (size_t d = 0; d < p_.domain.size(); ++d)
-      if (p_.reduced[d]) length *= p_.domain[d];
-    Reduction r = reduction_rule(b.sym->name, dtype(in), length);
+    const Reduction r = cpu_expressions().at(b.sym->prim).reduce(dtype(in), s_.float_accumulation);
     std::string acc = "acc" + std::to_string(v);
     Scope inner{{}, &scope, {}, false};
     emit(in, inner);
@@ -575,12 +393,14 @@ class KernelWriter {
     std::string row_stores;  // the row-buffer stores below, done in the same pass
     // Keep the transcendental values of this pass in a row buffer, so that a later pass over the
     // row (softmax's output pass reusing exp(x - max)) loads them instead of recomputing them.
-    if (!parallel_inner_ && length <= kRowCacheLimit) {
+    if (s_.row_cache > 0) {
       for (ProxyId w : inner.defined) {
         auto pw = producer_.find(w);
-        if (pw == producer_.end() || row_cache_.count(w) || !is_vector_math(pw->second->sym->name)) continue;
+        if (pw == producer_.end() || row_cache_.count(w)) continue;
+        const CppOp* row = cpu_expressions().find(pw->second->sym->prim);
+        if (row == nullptr || !row->vector_math) continue;
         std::string buf = "row" + std::to_string(w);
-        scope.lines += compute_type(dtype(w)) + " " + buf + "[" + std::to_string(length) + "];\n";
+        scope.lines += compute_type(dtype(w)) + " " + buf + "[" + std::to_string(s_.row_cache) + "];\n";
         row_stores += buf + "[" + row_index() + "] = " + var(w) + ";\n";
         row_cache_[w] = buf;
       }
@@ -590,9 +410,8 @@ class KernelWriter {
       if (p_.reduced[d]) dims.push_back(static_cast<int>(d));
     if (r.pragma_op.rfind("kmath_", 0) == 0) reductions_.insert(r.pragma_op);
     std::string clause = " reduction(" + r.pragma_op + ":" + acc + ")" + (r.nan_flag ? " reduction(|:" + nan + ")" : "");
-    std::string pragma = parallel_inner_ ? kParallelFor + collapse(dims.size()) + clause : "";
-    const int64_t innermost = p_.domain[dims.back()];
-    if (!parallel_inner_ && ir::is_floating(dtype(in)) && innermost >= kLaneMinimum) {
+    std::string pragma = s_.parallel_inner ? kParallelFor + collapse(dims.size()) + clause : "";
+    if (s_.lane_reductions.count(v)) {
       scope.lines += lane_reduction(r, v, dims, inner.lines + row_stores, var(in));
     } else {
       std::string body = inner.lines + row_stores + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n";
@@ -607,22 +426,6 @@ class KernelWriter {
     scope.defined.insert(v);
   }
 
-  // Whether the outputs `which` are written by streaming stores: one of them is large (kStreamBytes),
-  // and each is written contiguously along domain dim `d`, the innermost loop.
-  bool streams(const std::vector<size_t>& which, int d) const {
-    bool large = false;
-    for (size_t i : which) {
-      ProxyId v = p_.outputs[i];
-      const auto& shape = t_.tensor(v).shape;
-      const auto& al = p_.align.at(v);
-      if (shape.empty() || al.back() != d || shape.back() != p_.domain[d]) return false;
-      int64_t bytes = static_cast<int64_t>(ir::item_size(dtype(v)));
-      for (int64_t n : shape) bytes *= n;
-      large = large || bytes >= kStreamBytes;
-    }
-    return large;
-  }
-
   // The loop nest over `dims` storing the outputs `which`: the innermost loop runs in chunks, each
   // computed into a buffer per output (a SIMD loop) and then streamed out with stream_bytes. `parent`
   // is the row scope of a reduction kernel (nullptr without reductions). `pragma` parallelizes the
@@ -632,8 +435,9 @@ class KernelWriter {
     streaming_ = true;
     const int d = dims.back();
     const std::string i = index(d), c = "chunk" + std::to_string(d), n = std::to_string(p_.domain[d]) + "LL";
-    int64_t chunk = kStreamChunkBytes;
-    for (size_t k : which) chunk = std::min<int64_t>(chunk, kStreamChunkBytes / ir::item_size(dtype(p_.outputs[k])));
+    const int64_t bytes = s_.limits.stream_chunk_bytes;
+    int64_t chunk = bytes;
+    for (size_t k : which) chunk = std::min<int64_t>(chunk, bytes / ir::item_size(dtype(p_.outputs[k])));
     Scope scope{{}, parent, {}, false};
     std::string stores, buffers, copies;
     for (size_t k : which) {
@@ -664,11 +468,12 @@ class KernelWriter {
   std::string lane_reduction(const Reduction& r, ProxyId v, const std::vector<int>& dims, const std::string& lines,
                              const std::string& x) const {
     const std::string id = std::to_string(v), acc = "acc" + id, lane = "lane" + id, nan = "nanlane" + id;
-    const std::string lanes = std::to_string(kLanes);
+    const int64_t k_lanes = s_.limits.lanes;
+    const std::string lanes = std::to_string(k_lanes);
     std::string body = lines + lane + "[l] = " + replace_acc(r.combine, lane + "[l]", x) + ";\n";
     if (r.nan_flag) body += nan + "[l] |= " + x + " != " + x + ";\n";
     const int d = dims.back();
-    const int64_t n = p_.domain[d], whole = n / kLanes * kLanes;
+    const int64_t n = p_.domain[d], whole = n / k_lanes * k_lanes;
     const std::string i = index(d);
     std::string inner;
     if (whole > 0)
@@ -682,7 +487,7 @@ class KernelWriter {
     out += "for (int l = 0; l < " + lanes + "; ++l) " + lane + "[l] = " + r.init + ";\n";
     if (r.nan_flag) out += "int " + nan + "[" + lanes + "] = {};\n";
     out += loops(std::vector<int>(dims.begin(), dims.end() - 1), inner, "", "", false);
-    for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
+    for (int64_t w = k_lanes / 2; w >= 1; w /= 2) {
       const std::string ws = std::to_string(w);
       out += "for (int l = 0; l < " + ws + "; ++l) " + lane + "[l] = " +
              replace_acc(r.combine, lane + "[l]", lane + "[l + " + ws + "]") + ";\n";
@@ -748,11 +553,11 @@ class KernelWriter {
 
   const ir::Trace& t_;
   const KernelPlan& p_;
+  const Schedule& s_;
   std::map<ProxyId, const ir::BoundSymbol*> producer_;
   std::map<ProxyId, size_t> input_index_;
   std::set<std::string> reductions_;
   std::map<ProxyId, std::string> row_cache_;  // element-level value -> the row buffer holding it
-  bool parallel_inner_ = false;
   bool streaming_ = false;  // some output is written with streaming stores
   std::map<ProxyId, std::set<int>> index_refs_;
   std::optional<std::pair<int64_t, int64_t>> piece_;  // the innermost loop's range, in a split loop
@@ -806,157 +611,12 @@ class KernelWriter {
 
 }  // namespace
 
-std::string cpu_prelude() {
-  return R"(// Generated by thunder's CPU code generator.
-#include <cstdint>
-#include <cstring>
-
-// The math kernels call, on GCC's builtins (what <cmath> and <algorithm> call too): parsing those headers
-// was half of a small kernel's compile time (0.09 of 0.18 s).
-#define NAN __builtin_nanf("")
-#define INFINITY __builtin_inff()
-namespace kmath {
-#define THUNDER_UNARY(name) \
-  static inline float name(float x) { return __builtin_##name##f(x); } \
-  static inline double name(double x) { return __builtin_##name(x); }
-THUNDER_UNARY(sqrt) THUNDER_UNARY(fabs) THUNDER_UNARY(floor) THUNDER_UNARY(ceil) THUNDER_UNARY(trunc)
-THUNDER_UNARY(nearbyint) THUNDER_UNARY(lgamma)
-static inline float copysign(float x, float y) { return __builtin_copysignf(x, y); }
-static inline double copysign(double x, double y) { return __builtin_copysign(x, y); }
-static inline float fmod(float x, float y) { return __builtin_fmodf(x, y); }
-static inline double fmod(double x, double y) { return __builtin_fmod(x, y); }
-template <class T> static inline double fmod(T x, T y) { return __builtin_fmod((double)x, (double)y); }  // integers
-static inline float fma(float x, float y, float z) { return __builtin_fmaf(x, y, z); }
-static inline bool isinf(float x) { return __builtin_isinf(x); }
-static inline bool isinf(double x) { return __builtin_isinf(x); }
-static inline bool isfinite(float x) { return __builtin_isfinite(x); }
-static inline bool isfinite(double x) { return __builtin_isfinite(x); }
-template <class T> static inline T max(T a, T b) { return a < b ? b : a; }  // as std::max and std::min
-template <class T> static inline T min(T a, T b) { return b < a ? b : a; }
-template <class T> struct limits;
-#define THUNDER_LIMITS(T, lo, hi) \
-  template <> struct limits<T> { static constexpr T lowest() { return lo; } static constexpr T max() { return hi; } };
-THUNDER_LIMITS(bool, false, true) THUNDER_LIMITS(uint8_t, 0, UINT8_MAX) THUNDER_LIMITS(int8_t, INT8_MIN, INT8_MAX)
-THUNDER_LIMITS(int16_t, INT16_MIN, INT16_MAX) THUNDER_LIMITS(int32_t, INT32_MIN, INT32_MAX)
-THUNDER_LIMITS(int64_t, INT64_MIN, INT64_MAX) THUNDER_LIMITS(float, -__FLT_MAX__, __FLT_MAX__)
-THUNDER_LIMITS(double, -__DBL_MAX__, __DBL_MAX__)
-}  // namespace kmath
-
-// glibc's libmvec has vector versions of these; declaring them `omp declare simd`
-// lets the compiler vectorize loops that call them without -ffast-math
-// (which would also assume away NaN and infinity, unlike PyTorch).
-#define THUNDER_VECTOR_MATH(name) \
-  _Pragma("omp declare simd notinbranch") float name##f(float); \
-  _Pragma("omp declare simd notinbranch") double name(double);
-extern "C" {
-THUNDER_VECTOR_MATH(exp) THUNDER_VECTOR_MATH(exp2) THUNDER_VECTOR_MATH(log) THUNDER_VECTOR_MATH(log2)
-THUNDER_VECTOR_MATH(log10) THUNDER_VECTOR_MATH(log1p) THUNDER_VECTOR_MATH(expm1) THUNDER_VECTOR_MATH(cos)
-THUNDER_VECTOR_MATH(tan) THUNDER_VECTOR_MATH(asin) THUNDER_VECTOR_MATH(acos) THUNDER_VECTOR_MATH(atan)
-THUNDER_VECTOR_MATH(sinh) THUNDER_VECTOR_MATH(cosh) THUNDER_VECTOR_MATH(tanh) THUNDER_VECTOR_MATH(asinh)
-THUNDER_VECTOR_MATH(acosh) THUNDER_VECTOR_MATH(atanh) THUNDER_VECTOR_MATH(erf) THUNDER_VECTOR_MATH(erfc)
-// sin under another name: GCC merges a sin and a cos of one value into one sincos call, which has no vector
-// version (the loop then runs scalar: RoPE's cos/sin of the positions). The same symbols, const as without errno.
-#pragma omp declare simd notinbranch
-__attribute__((const)) float thunder_sinf(float) __asm__("sinf");
-#pragma omp declare simd notinbranch
-__attribute__((const)) double thunder_sin(double) __asm__("sin");
-#pragma omp declare simd notinbranch
-float powf(float, float);
-#pragma omp declare simd notinbranch
-double pow(double, double);
-#pragma omp declare simd notinbranch
-float atan2f(float, float);
-#pragma omp declare simd notinbranch
-double atan2(double, double);
-}
-
-static inline float bf16_to_float(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-// Round to nearest even, as torch does; NaN stays a (quiet) NaN.
-static inline uint16_t float_to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if (f != f) return 0x7FC0;
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return (uint16_t)(bits >> 16);
-}
-static inline float bf16_round(float f) { return bf16_to_float(float_to_bf16(f)); }
-// torch.maximum / torch.minimum: NaN wins.
-template <class T> static inline T nan_max(T a, T b) { return (a != a || a > b) ? a : b; }
-template <class T> static inline T nan_min(T a, T b) { return (a != a || a < b) ? a : b; }
-// The sign bit, NaN's included (std::signbit inside an omp simd loop over bfloat16 crashes GCC 12).
-static inline bool sign_bit(float x) { uint32_t b; std::memcpy(&b, &x, 4); return b >> 31; }
-static inline bool sign_bit(double x) { uint64_t b; std::memcpy(&b, &x, 8); return b >> 63; }
-// erf for float, within 2.5 ulp: |x| * P(x^2) below 1, Q(|x| - 2.46) up to 3.92, 1 above (where erf rounds
-// to 1.0f); the coefficients are least-squares fits made by tools/fit_erf.py. Branch-free, so loops calling
-// it vectorize: both polynomials are evaluated (18 FMAs), about 0.34 ns per element here, where glibc's
-// libmvec erff takes 0.53 ns (GELU spends most of its time in erf). NaN stays NaN; erf(+-inf) = +-1.
-static inline float thunder_erff(float x) {
-  const float a = kmath::fabs(x), s = a * a, t = a - 2.46f;
-  float p = 7.882497448e-05f;  // Horner's rule, written out: a loop here would not vectorize
-  p = kmath::fma(p, s, -8.018855006e-04f); p = kmath::fma(p, s, 5.189312156e-03f); p = kmath::fma(p, s, -2.685432881e-02f);
-  p = kmath::fma(p, s, 1.128359735e-01f); p = kmath::fma(p, s, -3.761262596e-01f); p = kmath::fma(p, s, 1.128379107e+00f);
-  float q = -9.166920790e-06f;
-  q = kmath::fma(q, t, 2.536314241e-05f); q = kmath::fma(q, t, 5.189640433e-05f); q = kmath::fma(q, t, -3.013669630e-04f);
-  q = kmath::fma(q, t, 3.906787315e-04f); q = kmath::fma(q, t, 4.615696962e-04f); q = kmath::fma(q, t, -2.963119885e-03f);
-  q = kmath::fma(q, t, 6.798153743e-03f); q = kmath::fma(q, t, -9.904964827e-03f); q = kmath::fma(q, t, 9.832828306e-03f);
-  q = kmath::fma(q, t, -6.535748485e-03f); q = kmath::fma(q, t, 2.656208817e-03f); q = kmath::fma(q, t, 9.994966984e-01f);
-  const float y = a < 1.0f ? p * a : (a > 3.92f ? 1.0f : q);
-  return kmath::copysign(y, x);
-}
-// Copies `bytes` to dst with non-temporal stores (straight to memory, no read of the destination's lines);
-// the ends not aligned to a vector are copied as usual. stream_fence() orders them before later stores.
-// (GCC's builtins, not <immintrin.h>, whose parsing would double the compile time of a small kernel.)
-#if defined(__AVX512F__)
-typedef long long thunder_stream_t __attribute__((vector_size(64)));
-#define THUNDER_STREAM(d, v) __builtin_ia32_movntdq512((thunder_stream_t*)(d), v)
-#elif defined(__AVX__)
-typedef long long thunder_stream_t __attribute__((vector_size(32)));
-#define THUNDER_STREAM(d, v) __builtin_ia32_movntdq256((thunder_stream_t*)(d), v)
-#elif defined(__SSE2__)
-typedef long long thunder_stream_t __attribute__((vector_size(16)));
-#define THUNDER_STREAM(d, v) __builtin_ia32_movntdq((thunder_stream_t*)(d), v)
-#endif
-static inline void stream_bytes(void* dst, const void* src, int64_t bytes) {
-  char* d = (char*)dst;
-  const char* s = (const char*)src;
-#if defined(THUNDER_STREAM)
-  constexpr int64_t W = sizeof(thunder_stream_t);
-  int64_t head = (int64_t)((W - ((uintptr_t)d & (W - 1))) & (W - 1));
-  if (head > bytes) head = bytes;
-  std::memcpy(d, s, head);
-  d += head, s += head, bytes -= head;
-  for (; bytes >= W; bytes -= W, d += W, s += W) {
-    thunder_stream_t v;
-    std::memcpy(&v, s, W);
-    THUNDER_STREAM(d, v);
-  }
-#endif
-  std::memcpy(d, s, bytes);
-}
-static inline void stream_fence() {
-#if defined(__SSE2__)
-  __builtin_ia32_sfence();
-#endif
-}
-// Python's remainder: the result has the divisor's sign.
-template <class T> static inline T py_remainder(T a, T b) {
-  T r = kmath::fmod(a, b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-)";
-}
-
-std::string render_cpu_module(const ir::Trace& t, const std::vector<std::pair<const KernelPlan*, std::string>>& kernels) {
+std::string render_cpu_module(const ir::Trace& t, const std::vector<CpuKernel>& kernels) {
   std::set<std::string> reductions;
   std::string code;
-  for (const auto& [plan, name] : kernels) {
-    KernelWriter w(t, *plan);
-    code += "\n" + w.write(name);
+  for (const CpuKernel& k : kernels) {
+    KernelWriter w(t, *k.plan, *k.schedule);
+    code += "\n" + w.write(k.name);
     reductions.insert(w.reductions().begin(), w.reductions().end());
   }
   std::string declares;
@@ -971,6 +631,18 @@ std::string render_cpu_module(const ir::Trace& t, const std::vector<std::pair<co
                 "(omp_out, omp_in)) initializer(omp_priv = " + init + ")\n";
   }
   return cpu_prelude() + declares + code;
+}
+
+std::string render_cpu_module(const ir::Trace& t,
+                              const std::vector<std::pair<const KernelPlan*, std::string>>& kernels) {
+  std::vector<Schedule> schedules;
+  schedules.reserve(kernels.size());
+  std::vector<CpuKernel> all;
+  for (const auto& [plan, name] : kernels) {
+    schedules.push_back(schedule_kernel(t, *plan));
+    all.push_back({plan, &schedules.back(), name});
+  }
+  return render_cpu_module(t, all);
 }
 
 }  // namespace thunder::codegen
