@@ -340,7 +340,9 @@ NB_MODULE(_core, m) {
         std::vector<PyProxy> ins, outs;
         for (ir::ProxyId id : k.inputs) ins.push_back(PyProxy{id});
         for (ir::ProxyId id : k.outputs) outs.push_back(PyProxy{id});
-        kernels.append(nb::make_tuple(k.name, ins, outs));
+        nb::list sizes;  // (input index or -1, its dim, a stride rather than a size, the value when the trace was made)
+        for (const codegen::SizeArgument& a : k.sizes) sizes.append(nb::make_tuple(a.input, a.input_dim, a.stride, a.value));
+        kernels.append(nb::make_tuple(k.name, ins, outs, sizes));
       }
       units.append(nb::make_tuple(unit.source, kernels));
     }
@@ -348,7 +350,8 @@ NB_MODULE(_core, m) {
   }, nb::arg("trace"), nb::arg("executor"), nb::arg("parts") = 1,
      "The CPU fusions of `executor` as at most `parts` C++ translation units of consecutive kernels, balanced by "
      "their prim counts (so that they compile in parallel): [(source, [(kernel name, [input proxies], [output "
-     "proxies])])], empty if the trace has no fusions (codegen::cpu_translation_units).");
+     "proxies], [size arguments: (input index or -1, dim, is a stride, value)])])], empty if the trace has no "
+     "fusions (codegen::cpu_translation_units).");
 
   nb::class_<runtime::Module>(m, "KernelModule",
                               "A compiled, loaded shared object of kernels; unloaded (dlclose) when the last reference "

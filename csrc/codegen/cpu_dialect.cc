@@ -56,6 +56,10 @@ class KernelWriter {
          << storage_type(dtype(p_.outputs[i])) << "*)args[" << k + i << "];\n";
     // The caller's thread count (torch.get_num_threads()) follows the pointers.
     os << "  const int nthreads = (int)(intptr_t)args[" << k + p_.outputs.size() << "];\n  (void)nthreads;\n";
+    // Then the sizes of a shape-generic kernel (see SizeArgument).
+    size_t at = k + p_.outputs.size() + 1;
+    for (const SizeArgument& a : size_arguments(t_, p_))
+      os << "  const int64_t " << a.name << " = (int64_t)(intptr_t)args[" << at++ << "];\n";
     os << "  int error = 0;  // set when an index is out of range\n";
     const std::string body = p_.has_reduction() ? row_loops() : element_loops();
     // Streaming stores are weakly ordered: fence them before the caller reads the outputs (each worker
@@ -154,14 +158,46 @@ class KernelWriter {
 
   std::string offset(ProxyId v) const {
     const auto& al = p_.align.at(v);
-    const std::vector<int64_t>& known = t_.proxy(v).strides;  // a non-contiguous trace input, read in place
-    std::vector<int64_t> strides = known.empty() ? contiguous_strides(t_.tensor(v).shape) : known;
     std::string out;
     for (size_t i = 0; i < al.size(); ++i) {
       if (al[i] < 0 || t_.tensor(v).shape[i] == 1) continue;
-      out += (out.empty() ? "" : " + ") + index(al[i]) + (strides[i] == 1 ? "" : " * " + std::to_string(strides[i]) + "LL");
+      const std::string s = stride(v, i);
+      out += (out.empty() ? "" : " + ") + index(al[i]) + (s.empty() ? "" : " * " + s);
     }
     return out.empty() ? "0" : out;
+  }
+
+  // The stride of v's dim i as a factor ("" for 1): a literal in a kernel for one shape; in a shape-generic
+  // one, the product of the extents of the dims inside it (contiguous) or, for a trace input read in place,
+  // its stride argument (0 and 1 stay literal: they are the layout).
+  std::string stride(ProxyId v, size_t i) const {
+    const std::vector<int64_t>& known = t_.proxy(v).strides;  // a non-contiguous trace input, read in place
+    const std::vector<int64_t>& shape = t_.tensor(v).shape;
+    auto literal = [](int64_t n) { return n == 1 ? std::string() : std::to_string(n) + "LL"; };
+    if (!known.empty() && (!p_.shape_generic() || known[i] == 0 || known[i] == 1)) return literal(known[i]);
+    if (!known.empty()) return "s" + std::to_string(input_index_.at(v)) + "_" + std::to_string(i);
+    if (!p_.shape_generic()) return literal(contiguous_strides(shape)[i]);
+    std::vector<int> dims;
+    for (size_t j = i + 1; j < shape.size(); ++j)
+      if (shape[j] != 1) dims.push_back(p_.align.at(v)[j]);
+    return extent_product(dims);
+  }
+
+  // A domain dim's extent: its size argument in a shape-generic kernel, else the literal.
+  std::string extent(int d) const {
+    return p_.shape_generic() ? "n" + std::to_string(d) : std::to_string(p_.domain[d]) + "LL";
+  }
+
+  // The product of the extents of `dims` ("" if none), parenthesized if it has several factors.
+  std::string extent_product(const std::vector<int>& dims) const {
+    if (!p_.shape_generic()) {
+      int64_t n = 1;
+      for (int d : dims) n *= p_.domain[d];
+      return n == 1 ? "" : std::to_string(n) + "LL";
+    }
+    std::string out;
+    for (int d : dims) out += (out.empty() ? "" : " * ") + extent(d);
+    return dims.size() > 1 ? "(" + out + ")" : out;
   }
 
   std::string store_line(ProxyId v, size_t slot, Scope& scope, const std::string& ind) {
@@ -377,7 +413,7 @@ class KernelWriter {
     emit(index, scope);
     const std::string i = "pick" + std::to_string(v);
     scope.lines += "int64_t " + i + " = (int64_t)" + var(index) + ";\nif (" + i + " < 0 || " + i + " >= " +
-                   std::to_string(p_.domain[dim]) + "LL) {\n  #pragma omp atomic write\n  error = 1;\n  " + i + " = 0;\n}\n";
+                   extent(dim) + ") {\n  #pragma omp atomic write\n  error = 1;\n  " + i + " = 0;\n}\n";
     const std::string r = emit_at(src, {{dim, i}}, scope);
     scope.lines += "const " + compute_type(dtype(v)) + " " + var(v) + " = " + r + ";\n";
     scope.defined.insert(v);
@@ -434,7 +470,7 @@ class KernelWriter {
                              const std::string& pragma, const std::string& ind) {
     streaming_ = true;
     const int d = dims.back();
-    const std::string i = index(d), c = "chunk" + std::to_string(d), n = std::to_string(p_.domain[d]) + "LL";
+    const std::string i = index(d), c = "chunk" + std::to_string(d), n = extent(d);
     const int64_t bytes = s_.limits.stream_chunk_bytes;
     int64_t chunk = bytes;
     for (size_t k : which) chunk = std::min<int64_t>(chunk, bytes / ir::item_size(dtype(p_.outputs[k])));
@@ -473,16 +509,14 @@ class KernelWriter {
     std::string body = lines + lane + "[l] = " + replace_acc(r.combine, lane + "[l]", x) + ";\n";
     if (r.nan_flag) body += nan + "[l] |= " + x + " != " + x + ";\n";
     const int d = dims.back();
-    const int64_t n = p_.domain[d], whole = n / k_lanes * k_lanes;
-    const std::string i = index(d);
-    std::string inner;
-    if (whole > 0)
-      inner += "for (int64_t b = 0; b < " + std::to_string(whole) + "LL; b += " + lanes + ") {\n  #pragma omp simd\n"
-               "  for (int64_t l = 0; l < " + lanes + "; ++l) {\n    const int64_t " + i + " = b + l;\n" +
-               indent(body, "    ") + "  }\n}\n";
-    if (n > whole)
-      inner += "#pragma omp simd\nfor (int64_t l = 0; l < " + std::to_string(n - whole) + "; ++l) {\n  const int64_t " + i +
-               " = " + std::to_string(whole) + "LL + l;\n" + indent(body, "  ") + "}\n";
+    const std::string i = index(d), n = extent(d), whole = "whole" + id;
+    // The row's whole blocks of kLanes, then the rest (a kernel for every row length of its size class).
+    std::string inner = "const int64_t " + whole + " = " + n + " / " + lanes + " * " + lanes + ";\n";
+    inner += "for (int64_t b = 0; b < " + whole + "; b += " + lanes + ") {\n  #pragma omp simd\n"
+             "  for (int64_t l = 0; l < " + lanes + "; ++l) {\n    const int64_t " + i + " = b + l;\n" +
+             indent(body, "    ") + "  }\n}\n";
+    inner += "#pragma omp simd\nfor (int64_t l = 0; l < " + n + " - " + whole + "; ++l) {\n  const int64_t " + i +
+             " = " + whole + " + l;\n" + indent(body, "  ") + "}\n";
     std::string out = r.acc_type + " " + lane + "[" + lanes + "];\n";
     out += "for (int l = 0; l < " + lanes + "; ++l) " + lane + "[l] = " + r.init + ";\n";
     if (r.nan_flag) out += "int " + nan + "[" + lanes + "] = {};\n";
@@ -545,7 +579,7 @@ class KernelWriter {
         out += pad + simd + "\n";
       }
       std::string i = "i" + std::to_string(dims[k]);
-      out += pad + "for (int64_t " + i + " = 0; " + i + " < " + std::to_string(p_.domain[dims[k]]) + "LL; ++" + i + ") {\n";
+      out += pad + "for (int64_t " + i + " = 0; " + i + " < " + extent(dims[k]) + "; ++" + i + ") {\n";
       close = pad + "}\n" + close;
     }
     return out + indent(body, ind + std::string(2 * dims.size(), ' ')) + close;
@@ -599,11 +633,12 @@ class KernelWriter {
   // The flat index of the current element within the row (over the reduced dims, row-major).
   std::string row_index() const {
     std::string out;
-    int64_t stride = 1;
+    std::vector<int> inside;  // the reduced dims inside the current one
     for (size_t d = p_.domain.size(); d-- > 0;) {
       if (!p_.reduced[d]) continue;
-      out = index(static_cast<int>(d)) + (stride == 1 ? "" : " * " + std::to_string(stride) + "LL") + (out.empty() ? "" : " + " + out);
-      stride *= p_.domain[d];
+      const std::string stride = extent_product(inside);
+      out = index(static_cast<int>(d)) + (stride.empty() ? "" : " * " + stride) + (out.empty() ? "" : " + " + out);
+      inside.insert(inside.begin(), static_cast<int>(d));
     }
     return out.empty() ? "0" : out;
   }

@@ -286,6 +286,30 @@ std::vector<int64_t> KernelPlan::range_bounds(int dim) const {
   return {bounds.begin(), bounds.end()};
 }
 
+std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p) {
+  std::vector<SizeArgument> out;
+  if (!p.shape_generic()) return out;
+  for (size_t d = 0; d < p.domain.size(); ++d) {
+    SizeArgument a{"n" + std::to_string(d), false, -1, -1, p.domain[d]};
+    for (size_t k = 0; k < p.inputs.size() && a.input < 0; ++k) {
+      const std::vector<int>& al = p.align.at(p.inputs[k]);
+      for (size_t i = 0; i < al.size() && a.input < 0; ++i)
+        if (al[i] == static_cast<int>(d) && t.tensor(p.inputs[k]).shape[i] != 1)
+          a.input = static_cast<int>(k), a.input_dim = static_cast<int>(i);
+    }
+    out.push_back(std::move(a));
+  }
+  for (size_t k = 0; k < p.inputs.size(); ++k) {
+    const std::vector<int64_t>& strides = t.proxy(p.inputs[k]).strides;
+    const std::vector<int>& al = p.align.at(p.inputs[k]);
+    for (size_t i = 0; i < strides.size(); ++i)
+      if (al[i] >= 0 && t.tensor(p.inputs[k]).shape[i] != 1 && strides[i] != 0 && strides[i] != 1)
+        out.push_back({"s" + std::to_string(k) + "_" + std::to_string(i), true, static_cast<int>(k),
+                       static_cast<int>(i), strides[i]});
+  }
+  return out;
+}
+
 std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::BoundSymbol>& symbols,
                                       const std::set<ProxyId>& live_out, std::string* why) {
   KernelPlan p;

@@ -4,7 +4,9 @@
 // run: their order, which run in parallel and from what size on, whether the innermost loop is split into
 // pieces, whether large outputs are written with streaming stores, whether long reductions accumulate in
 // several partial results, whether a row's costly values are kept in a buffer for a later pass over the
-// row, and how float sums accumulate. A dialect renderer (cpu_dialect.h) writes the plan as its schedule
+// row, and how float sums accumulate. Every choice is made by size class (which side of each threshold
+// below the kernel's sizes lie), never by exact size, so a shape-generic kernel (its sizes arguments, see
+// KernelPlan::shape_generic) renders the same for every shape of its class. A dialect renderer (cpu_dialect.h) writes the plan as its schedule
 // says and makes no such decision itself; another target gets its own schedule from the same plan.
 #pragma once
 
@@ -20,8 +22,10 @@ namespace thunder::codegen {
 struct ScheduleLimits {
   /// Elements below which a kernel runs on one thread.
   int64_t grain = 32768;
-  /// Longest row whose libmvec values are kept in a row buffer for a later pass over the row.
-  int64_t row_cache = 8192;
+  /// Longest row whose libmvec values are kept in a row buffer for a later pass over the row; the buffer
+  /// has room for the longest row of its size class: `row_cache_short` elements (rows shorter than that),
+  /// or `row_cache`.
+  int64_t row_cache = 8192, row_cache_short = 256;
   /// A floating-point reduction whose innermost reduced dim has at least `lane_minimum` elements
   /// accumulates in `lanes` partial results (several SIMD registers): one accumulator register would make
   /// each vector add wait for the previous one, and the pass would be latency-bound.
@@ -50,7 +54,8 @@ struct Schedule {
   bool stream = false;
   /// The reductions (their outputs) that accumulate in `limits.lanes` partial results.
   std::set<ProxyId> lane_reductions;
-  /// Length of the row buffers keeping libmvec values for a later pass over the row; 0: none.
+  /// Length of the row buffers keeping libmvec values for a later pass over the row (the longest row of
+  /// the size class); 0: none.
   int64_t row_cache = 0;
   /// Float sums accumulate in float (else double).
   bool float_accumulation = true;

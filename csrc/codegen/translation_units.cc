@@ -22,7 +22,7 @@ std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& t, const std
     auto plan = plan_kernel(t, b.subsymbols, outs, &why);
     if (!plan) throw std::logic_error("fusion " + b.callee + " no longer plans: " + why);
     total += plan->symbols.size();
-    signatures.push_back({b.callee, plan->inputs, plan->outputs});
+    signatures.push_back({b.callee, plan->inputs, plan->outputs, size_arguments(t, *plan)});
     plans.push_back(std::move(*plan));
   }
   std::vector<Schedule> schedules;

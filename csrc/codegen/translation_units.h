@@ -6,14 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_plan.h"
 #include "ir/trace.h"
 
 namespace thunder::codegen {
 
-/// A kernel as its launcher calls it: its name, and the proxies its pointer arguments hold.
+/// A kernel as its launcher calls it: its name, the proxies its pointer arguments hold, and the sizes that
+/// follow the thread count (a shape-generic kernel's extents and strides).
 struct KernelSignature {
   std::string name;
   std::vector<ir::ProxyId> inputs, outputs;
+  std::vector<SizeArgument> sizes;
 };
 
 struct TranslationUnit {

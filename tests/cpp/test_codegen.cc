@@ -145,6 +145,7 @@ class Codegen : public ::testing::Test {
       }
       for (std::vector<T>& o : outs) args.push_back(o.data());
       args.push_back(reinterpret_cast<void*>(intptr_t{1}));
+      for (const SizeArgument& a : size_arguments(trace, p)) args.push_back(reinterpret_cast<void*>(intptr_t{a.value}));
       EXPECT_EQ(kernel(args.data()), 0);
       runs.push_back(std::move(outs));
     }
@@ -576,6 +577,61 @@ TEST_F(Schedules, LargeElementwiseOutputsAreStreamedInParallel) {
   const Schedule s = schedule_kernel(trace, *p);
   EXPECT_TRUE(s.stream && s.parallel);
   EXPECT_TRUE(s.cuts.empty());
+}
+
+// ---- shape-generic kernels ----
+
+// The kernel of (sin(x) * 2).sum(-1) over an [rows, n] float tensor, rendered alone.
+std::string sin_sum_kernel(int64_t rows, int64_t n, std::vector<SizeArgument>* sizes = nullptr) {
+  ir::Trace t;
+  Builder b{t};
+  Value x(ir::ProxyRef{b.add_input_tensor(TensorMeta{DType::Float32, {rows, n}})});
+  Value y = b.prim("sum", {b.prim("mul", {b.prim("sin", {x}), Value(2.0)}), Value::ints({1})});
+  auto p = plan_kernel(t, t.symbols, {y.proxy()});
+  EXPECT_TRUE(p);
+  if (sizes) *sizes = size_arguments(t, *p);
+  return render_cpu_module(t, {{&*p, "kernel"}});
+}
+
+TEST(ShapeGeneric, OneSizeClassRendersOneSourceWithItsSizesAsArguments) {
+  std::vector<SizeArgument> sizes;
+  const std::string small = sin_sum_kernel(4, 8, &sizes);
+  EXPECT_EQ(sin_sum_kernel(4, 64), small);
+  EXPECT_EQ(sin_sum_kernel(7, 200), small);
+  ASSERT_EQ(sizes.size(), 2u);
+  EXPECT_EQ(sizes[0].name, "n0");
+  EXPECT_EQ(sizes[0].input, 0);
+  EXPECT_EQ(sizes[0].input_dim, 0);
+  EXPECT_EQ(sizes[1].value, 8);
+  EXPECT_NE(small.find("const int64_t n1 = (int64_t)(intptr_t)args[4];"), std::string::npos) << small;
+  EXPECT_NE(small.find("in0[i0 * n1 + i1]"), std::string::npos) << small;
+  EXPECT_EQ(small.find("8LL"), std::string::npos) << small;
+  // Other size classes: rows reduced in lanes, a kernel above the grain in parallel.
+  const std::string lanes = sin_sum_kernel(4, 256);
+  EXPECT_NE(lanes, small);
+  EXPECT_EQ(sin_sum_kernel(4, 1000), lanes);
+  EXPECT_NE(sin_sum_kernel(256, 256), lanes);
+}
+
+TEST(ShapeGeneric, OneCompiledKernelRunsEveryLengthOfItsClass) {
+  TempDir dir;
+  runtime::CompileOptions options;
+  options.cache_dir = dir.path;
+  auto module = runtime::load_module(sin_sum_kernel(4, 8), options);
+  auto kernel = reinterpret_cast<runtime::Kernel>(module->symbol("kernel"));
+  for (int64_t n : {2, 8, 63, 64, 65, 200}) {  // (a row of 1 is another layout: its dim is not indexed)
+    std::vector<SizeArgument> sizes;
+    EXPECT_EQ(sin_sum_kernel(3, n, &sizes), sin_sum_kernel(4, 8)) << n;
+    std::vector<float> x = iota_floats(static_cast<size_t>(3 * n), 0.25f, -1.0f), out(3);
+    std::vector<void*> args = {x.data(), out.data(), reinterpret_cast<void*>(intptr_t{1})};
+    for (const SizeArgument& a : sizes) args.push_back(reinterpret_cast<void*>(intptr_t{a.value}));
+    ASSERT_EQ(kernel(args.data()), 0);
+    for (int64_t r = 0; r < 3; ++r) {
+      double expected = 0;
+      for (int64_t i = 0; i < n; ++i) expected += std::sin(x[r * n + i]) * 2.0;
+      EXPECT_NEAR(out[r], expected, 1e-4 * (1 + std::abs(expected))) << n;
+    }
+  }
 }
 
 }  // namespace
