@@ -1,4 +1,4 @@
-"""Derives the coefficients of the float32 erf in the CPU code generator's prelude (csrc/codegen/cpu_render.cc).
+"""Derives the coefficients of the float32 erf in the CPU code generator's prelude (csrc/codegen/cpu_prelude.cc).
 
 erf is odd, so only |x| matters, and for |x| > 3.92 it rounds to 1.0f. Two polynomials cover the rest:
     |x| <  1:  erf(x) = |x| * P(x^2)     P of degree 6 (relative accuracy near 0)

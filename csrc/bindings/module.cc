@@ -15,7 +15,8 @@
 #include <chrono>
 #include <memory>
 
-#include "codegen/cpu_render.h"
+#include "codegen/kernel_plan.h"
+#include "codegen/translation_units.h"
 #include "ir/printer.h"
 #include "ops/op_table.h"
 #include "ops/vjp.h"
@@ -333,50 +334,25 @@ NB_MODULE(_core, m) {
   "rules of the prims it decomposes into), 'torch' (whole, by torch.autograd, although it decomposes) or "
   "'generic' (whole, by torch.autograd: no decomposition). Raises KeyError for an unknown op.");
   m.def("render_cpu", [](const ir::Trace& t, const std::string& executor, size_t parts) {
-    // The CPU fusions of `executor` as at most `parts` translation units of consecutive kernels, balanced by
-    // their prim counts (so that they compile in parallel); returns
-    // [(source, [(kernel name, [input proxies], [output proxies])])], empty if the trace has no fusions.
-    std::vector<codegen::KernelPlan> plans;
-    std::vector<std::string> names;
-    std::vector<nb::tuple> signatures;
-    size_t total = 0;
-    for (const ir::BoundSymbol& b : t.symbols) {
-      if (b.sym->level != ir::Level::Fusion || b.executor != executor) continue;
-      std::set<ir::ProxyId> outs;
-      for (ir::ProxyId id : b.output_proxies()) outs.insert(id);
-      std::string why;
-      auto plan = codegen::plan_kernel(t, b.subsymbols, outs, &why);
-      if (!plan) throw std::logic_error("fusion " + b.callee + " no longer plans: " + why);
-      plans.push_back(*plan);
-      names.push_back(b.callee);
-      total += plan->symbols.size();
-      std::vector<PyProxy> ins, os;
-      for (ir::ProxyId id : plan->inputs) ins.push_back(PyProxy{id});
-      for (ir::ProxyId id : plan->outputs) os.push_back(PyProxy{id});
-      signatures.push_back(nb::make_tuple(b.callee, ins, os));
-    }
     nb::list units;
-    parts = std::max<size_t>(1, std::min(parts, plans.size()));
-    size_t begin = 0, done = 0;
-    for (size_t part = 0; part < parts && begin < plans.size(); ++part) {
-      // This unit takes kernels until it holds its share of the prims not yet placed.
-      const size_t share = (total - done + (parts - part) - 1) / (parts - part);
-      std::vector<std::pair<const codegen::KernelPlan*, std::string>> pairs;
+    for (const codegen::TranslationUnit& unit : codegen::cpu_translation_units(t, executor, parts)) {
       nb::list kernels;
-      size_t size = 0, end = begin;
-      while (end < plans.size() && (end == begin || size < share || part + 1 == parts)) {
-        pairs.emplace_back(&plans[end], names[end]);
-        kernels.append(signatures[end]);
-        size += plans[end].symbols.size();
-        ++end;
+      for (const codegen::KernelSignature& k : unit.kernels) {
+        std::vector<PyProxy> ins, outs;
+        for (ir::ProxyId id : k.inputs) ins.push_back(PyProxy{id});
+        for (ir::ProxyId id : k.outputs) outs.push_back(PyProxy{id});
+        nb::list sizes;  // (input index or -1, its dim, a stride rather than a size, the value when the trace was made)
+        for (const codegen::SizeArgument& a : k.sizes) sizes.append(nb::make_tuple(a.input, a.input_dim, a.stride, a.value));
+        kernels.append(nb::make_tuple(k.name, ins, outs, sizes));
       }
-      units.append(nb::make_tuple(codegen::render_cpu_module(t, pairs), kernels));
-      begin = end;
-      done += size;
+      units.append(nb::make_tuple(unit.source, kernels));
     }
     return units;
   }, nb::arg("trace"), nb::arg("executor"), nb::arg("parts") = 1,
-     "C++ translation units for the CPU fusions of a trace, and each kernel's inputs and outputs.");
+     "The CPU fusions of `executor` as at most `parts` C++ translation units of consecutive kernels, balanced by "
+     "their prim counts (so that they compile in parallel): [(source, [(kernel name, [input proxies], [output "
+     "proxies], [size arguments: (input index or -1, dim, is a stride, value)])])], empty if the trace has no "
+     "fusions (codegen::cpu_translation_units).");
 
   nb::class_<runtime::Module>(m, "KernelModule",
                               "A compiled, loaded shared object of kernels; unloaded (dlclose) when the last reference "

@@ -1,40 +1,47 @@
 #include "codegen/kernel_plan.h"
 
 #include <algorithm>
-#include <unordered_set>
 
 namespace thunder::codegen {
 namespace {
 
-const std::unordered_set<std::string> kFusible = {
-    // elementwise
-    "neg", "abs", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
-    "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "floor",
-    "ceil", "round", "trunc", "sign", "reciprocal", "sigmoid", "bitwise_not", "isnan", "isinf", "isfinite",
-    "signbit", "logical_not", "add", "sub", "mul", "div", "remainder", "fmod", "pow", "maximum", "minimum", "atan2",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "copysign", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
-    "logical_or", "logical_xor", "where", "convert_element_type",
-    // data movement the loop nest absorbs
-    "broadcast_in_dim", "reshape", "squeeze", "alias",
-    // reductions
-    "sum", "prod", "amax", "amin",
-    // a gather along the reduced dim, read at row level (cross-entropy's pick of the target's log-probability)
-    "take_along_axis",
-    // index remapping, in kernels without reductions: a slice reads its source at shifted indices, a cat
-    // selects among its inputs by index range (RoPE's rotate-half), a slice_update its update inside a box
-    "slice", "cat", "slice_update",
-    // a constant, evaluated where it is read (the zeros a slice's gradient is written into)
-    "full",
-};
+using ir::PrimId;
 
-const std::unordered_set<std::string> kFloatOnly = {
-    "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos",
-    "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "reciprocal", "sigmoid",
-    "pow", "atan2", "copysign", "remainder", "fmod", "div"};
-
-// C++'s &, | , ^ and ~ have no floating-point overloads (torch's bitwise ops none either): a kernel claiming
-// these on floats would not compile.
-const std::unordered_set<std::string> kIntegerOnly = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"};
+// The plan table: what a kernel does with each prim it can fuse (a prim without a row is not fusible).
+// Every dialect writes each row's prims its own way (cpu_expressions.cc for the C++ dialect).
+ir::PrimTable<PrimKind> make_plan_table() {
+  ir::PrimTable<PrimKind> t("kernel plan");
+  const PrimKind elementwise{PrimRole::Elementwise}, float_only{PrimRole::Elementwise, Operands::FloatOnly};
+  // C++'s &, |, ^ and ~ have no floating-point overloads (torch's bitwise ops none either): a kernel claiming
+  // these on floats would not compile.
+  const PrimKind integer_only{PrimRole::Elementwise, Operands::IntegerOnly};
+  for (PrimId id : {PrimId::neg, PrimId::abs, PrimId::floor, PrimId::ceil, PrimId::round, PrimId::trunc, PrimId::sign,
+                    PrimId::isnan, PrimId::isinf, PrimId::isfinite, PrimId::signbit, PrimId::logical_not, PrimId::add,
+                    PrimId::sub, PrimId::mul, PrimId::maximum, PrimId::minimum, PrimId::eq, PrimId::ne, PrimId::lt,
+                    PrimId::le, PrimId::gt, PrimId::ge, PrimId::logical_and, PrimId::logical_or, PrimId::logical_xor,
+                    PrimId::where, PrimId::convert_element_type})
+    t.set(id, elementwise);
+  for (PrimId id : {PrimId::exp, PrimId::exp2, PrimId::log, PrimId::log2, PrimId::log10, PrimId::log1p, PrimId::expm1,
+                    PrimId::sqrt, PrimId::rsqrt, PrimId::sin, PrimId::cos, PrimId::tan, PrimId::asin, PrimId::acos,
+                    PrimId::atan, PrimId::sinh, PrimId::cosh, PrimId::tanh, PrimId::asinh, PrimId::acosh,
+                    PrimId::atanh, PrimId::erf, PrimId::erfc, PrimId::lgamma, PrimId::reciprocal, PrimId::sigmoid,
+                    PrimId::pow, PrimId::atan2, PrimId::copysign, PrimId::remainder, PrimId::fmod, PrimId::div})
+    t.set(id, float_only);
+  for (PrimId id : {PrimId::bitwise_not, PrimId::bitwise_and, PrimId::bitwise_or, PrimId::bitwise_xor})
+    t.set(id, integer_only);
+  // data movement the loop nest absorbs
+  for (PrimId id : {PrimId::broadcast_in_dim, PrimId::reshape, PrimId::squeeze, PrimId::alias})
+    t.set(id, {PrimRole::IndexOnly});
+  for (PrimId id : {PrimId::sum, PrimId::prod, PrimId::amax, PrimId::amin}) t.set(id, {PrimRole::Reduction});
+  // a gather along the reduced dim, read at row level (cross-entropy's pick of the target's log-probability)
+  t.set(PrimId::take_along_axis, {PrimRole::Pick});
+  // index remapping, in kernels without reductions: a slice reads its source at shifted indices, a cat
+  // selects among its inputs by index range (RoPE's rotate-half), a slice_update its update inside a box
+  for (PrimId id : {PrimId::slice, PrimId::cat, PrimId::slice_update}) t.set(id, {PrimRole::Remap});
+  // a constant, evaluated where it is read (the zeros a slice's gradient is written into)
+  t.set(PrimId::full, {PrimRole::Constant});
+  return t;
+}
 
 // A reduction whose reduced dims are followed by kept dims of at least this many elements stays out of kernels.
 constexpr int64_t kMinStridedKept = 16;
@@ -44,9 +51,11 @@ bool fail(std::string* why, std::string msg) {
   return false;
 }
 
-bool is_reduction(const std::string& n) { return n == "sum" || n == "prod" || n == "amax" || n == "amin"; }
-
-bool remaps_indices(const std::string& n) { return n == "slice" || n == "cat" || n == "slice_update"; }
+bool has_role(const ir::BoundSymbol& b, PrimRole role) {
+  const PrimKind* k = plan_table().find(b.sym->prim);
+  return k != nullptr && k->role == role;
+}
+bool remaps_indices(const ir::BoundSymbol& b) { return has_role(b, PrimRole::Remap); }
 
 std::vector<int64_t> steps_of(const ir::Value& v, size_t rank) {
   return v.is_none() ? std::vector<int64_t>(rank, 1) : v.as_ints();
@@ -239,10 +248,20 @@ bool gathers_along_innermost(const KernelPlan& p) {
 
 }  // namespace
 
-bool is_fusible_prim(const std::string& name) { return kFusible.count(name) > 0; }
+const ir::PrimTable<PrimKind>& plan_table() {
+  static const ir::PrimTable<PrimKind> table = make_plan_table();
+  return table;
+}
+
+bool is_fusible_prim(const std::string& name) {
+  const std::optional<PrimId> id = ir::prim_id(name);
+  return id && plan_table().contains(*id);
+}
 
 std::vector<std::string> fusible_prims() {
-  std::vector<std::string> out(kFusible.begin(), kFusible.end());
+  std::vector<std::string> out;
+  for (size_t i = 1; i <= ir::kNumPrims; ++i)
+    if (plan_table().contains(static_cast<PrimId>(i))) out.emplace_back(ir::prim_name(static_cast<PrimId>(i)));
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -267,6 +286,30 @@ std::vector<int64_t> KernelPlan::range_bounds(int dim) const {
   return {bounds.begin(), bounds.end()};
 }
 
+std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p) {
+  std::vector<SizeArgument> out;
+  if (!p.shape_generic()) return out;
+  for (size_t d = 0; d < p.domain.size(); ++d) {
+    SizeArgument a{"n" + std::to_string(d), false, -1, -1, p.domain[d]};
+    for (size_t k = 0; k < p.inputs.size() && a.input < 0; ++k) {
+      const std::vector<int>& al = p.align.at(p.inputs[k]);
+      for (size_t i = 0; i < al.size() && a.input < 0; ++i)
+        if (al[i] == static_cast<int>(d) && t.tensor(p.inputs[k]).shape[i] != 1)
+          a.input = static_cast<int>(k), a.input_dim = static_cast<int>(i);
+    }
+    out.push_back(std::move(a));
+  }
+  for (size_t k = 0; k < p.inputs.size(); ++k) {
+    const std::vector<int64_t>& strides = t.proxy(p.inputs[k]).strides;
+    const std::vector<int>& al = p.align.at(p.inputs[k]);
+    for (size_t i = 0; i < strides.size(); ++i)
+      if (al[i] >= 0 && t.tensor(p.inputs[k]).shape[i] != 1 && strides[i] != 0 && strides[i] != 1)
+        out.push_back({"s" + std::to_string(k) + "_" + std::to_string(i), true, static_cast<int>(k),
+                       static_cast<int>(i), strides[i]});
+  }
+  return out;
+}
+
 std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::BoundSymbol>& symbols,
                                       const std::set<ProxyId>& live_out, std::string* why) {
   KernelPlan p;
@@ -277,7 +320,8 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   std::string device;
   for (const ir::BoundSymbol& b : symbols) {
     const std::string& n = b.sym->name;
-    if (b.sym->level != ir::Level::Prim || !is_fusible_prim(n)) return fail(why, "prims." + n + " is not fusible"), std::nullopt;
+    const PrimKind* kind = b.sym->level == ir::Level::Prim ? plan_table().find(b.sym->prim) : nullptr;
+    if (kind == nullptr) return fail(why, "prims." + n + " is not fusible"), std::nullopt;
     for (ProxyId id : b.input_proxies()) {
       const ir::ProxyInfo& info = t.proxy(id);
       if (!info.is_tensor) return fail(why, "number proxies as kernel inputs"), std::nullopt;
@@ -292,15 +336,15 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       produced.insert(id);
       if (live_out.count(id)) p.outputs.push_back(id);
     }
-    if (kFloatOnly.count(n)) {
+    if (kind->operands == Operands::FloatOnly) {
       for (ProxyId id : b.input_proxies())
         if (!ir::is_floating(t.tensor(id).dtype)) return fail(why, "prims." + n + " on integers"), std::nullopt;
     }
-    if (kIntegerOnly.count(n)) {
+    if (kind->operands == Operands::IntegerOnly) {
       for (ProxyId id : b.input_proxies())
         if (ir::is_floating(t.tensor(id).dtype)) return fail(why, "prims." + n + " on floating-point tensors"), std::nullopt;
     }
-    if (is_reduction(n)) {
+    if (kind->role == PrimRole::Reduction) {
       const ir::TensorMeta& in = t.tensor(b.args[0].proxy());
       std::vector<int64_t> dims = b.args[1].as_ints();
       std::sort(dims.begin(), dims.end());
@@ -320,7 +364,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     }
   }
   for (const ir::BoundSymbol& b : symbols) {
-    if (b.sym->name != "take_along_axis") continue;
+    if (!b.is(PrimId::take_along_axis)) continue;
     // Fused only as a pick along the one reduced dim: the source spans the reductions' domain, the index
     // is the domain with that dim of size 1; the result is one row-level value per row.
     const ir::TensorMeta& src = t.tensor(b.args[0].proxy());
@@ -335,7 +379,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   bool narrow = false;  // an input of fewer than 4 bytes per element
   for (ProxyId id : p.inputs) narrow = narrow || ir::item_size(t.tensor(id).dtype) < 4;
   for (const ir::BoundSymbol& b : symbols)
-    if (remaps_indices(b.sym->name) && reduction_input)
+    if (remaps_indices(b) && reduction_input)
       return fail(why, "prims." + b.sym->name + " in a kernel with reductions"), std::nullopt;
   for (ProxyId id : p.inputs)
     if (ir::is_complex(t.tensor(id).dtype) || t.tensor(id).device != "cpu") return fail(why, "input dtype/device"), std::nullopt;
@@ -353,7 +397,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   // constant index along a domain dim; a 0-d domain has none, so it gets one of extent 1.
   if (!reduction_input && p.domain.empty() &&
       std::any_of(symbols.begin(), symbols.end(), [&](const ir::BoundSymbol& b) {
-        return b.sym->name == "slice" && t.tensor(b.args[0].proxy()).numel() > 1;
+        return b.is(PrimId::slice) && t.tensor(b.args[0].proxy()).numel() > 1;
       }))
     p.domain = {1};
   p.reduced.assign(p.domain.size(), false);
@@ -386,7 +430,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   Walk w{t, p, why, {}, {}};
   for (auto it = symbols.rbegin(); it != symbols.rend(); ++it) {
     const ir::BoundSymbol& b = *it;
-    const std::string& n = b.sym->name;
+    const PrimRole role = plan_table().at(b.sym->prim).role;
     ProxyId out = b.output.proxy();
     if (!p.align.count(out)) {
       auto al = default_alignment(t.tensor(out).shape);
@@ -398,19 +442,20 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     const std::vector<int> out_al = p.align.at(out);
     const std::vector<int64_t> out_extent = w.extent.at(out);
     auto arg_tensor = [&](size_t i) { return i < b.args.size() && b.args[i].is_proxy(); };
-    if (remaps_indices(n)) {
-      const bool ok = n == "slice" ? walk_slice(w, b) : n == "cat" ? walk_cat(w, b) : walk_slice_update(w, b);
+    if (role == PrimRole::Remap) {
+      const bool ok = b.is(PrimId::slice) ? walk_slice(w, b) : b.is(PrimId::cat) ? walk_cat(w, b) : walk_slice_update(w, b);
       if (!ok) return std::nullopt;
       continue;
     }
-    const bool reshape = n == "reshape" || n == "squeeze";  // squeeze: a reshape dropping size-1 dims
-    if (n != "broadcast_in_dim" && !reshape && !is_reduction(n) && n != "take_along_axis") {
+    const bool broadcast = b.is(PrimId::broadcast_in_dim);
+    const bool reshape = b.is(PrimId::reshape) || b.is(PrimId::squeeze);  // squeeze: a reshape dropping size-1 dims
+    if (!broadcast && !reshape && role != PrimRole::Reduction && role != PrimRole::Pick) {  // alias: as elementwise
       for (size_t i = 0; i < b.args.size(); ++i)
         if (arg_tensor(i) && !w.read_over(b.args[i].proxy(), out_extent)) return std::nullopt;
-    } else if (n == "broadcast_in_dim" || reshape) {
+    } else if (broadcast || reshape) {
       if (!w.read_over(b.args[0].proxy(), out_extent)) return std::nullopt;
     }
-    if (n == "broadcast_in_dim") {
+    if (broadcast) {
       const auto& in = t.tensor(b.args[0].proxy()).shape;
       const auto& shape = t.tensor(out).shape;
       std::vector<int64_t> bdims = b.args[2].as_ints();
@@ -421,7 +466,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       auto al = reshape_input_alignment(t.tensor(b.args[0].proxy()).shape, t.tensor(out).shape, out_al);
       if (!al) return fail(why, "a reshape that moves data"), std::nullopt;
       if (!assign(t, p, b.args[0].proxy(), *al, why)) return std::nullopt;
-    } else if (n == "take_along_axis") {
+    } else if (role == PrimRole::Pick) {
       std::vector<int> al, keepdim;
       for (size_t d = 0; d < p.domain.size(); ++d) {
         al.push_back(static_cast<int>(d));
@@ -430,7 +475,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       if (!same_alignment(out_al, keepdim, t.tensor(out).shape))
         return fail(why, "a picked value used against another layout"), std::nullopt;
       if (!assign(t, p, b.args[0].proxy(), al, why) || !assign(t, p, b.args[1].proxy(), keepdim, why)) return std::nullopt;
-    } else if (is_reduction(n)) {
+    } else if (role == PrimRole::Reduction) {
       std::vector<int> al;
       for (size_t d = 0; d < p.domain.size(); ++d) al.push_back(static_cast<int>(d));
       std::vector<int> kept;

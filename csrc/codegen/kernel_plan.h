@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/prim_id.h"
 #include "ir/trace.h"
 
 namespace thunder::codegen {
@@ -90,11 +91,27 @@ struct KernelPlan {
   std::map<ProxyId, Remap> remaps;            // the output of each slice, cat and slice_update
 
   bool has_reduction() const;
+  /// Whether the kernel is written for every shape of its size class, its sizes being arguments: any plan
+  /// without remaps (a remap's offsets and ranges are sizes of the program, so those kernels keep them,
+  /// and every other size, as literals).
+  bool shape_generic() const { return remaps.empty(); }
   /// True if the value varies along some reduced dim (computed inside the R loops).
   bool element_level(ProxyId v) const;
   /// Where the remaps' ranges along domain dim `dim` begin or end strictly inside it, sorted and
   /// distinct: a loop over `dim` split there decides every such range once per piece.
   std::vector<int64_t> range_bounds(int dim) const;
+};
+
+/// A size a shape-generic kernel takes as an argument (after its pointers and the thread count), so that
+/// one compiled kernel serves every shape of its size class: each domain dim's extent (`n<d>` in the
+/// kernel), then the strides of trace inputs read in place that are neither 0 nor 1 (`s<k>_<i>`: input k's
+/// dim i; strides 0 and 1 are part of the layout, written into the kernel). The launcher reads each from
+/// input `input`'s shape (or stride) along `input_dim`, or passes `value` where no input has the dim.
+struct SizeArgument {
+  std::string name;
+  bool stride = false;
+  int input = -1, input_dim = -1;
+  int64_t value = 0;
 };
 
 /// Plans one kernel for `symbols` (prims of `trace`, in order). `live_out` holds
@@ -104,6 +121,25 @@ struct KernelPlan {
 /// align to one domain.
 std::optional<KernelPlan> plan_kernel(const ir::Trace& trace, const std::vector<ir::BoundSymbol>& symbols,
                                       const std::set<ProxyId>& live_out, std::string* why = nullptr);
+
+/// What a kernel does with a prim it fuses: computes it per element (Elementwise), reads its operand at
+/// other indices (IndexOnly: broadcast_in_dim, reshape, squeeze, alias), reduces over R (Reduction), picks
+/// one element per row (Pick: take_along_axis), remaps indices (Remap: slice, cat, slice_update) or
+/// evaluates a constant where it is read (Constant: full).
+enum class PrimRole { Elementwise, IndexOnly, Reduction, Pick, Remap, Constant };
+/// Which operand dtypes an elementwise prim fuses over (kernels compute in C-like types, whose math
+/// functions take floats and whose bitwise operators take integers).
+enum class Operands { Any, FloatOnly, IntegerOnly };
+struct PrimKind {
+  PrimRole role = PrimRole::Elementwise;
+  Operands operands = Operands::Any;
+};
+/// The plan table ("kernel plan"): one row per fusible prim, target-neutral; every dialect has a row for
+/// each (for the C++ dialect, cpu_expressions()).
+const ir::PrimTable<PrimKind>& plan_table();
+
+/// The size arguments of the plan's kernel, in order (none for a kernel that is not shape-generic).
+std::vector<SizeArgument> size_arguments(const ir::Trace& trace, const KernelPlan& plan);
 
 /// True if the generator has code for this prim at all (dtype checks come in plan_kernel).
 bool is_fusible_prim(const std::string& name);

@@ -15,8 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpu_render.h"
+#include "codegen/cpu_dialect.h"
+#include "codegen/cpu_expressions.h"
 #include "codegen/kernel_plan.h"
+#include "codegen/schedule.h"
 #include "ops/op_table.h"
 #include "runtime/compiler.h"
 
@@ -143,6 +145,7 @@ class Codegen : public ::testing::Test {
       }
       for (std::vector<T>& o : outs) args.push_back(o.data());
       args.push_back(reinterpret_cast<void*>(intptr_t{1}));
+      for (const SizeArgument& a : size_arguments(trace, p)) args.push_back(reinterpret_cast<void*>(intptr_t{a.value}));
       EXPECT_EQ(kernel(args.data()), 0);
       runs.push_back(std::move(outs));
     }
@@ -455,6 +458,180 @@ TEST_F(Chain, PredicatesReadFromOtherColumnsStillPlanAsOneKernel) {
   auto p = plan({v}, &why);
   ASSERT_TRUE(p) << why;
   expect_runs(*p, x, next_column);
+}
+
+// ---- the op-expression table and schedules ----
+
+TEST(CpuExpressions, EveryPrimAKernelComputesHasARowInTheCppDialect) {
+  for (size_t i = 1; i <= ir::kNumPrims; ++i) {
+    const auto id = static_cast<ir::PrimId>(i);
+    const PrimKind* kind = plan_table().find(id);
+    if (kind == nullptr) continue;
+    const cpu::CppOp* row = cpu::cpu_expressions().find(id);
+    switch (kind->role) {
+      case PrimRole::Elementwise:
+      case PrimRole::IndexOnly:
+        ASSERT_NE(row, nullptr) << ir::prim_name(id);
+        EXPECT_TRUE(row->expr) << ir::prim_name(id);
+        break;
+      case PrimRole::Reduction:
+        ASSERT_NE(row, nullptr) << ir::prim_name(id);
+        EXPECT_TRUE(row->reduce) << ir::prim_name(id);
+        break;
+      default:  // index arithmetic and constants: the dialect writes them itself
+        EXPECT_EQ(row, nullptr) << ir::prim_name(id);
+    }
+  }
+}
+
+TEST(CpuExpressions, AMissingRowNamesThePrimAndTheTransform) {
+  try {
+    cpu::cpu_expressions().at(ir::PrimId::matmul);
+    FAIL() << "matmul has no C++ expression";
+  } catch (const std::logic_error& e) {
+    EXPECT_STREQ(e.what(), "no cpu expression rule for prims.matmul");
+  }
+  EXPECT_FALSE(is_fusible_prim("matmul"));
+  EXPECT_TRUE(is_fusible_prim("sin"));
+  EXPECT_FALSE(is_fusible_prim("no_such_prim"));
+}
+
+TEST(CpuExpressions, RowsWriteTheirExpressions) {
+  const std::vector<std::string> x = {"a", "b", "c"};
+  auto write = [&](ir::PrimId id, DType out, DType in) {
+    const std::string T = cpu::compute_type(out);
+    return cpu::cpu_expressions().at(id).expr(
+        cpu::ExprArgs{out, in, x, T, ir::is_floating(in), T == "float" ? "f" : ""});
+  };
+  EXPECT_EQ(write(ir::PrimId::add, DType::Int8, DType::Int8), "(int8_t)(a + b)");
+  EXPECT_EQ(write(ir::PrimId::erf, DType::Float32, DType::Float32), "thunder_erff(a)");
+  EXPECT_EQ(write(ir::PrimId::erf, DType::Float64, DType::Float64), "erf(a)");
+  EXPECT_EQ(write(ir::PrimId::exp, DType::Float32, DType::Float32), "expf(a)");
+  EXPECT_EQ(write(ir::PrimId::maximum, DType::Int32, DType::Int32), "kmath::max<int32_t>(a, b)");
+  EXPECT_EQ(write(ir::PrimId::where, DType::Float32, DType::Float32), "(a ? b : c)");
+  EXPECT_TRUE(cpu::cpu_expressions().at(ir::PrimId::tanh).vector_math);
+  EXPECT_FALSE(cpu::cpu_expressions().at(ir::PrimId::add).vector_math);
+  const cpu::Reduction sum = cpu::cpu_expressions().at(ir::PrimId::sum).reduce(DType::Float32, false);
+  EXPECT_EQ(sum.acc_type, "double");
+  EXPECT_EQ(cpu::cpu_expressions().at(ir::PrimId::amax).reduce(DType::Float32, true).nan_flag, true);
+}
+
+class Schedules : public Codegen {
+ protected:
+  // exp(x - max) / sum over the last dim of an [rows, n] float tensor, planned and scheduled.
+  Schedule softmax(int64_t rows, int64_t n, DType d = DType::Float32) {
+    Value x = input(d, {rows, n});
+    Value m = prim("amax", {x, Ints({1})});
+    Value e = prim("exp", {prim("sub", {x, prim("broadcast_in_dim", {m, Ints({rows, n}), Ints({0})})})});
+    Value s = prim("sum", {e, Ints({1})});
+    Value y = prim("div", {e, prim("broadcast_in_dim", {s, Ints({rows, n}), Ints({0})})});
+    std::string why;
+    auto p = plan({y}, &why);
+    EXPECT_TRUE(p) << why;
+    plan_ = *p;
+    reductions_ = {m.proxy(), s.proxy()};
+    return schedule_kernel(trace, plan_);
+  }
+  KernelPlan plan_;
+  std::set<ProxyId> reductions_;
+};
+
+TEST_F(Schedules, ShortRowsRunOnOneThreadAndKeepTheirExpInARowBuffer) {
+  const Schedule s = softmax(4, 64);
+  EXPECT_EQ(s.outer, (std::vector<int>{0}));
+  EXPECT_EQ(s.inner, (std::vector<int>{1}));
+  EXPECT_FALSE(s.parallel);
+  EXPECT_FALSE(s.parallel_inner);
+  EXPECT_FALSE(s.stream);
+  EXPECT_TRUE(s.lane_reductions.empty());  // rows under 256 elements: OpenMP's reduction clauses
+  EXPECT_GT(s.row_cache, 0);
+  EXPECT_TRUE(s.float_accumulation);
+}
+
+TEST_F(Schedules, ManyLongRowsRunInParallelAndReduceInLanes) {
+  const Schedule s = softmax(64, 1024);
+  EXPECT_TRUE(s.parallel);
+  EXPECT_FALSE(s.parallel_inner);
+  EXPECT_EQ(s.lane_reductions, reductions_);
+  EXPECT_GE(s.row_cache, 1024);
+}
+
+TEST_F(Schedules, OneLongRowRunsItsReductionsInParallel) {
+  const Schedule s = softmax(1, 1 << 17);
+  EXPECT_FALSE(s.parallel);
+  EXPECT_TRUE(s.parallel_inner);
+  EXPECT_TRUE(s.lane_reductions.empty());
+  EXPECT_EQ(s.row_cache, 0);
+  EXPECT_FALSE(s.float_accumulation);  // 128K elements: float sums accumulate in double
+}
+
+TEST_F(Schedules, OutputsOf16MiBAreStreamed) { EXPECT_TRUE(softmax(4096, 1024).stream); }
+
+TEST_F(Schedules, SmallerOutputsStayInCache) { EXPECT_FALSE(softmax(2048, 1024).stream); }
+
+TEST_F(Schedules, LargeElementwiseOutputsAreStreamedInParallel) {
+  Value x = input(DType::Float32, {4096, 1024});
+  Value y = prim("mul", {x, Value(2.0)});
+  auto p = plan({y});
+  ASSERT_TRUE(p);
+  const Schedule s = schedule_kernel(trace, *p);
+  EXPECT_TRUE(s.stream && s.parallel);
+  EXPECT_TRUE(s.cuts.empty());
+}
+
+// ---- shape-generic kernels ----
+
+// The kernel of (sin(x) * 2).sum(-1) over an [rows, n] float tensor, rendered alone.
+std::string sin_sum_kernel(int64_t rows, int64_t n, std::vector<SizeArgument>* sizes = nullptr) {
+  ir::Trace t;
+  Builder b{t};
+  Value x(ir::ProxyRef{b.add_input_tensor(TensorMeta{DType::Float32, {rows, n}})});
+  Value y = b.prim("sum", {b.prim("mul", {b.prim("sin", {x}), Value(2.0)}), Value::ints({1})});
+  auto p = plan_kernel(t, t.symbols, {y.proxy()});
+  EXPECT_TRUE(p);
+  if (sizes) *sizes = size_arguments(t, *p);
+  return render_cpu_module(t, {{&*p, "kernel"}});
+}
+
+TEST(ShapeGeneric, OneSizeClassRendersOneSourceWithItsSizesAsArguments) {
+  std::vector<SizeArgument> sizes;
+  const std::string small = sin_sum_kernel(4, 8, &sizes);
+  EXPECT_EQ(sin_sum_kernel(4, 64), small);
+  EXPECT_EQ(sin_sum_kernel(7, 200), small);
+  ASSERT_EQ(sizes.size(), 2u);
+  EXPECT_EQ(sizes[0].name, "n0");
+  EXPECT_EQ(sizes[0].input, 0);
+  EXPECT_EQ(sizes[0].input_dim, 0);
+  EXPECT_EQ(sizes[1].value, 8);
+  EXPECT_NE(small.find("const int64_t n1 = (int64_t)(intptr_t)args[4];"), std::string::npos) << small;
+  EXPECT_NE(small.find("in0[i0 * n1 + i1]"), std::string::npos) << small;
+  EXPECT_EQ(small.find("8LL"), std::string::npos) << small;
+  // Other size classes: rows reduced in lanes, a kernel above the grain in parallel.
+  const std::string lanes = sin_sum_kernel(4, 256);
+  EXPECT_NE(lanes, small);
+  EXPECT_EQ(sin_sum_kernel(4, 1000), lanes);
+  EXPECT_NE(sin_sum_kernel(256, 256), lanes);
+}
+
+TEST(ShapeGeneric, OneCompiledKernelRunsEveryLengthOfItsClass) {
+  TempDir dir;
+  runtime::CompileOptions options;
+  options.cache_dir = dir.path;
+  auto module = runtime::load_module(sin_sum_kernel(4, 8), options);
+  auto kernel = reinterpret_cast<runtime::Kernel>(module->symbol("kernel"));
+  for (int64_t n : {2, 8, 63, 64, 65, 200}) {  // (a row of 1 is another layout: its dim is not indexed)
+    std::vector<SizeArgument> sizes;
+    EXPECT_EQ(sin_sum_kernel(3, n, &sizes), sin_sum_kernel(4, 8)) << n;
+    std::vector<float> x = iota_floats(static_cast<size_t>(3 * n), 0.25f, -1.0f), out(3);
+    std::vector<void*> args = {x.data(), out.data(), reinterpret_cast<void*>(intptr_t{1})};
+    for (const SizeArgument& a : sizes) args.push_back(reinterpret_cast<void*>(intptr_t{a.value}));
+    ASSERT_EQ(kernel(args.data()), 0);
+    for (int64_t r = 0; r < 3; ++r) {
+      double expected = 0;
+      for (int64_t i = 0; i < n; ++i) expected += std::sin(x[r * n + i]) * 2.0;
+      EXPECT_NEAR(out[r], expected, 1e-4 * (1 + std::abs(expected))) << n;
+    }
+  }
 }
 
 }  // namespace

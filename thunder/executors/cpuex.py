@@ -96,15 +96,28 @@ def _allocation(name, shape, dtype, namespace):
     if math.prod(shape) * itemsize >= POOLED_OUTPUT_BYTES and dtype in _DLPACK_DTYPES:
         return f"from_dlpack(pooled({tuple(shape)}, {_DLPACK_DTYPES[dtype]}, {itemsize * 8}))"
     namespace[f"prototype_{name}"] = torch.empty(tuple(shape), dtype=dtype)
-    return f"empty_like(prototype_{name})"
+    # The shape in the text too: the launcher's registry name is a digest of its text and the kernel's
+    # source, which (sizes being arguments) is the same for every shape of a size class.
+    return f"empty_like(prototype_{name})  # {tuple(shape)} {dtype}"
 
 
-def _launcher(name, module, source, trace, inputs, outputs):
+def _size_argument(params, size):
+    """The launcher's expression for one size argument of a shape-generic kernel: read from the input tensor
+    that has the dim (its size, or for a strided trace input its stride), else the number itself."""
+    index, dim, stride, value = size
+    if index < 0:
+        return str(value)
+    return f"{params[index]}.stride({dim})" if stride else f"{params[index]}.shape[{dim}]"
+
+
+def _launcher(name, module, source, trace, inputs, outputs, sizes=()):
     """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous
-    (a copy only if one is not; a non-contiguous trace input is read in place, the kernel having been
-    generated for its strides, which the guards fix), allocates the outputs, launches the kernel with the
-    data pointers and torch's thread count, and returns the output (a tuple of them if several). It holds
-    the kernel's module: the module is unloaded when no launcher (or compiled graph) uses it any more."""
+    (a copy only if one is not; a non-contiguous trace input is read in place, its strides passed to the
+    kernel or, where 0 or 1, written into it, which the guards fix), allocates the outputs, launches the
+    kernel with the data pointers, torch's thread count and the sizes a shape-generic kernel takes as
+    arguments (``sizes``: see ``thunder._core.render_cpu``), and returns the output (a tuple of them if
+    several). It holds the kernel's module: the module is unloaded when no launcher (or compiled graph) uses
+    it any more."""
     namespace = {"launch": _core.launch, "kernel": module.symbol(name), "module": module,  # keeps it loaded
                  "threads": torch.get_num_threads,
                  "index_error": _index_error, "empty_like": torch.empty_like,
@@ -118,7 +131,7 @@ def _launcher(name, module, source, trace, inputs, outputs):
     for o, p in zip(outs, outputs):
         dtype, shape, _, _ = trace.meta(p)
         lines.append(f"    {o} = {_allocation(o, shape, to_torch(dtype), namespace)}")
-    pointers = [f"{x}.data_ptr()" for x in params + outs] + ["threads()"]
+    pointers = [f"{x}.data_ptr()" for x in params + outs] + ["threads()"] + [_size_argument(params, z) for z in sizes]
     lines.append(f"    if launch(kernel, ({', '.join(pointers)},)):")
     lines.append(f"        raise index_error({name!r})")
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
@@ -163,7 +176,8 @@ def lower(trace):
                          module.command)
         if trace_enabled():  # whole kernel sources only at TRACE: DEBUG stays readable
             log_trace("thunder: cpu kernel source (%s):\n%s", module.path, source)
-        launchers.update({name: _launcher(name, module, source, trace, ins, outs) for name, ins, outs in kernels})
+        launchers.update({name: _launcher(name, module, source, trace, ins, outs, sizes)
+                          for name, ins, outs, sizes in kernels})
     last_source = "\n".join(source for source, _ in units)
     return launchers, [(module, source) for module, (source, _) in zip(modules, units)]
 

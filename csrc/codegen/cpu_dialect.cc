@@ -1,0 +1,683 @@
+// This file builds its output with `"literal" + std::string` throughout, for which
+// GCC 12's libstdc++ reports false -Wrestrict warnings at -O2 and above (GCC bug
+// 105329); they would fail -Werror builds. Set before the includes, where they are reported.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
+
+#include "codegen/cpu_dialect.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "codegen/cpu_expressions.h"
+
+namespace thunder::codegen {
+namespace {
+
+using ir::DType;
+using ir::PrimId;
+using namespace cpu;
+
+// Every parallel loop runs on the caller's thread count, passed after the kernel's pointers.
+const std::string kParallelFor = "#pragma omp parallel for num_threads(nthreads)";
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+// Writes one kernel: the plan's loop nest as its schedule orders it, each value's expression from the
+// op-expression table (cpu_expressions.h).
+class KernelWriter {
+ public:
+  KernelWriter(const ir::Trace& t, const KernelPlan& p, const Schedule& s) : t_(t), p_(p), s_(s) {
+    for (size_t d = 0; d < p.domain.size(); ++d) index_names_.push_back("i" + std::to_string(d));
+    for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
+    for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
+  }
+
+  std::string write(const std::string& name) {
+    std::ostringstream os;
+    os << "extern \"C\" int " << name << "(void* const* args) {\n";
+    size_t k = 0;
+    for (ProxyId id : p_.inputs) {
+      os << "  const " << storage_type(dtype(id)) << "* __restrict in" << k << " = (const " << storage_type(dtype(id))
+         << "*)args[" << k << "];\n";
+      ++k;
+    }
+    for (size_t i = 0; i < p_.outputs.size(); ++i)
+      os << "  " << storage_type(dtype(p_.outputs[i])) << "* __restrict out" << i << " = ("
+         << storage_type(dtype(p_.outputs[i])) << "*)args[" << k + i << "];\n";
+    // The caller's thread count (torch.get_num_threads()) follows the pointers.
+    os << "  const int nthreads = (int)(intptr_t)args[" << k + p_.outputs.size() << "];\n  (void)nthreads;\n";
+    // Then the sizes of a shape-generic kernel (see SizeArgument).
+    size_t at = k + p_.outputs.size() + 1;
+    for (const SizeArgument& a : size_arguments(t_, p_))
+      os << "  const int64_t " << a.name << " = (int64_t)(intptr_t)args[" << at++ << "];\n";
+    os << "  int error = 0;  // set when an index is out of range\n";
+    const std::string body = p_.has_reduction() ? row_loops() : element_loops();
+    // Streaming stores are weakly ordered: fence them before the caller reads the outputs (each worker
+    // thread's are ordered by the locked instructions of OpenMP's closing barrier).
+    os << body << (streaming_ ? "  stream_fence();\n" : "") << "  return error;\n}\n";
+    return os.str();
+  }
+
+  /// The custom OpenMP reductions this kernel uses ("nan_max_float", ...).
+  const std::set<std::string>& reductions() const { return reductions_; }
+
+ private:
+  struct Scope {
+    std::string lines;
+    Scope* parent = nullptr;
+    std::set<ProxyId> defined;
+    bool remapped = false;  // evaluates at other indices (a slice's source, a cat's input): reuses nothing outside
+    bool has(ProxyId v) const { return defined.count(v) || (parent && !remapped && parent->has(v)); }
+  };
+
+  // A kernel without reductions: one loop nest over the whole domain; every value is element level. Range
+  // tests along the outer dims are computed before the innermost loop (hoisted).
+  std::string element_loops() {
+    const std::vector<int>& outer = s_.outer;
+    std::string hoisted, body;
+    if (outer.size() > 1) hoisted_ = &hoisted;
+    std::vector<size_t> all(p_.outputs.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    const size_t keep = outer.size() > 1 ? outer.size() - 1 : 1;  // the parallel loops
+    if (!s_.cuts.empty()) {
+      // The innermost loop split where a remap's ranges along it begin or end (a cat changes part, a
+      // slice_update's box begins or ends): one loop per piece, each reading the one operand selected
+      // there at a fixed offset, contiguous (vectorizable for every dtype, no gathers or selects).
+      const int d = outer.back();
+      std::string text;
+      int64_t lo = 0;
+      std::vector<int64_t> cuts = s_.cuts;
+      cuts.push_back(p_.domain[d]);
+      for (int64_t hi : cuts) {
+        piece_ = {lo, hi};
+        Scope scope;
+        std::string stores;
+        for (size_t i : all) stores += store_line(p_.outputs[i], i, scope, "  ");
+        const std::string i = index(d);
+        text += "#pragma omp simd\nfor (int64_t " + i + " = " + std::to_string(lo) + "LL; " + i + " < " +
+                std::to_string(hi) + "LL; ++" + i + ") {\n" + indent(scope.lines, "  ") + stores + "}\n";
+        lo = hi;
+      }
+      piece_.reset();
+      const std::vector<int> rest(outer.begin(), outer.end() - 1);
+      std::string pragma = s_.parallel ? kParallelFor + collapse(rest.size()) + " schedule(static)" : "";
+      body = loops(rest, hoisted + text, pragma, "  ", false);
+    } else if (s_.stream) {
+      std::string pragma = s_.parallel ? kParallelFor + collapse(keep) + " schedule(static)" : "";
+      body = streamed_loops(outer, all, nullptr, pragma, "  ");
+    } else {
+      Scope scope;
+      std::string stores;
+      for (size_t i : all) stores += store_line(p_.outputs[i], i, scope, "    ");
+      std::string pragma = s_.parallel && outer.size() > 0 ? kParallelFor + collapse(keep) + " schedule(static)" : "";
+      body = loops(outer, scope.lines + stores, pragma, "  ", true, "#pragma omp simd", hoisted);
+    }
+    hoisted_ = nullptr;
+    return body;
+  }
+
+  // A kernel with reductions: a loop over the rows (the outer dims), inside it the reductions' passes over
+  // the row (the dims in R), then a pass storing the element-level outputs.
+  std::string row_loops() {
+    Scope row;
+    // Every reduction first, in program order: later passes over the row can then reuse what
+    // earlier passes kept in row buffers.
+    for (const ir::BoundSymbol& b : p_.symbols)
+      if (b.sym->has(ir::kReduction)) emit(b.output.proxy(), row);
+    std::string stores;
+    std::vector<size_t> element_outputs;
+    for (size_t i = 0; i < p_.outputs.size(); ++i) {
+      if (p_.element_level(p_.outputs[i])) element_outputs.push_back(i);
+      else stores += store_line(p_.outputs[i], i, row, "");
+    }
+    if (s_.stream) {
+      row.lines += streamed_loops(s_.inner, element_outputs, &row, "", "");
+    } else if (!element_outputs.empty()) {
+      Scope inner_scope{{}, &row, {}, false};
+      std::string inner_stores;
+      for (size_t i : element_outputs) inner_stores += store_line(p_.outputs[i], i, inner_scope, "");
+      row.lines += loops(s_.inner, inner_scope.lines + inner_stores,
+                         s_.parallel_inner ? kParallelFor + collapse(s_.inner.size()) : "", "", true);
+    }
+    std::string pragma = s_.parallel ? kParallelFor + collapse(s_.outer.size()) + " schedule(static)" : "";
+    return loops(s_.outer, indent(row.lines + stores, "  "), pragma, "  ", false);
+  }
+
+  DType dtype(ProxyId v) const { return t_.tensor(v).dtype; }
+  std::string var(ProxyId v) const { return "v" + std::to_string(v); }
+
+  std::string offset(ProxyId v) const {
+    const auto& al = p_.align.at(v);
+    std::string out;
+    for (size_t i = 0; i < al.size(); ++i) {
+      if (al[i] < 0 || t_.tensor(v).shape[i] == 1) continue;
+      const std::string s = stride(v, i);
+      out += (out.empty() ? "" : " + ") + index(al[i]) + (s.empty() ? "" : " * " + s);
+    }
+    return out.empty() ? "0" : out;
+  }
+
+  // The stride of v's dim i as a factor ("" for 1): a literal in a kernel for one shape; in a shape-generic
+  // one, the product of the extents of the dims inside it (contiguous) or, for a trace input read in place,
+  // its stride argument (0 and 1 stay literal: they are the layout).
+  std::string stride(ProxyId v, size_t i) const {
+    const std::vector<int64_t>& known = t_.proxy(v).strides;  // a non-contiguous trace input, read in place
+    const std::vector<int64_t>& shape = t_.tensor(v).shape;
+    auto literal = [](int64_t n) { return n == 1 ? std::string() : std::to_string(n) + "LL"; };
+    if (!known.empty() && (!p_.shape_generic() || known[i] == 0 || known[i] == 1)) return literal(known[i]);
+    if (!known.empty()) return "s" + std::to_string(input_index_.at(v)) + "_" + std::to_string(i);
+    if (!p_.shape_generic()) return literal(contiguous_strides(shape)[i]);
+    std::vector<int> dims;
+    for (size_t j = i + 1; j < shape.size(); ++j)
+      if (shape[j] != 1) dims.push_back(p_.align.at(v)[j]);
+    return extent_product(dims);
+  }
+
+  // A domain dim's extent: its size argument in a shape-generic kernel, else the literal.
+  std::string extent(int d) const {
+    return p_.shape_generic() ? "n" + std::to_string(d) : std::to_string(p_.domain[d]) + "LL";
+  }
+
+  // The product of the extents of `dims` ("" if none), parenthesized if it has several factors.
+  std::string extent_product(const std::vector<int>& dims) const {
+    if (!p_.shape_generic()) {
+      int64_t n = 1;
+      for (int d : dims) n *= p_.domain[d];
+      return n == 1 ? "" : std::to_string(n) + "LL";
+    }
+    std::string out;
+    for (int d : dims) out += (out.empty() ? "" : " * ") + extent(d);
+    return dims.size() > 1 ? "(" + out + ")" : out;
+  }
+
+  std::string store_line(ProxyId v, size_t slot, Scope& scope, const std::string& ind) {
+    emit(v, scope);
+    // An output aligned to fewer dims than the loops run over (one element in a larger domain) is the same
+    // at every index of the others: stored where they are 0.
+    std::string first;
+    const auto& al = p_.align.at(v);
+    for (size_t d = 0; d < p_.domain.size(); ++d) {
+      bool covered = p_.reduced[d] || p_.domain[d] == 1;
+      for (size_t i = 0; i < al.size(); ++i) covered |= al[i] == static_cast<int>(d) && t_.tensor(v).shape[i] != 1;
+      if (!covered) first += (first.empty() ? "" : " && ") + index(static_cast<int>(d)) + " == 0";
+    }
+    const std::string line = "out" + std::to_string(slot) + "[" + offset(v) + "] = " + store(dtype(v), var(v)) + ";\n";
+    return ind + (first.empty() ? line : "if (" + first + ") " + line);
+  }
+
+  // Defines v in `scope` (or, for row-level values inside an inner scope, in its parent).
+  void emit(ProxyId v, Scope& scope) {
+    if (scope.has(v)) return;
+    // A value that reads no loop index (one element read at constant indices) is the same everywhere: a
+    // block evaluating at other indices (a slice's source, an update) shares it with the loop body instead
+    // of computing it again (a loop over a tensor's elements gave each of its n updates the whole chain
+    // before it: n^2 code).
+    if (scope.parent && !p_.has_reduction() && index_refs(v).empty()) {
+      Scope* root = &scope;
+      while (root->parent) root = root->parent;
+      return emit(v, *root);
+    }
+    if (scope.parent && p_.has_reduction() && !p_.element_level(v)) return emit(v, *scope.parent);
+    const std::string T = compute_type(dtype(v));
+    auto it = producer_.find(v);
+    if (it == producer_.end()) {  // a kernel input
+      std::string lvalue = "in" + std::to_string(input_index_.at(v)) + "[" + offset(v) + "]";
+      scope.lines += "const " + T + " " + var(v) + " = " + load(dtype(v), lvalue) + ";\n";
+      scope.defined.insert(v);
+      return;
+    }
+    if (auto c = row_cache_.find(v); c != row_cache_.end() && scope.parent) {  // computed by an earlier pass over the row
+      scope.lines += "const " + T + " " + var(v) + " = " + c->second + "[" + row_index() + "];\n";
+      scope.defined.insert(v);
+      return;
+    }
+    const ir::BoundSymbol& b = *it->second;
+    if (b.sym->has(ir::kReduction)) return emit_reduction(v, b, scope);
+    if (b.is(PrimId::take_along_axis)) return emit_pick(v, b, scope);
+    if (p_.remaps.count(v)) return emit_remap(v, scope);
+    if (b.is(PrimId::full)) {  // full(shape, fill_value, dtype, device): the number, converted as torch.full does
+      std::string e = literal(b.args[1], T);
+      if (is_half(dtype(v))) e = round_to(dtype(v), e);
+      scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
+      scope.defined.insert(v);
+      return;
+    }
+    const PrimId op = b.sym->prim;
+    const CppOp& row = cpu_expressions().at(op);
+    std::vector<std::string> operands;
+    DType in_dtype = dtype(v);
+    const size_t n = row.operands < 0 ? b.args.size() : std::min<size_t>(b.args.size(), row.operands);
+    for (size_t i = 0; i < n; ++i) {
+      const ir::Value& a = b.args[i];
+      if (a.is_proxy()) {
+        emit(a.proxy(), scope);
+        operands.push_back(var(a.proxy()));
+        if (op != PrimId::where || i > 0) in_dtype = dtype(a.proxy());
+      } else {
+        operands.push_back("");  // typed below, once the operand dtype is known
+      }
+    }
+    for (size_t i = 0; i < operands.size(); ++i)
+      if (operands[i].empty()) operands[i] = number_operand(op, b.args[i], in_dtype);
+    std::string e = op == PrimId::pow && b.args[1].is_number()
+                        ? small_power(operands[0], b.args[1].as_double(), compute_type(dtype(v)))
+                        : "";
+    if (e.empty()) {
+      const std::string T = compute_type(dtype(v));
+      e = row.expr(ExprArgs{dtype(v), in_dtype, operands, T, ir::is_floating(in_dtype), T == "float" ? "f" : ""});
+    }
+    // Rounded after every op, as eager does; index-only prims pass their operand's value on unchanged.
+    if (is_half(dtype(v)) && plan_table().at(op).role != PrimRole::IndexOnly) e = round_to(dtype(v), e);
+    scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
+    scope.defined.insert(v);
+  }
+
+  // A remapped value (slice, cat, slice_update; the plan's Remap): each case's operand evaluated at its
+  // mapped indices, and the first case whose ranges hold selected. Every case is computed (a select, not a
+  // branch, so that the loop vectorizes), so the indices of a case that may not be selected are clamped
+  // into its operand's range. In a piece of the split innermost loop the ranges along it are decided once:
+  // a case that never holds there is left out, one that always holds ends the list, and its index along
+  // that dim needs no clamp (RoPE's halves and a slice_update's box are read at a fixed offset, contiguously).
+  void emit_remap(ProxyId v, Scope& scope) {
+    const std::string T = compute_type(dtype(v));
+    struct Live {
+      const RemapCase* c;
+      std::vector<const IndexRange*> tests;  // the ranges still to test at run time
+      std::set<int> settled;                 // dims whose range holds throughout this piece
+    };
+    std::vector<Live> live;
+    for (const RemapCase& c : p_.remaps.at(v).cases) {
+      Live l{&c, {}, {}};
+      bool never = false;
+      for (const IndexRange& r : c.when) {
+        const Decision d = decide(r);
+        never = never || d == Decision::Never;
+        if (d == Decision::Always) l.settled.insert(r.dim);
+        if (d == Decision::Unknown) l.tests.push_back(&r);
+      }
+      if (never) continue;
+      const bool always = l.tests.empty();
+      live.push_back(std::move(l));
+      if (always) break;
+    }
+    std::vector<std::string> values;
+    for (const Live& l : live) {
+      std::vector<std::pair<int, std::string>> remaps;
+      for (const IndexMap& m : l.c->at) {
+        const bool clamp = live.size() > 1 && !l.settled.count(m.dim);
+        if (m.identity() && !clamp) continue;
+        remaps.emplace_back(m.dim, index_expression(m, index(m.dim), clamp));
+      }
+      values.push_back(emit_at(l.c->operand, remaps, scope));
+    }
+    std::string e = values.empty() ? "(" + T + ")0" : values.back();  // no case: the value has no element
+    for (size_t k = values.size() - 1; !values.empty() && k-- > 0;) {
+      std::string test;
+      for (const IndexRange* r : live[k].tests) test += (test.empty() ? "" : " && ") + tested(*r);
+      e = "(" + test + " ? " + values[k] + " : " + e + ")";
+    }
+    scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
+    scope.defined.insert(v);
+  }
+
+  // A range's test: along an outer dim's own loop index, a variable computed before the innermost loop
+  // (GCC leaves an invariant int64 test such as i0 % 2 == 0 inside, and then does not vectorize the loop).
+  std::string tested(const IndexRange& r) {
+    const std::string test = range_test(r, index(r.dim));
+    const int inner = static_cast<int>(p_.domain.size()) - 1;
+    if (!hoisted_ || r.dim == inner || index(r.dim) != "i" + std::to_string(r.dim)) return test;
+    auto [it, added] = hoisted_names_.emplace(test, "in_range" + std::to_string(hoisted_names_.size()));
+    if (added) *hoisted_ += "const bool " + it->second + " = " + test + ";\n";
+    return it->second;
+  }
+
+  enum class Decision { Never, Always, Unknown };
+
+  // Whether a range holds in the current piece of the split innermost loop: known only for a range along
+  // that loop's own index (not one remapped by an enclosing case).
+  Decision decide(const IndexRange& r) const {
+    const int d = static_cast<int>(p_.domain.size()) - 1;
+    if (!piece_ || r.dim != d || index(d) != "i" + std::to_string(d)) return Decision::Unknown;
+    const auto [lo, hi] = *piece_;
+    if (hi <= r.lo || lo >= r.hi) return Decision::Never;
+    const bool inside = lo >= r.lo && hi <= r.hi;
+    if (inside && r.step == 1) return Decision::Always;
+    if (inside && hi - lo == 1) return (lo - r.lo) % r.step == 0 ? Decision::Always : Decision::Never;
+    return Decision::Unknown;
+  }
+
+  // The index expression of a map: (i * scale + offset) / divisor, clamped into [0, extent) if asked.
+  static std::string index_expression(const IndexMap& m, const std::string& i, bool clamp) {
+    auto ll = [](int64_t n) { return std::to_string(n) + "LL"; };
+    std::string e = m.scale == 0 ? "" : m.scale == 1 ? i : i + " * " + ll(m.scale);
+    if (e.empty()) e = ll(m.offset);
+    else if (m.offset != 0) e += (m.offset > 0 ? " + " : " - ") + ll(m.offset > 0 ? m.offset : -m.offset);
+    if (m.divisor != 1) e = (e == i ? e : "(" + e + ")") + " / " + ll(m.divisor);
+    if (clamp) e = "kmath::min<int64_t>(kmath::max<int64_t>(" + e + ", 0LL), " + ll(m.extent - 1) + ")";
+    return e;
+  }
+
+  // The test of a range at index i (the parts that can fail: lo above 0, a bounded hi, a step).
+  static std::string range_test(const IndexRange& r, const std::string& i) {
+    auto ll = [](int64_t n) { return std::to_string(n) + "LL"; };
+    std::vector<std::string> parts;
+    if (r.lo > 0) parts.push_back(i + " >= " + ll(r.lo));
+    if (r.hi != IndexRange::kUnbounded) parts.push_back(i + " < " + ll(r.hi));
+    if (r.step != 1) parts.push_back("(" + (r.lo > 0 ? i + " - " + ll(r.lo) : i) + ") % " + ll(r.step) + " == 0");
+    if (parts.empty()) return "true";
+    std::string out;
+    for (const std::string& p : parts) out += (out.empty() ? "" : " && ") + p;
+    return parts.size() > 1 ? "(" + out + ")" : out;
+  }
+
+  // The value of u with domain index d read as the given expression (of the current indices), for each
+  // remap: a block computing u anew at those indices; returns the variable holding the result.
+  std::string emit_at(ProxyId u, const std::vector<std::pair<int, std::string>>& remaps, Scope& scope) {
+    if (remaps.empty()) {
+      emit(u, scope);
+      return var(u);
+    }
+    const std::string r = "r" + std::to_string(next_remap_++);
+    std::string block;
+    std::vector<std::string> saved = index_names_;
+    for (const auto& [d, expr] : remaps) {
+      std::string name = "i" + std::to_string(d) + "_" + r;
+      block += "  const int64_t " + name + " = " + expr + ";\n";
+      index_names_[d] = name;
+    }
+    Scope inner{{}, &scope, {}, true};
+    emit(u, inner);
+    index_names_ = saved;
+    scope.lines += compute_type(dtype(u)) + " " + r + ";\n{\n" + block + indent(inner.lines, "  ") + "  " + r + " = " +
+                   var(u) + ";\n}\n";
+    return r;
+  }
+
+  // take_along_axis along the reduced dim d, at row level: the source evaluated once per row, at the
+  // row's index value (bounds-checked: an index out of range sets the kernel's error flag, as torch.gather raises).
+  void emit_pick(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
+    ProxyId src = b.args[0].proxy(), index = b.args[1].proxy();
+    int dim = -1;
+    for (size_t d = 0; d < p_.domain.size(); ++d)
+      if (p_.reduced[d]) dim = static_cast<int>(d);
+    emit(index, scope);
+    const std::string i = "pick" + std::to_string(v);
+    scope.lines += "int64_t " + i + " = (int64_t)" + var(index) + ";\nif (" + i + " < 0 || " + i + " >= " +
+                   extent(dim) + ") {\n  #pragma omp atomic write\n  error = 1;\n  " + i + " = 0;\n}\n";
+    const std::string r = emit_at(src, {{dim, i}}, scope);
+    scope.lines += "const " + compute_type(dtype(v)) + " " + var(v) + " = " + r + ";\n";
+    scope.defined.insert(v);
+  }
+
+  void emit_reduction(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
+    ProxyId in = b.args[0].proxy();
+    const Reduction r = cpu_expressions().at(b.sym->prim).reduce(dtype(in), s_.float_accumulation);
+    std::string acc = "acc" + std::to_string(v);
+    Scope inner{{}, &scope, {}, false};
+    emit(in, inner);
+    const std::string nan = "nan" + std::to_string(v);
+    std::string row_stores;  // the row-buffer stores below, done in the same pass
+    // Keep the transcendental values of this pass in a row buffer, so that a later pass over the
+    // row (softmax's output pass reusing exp(x - max)) loads them instead of recomputing them.
+    if (s_.row_cache > 0) {
+      for (ProxyId w : inner.defined) {
+        auto pw = producer_.find(w);
+        if (pw == producer_.end() || row_cache_.count(w)) continue;
+        const CppOp* row = cpu_expressions().find(pw->second->sym->prim);
+        if (row == nullptr || !row->vector_math) continue;
+        std::string buf = "row" + std::to_string(w);
+        scope.lines += compute_type(dtype(w)) + " " + buf + "[" + std::to_string(s_.row_cache) + "];\n";
+        row_stores += buf + "[" + row_index() + "] = " + var(w) + ";\n";
+        row_cache_[w] = buf;
+      }
+    }
+    std::vector<int> dims;
+    for (size_t d = 0; d < p_.domain.size(); ++d)
+      if (p_.reduced[d]) dims.push_back(static_cast<int>(d));
+    if (r.pragma_op.rfind("kmath_", 0) == 0) reductions_.insert(r.pragma_op);
+    std::string clause = " reduction(" + r.pragma_op + ":" + acc + ")" + (r.nan_flag ? " reduction(|:" + nan + ")" : "");
+    std::string pragma = s_.parallel_inner ? kParallelFor + collapse(dims.size()) + clause : "";
+    if (s_.lane_reductions.count(v)) {
+      scope.lines += lane_reduction(r, v, dims, inner.lines + row_stores, var(in));
+    } else {
+      std::string body = inner.lines + row_stores + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n";
+      if (r.nan_flag) body += nan + " |= " + var(in) + " != " + var(in) + ";\n";
+      scope.lines += r.acc_type + " " + acc + " = " + r.init + ";\n";
+      if (r.nan_flag) scope.lines += "int " + nan + " = 0;\n";
+      scope.lines += loops(dims, body, pragma, "", true, "#pragma omp simd" + clause);
+    }
+    std::string result = "(" + compute_type(dtype(v)) + ")" + acc;
+    if (r.nan_flag) result = "(" + nan + " ? (" + compute_type(dtype(v)) + ")NAN : " + result + ")";
+    scope.lines += "const " + compute_type(dtype(v)) + " " + var(v) + " = " + round_to(dtype(v), result) + ";\n";
+    scope.defined.insert(v);
+  }
+
+  // The loop nest over `dims` storing the outputs `which`: the innermost loop runs in chunks, each
+  // computed into a buffer per output (a SIMD loop) and then streamed out with stream_bytes. `parent`
+  // is the row scope of a reduction kernel (nullptr without reductions). `pragma` parallelizes the
+  // loops outside the chunk loop, or the chunk loop itself when there are none.
+  std::string streamed_loops(const std::vector<int>& dims, const std::vector<size_t>& which, Scope* parent,
+                             const std::string& pragma, const std::string& ind) {
+    streaming_ = true;
+    const int d = dims.back();
+    const std::string i = index(d), c = "chunk" + std::to_string(d), n = extent(d);
+    const int64_t bytes = s_.limits.stream_chunk_bytes;
+    int64_t chunk = bytes;
+    for (size_t k : which) chunk = std::min<int64_t>(chunk, bytes / ir::item_size(dtype(p_.outputs[k])));
+    Scope scope{{}, parent, {}, false};
+    std::string stores, buffers, copies;
+    for (size_t k : which) {
+      ProxyId v = p_.outputs[k];
+      const std::string T = storage_type(dtype(v)), buf = "streamed" + std::to_string(k);
+      emit(v, scope);
+      stores += buf + "[" + i + " - " + c + "] = " + store(dtype(v), var(v)) + ";\n";
+      buffers += "alignas(64) " + T + " " + buf + "[" + std::to_string(chunk) + "];\n";
+      index_names_[d] = c;  // the output's offset at the chunk's first element
+      copies += "stream_bytes(&out" + std::to_string(k) + "[" + offset(v) + "], " + buf + ", (" + i + "_end - " + c +
+                ") * sizeof(" + T + "));\n";
+      index_names_[d] = i;
+    }
+    std::string text = buffers + "const int64_t " + i + "_end = kmath::min<int64_t>(" + c + " + " + std::to_string(chunk) +
+                       ", " + n + ");\n#pragma omp simd\nfor (int64_t " + i + " = " + c + "; " + i + " < " + i +
+                       "_end; ++" + i + ") {\n" + indent(scope.lines + stores, "  ") + "}\n" + copies;
+    const std::vector<int> outer(dims.begin(), dims.end() - 1);
+    std::string chunk_loop = (hoisted_ ? *hoisted_ : "") + (outer.empty() && !pragma.empty() ? pragma + "\n" : "") +
+                             "for (int64_t " + c + " = 0; " + c + " < " + n + "; " + c + " += " + std::to_string(chunk) +
+                             ") {\n" + indent(text, "  ") + "}\n";
+    return loops(outer, chunk_loop, outer.empty() ? "" : pragma, ind, false);
+  }
+
+  // The reduction of `x` (computed by `lines` at the row's current indices) into acc<v>, in kLanes
+  // partial results: lane l takes the elements whose innermost reduced index is l modulo kLanes
+  // (inside constant-length SIMD loops: a whole block of kLanes, then the rest), and the lanes are
+  // folded pairwise at the end (32 + 32, 16 + 16, ...), a fixed order whatever the machine.
+  std::string lane_reduction(const Reduction& r, ProxyId v, const std::vector<int>& dims, const std::string& lines,
+                             const std::string& x) const {
+    const std::string id = std::to_string(v), acc = "acc" + id, lane = "lane" + id, nan = "nanlane" + id;
+    const int64_t k_lanes = s_.limits.lanes;
+    const std::string lanes = std::to_string(k_lanes);
+    std::string body = lines + lane + "[l] = " + replace_acc(r.combine, lane + "[l]", x) + ";\n";
+    if (r.nan_flag) body += nan + "[l] |= " + x + " != " + x + ";\n";
+    const int d = dims.back();
+    const std::string i = index(d), n = extent(d), whole = "whole" + id;
+    // The row's whole blocks of kLanes, then the rest (a kernel for every row length of its size class).
+    std::string inner = "const int64_t " + whole + " = " + n + " / " + lanes + " * " + lanes + ";\n";
+    inner += "for (int64_t b = 0; b < " + whole + "; b += " + lanes + ") {\n  #pragma omp simd\n"
+             "  for (int64_t l = 0; l < " + lanes + "; ++l) {\n    const int64_t " + i + " = b + l;\n" +
+             indent(body, "    ") + "  }\n}\n";
+    inner += "#pragma omp simd\nfor (int64_t l = 0; l < " + n + " - " + whole + "; ++l) {\n  const int64_t " + i +
+             " = " + whole + " + l;\n" + indent(body, "  ") + "}\n";
+    std::string out = r.acc_type + " " + lane + "[" + lanes + "];\n";
+    out += "for (int l = 0; l < " + lanes + "; ++l) " + lane + "[l] = " + r.init + ";\n";
+    if (r.nan_flag) out += "int " + nan + "[" + lanes + "] = {};\n";
+    out += loops(std::vector<int>(dims.begin(), dims.end() - 1), inner, "", "", false);
+    for (int64_t w = k_lanes / 2; w >= 1; w /= 2) {
+      const std::string ws = std::to_string(w);
+      out += "for (int l = 0; l < " + ws + "; ++l) " + lane + "[l] = " +
+             replace_acc(r.combine, lane + "[l]", lane + "[l + " + ws + "]") + ";\n";
+      if (r.nan_flag) out += "for (int l = 0; l < " + ws + "; ++l) " + nan + "[l] |= " + nan + "[l + " + ws + "];\n";
+    }
+    out += r.acc_type + " " + acc + " = " + lane + "[0];\n";
+    if (r.nan_flag) out += "int nan" + id + " = " + nan + "[0];\n";
+    return out;
+  }
+
+  static std::string replace_acc(std::string combine, const std::string& acc, const std::string& x) {
+    std::string out;
+    for (size_t i = 0; i < combine.size(); ++i) {
+      auto word_at = [&](const std::string& w) {
+        return combine.compare(i, w.size(), w) == 0 && (i + w.size() == combine.size() || !std::isalnum(combine[i + w.size()])) &&
+               (i == 0 || !std::isalnum(combine[i - 1]));
+      };
+      if (word_at("acc")) { out += acc; i += 2; }
+      else if (word_at("x")) { out += x; }
+      else out += combine[i];
+    }
+    return out;
+  }
+
+  static std::string collapse(size_t n) { return n > 1 ? " collapse(" + std::to_string(n) + ")" : ""; }
+
+  static std::string indent(const std::string& text, const std::string& by) {
+    std::string out, line;
+    std::istringstream is(text);
+    while (std::getline(is, line)) out += (line.empty() ? "" : by) + line + "\n";
+    return out;
+  }
+
+  // A loop nest over domain dims `dims` around `body`; `pragma` goes on the
+  // outermost loop, `simd` on the innermost one (when it is not also the outermost parallel one).
+  std::string loops(const std::vector<int>& dims, const std::string& body, const std::string& pragma,
+                    const std::string& ind, bool simd_inner, const std::string& simd = "#pragma omp simd",
+                    const std::string& before_inner = "") const {
+    if (dims.empty()) return indent(body, ind);
+    std::string out, close;
+    // When the parallel pragma collapses the whole nest, the innermost loop is part of it:
+    // then it is one `parallel for simd`, with no separate simd pragma inside.
+    const bool collapses_all = !pragma.empty() && (dims.size() == 1 || pragma.find(collapse(dims.size())) != std::string::npos);
+    for (size_t k = 0; k < dims.size(); ++k) {
+      std::string pad = ind + std::string(2 * k, ' ');
+      if (k + 1 == dims.size() && !before_inner.empty()) {
+        if (collapses_all) throw std::logic_error("cpu codegen: statements inside a collapsed loop nest");
+        out += indent(before_inner, pad);
+      }
+      if (k == 0 && !pragma.empty()) {
+        std::string p = pragma;
+        if (collapses_all && simd_inner) p.replace(p.find("parallel for") + 12, 0, " simd");
+        out += pad + p + "\n";
+      } else if (k + 1 == dims.size() && simd_inner && !collapses_all) {
+        out += pad + simd + "\n";
+      }
+      std::string i = "i" + std::to_string(dims[k]);
+      out += pad + "for (int64_t " + i + " = 0; " + i + " < " + extent(dims[k]) + "; ++" + i + ") {\n";
+      close = pad + "}\n" + close;
+    }
+    return out + indent(body, ind + std::string(2 * dims.size(), ' ')) + close;
+  }
+
+  const ir::Trace& t_;
+  const KernelPlan& p_;
+  const Schedule& s_;
+  std::map<ProxyId, const ir::BoundSymbol*> producer_;
+  std::map<ProxyId, size_t> input_index_;
+  std::set<std::string> reductions_;
+  std::map<ProxyId, std::string> row_cache_;  // element-level value -> the row buffer holding it
+  bool streaming_ = false;  // some output is written with streaming stores
+  std::map<ProxyId, std::set<int>> index_refs_;
+  std::optional<std::pair<int64_t, int64_t>> piece_;  // the innermost loop's range, in a split loop
+  std::string* hoisted_ = nullptr;  // where tests invariant in the innermost loop go, when it has outer loops
+  std::map<std::string, std::string> hoisted_names_;  // a hoisted test -> the variable holding it
+  std::vector<std::string> index_names_;  // per domain dim, the variable holding its index ("i2", or a remap's)
+  int next_remap_ = 0;
+
+  const std::string& index(int d) const { return index_names_[d]; }
+
+  // The domain dims whose loop index v's code reads (in a kernel without reductions): an input's aligned
+  // dims of more than one element; a remapped value's operands' dims, less those its case reads at a
+  // constant index, plus those its case tests.
+  const std::set<int>& index_refs(ProxyId v) {
+    if (auto it = index_refs_.find(v); it != index_refs_.end()) return it->second;
+    std::set<int> refs;
+    auto it = producer_.find(v);
+    if (it == producer_.end()) {
+      const auto& al = p_.align.at(v);
+      for (size_t i = 0; i < al.size(); ++i)
+        if (al[i] >= 0 && t_.tensor(v).shape[i] != 1) refs.insert(al[i]);
+    } else if (auto r = p_.remaps.find(v); r != p_.remaps.end()) {
+      for (const RemapCase& c : r->second.cases) {
+        std::set<int> operand = index_refs(c.operand);
+        for (const IndexMap& m : c.at)
+          if (m.scale == 0) operand.erase(m.dim);
+        refs.insert(operand.begin(), operand.end());
+        for (const IndexRange& w : c.when) refs.insert(w.dim);
+      }
+    } else {
+      for (ProxyId u : it->second->input_proxies()) {
+        const std::set<int>& operand = index_refs(u);
+        refs.insert(operand.begin(), operand.end());
+      }
+    }
+    return index_refs_[v] = std::move(refs);
+  }
+
+  // The flat index of the current element within the row (over the reduced dims, row-major).
+  std::string row_index() const {
+    std::string out;
+    std::vector<int> inside;  // the reduced dims inside the current one
+    for (size_t d = p_.domain.size(); d-- > 0;) {
+      if (!p_.reduced[d]) continue;
+      const std::string stride = extent_product(inside);
+      out = index(static_cast<int>(d)) + (stride.empty() ? "" : " * " + stride) + (out.empty() ? "" : " + " + out);
+      inside.insert(inside.begin(), static_cast<int>(d));
+    }
+    return out.empty() ? "0" : out;
+  }
+};
+
+}  // namespace
+
+std::string render_cpu_module(const ir::Trace& t, const std::vector<CpuKernel>& kernels) {
+  std::set<std::string> reductions;
+  std::string code;
+  for (const CpuKernel& k : kernels) {
+    KernelWriter w(t, *k.plan, *k.schedule);
+    code += "\n" + w.write(k.name);
+    reductions.insert(w.reductions().begin(), w.reductions().end());
+  }
+  std::string declares;
+  for (const std::string& r : reductions) {
+    // "kmath_min_int32_t": an OpenMP reduction by kmath::min over int32_t (integer max/min).
+    size_t cut = r.find('_', 6);
+    std::string fn = r.substr(0, cut), type = r.substr(cut + 1);
+    bool is_max = fn.find("max") != std::string::npos;
+    std::string call = "kmath::" + fn.substr(6) + "<" + type + ">";
+    std::string init = "kmath::limits<" + type + ">::" + (is_max ? "lowest()" : "max()");
+    declares += "#pragma omp declare reduction(" + r + " : " + type + " : omp_out = " + call +
+                "(omp_out, omp_in)) initializer(omp_priv = " + init + ")\n";
+  }
+  return cpu_prelude() + declares + code;
+}
+
+std::string render_cpu_module(const ir::Trace& t,
+                              const std::vector<std::pair<const KernelPlan*, std::string>>& kernels) {
+  std::vector<Schedule> schedules;
+  schedules.reserve(kernels.size());
+  std::vector<CpuKernel> all;
+  for (const auto& [plan, name] : kernels) {
+    schedules.push_back(schedule_kernel(t, *plan));
+    all.push_back({plan, &schedules.back(), name});
+  }
+  return render_cpu_module(t, all);
+}
+
+}  // namespace thunder::codegen

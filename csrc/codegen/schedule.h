@@ -1,0 +1,68 @@
+// Schedules: how a kernel plan's loop nest runs, decided apart from any dialect.
+//
+// A plan (kernel_plan.h) says what one kernel computes over which domain; its schedule says how the loops
+// run: their order, which run in parallel and from what size on, whether the innermost loop is split into
+// pieces, whether large outputs are written with streaming stores, whether long reductions accumulate in
+// several partial results, whether a row's costly values are kept in a buffer for a later pass over the
+// row, and how float sums accumulate. Every choice is made by size class (which side of each threshold
+// below the kernel's sizes lie), never by exact size, so a shape-generic kernel (its sizes arguments, see
+// KernelPlan::shape_generic) renders the same for every shape of its class. A dialect renderer (cpu_dialect.h) writes the plan as its schedule
+// says and makes no such decision itself; another target gets its own schedule from the same plan.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "codegen/kernel_plan.h"
+
+namespace thunder::codegen {
+
+/// The thresholds the schedule decides by (measured on the CPU; see docs/cpu_executor.md).
+struct ScheduleLimits {
+  /// Elements below which a kernel runs on one thread.
+  int64_t grain = 32768;
+  /// Longest row whose libmvec values are kept in a row buffer for a later pass over the row; the buffer
+  /// has room for the longest row of its size class: `row_cache_short` elements (rows shorter than that),
+  /// or `row_cache`.
+  int64_t row_cache = 8192, row_cache_short = 256;
+  /// A floating-point reduction whose innermost reduced dim has at least `lane_minimum` elements
+  /// accumulates in `lanes` partial results (several SIMD registers): one accumulator register would make
+  /// each vector add wait for the previous one, and the pass would be latency-bound.
+  int64_t lanes = 64, lane_minimum = 256;
+  /// An output of at least this many bytes, written along the innermost loop, is computed in chunks of
+  /// `stream_chunk_bytes` into a buffer and copied out with non-temporal stores (ordinary stores to memory
+  /// not in cache first read each line in). Smaller outputs stay in cache for the op that reads them.
+  int64_t stream_bytes = 16 << 20, stream_chunk_bytes = 4096;
+  /// Float sums of up to this many elements accumulate in float (in SIMD lanes, which already sum
+  /// pairwise-ish); longer ones in double, to stay within float32 tolerance of an exact sum.
+  int64_t float_accumulation = 1 << 16;
+};
+
+struct Schedule {
+  /// Loop order: the domain dims outside R (outermost first), then those in R (the row's loops).
+  std::vector<int> outer, inner;
+  /// The loops over the outer dims run in parallel (the kernel is above the grain and has more than one row).
+  bool parallel = false;
+  /// One row above the grain: the loops over R run in parallel instead, with OpenMP's reductions.
+  bool parallel_inner = false;
+  /// Kernels without reductions: where the innermost loop is split into pieces (the remaps' range bounds
+  /// along it, if fewer than kMaxLoopPieces), each reading the one operand selected there contiguously.
+  std::vector<int64_t> cuts;
+  /// The outputs written along the innermost loop (all of them without reductions, the element-level ones
+  /// with) are computed in chunks and written with streaming stores.
+  bool stream = false;
+  /// The reductions (their outputs) that accumulate in `limits.lanes` partial results.
+  std::set<ProxyId> lane_reductions;
+  /// Length of the row buffers keeping libmvec values for a later pass over the row (the longest row of
+  /// the size class); 0: none.
+  int64_t row_cache = 0;
+  /// Float sums accumulate in float (else double).
+  bool float_accumulation = true;
+  ScheduleLimits limits;
+};
+
+/// The schedule of a plan's kernel on a CPU.
+Schedule schedule_kernel(const ir::Trace& trace, const KernelPlan& plan, const ScheduleLimits& limits = {});
+
+}  // namespace thunder::codegen

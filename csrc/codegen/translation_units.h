@@ -1,0 +1,32 @@
+// Translation units: a trace's CPU fusions rendered as C++ sources to compile, one or several (compiled by
+// parallel compiler processes).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_plan.h"
+#include "ir/trace.h"
+
+namespace thunder::codegen {
+
+/// A kernel as its launcher calls it: its name, the proxies its pointer arguments hold, and the sizes that
+/// follow the thread count (a shape-generic kernel's extents and strides).
+struct KernelSignature {
+  std::string name;
+  std::vector<ir::ProxyId> inputs, outputs;
+  std::vector<SizeArgument> sizes;
+};
+
+struct TranslationUnit {
+  std::string source;
+  std::vector<KernelSignature> kernels;
+};
+
+/// The fusions of `executor` in `trace`, each planned, scheduled and rendered in the C++ dialect, as at most
+/// `parts` translation units of consecutive kernels, balanced by their prim counts; empty if the trace has
+/// no fusions. std::logic_error if a fusion no longer plans as one kernel.
+std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& trace, const std::string& executor, size_t parts);
+
+}  // namespace thunder::codegen
