@@ -459,6 +459,11 @@ NB_MODULE(_core, m) {
   }, "(bytes held unused, bytes in live tensors, most bytes live at once since reset_buffer_pool_peak()) of the "
      "kernel output pool.");
   m.def("reset_buffer_pool_peak", [] { runtime::output_buffer_pool().reset_peak(); });
+  m.def("record_buffer_pool", [](bool on) { runtime::output_buffer_pool().record(on); },
+        "Starts (clearing what was recorded) or stops recording the output pool's allocations.");
+  m.def("buffer_pool_recorded", [] { return runtime::output_buffer_pool().recorded(); },
+        "The output pool's recorded allocations: [(ns since the Unix epoch, the torch profiler's clock; "
+        "+bytes handed out or -bytes taken back)], in order.");
   m.def("set_buffer_pool_limit", [](size_t bytes) { runtime::output_buffer_pool().set_limit(bytes); },
         "Most bytes the output pool keeps unused (0: keep none).");
 

@@ -1,5 +1,6 @@
 // Reverse-mode autodiff: one functional trace becomes a forward trace and a backward trace (see passes.h).
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -166,11 +167,11 @@ class Differentiator {
 
  private:
   // Rematerialization, greedy and local: a saved value made by a cheap symbol (elementwise and shape ops) is
-  // recomputed at the start of the backward -- where the fusion pass fuses the recomputation into the backward's
-  // kernels -- when the symbol's inputs the backward would newly have to save take no more bytes than what it
+  // recomputed in the backward, next to its first reader (place_near_use) -- where the fusion pass fuses the
+  // recomputation into the backward's kernels -- when the symbol's inputs the backward would newly have to save take no more bytes than what it
   // stops saving (trace inputs are free: they are alive anyway). So a broadcast of a saved mean, or a GELU's
   // intermediates computed from a saved matmul result, are recomputed, not saved. (A min-cut over the whole
-  // joint graph would find more.) Returns the new saved values; prepends the recomputation to the backward.
+  // joint graph would find more.) Returns the new saved values; adds the recomputation to the backward.
   std::vector<ProxyId> rematerialize(const Trace& fwd, const std::vector<ProxyId>& saved) {
     // A write the forward makes in place (prims.copy_to, through a view) changes values a recomputation would
     // not see: then nothing is recomputed.
@@ -225,9 +226,34 @@ class Differentiator {
     for (const BoundSymbol& b : bwd_.symbols)
       for (ProxyId id : b.input_proxies()) reads.push_back(id);
     expose(symbols, reads);
-    symbols.insert(symbols.end(), std::make_move_iterator(bwd_.symbols.begin()), std::make_move_iterator(bwd_.symbols.end()));
-    bwd_.symbols = std::move(symbols);
+    bwd_.symbols = place_near_use(std::move(symbols), std::move(bwd_.symbols), bwd_.output);
     return result;
+  }
+
+  // The backward with each recomputed symbol placed just before the first symbol that reads what it computes
+  // (after the recomputed symbols it reads in turn): a layer's recomputation is alive while that layer's
+  // gradients are computed, not from the start of the backward, and the fusion pass finds it next to its
+  // readers. Recomputed symbols nothing reads are dropped.
+  static std::vector<BoundSymbol> place_near_use(std::vector<BoundSymbol> recomputed, std::vector<BoundSymbol> backward,
+                                                 const Value& output) {
+    std::unordered_map<ProxyId, size_t> made_by;
+    for (size_t i = 0; i < recomputed.size(); ++i)
+      for (ProxyId o : recomputed[i].output_proxies()) made_by.emplace(o, i);
+    std::vector<bool> placed(recomputed.size(), false);
+    std::vector<BoundSymbol> out;
+    std::function<void(ProxyId)> need = [&](ProxyId id) {
+      auto it = made_by.find(id);
+      if (it == made_by.end() || placed[it->second]) return;
+      placed[it->second] = true;
+      for (ProxyId x : recomputed[it->second].input_proxies()) need(x);
+      out.push_back(std::move(recomputed[it->second]));
+    };
+    for (BoundSymbol& b : backward) {
+      for (ProxyId x : b.input_proxies()) need(x);
+      out.push_back(std::move(b));
+    }
+    ir::for_each_proxy(output, need);
+    return out;
   }
 
   // Maps every value b defines, in its decomposition too, to the forward symbol i.

@@ -121,7 +121,7 @@ ir::BoundSymbol reclaim(const ir::BoundSymbol& b, const PassContext& ctx, const 
 }
 
 // Merges pairs of related groups (one feeds the other, or both read a common
-// value) when the union still plans as one kernel and no path leaves one
+// value other than a trace input) when the union still plans as one kernel and no path leaves one
 // group and re-enters the other through symbols outside both.
 void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& group_of,
                   const std::unordered_map<ProxyId, size_t>& producer,
@@ -129,6 +129,11 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
                   const std::vector<int>& segment) {
   std::vector<int> parent(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) parent[g] = static_cast<int>(g);
+  // A trace input both read does not relate two groups: it is in memory from the start, so merging them would
+  // hoist the later group's work -- and its outputs' lifetimes -- up to the earlier one's. (A backward's
+  // recomputations all read only saved values: merged by them, every layer's recomputation ran in one kernel
+  // at the start of the backward, alive until the end.)
+  const std::set<ProxyId> inputs(t.inputs.begin(), t.inputs.end());
   std::function<int(int)> find = [&](int g) { return parent[g] == g ? g : parent[g] = find(parent[g]); };
   auto reads = [&](const Group& g) {
     std::set<ProxyId> r;
@@ -162,8 +167,8 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
       bool related = false;
       for (ProxyId id : rb) {
         auto p = producer.find(id);
-        related |= ra.count(id) > 0 || (p != producer.end() && group_of[p->second] >= 0 &&
-                                        find(group_of[p->second]) == static_cast<int>(a));
+        related |= (ra.count(id) > 0 && !inputs.count(id)) ||
+                   (p != producer.end() && group_of[p->second] >= 0 && find(group_of[p->second]) == static_cast<int>(a));
       }
       for (ProxyId id : ra) {
         auto p = producer.find(id);

@@ -1,6 +1,7 @@
 #include "runtime/buffer_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <new>
 #include <vector>
@@ -23,6 +24,7 @@ void* BufferPool::acquire(size_t bytes) {
       live_[p] = size;
       live_total_ += size;
       peak_ = std::max(peak_, live_total_);
+      note(static_cast<int64_t>(size));
       return p;
     }
   }
@@ -32,7 +34,25 @@ void* BufferPool::acquire(size_t bytes) {
   live_[p] = size;
   live_total_ += size;
   peak_ = std::max(peak_, live_total_);
+  note(static_cast<int64_t>(size));
   return p;
+}
+
+void BufferPool::note(int64_t delta) {
+  if (!recording_) return;
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  events_.emplace_back(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), delta);
+}
+
+void BufferPool::record(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  recording_ = on;
+  if (on) events_.clear();
+}
+
+std::vector<std::pair<int64_t, int64_t>> BufferPool::recorded() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return events_;
 }
 
 void BufferPool::release(void* buffer) {
@@ -44,6 +64,7 @@ void BufferPool::release(void* buffer) {
     const size_t size = it->second;
     live_.erase(it);
     live_total_ -= size;
+    note(-static_cast<int64_t>(size));
     if (size > limit_) {
       to_free.push_back(buffer);
     } else {

@@ -11,9 +11,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace thunder::runtime {
 
@@ -41,12 +44,21 @@ class BufferPool {
   size_t peak_live_bytes();
   void reset_peak();
   void set_limit(size_t limit_bytes);
+  /// Starts (clearing what was recorded) or stops recording each change of the live bytes.
+  void record(bool on);
+  /// What was recorded: (wall-clock time in ns since the Unix epoch, +bytes handed out or -bytes taken back),
+  /// in order. The clock is the one torch's profiler stamps its memory events with, so the two merge into
+  /// one timeline of the memory a program holds.
+  std::vector<std::pair<int64_t, int64_t>> recorded();
 
  private:
   std::mutex mutex_;
   std::multimap<size_t, void*> unused_;          // size class -> buffer
   std::unordered_map<void*, size_t> live_;       // buffer -> size class
   size_t cached_ = 0, live_total_ = 0, peak_ = 0, limit_;
+  bool recording_ = false;
+  std::vector<std::pair<int64_t, int64_t>> events_;
+  void note(int64_t delta);  // with mutex_ held
 };
 
 /// The pool of the CPU executor's kernel outputs (1 GiB of unused buffers at most, by default).

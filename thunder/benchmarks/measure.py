@@ -103,8 +103,8 @@ def _quiet_profiler_stderr():
 MEMORY_METHODS = {
     "cuda": "torch.cuda.max_memory_allocated during one step, minus memory_allocated before it",
     "cpu": "torch.profiler(profile_memory=True): peak of the running sum of torch CPU allocator events "
-           "during one step (bytes above what was live before it), plus the peak of thunder[cpu]'s kernel output "
-           "buffer pool, which torch's allocator does not see",
+           "during one step (bytes above what was live before it), merged by time with the allocations of "
+           "thunder[cpu]'s kernel output buffer pool (which torch's allocator does not see) into one timeline",
 }
 
 
@@ -121,27 +121,29 @@ def peak_memory(step, device):
     from torch.profiler import ProfilerActivity, profile
 
     pool = _thunder_output_pool()
+    if pool:  # this project's kernel outputs live outside torch's allocator: its allocations join the timeline
+        pool.record_buffer_pool(True)
+    try:
+        with _quiet_profiler_stderr():
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                step()
+    finally:
+        if pool:
+            pool.record_buffer_pool(False)
+    events = [(e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     if pool:
-        pool.reset_buffer_pool_peak()
-        pool_base = pool.buffer_pool_stats()[1]
-    with _quiet_profiler_stderr():
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            step()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]")
+        events += pool.buffer_pool_recorded()  # stamped with the profiler's clock (ns since the Unix epoch)
     live = peak = 0
-    for _, n in events:
+    for _, n in sorted(events):
         live += n
         peak = max(peak, live)
-    if pool:  # this project's kernel outputs live outside torch's allocator: add their peak (an upper bound)
-        peak += max(0, pool.buffer_pool_stats()[2] - pool_base)
     return peak
 
 
 def _thunder_output_pool():
     """This project's thunder._core if it is loaded (it has a pool of kernel output buffers), else None."""
     core = sys.modules.get("thunder._core")
-    return core if core is not None and hasattr(core, "buffer_pool_stats") else None
+    return core if core is not None and hasattr(core, "record_buffer_pool") else None
 
 
 def _flatten(x):
