@@ -65,7 +65,7 @@ def test_report_accepts_every_kind_of_jitted_thing(tmp_path):
     assert "torch.compile(Sequential)" in thunder.report(compiled, tmp_path / "c.html").read_text()
     assert "Graph 0" in thunder.report(dynamo.GLOBAL_STATE, tmp_path / "g.html").read_text()
     fresh = thunder.jit(model)
-    assert "No graph was captured yet" in thunder.report(fresh, tmp_path / "f.html").read_text()
+    assert "No graph was captured: call the jitted function first" in thunder.report(fresh, tmp_path / "f.html").read_text()
     with pytest.raises(TypeError, match="thunder.report"):
         thunder.report(model, tmp_path / "x.html")
 

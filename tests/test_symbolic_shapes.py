@@ -70,14 +70,14 @@ def test_training_over_changing_batch_sizes_matches_eager_gradients():
     assert stats.symbolic_graphs == 1 and all(g["backward"] == "thunder" for g in stats.graphs), stats.graphs
 
 
-def test_greedy_generate_with_a_growing_kv_cache_compiles_a_few_graphs():
+def test_greedy_generate_of_100_tokens_with_a_growing_kv_cache_compiles_at_most_four_graphs():
     pytest.importorskip("transformers")
     from thunder.testing import hf_gpt2
 
     torch.manual_seed(0)
-    model = hf_gpt2()
+    model = hf_gpt2(n_positions=128)
     ids = torch.randint(1, 100, (1, 5))
-    new = 10
+    new = 100
     options = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0)
     with torch.no_grad():
         expected = model.generate(ids, **options)
@@ -87,3 +87,57 @@ def test_greedy_generate_with_a_growing_kv_cache_compiles_a_few_graphs():
     stats = thunder.compile_stats(model.forward)
     assert stats.dynamo_graphs <= 4 and stats.calls == new and stats.eager_calls == 0, stats
     assert all(g["compiled"] for g in stats.graphs)
+
+
+def test_inference_at_every_length_up_to_128_compiles_at_most_three_graphs():
+    pytest.importorskip("transformers")
+    from thunder.testing import hf_gpt2
+
+    torch.manual_seed(0)
+    model = hf_gpt2(n_positions=128)
+    jitted = thunder.jit(model)
+    with torch.no_grad():
+        for n in range(1, 129):
+            ids = torch.randint(0, 128, (1, n))
+            torch.testing.assert_close(jitted(ids).logits, model(ids).logits, rtol=1e-4, atol=1e-5)
+    stats = thunder.compile_stats(jitted)
+    assert stats.dynamo_graphs <= 3 and not stats.uncompiled and stats.eager_calls == 0, stats
+
+
+def softmax_scaled(x, scale):
+    return x.softmax(-1) * scale
+
+
+def test_a_float_argument_that_changes_is_read_at_run_time():
+    # Once the float changed, Dynamo passes it as a 0-d tensor and reads it with .item() in the graph: the
+    # specializations keep that read (a value of the call, not of its shapes), so each value is right.
+    jitted = thunder.jit(softmax_scaled)
+    for n, scale in ((4, 2.0), (4, 3.0), (5, 2.0), (6, 4.5), (6, -1.0)):
+        x = torch.randn(3, n)
+        assert_same(jitted(x, scale), softmax_scaled(x, scale))
+    stats = thunder.compile_stats(jitted)
+    assert all(g["compiled"] for g in stats.graphs), stats.graphs
+    assert len(stats.graphs) == 4  # (4, 2.0) static; (4, 3.0) with the float as a tensor; then lengths 5 and 6
+
+
+def test_a_new_wrapper_does_not_inherit_an_earlier_ones_dynamic_sizes():
+    first = thunder.jit(softmax_scaled)
+    for n in (4, 5, 6):
+        first(torch.randn(3, n), 2.0)
+    second = thunder.jit(softmax_scaled)
+    second(torch.randn(3, 7), 2.0)
+    stats = thunder.compile_stats(second)
+    assert stats.graphs[0]["symbolic"] is None, "the new wrapper's first graph has static shapes"
+
+
+def test_a_function_whose_first_call_captures_nothing_says_dynamo_skips_it():
+    def shrink_if_wide(x):
+        return x * 2 if x.shape[0] <= x.shape[1] else x
+
+    jitted = thunder.jit(shrink_if_wide)
+    for n in (2, 8, 9):
+        x = torch.randn(5, n)
+        assert_same(jitted(x), shrink_if_wide(x))
+    stats = thunder.compile_stats(jitted)
+    assert stats.eager_calls == 3 and "skips its code" in stats.dynamo_stopped
+    assert "skips its code" in thunder.summary(jitted)

@@ -28,7 +28,7 @@ _INNER_COMMENT = re.compile(r"^\s+# \(?[A-Za-z_]\w*\b.*? = (prims|ltorch|torch)\
 
 def render(state):
     """The page for a :class:`thunder.frontend.dynamo.JitState`, as a string of HTML."""
-    from thunder.jit import _break_counts, _headline
+    from thunder.jit import _break_counts, _headline, _no_graph_reason
 
     open_graphs = len(state.graphs) <= OPEN_GRAPHS
     body = [f"<h1>{_e(_headline(state))}</h1>",
@@ -39,7 +39,8 @@ def render(state):
     body.append(_graph_breaks(state.graph_breaks))
     body.append(_branches(branches.site_statuses(state.branches.values(), state.graph_breaks)))
     if not state.graphs:
-        body.append("<p class=warn>No graph was captured yet: call the jitted function first.</p>")
+        reason = _no_graph_reason(state) if state.calls else "call the jitted function first"
+        body.append(f"<p class=warn>No graph was captured: {_e(reason)}.</p>")
     for g in state.graphs:
         body.append(_graph(g, open_graphs))
     return _PAGE.format(title=_e(state.name), css=_CSS, js=_JS, body="\n".join(body))
@@ -95,16 +96,22 @@ def _branches(statuses):
 
 # ---- one graph ----
 
+def _specializes(g):
+    from thunder.jit import _specializes as text
+
+    return text(g)
+
+
 def _graph(g, open_):
     if isinstance(g, EagerGraph):
         inner = f"<p class=warn>{_e(g.reason)}</p><pre>{_e(g.detail)}</pre>"
-        return _section(f"Graph {g.index}: UNCOMPILED, runs with torch as captured; called {g.calls} times",
-                        inner, open_, "graph")
+        return _section(f"Graph {g.index}: UNCOMPILED, runs with torch as captured; called {g.calls} times"
+                        f"{_specializes(g)}", inner, open_, "graph")
     plan = graph_plan(g)
     kernels = _kernels(g)
     title = (f"Graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, executors "
              f"{', '.join(g.executors()) or 'none'}, {len(plan.fusions)} fusions, {len(plan.opaque)} opaque ops"
-             + (f"; backward: {g.autodiff}" if g.autodiff else ""))
+             + (f"; backward: {g.autodiff}" if g.autodiff else "") + _specializes(g))
     parts = [_stage_times(g), _ops(g.index, plan),
              _pipeline(g.index, "fwd", "Forward" if g.backward_traces else "Traces", g.traces, kernels)]
     if g.backward_traces:

@@ -14,8 +14,9 @@ from thunder.core.log import logger
 from thunder.core.options import check_passes
 from thunder.executors import resolve_executors
 from thunder.frontend import branches
-from thunder.frontend.code_copies import private_function, private_module, release
-from thunder.frontend.dynamo import EagerGraph, GraphBreak, JitBackend, JitState, current_state, note_recompile_limit
+from thunder.frontend.code_copies import forget_shape_history, private_function, private_module, release
+from thunder.frontend.dynamo import (EagerGraph, GraphBreak, JitBackend, JitState, current_state, note_dynamo_stopped,
+                                     note_recompile_limit)
 from thunder.frontend.fast_path import MISS, FastPath, cache_entries, plain_module_call
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
@@ -57,6 +58,8 @@ class _Jitted:
         self._excluded = set()  # (file, line, code) of branches given up on (see thunder.frontend.branches)
         self._signature_fn = target.forward if isinstance(target, nn.Module) else target
         self._build()
+        if self._code is not None:  # a new wrapper decides static or symbolic sizes from its own calls
+            forget_shape_history(self._code)
 
     def _build(self):
         """Rewrites the target's data-dependent branches (leaving out the excluded ones) and wraps the result in
@@ -168,8 +171,14 @@ class _Jitted:
     def _check_recompile_limit(self):
         """After a call that ran no graph: whether the code this wrapper compiles holds as many compiled entries
         as Dynamo allows (Dynamo warns only when it reaches the limit, in the call that did)."""
-        code, limit = self._code, torch._dynamo.config.recompile_limit
-        if code is None or "recompile_limit (" in self._state.dynamo_stopped:
+        code, limit, state = self._code, torch._dynamo.config.recompile_limit, self._state
+        if code is None or "recompile_limit (" in state.dynamo_stopped:
+            return
+        if state.eager_calls == 2 and not state.graphs and not state.graph_breaks and not state.dynamo_stopped:
+            note_dynamo_stopped(state, "skip", code.co_name, "Dynamo found nothing to compile in the first call of "
+                                f"'{code.co_name}' (no tensor op ran) and skips its code from then on, as "
+                                "torch.compile does", "make the first call one that computes with tensors (or "
+                                "thunder.jit a new wrapper)")
             return
         if len(cache_entries(code, self._region)) >= limit:
             note_recompile_limit(self._state, "recompile_limit", limit,
@@ -251,6 +260,14 @@ def _count_fast_call(state, graphs):
         state.cache_hits += 1
 
 
+def _no_graph_reason(s):
+    """Why a JitState that was called has no graph: every call ran eagerly, and what is known of the cause."""
+    breaks = s.dynamo_stopped or s.graph_breaks
+    return "every call ran eagerly (" + ("see why above)" if breaks else
+                                         "Dynamo found nothing to compile at the first call -- no tensor op ran -- "
+                                         "and, as torch.compile does, skips this function's code from then on)")
+
+
 def _specializes(g):
     """'; symbolic graph 1 at shapes (5, 4), 5' for a specialization of a graph with symbolic sizes; '' otherwise."""
     return f"; symbolic graph {g.shapes[0]} at shapes {g.shapes[1]}" if g.shapes else ""
@@ -273,8 +290,7 @@ def report(s):
                      "as graph breaks:")
         lines += [f"  {b}" for b, _ in shown]
     if not s.graphs and s.calls:
-        lines.append("no graph was captured: every call ran eagerly (" +
-                     ("see why above)" if s.dynamo_stopped or breaks else "the function has nothing to compile)"))
+        lines.append(f"no graph was captured: {_no_graph_reason(s)}")
     for g in s.graphs:
         if isinstance(g, EagerGraph):
             lines.append(f"graph {g.index}: UNCOMPILED, runs with torch as Dynamo captured it; called {g.calls} "

@@ -88,6 +88,23 @@ def private_module(model, methods=None):
     return shadow, own
 
 
+def forget_shape_history(code):
+    """Drops what Dynamo remembers about the sizes and values that changed between calls of ``code``'s function
+    (its automatic dynamic shapes: with ``dynamic=None``, a dimension seen to change is compiled symbolic from
+    then on). Dynamo keys that memory by the code's file, first line and name, which a copy shares: without this,
+    a new wrapper of a function would start where an earlier wrapper (or ``thunder.examine``) left off. Does
+    nothing on a torch without ``torch._dynamo.pgo.get_code_state``."""
+    try:
+        from torch._dynamo.pgo import get_code_state
+
+        state = get_code_state()
+        for key in [k for k in state if (k.filename, k.firstlineno, k.name) ==
+                    (code.co_filename, code.co_firstlineno, code.co_name)]:
+            del state[key]
+    except Exception as e:  # noqa: BLE001 -- torch's private API changed: wrappers share that memory
+        logger.debug("thunder: cannot reset Dynamo's shape history of %s: %s", code.co_name, e)
+
+
 def release(code):
     """Drops Dynamo's cache entries on ``code`` (a collected wrapper's private copy): the compiled graphs they
     hold go with them. Dynamo itself keeps a reference to every code object it compiled, so the copy is not

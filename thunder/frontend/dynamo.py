@@ -387,7 +387,7 @@ def _symbolic_graph(state, gm, also):
         key = specialize.signature(args)
         fn = specializations.get(key)
         if fn is None:
-            shapes = specialize.describe(args)
+            shapes = specialize.describe(gm, args)
             try:
                 concrete = specialize.specialize(gm, args)
             except Exception as e:  # noqa: BLE001 -- run these shapes with torch

@@ -45,17 +45,36 @@ def signature(args) -> tuple:
     return tuple(key)
 
 
-def describe(args) -> str:
-    """The shapes of a specialization, as printed: "(5, 4), (5, 4), 5"."""
-    return ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else repr(a) for a in args)
+def describe(gm: torch.fx.GraphModule, args) -> str:
+    """The sizes of a specialization, as printed: the value of each size input Dynamo made ("s0=5, s1=4", the
+    names the graph's code uses); the shapes of the tensors with symbolic sizes if it made none."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    sizes = [f"{n.name}={a}" for n, a in zip(placeholders, args) if isinstance(n.meta.get("example_value"), torch.SymInt)]
+    if sizes:
+        return ", ".join(sizes)
+    return ", ".join(f"{n.name}: {tuple(a.shape)}" for n, a in zip(placeholders, args)
+                     if isinstance(a, torch.Tensor) and _is_symbolic(n.meta.get("example_value")))
 
 
 class _Propagate(torch.fx.Interpreter):
     """Runs the graph on fake tensors of the concrete arguments, recording each node's value as its
-    ``example_value`` (what the importer reads)."""
+    ``example_value`` (what the importer reads). A number read from an input tensor (``scale.item()``: Dynamo
+    passes a float that changed between calls as a 0-d tensor) takes its value from the real argument, and it
+    and the numbers computed from it are ``data``: values of this call, not of its shapes."""
+
+    def __init__(self, gm, items):
+        super().__init__(gm)
+        self.items = items  # input node -> its argument's .item(), for the inputs the graph calls .item() on
+        self.data = set()
 
     def run_node(self, n):
-        value = super().run_node(n)
+        if n.op == "call_method" and n.target == "item" and n.args and n.args[0] in self.items:
+            value = self.items[n.args[0]]
+        else:
+            value = super().run_node(n)
+        reads = n.all_input_nodes
+        if n.op == "call_method" and n.target == "item" or any(r in self.data for r in reads):
+            self.data.add(n)
         n.meta["example_value"] = value
         return value
 
@@ -72,9 +91,9 @@ def _literal(value):
 
 def specialize(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
     """A copy of gm for these concrete arguments: every node's ``example_value`` is recomputed from them (on fake
-    tensors, so nothing runs), and every node that computes a number (a size, or arithmetic on sizes) is replaced
-    by its value in the nodes that read it. Number inputs stay inputs (the calling convention is gm's) and are
-    read by nothing. gm is left unchanged.
+    tensors, so nothing runs), and every node that computes a number from sizes (a size, or arithmetic on sizes)
+    is replaced by its value in the nodes that read it; numbers read from tensors stay computed at run time.
+    Number inputs stay inputs (the calling convention is gm's) and are read by nothing. gm is left unchanged.
 
     Args:
         gm: a graph Dynamo captured with symbolic sizes.
@@ -91,12 +110,16 @@ def specialize(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
     copy = torch.fx.GraphModule(gm, graph)
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     fake = [mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor) else a for a in args]
+    items = {n: a.item() for n, a in zip(copy.graph.find_nodes(op="placeholder"), args)
+             if any(u.op == "call_method" and u.target == "item" for u in n.users)}
+    propagate = _Propagate(copy, items)
     # Ops that set grad mode or autocast run here too: whatever they set is undone on the way out.
     with mode, torch.autograd.grad_mode.set_grad_enabled(torch.is_grad_enabled()):
-        _Propagate(copy).run(*fake)
+        propagate.run(*fake)
     for node in list(copy.graph.nodes):
         value = node.meta.get("example_value")
-        if node.op in ("output", "get_attr") or not isinstance(value, (int, float, bool, *_SYMBOLIC_NUMBERS)):
+        if node.op in ("output", "get_attr") or node in propagate.data or \
+                not isinstance(value, (int, float, bool, *_SYMBOLIC_NUMBERS)):
             continue
         literal = _literal(value)
         for user in list(node.users):
