@@ -308,6 +308,8 @@ def source_of(node):
                 return ""
             if path == branches.__file__:  # a converted branch's marker or select: the user's `if` is a frame up
                 continue
+            if path.startswith("<thunder: calls "):  # the wrapper's call of one of torch's own modules or functions
+                return f"in {path[len('<thunder: calls '):-1]}"
             code = linecache.getline(path, lineno).strip() or (lines[i + 1].strip() if i + 1 < len(lines) else "")
             return f"{os.path.basename(path)}:{lineno} in {fn}: {code}"
     return ""
