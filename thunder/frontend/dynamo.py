@@ -382,9 +382,10 @@ def _symbolic_graph(state, gm, also):
     state.symbolic_graphs += 1
     number = state.symbolic_graphs
     specializations = {}
+    free = specialize.free_inputs(gm)
 
     def run(*args):
-        key = specialize.signature(args)
+        key = specialize.signature(args, free)
         fn = specializations.get(key)
         if fn is None:
             shapes = specialize.describe(gm, args)

@@ -33,16 +33,17 @@ def has_symbolic_shapes(gm: torch.fx.GraphModule, example_inputs) -> bool:
     return any(_is_symbolic(v) for v in (*examples, *example_inputs))
 
 
-def signature(args) -> tuple:
-    """The key of the specialization that serves ``args``: each tensor's shape, strides, dtype, device and
-    requires_grad, each number's type and value (what Dynamo's guards leave free are shapes and sizes)."""
-    key = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            key.append((tuple(a.shape), tuple(a.stride()), a.dtype, a.device, a.requires_grad))
-        else:
-            key.append((type(a), a))
-    return tuple(key)
+def free_inputs(gm: torch.fx.GraphModule) -> list:
+    """The positions of gm's inputs whose sizes are symbols: size inputs, and tensors with a symbolic size or
+    stride. Dynamo's guards fix everything else of every input (dtypes, devices, the other tensors' shapes)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return [i for i, n in enumerate(placeholders) if _is_symbolic(n.meta.get("example_value"))]
+
+
+def signature(args, free) -> tuple:
+    """The key of the specialization that serves ``args``: the shape and strides of each tensor, and the value of
+    each number, at the positions ``free`` (:func:`free_inputs`)."""
+    return tuple((a.shape, a.stride()) if isinstance(a, torch.Tensor) else a for a in map(args.__getitem__, free))
 
 
 def describe(gm: torch.fx.GraphModule, args) -> str:
