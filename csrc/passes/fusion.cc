@@ -123,6 +123,13 @@ ir::BoundSymbol reclaim(const ir::BoundSymbol& b, const PassContext& ctx, const 
 // Merges pairs of related groups (one feeds the other, or both read a common
 // value other than a trace input) when the union still plans as one kernel and no path leaves one
 // group and re-enters the other through symbols outside both.
+// A group runs as one kernel where its first member was: a symbol (or group) joining it from far below would
+// be computed that much earlier, and its results kept alive the whole way down to their readers. (In a
+// backward, each layer's recomputed norm read the residual stream recomputed for the last layer, first: joined
+// to it, every layer's norm ran at the start of the backward, holding an activation per layer throughout.)
+constexpr size_t kMaxHoist = 48;
+bool hoists_far(const Group& g, size_t i) { return i > g.members.back() + kMaxHoist; }
+
 void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& group_of,
                   const std::unordered_map<ProxyId, size_t>& producer,
                   const std::unordered_map<ProxyId, std::set<int>>& depends, GroupDeps& group_deps,
@@ -176,7 +183,9 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
       }
       int ia = static_cast<int>(a), ib = static_cast<int>(b);
       if (segment[groups[a].members.front()] != segment[groups[b].members.front()]) continue;
-      if (!related || path_through_outside(ib, ia, ib, ia) || path_through_outside(ia, ia, ib, ib)) continue;
+      if (!related || hoists_far(groups[a], groups[b].members.front()) || path_through_outside(ib, ia, ib, ia) ||
+          path_through_outside(ia, ia, ib, ib))
+        continue;
       std::vector<size_t> merged = groups[a].members;
       merged.insert(merged.end(), groups[b].members.begin(), groups[b].members.end());
       std::sort(merged.begin(), merged.end());
@@ -287,7 +296,7 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
       std::sort(candidates.rbegin(), candidates.rend());
       candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
       for (int g : candidates) {
-        if (segment[groups[g].members.front()] != segment[i]) continue;
+        if (segment[groups[g].members.front()] != segment[i] || hoists_far(groups[g], i)) continue;
         bool cycle = false;
         for (ProxyId id : ins) {
           auto it = producer.find(id);
