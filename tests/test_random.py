@@ -237,3 +237,25 @@ def test_gpt2_training_step_with_dropout_is_differentiated_and_fused_by_thunder(
         je = thunder.jit(model)
         je(ids)
     assert "random_seed" not in str(thunder.last_traces(je)[-1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_drawing_kernels_vectorize(dtype, tmp_path):
+    # Philox per element is integer multiplies and xors, which GCC vectorizes (a loop converting the bool mask
+    # to float would not: the decomposition selects 1.0 or 0.0 instead).
+    import re
+    import subprocess
+
+    x = torch.randn(16, 64, dtype=dtype, requires_grad=True)
+    j = thunder.jit(lambda x: x + F.dropout(F.gelu(x), 0.1, training=True))
+    j(x).sum().backward()
+    flags = [f for f in thunder._core.default_compile_flags() if f not in ("-shared", "-w") and not f.startswith("-l")]
+    kernels = thunder.last_kernels(j)
+    assert len(kernels) == 2  # forward and backward, each one kernel drawing the uniforms
+    for k, kernel in enumerate(kernels):
+        assert "thunder_uniform_" in kernel["source"].split('extern "C"')[1]
+        path = tmp_path / f"kernel{k}.cc"
+        path.write_text(kernel["source"])
+        report = subprocess.run(["g++", *flags, "-c", str(path), "-o", str(tmp_path / f"kernel{k}.o"),
+                                 "-fopt-info-vec-optimized"], capture_output=True, text=True, check=True).stderr
+        assert re.search(rf"{path.name}:\d+:\d+: optimized: loop vectorized", report), report

@@ -105,7 +105,9 @@ Value dropout(Builder& b, const Value& x, double p, bool training, bool inplace)
   Value seed = b.prim("random_seed", {});
   Value u = b.prim("uniform_philox", {Value::ints(m.shape), seed, Int(0), Value(u_dtype), Value(ir::Str{m.device})});
   Value keep = b.torch("lt", {u, num(1.0 - p)});
-  Value noise = b.torch("div", {cast(b, keep, m.dtype), num(1.0 - p)});
+  // keep as 1.0 or 0.0 by a select, not a bool-to-float conversion: GCC does not vectorize a loop converting a bool.
+  Value ones = b.prim("where", {keep, num(1.0), num(0.0)});
+  Value noise = b.torch("div", {cast(b, ones, m.dtype), num(1.0 - p)});
   return b.torch("mul", {x, noise});
 }
 

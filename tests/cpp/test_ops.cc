@@ -719,7 +719,7 @@ TEST_F(Ops, DropoutInTrainingDrawsASeedAndCounterBasedUniforms) {
   EXPECT_TRUE(trace.symbols[0].sym->has(ir::kRandom));
   std::vector<std::string> prims;
   for (const ir::BoundSymbol& s : trace.symbols[0].subsymbols) prims.push_back(s.sym->name);
-  EXPECT_EQ(prims, (std::vector<std::string>{"random_seed", "uniform_philox", "lt", "convert_element_type", "div", "mul"}));
+  EXPECT_EQ(prims, (std::vector<std::string>{"random_seed", "uniform_philox", "lt", "where", "div", "mul"}));
   const ir::BoundSymbol& seed = trace.symbols[0].subsymbols[0];
   EXPECT_TRUE(seed.sym->has(ir::kRandom) && !seed.sym->has(ir::kEffect));
   EXPECT_EQ(meta(seed.output), (TensorMeta{DType::Int64, {}, "cpu", false}));
