@@ -1,7 +1,7 @@
 """The replay check: generated kernel sources and final traces of a fixed set of programs.
 
 A refactor of the compiler (op tables, passes, code generation) must change what it generates only where it
-means to. This module compiles a fixed set of programs -- softmax, LayerNorm, RoPE, cross-entropy and GELU in
+means to. This module compiles a fixed set of programs -- softmax, LayerNorm, RoPE, cross-entropy, GELU and dropout in
 float32 and bfloat16 (inference, and forward with inputs that require grad), the seed's two examples, GPT-2 --
 and records, per program, every compiled graph's final execution trace and the kernels the fusion executors
 generated (without the shared preamble of math helpers), in ``tests/replay/<program>.txt``.
@@ -48,6 +48,10 @@ def gelu(x):
     return F.gelu(x)
 
 
+def dropout_residual(x):
+    return x + F.dropout(F.gelu(x), 0.1, training=True)
+
+
 def _kernel_cases(dtype, grad):
     g = torch.Generator().manual_seed(0)
 
@@ -60,7 +64,8 @@ def _kernel_cases(dtype, grad):
             "layer_norm": (layer_norm, (randn(8, 32), randn(32), randn(32))),
             "rope": (rope, (randn(2, 16, 16), torch.cat((half, half), -1).cos(), torch.cat((half, half), -1).sin())),
             "cross_entropy": (cross_entropy, (randn(8, 32), target)),
-            "gelu": (gelu, (randn(8, 32),))}
+            "gelu": (gelu, (randn(8, 32),)),
+            "dropout": (dropout_residual, (randn(8, 32),))}
 
 
 def _seed_cases():

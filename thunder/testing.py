@@ -11,12 +11,13 @@ def tolerance(dtype):
             torch.float64: (1e-7, 1e-7)}.get(dtype, (0, 0))
 
 
-def hf_gpt2(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64):
-    """A Hugging Face GPT-2 LM with random weights (no download), in eval mode."""
+def hf_gpt2(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64, **config):
+    """A Hugging Face GPT-2 LM with random weights (no download), in eval mode; ``config`` sets other fields of its
+    GPT2Config (``resid_pdrop=0.1``, ...)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     cfg = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab_size, n_positions=n_positions,
-                     bos_token_id=0, eos_token_id=0, loss_type="ForCausalLM")
+                     bos_token_id=0, eos_token_id=0, loss_type="ForCausalLM", **config)
     return GPT2LMHeadModel(cfg).eval()
 
 

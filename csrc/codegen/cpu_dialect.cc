@@ -6,6 +6,7 @@
 #endif
 
 #include "codegen/cpu_dialect.h"
+#include "codegen/philox.h"
 
 #include <algorithm>
 #include <map>
@@ -248,6 +249,15 @@ class KernelWriter {
     if (b.is(PrimId::full)) {  // full(shape, fill_value, dtype, device): the number, converted as torch.full does
       std::string e = literal(b.args[1], T);
       if (is_half(dtype(v))) e = round_to(dtype(v), e);
+      scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
+      scope.defined.insert(v);
+      return;
+    }
+    if (b.is(PrimId::uniform_philox)) {  // uniform_philox(shape, seed, offset, dtype, device)
+      emit(b.args[1].proxy(), scope);
+      const std::vector<std::string> operands{var(b.args[1].proxy()),
+                                              "(int64_t)" + std::to_string(b.args[2].as_int()) + "LL + " + offset(v)};
+      const std::string e = cpu_expressions().at(PrimId::uniform_philox).expr(ExprArgs{dtype(v), dtype(v), operands, T, true, ""});
       scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
       scope.defined.insert(v);
       return;
@@ -609,7 +619,7 @@ class KernelWriter {
     if (auto it = index_refs_.find(v); it != index_refs_.end()) return it->second;
     std::set<int> refs;
     auto it = producer_.find(v);
-    if (it == producer_.end()) {
+    if (it == producer_.end() || it->second->is(PrimId::uniform_philox)) {  // an input, or drawn per element
       const auto& al = p_.align.at(v);
       for (size_t i = 0; i < al.size(); ++i)
         if (al[i] >= 0 && t_.tensor(v).shape[i] != 1) refs.insert(al[i]);
@@ -665,7 +675,13 @@ std::string render_cpu_module(const ir::Trace& t, const std::vector<CpuKernel>& 
     declares += "#pragma omp declare reduction(" + r + " : " + type + " : omp_out = " + call +
                 "(omp_out, omp_in)) initializer(omp_priv = " + init + ")\n";
   }
-  return cpu_prelude() + declares + code;
+  // The Philox code only where a kernel draws (the prelude of every other unit, and so its cache key, unchanged).
+  std::string philox_code;
+  for (const CpuKernel& k : kernels)
+    for (const ir::BoundSymbol& b : k.plan->symbols)
+      if (b.is(PrimId::uniform_philox) && philox_code.empty())
+        philox_code = std::string("// Philox4x32-10 (codegen/philox.h)\n") + philox::source() + "\n";
+  return cpu_prelude() + philox_code + declares + code;
 }
 
 std::string render_cpu_module(const ir::Trace& t,

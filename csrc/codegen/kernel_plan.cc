@@ -40,6 +40,8 @@ ir::PrimTable<PrimKind> make_plan_table() {
   for (PrimId id : {PrimId::slice, PrimId::cat, PrimId::slice_update}) t.set(id, {PrimRole::Remap});
   // a constant, evaluated where it is read (the zeros a slice's gradient is written into)
   t.set(PrimId::full, {PrimRole::Constant});
+  // counter-based uniforms, computed per element from the seed (a 0-d operand) and the element's flat index
+  t.set(PrimId::uniform_philox, elementwise);
   return t;
 }
 

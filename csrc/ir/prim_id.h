@@ -33,6 +33,8 @@
   /* linear algebra, creation, indexing */                                                                     \
   X(matmul) X(full) X(iota) X(tensor_constant) X(take) X(take_along_axis) X(clone) X(gather) X(scatter)        \
   X(scatter_add) X(scatter_reduce) X(index_add) X(index_copy) X(index_fill) X(index_put)                        \
+  /* randomness: a seed drawn from torch's generator, and counter-based uniforms (a pure function of it) */     \
+  X(random_seed) X(uniform_philox)                                                                             \
   /* writes, autograd and regions */                                                                           \
   X(copy_to) X(slice_update) X(detach) X(branch_begin) X(branch_else) X(branch_end)
 

@@ -320,6 +320,31 @@ void register_other_prims() {
     canonical_dim("prims.take_along_axis", a[2].as_int(), m.ndim());
     return new_tensor_like(b, m, idx.shape);
   });
+  // Randomness. random_seed draws a seed from torch's default generator at each run: the one op that reads a
+  // generator (kRandom: never merged, folded or recomputed; not kEffect, so it is no fusion barrier and, when
+  // nothing reads it, dead code). Its result is a 0-d int64 CPU tensor, which kernels on any device read as a
+  // scalar, and which a training program saves for the backward (8 bytes) instead of a mask.
+  def("random_seed", ir::kRandom, {}, [](Builder& b, const Args&) {
+    return Value(ProxyRef{b.new_tensor(TensorMeta{DType::Int64, {}, "cpu", false})});
+  });
+  // uniform_philox(shape, seed, offset, dtype, device): uniform values in [0, 1), element i (row-major) a pure
+  // function of (seed, offset + i) by Philox4x32-10 (codegen/philox.h states the exact mapping; the torch
+  // executor and the kernels agree bit for bit). Deterministic, so a creation op like full: CSE merges equal
+  // calls, DCE drops unused ones, and autodiff recomputes it in the backward instead of saving what it made.
+  def("uniform_philox", ir::kCreation, {req("shape"), req("seed"), req("offset"), req("dtype"), req("device")},
+      [](Builder& b, const Args& a) {
+        TensorMeta m{a[3].as_dtype(), a[0].as_ints(), a[4].is_none() ? "cpu" : a[4].as_str(), false};
+        for (int64_t s : m.shape)
+          if (s < 0) fail("prims.uniform_philox", "negative dimension in shape " + shape_string(m.shape));
+        if (!ir::is_floating(m.dtype))
+          fail("prims.uniform_philox", "expected a floating-point dtype, got " + std::string(ir::dtype_name(m.dtype)));
+        const TensorMeta& seed = tensor_arg(b, "uniform_philox", a[1], "seed");
+        if (seed.dtype != DType::Int64 || seed.ndim() != 0 || seed.device != "cpu")
+          fail("prims.uniform_philox", "expected argument 'seed' to be a 0-d int64 CPU tensor (prims.random_seed())");
+        if (b.is_tensor(a[2]) || number_type_of(b, a[2]) != NumberType::Int)
+          fail("prims.uniform_philox", "expected argument 'offset' to be an int");
+        return Value(ProxyRef{b.new_tensor(m)});
+      });
   // A compile-time tensor constant: the index into the trace's constant table,
   // and its metadata, set by the pass that made it.
   def("tensor_constant", ir::kConstant, {req("index"), req("dtype"), req("shape"), req("device")},

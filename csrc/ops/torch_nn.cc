@@ -87,10 +87,34 @@ Value linear(Builder& b, const Args& a) {
   return a[2].is_none() ? y : b.torch("add", {y, a[2]});
 }
 
-// softmax(q k^T * scale + mask) v, with an optional causal mask and grouped-query heads.
+// torch.nn.functional.dropout as ATen's CPU implementation computes it (_dropout_impl): the input itself when not
+// training, for p = 0 or an empty input; input * 0 for p = 1 (NaN stays NaN); else input * noise, where noise is
+// keep / (1 - p) in the input's dtype and keep holds with probability 1 - p. keep is u < 1 - p for u uniform in
+// [0, 1) from prims.uniform_philox under a seed drawn from torch's generator at each run (float32 uniforms, float64
+// for a float64 input): a pure function of the seed, so a training program saves the seed and regenerates the
+// mask in the backward. The masks equal eager's in distribution, not bit for bit (docs/autodiff.md).
+Value dropout(Builder& b, const Value& x, double p, bool training, bool inplace) {
+  if (!(p >= 0.0 && p <= 1.0))
+    fail("ltorch.dropout", "dropout probability has to be between 0 and 1, but got " + std::to_string(p));
+  if (inplace) throw NotNative("in-place dropout");
+  const TensorMeta m = b.meta(x);
+  if (!training || p == 0.0 || m.numel() == 0) return x;
+  if (!ir::is_floating(m.dtype)) throw NotNative("dropout of a tensor that is not floating-point");
+  if (p == 1.0) return b.torch("mul", {x, num(0.0)});
+  const DType u_dtype = m.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  Value seed = b.prim("random_seed", {});
+  Value u = b.prim("uniform_philox", {Value::ints(m.shape), seed, Int(0), Value(u_dtype), Value(ir::Str{m.device})});
+  Value keep = b.torch("lt", {u, num(1.0 - p)});
+  // keep as 1.0 or 0.0 by a select, not a bool-to-float conversion: GCC does not vectorize a loop converting a bool.
+  Value ones = b.prim("where", {keep, num(1.0), num(0.0)});
+  Value noise = b.torch("div", {cast(b, ones, m.dtype), num(1.0 - p)});
+  return b.torch("mul", {x, noise});
+}
+
+// softmax(q k^T * scale + mask) v, with an optional causal mask and grouped-query heads; with dropout_p, the
+// attention weights go through dropout before the product with v (as torch's math backend does).
 Value sdpa(Builder& b, const Args& a) {
   const Value &q = a[0], &k = a[1], &v = a[2], &mask = a[3];
-  if (a[4].as_double() != 0.0) throw NotNative("attention dropout");
   const TensorMeta qm = b.meta(q), km = b.meta(k);
   if (qm.ndim() < 2 || km.ndim() < 2) fail("ltorch.scaled_dot_product_attention", "query and key must be at least 2-D");
   int64_t L = qm.shape[qm.ndim() - 2], S = km.shape[km.ndim() - 2], E = qm.shape.back();
@@ -133,6 +157,7 @@ Value sdpa(Builder& b, const Args& a) {
     Value row_max = b.torch("amax", {scores, Value::ints({-1}), Value(true)});
     probs = b.torch("where", {b.torch("eq", {row_max, Value(-INFINITY)}), num(0.0), probs});
   }
+  if (a[4].as_double() != 0.0) probs = dropout(b, probs, a[4].as_double(), true, false);
   return cast(b, b.torch("matmul", {probs, vs}), d);
 }
 
@@ -226,11 +251,10 @@ void register_torch_nn() {
                  {kInput, req("weight"), opt("padding_idx", Value()), opt("max_norm", Value()),
                   opt("norm_type", Value(2.0)), opt("scale_grad_by_freq", Value(false)), opt("sparse", Value(false))},
                  embedding);
-  def_decomposed("dropout", 0, {kInput, opt("p", Value(0.5)), opt("training", Value(true)), opt("inplace", Value(false))},
-                 [](Builder&, const Args& a) {
-                   if (a[3].as_bool() || (a[2].as_bool() && a[1].as_double() != 0.0)) throw NotNative("random dropout");
-                   return a[0];
-                 });
+  // kRandom: two dropouts of one tensor draw two masks (CSE must not merge them).
+  def_decomposed("dropout", ir::kRandom,
+                 {kInput, opt("p", Value(0.5)), opt("training", Value(true)), opt("inplace", Value(false))},
+                 [](Builder& b, const Args& a) { return dropout(b, a[0], a[1].as_double(), a[2].as_bool(), a[3].as_bool()); });
 }
 
 }  // namespace thunder::ops

@@ -41,7 +41,9 @@ void collect_units(const Trace& t, const BoundSymbol& b, std::vector<const Bound
     throw NotDifferentiable(qualified(b) + " has effects (it may use a random generator or mutate an argument) and "
                             "its result requires grad");
   // No rule and no decomposition, or an op torch differentiates better whole: the generic rule asks torch's autograd.
-  if (b.subsymbols.empty() || ops::vjp_by_torch(b.sym)) {
+  // It recomputes the op, which would draw other random numbers: attention with dropout goes through its
+  // decomposition (its mask regenerated from the saved seed).
+  if (b.subsymbols.empty() || (ops::vjp_by_torch(b.sym) && !draws_random_numbers(b))) {
     units.push_back(&b);
     return;
   }
@@ -200,16 +202,33 @@ class Differentiator {
         if (!kept.count(id) || inputs.count(id) || it == producer.end() || recompute[it->second]) continue;
         const BoundSymbol& b = fwd.symbols[it->second];
         if (!cheap(b)) continue;
+        // An input made from (almost) nothing -- a dropout's uniforms, from a 0-d seed -- is regenerated with b
+        // rather than saved: what it costs is what its own inputs cost.
+        std::vector<size_t> regenerated;
+        auto input_cost = [&](ProxyId x) -> int64_t {
+          if (kept.count(x) || recomputed(x)) return 0;
+          auto px = producer.find(x);
+          if (px == producer.end() || !regenerable(fwd, fwd.symbols[px->second])) return bytes(x);
+          regenerated.push_back(px->second);
+          int64_t c = 0;
+          for (ProxyId y : fwd.symbols[px->second].input_proxies())
+            if (!kept.count(y) && !recomputed(y)) c += bytes(y);
+          return c;
+        };
         int64_t cost = 0, gain = 0;
-        for (ProxyId x : b.input_proxies())
-          if (!kept.count(x) && !recomputed(x)) cost += bytes(x);
+        for (ProxyId x : b.input_proxies()) cost += input_cost(x);
         for (ProxyId o : kept)
           if (producer.count(o) && producer.at(o) == it->second) gain += bytes(o);
         if (cost > gain) continue;
-        recompute[it->second] = true;
         changed = true;
+        for (size_t s : regenerated) {
+          recompute[s] = true;
+          for (ProxyId y : fwd.symbols[s].input_proxies())
+            if (!recomputed(y) && kept.insert(y).second) order.push_back(y);
+        }
+        recompute[it->second] = true;
         for (auto o = kept.begin(); o != kept.end();)
-          o = producer.count(*o) && producer.at(*o) == it->second ? kept.erase(o) : std::next(o);
+          o = producer.count(*o) && recompute[producer.at(*o)] ? kept.erase(o) : std::next(o);
         for (ProxyId x : b.input_proxies())
           if (!recomputed(x) && kept.insert(x).second) order.push_back(x);
       }
@@ -262,13 +281,24 @@ class Differentiator {
     for (const BoundSymbol& s : b.subsymbols) defined_by(s, i, producer);
   }
 
-  // Whether recomputing b costs no more than reading its result: elementwise and shape prims, or a composite of
-  // those; no reductions, no matmuls, nothing random or with effects.
+  // Whether recomputing b costs no more than reading its result: elementwise, shape and creation prims
+  // (prims.uniform_philox regenerates a dropout's uniforms from the saved seed), or a composite of those; no
+  // reductions, no matmuls, nothing that draws from a generator or has effects.
   static bool cheap(const BoundSymbol& b) {
     if (b.sym->level == ir::Level::Opaque || b.sym->has(ir::kEffect) || b.sym->has(ir::kRandom)) return false;
     if (b.subsymbols.empty())
-      return b.sym->level == ir::Level::Prim && (b.sym->has(ir::kElementwise) || b.sym->has(ir::kShape));
+      return b.sym->level == ir::Level::Prim &&
+             (b.sym->has(ir::kElementwise) || b.sym->has(ir::kShape) || b.sym->has(ir::kCreation));
     return std::all_of(b.subsymbols.begin(), b.subsymbols.end(), cheap);
+  }
+
+  // A creation prim whose tensor inputs are single elements (uniform_philox of a seed, full, iota): it is made
+  // from almost nothing, so a value it makes is regenerated where needed, never saved for its bytes.
+  static bool regenerable(const Trace& t, const BoundSymbol& b) {
+    if (b.sym->level != ir::Level::Prim || !b.sym->has(ir::kCreation) || !cheap(b)) return false;
+    for (ProxyId x : b.input_proxies())
+      if (t.proxy(x).is_tensor && t.tensor(x).numel() > 1) return false;
+    return true;
   }
 
   void accumulate(ProxyId id, Value g) {

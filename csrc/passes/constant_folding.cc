@@ -149,7 +149,7 @@ Trace constant_folding(const Trace& t, const PassContext& ctx) {
       out.symbols.push_back(std::move(b));
       continue;
     }
-    bool foldable = !b.sym->has(ir::kEffect) && !b.sym->has(ir::kRandom);
+    bool foldable = !b.sym->has(ir::kEffect) && !draws_random_numbers(b);
     for (ProxyId id : b.input_proxies()) foldable &= tensors.count(id) > 0;
     for (ProxyId id : b.output_proxies()) foldable &= observable.count(id) == 0;
     if (!foldable) {

@@ -13,6 +13,13 @@ bool may_alias_inputs(const ir::BoundSymbol& b) {
 
 }  // namespace
 
+bool draws_random_numbers(const ir::BoundSymbol& b) {
+  if (b.sym->has(ir::kRandom)) return true;
+  for (const ir::BoundSymbol& s : b.subsymbols)
+    if (draws_random_numbers(s)) return true;
+  return false;
+}
+
 std::set<ProxyId> observable_proxies(const Trace& t) {
   std::set<ProxyId> out;
   ir::for_each_proxy(t.output, [&](ProxyId id) { out.insert(id); });
@@ -59,8 +66,12 @@ Trace common_subexpression_elimination(const Trace& t, const PassContext&) {
   Trace out = t.empty_copy("Common-subexpression elimination");
   for (const ir::BoundSymbol& original : t.symbols) {
     ir::BoundSymbol b = replace.empty() ? original : ir::substitute_inputs(original, lookup);
-    if (b.sym->has(ir::kEffect) || b.sym->has(ir::kRandom)) {
+    if (b.sym->has(ir::kEffect)) {
       available.clear();  // an effect may change what earlier symbols computed
+      out.symbols.push_back(std::move(b));
+      continue;
+    }
+    if (draws_random_numbers(b)) {  // each draw is its own (it changes nothing else)
       out.symbols.push_back(std::move(b));
       continue;
     }

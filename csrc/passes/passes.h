@@ -110,6 +110,11 @@ Trace release_dead_values(const Trace& t, const PassContext& ctx = {});
 /// of their inputs. Passes must not merge or fold these.
 std::set<ProxyId> observable_proxies(const Trace& t);
 
+/// Whether b draws from a random generator (kRandom: prims.random_seed, ltorch.dropout), itself or inside its
+/// decomposition (attention with dropout_p). Such a symbol is never merged with another (CSE), folded into a
+/// constant, or recomputed by running it again (autodiff's generic rule).
+bool draws_random_numbers(const ir::BoundSymbol& b);
+
 /// A trace thunder's autodiff cannot differentiate (an op without a VJP rule, an effect on a value autograd
 /// tracks): the message says which op and why. The caller leaves that graph's backward to torch's autograd.
 struct NotDifferentiable : std::runtime_error {

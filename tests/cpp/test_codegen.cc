@@ -18,6 +18,7 @@
 #include "codegen/cpu_dialect.h"
 #include "codegen/cpu_expressions.h"
 #include "codegen/kernel_plan.h"
+#include "codegen/philox.h"
 #include "codegen/schedule.h"
 #include "ops/op_table.h"
 #include "runtime/compiler.h"
@@ -632,6 +633,82 @@ TEST(ShapeGeneric, OneCompiledKernelRunsEveryLengthOfItsClass) {
       EXPECT_NEAR(out[r], expected, 1e-4 * (1 + std::abs(expected))) << n;
     }
   }
+}
+
+// ---- counter-based random numbers (prims.uniform_philox) ----
+
+// Known-answer vectors of Philox4x32-10 (Salmon et al., SC '11, as published with Random123): counter, key,
+// and the four words out.
+TEST(Philox, MatchesThePublishedKnownAnswers) {
+  struct Kat {
+    uint32_t counter[4], key[2], out[4];
+  };
+  const Kat kats[] = {
+      {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff},
+       {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0},
+       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+  };
+  for (const Kat& k : kats) {
+    uint32_t c[4] = {k.counter[0], k.counter[1], k.counter[2], k.counter[3]};
+    philox::philox4x32_10(c, k.key[0], k.key[1]);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(c[i], k.out[i]) << std::hex << k.counter[0] << " word " << i;
+  }
+}
+
+TEST(Philox, UniformsAreTheFirstWordsScaledIntoTheUnitInterval) {
+  // Counter (n, 0, 0, 0) under key (lo, hi) of the seed: the first KAT for n = 0, seed = 0.
+  EXPECT_EQ(philox::uniform_float(0, 0, 24), static_cast<float>(0x6627e8d5u >> 8) / 16777216.0f);
+  EXPECT_EQ(philox::uniform_float(0, 0, 8), static_cast<float>(0x66) / 256.0f);
+  EXPECT_EQ(philox::uniform_double(0, 0),
+            static_cast<double>((uint64_t{0x6627e8d5u} << 21) | (0xe169c58du >> 11)) / 9007199254740992.0);
+  // A negative seed is its 64-bit pattern (key 0xffffffff, 0xffffffff); the counter's high word is n >> 32.
+  uint32_t c[4] = {0xffffffff, 0x7fffffff, 0, 0};
+  philox::philox4x32_10(c, 0xffffffff, 0xffffffff);
+  EXPECT_EQ(philox::uniform_float(-1, INT64_MAX, 24), static_cast<float>(c[0] >> 8) / 16777216.0f);
+  double mean = 0;
+  for (int64_t n = 0; n < 100000; ++n) {
+    const float u = philox::uniform_float(1234, n, 24);
+    ASSERT_TRUE(u >= 0.0f && u < 1.0f) << n;
+    mean += u;
+  }
+  EXPECT_NEAR(mean / 100000, 0.5, 0.005);  // sigma 0.0009
+}
+
+TEST_F(Codegen, AKernelDrawsEachElementFromItsFlatIndexAsTheReferenceDoes) {
+  Value seed = input(DType::Int64, {});
+  Value u32 = prim("uniform_philox", {Ints({3, 5}), seed, Value(int64_t{7}), Value(DType::Float32), Value(ir::Str{"cpu"})});
+  Value y32 = prim("convert_element_type", {u32, Value(DType::Float64)});
+  Value u64 = prim("uniform_philox", {Ints({3, 5}), seed, Value(int64_t{7}), Value(DType::Float64), Value(ir::Str{"cpu"})});
+  Value y64 = prim("add", {u64, Value(0.0)});
+  std::string why;
+  auto p = plan({y32, y64}, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->inputs, (std::vector<ProxyId>{seed.proxy()}));
+  const std::string all = render(*p);
+  EXPECT_NE(all.find("thunder_philox4x32_10"), std::string::npos);
+  EXPECT_NE(kernel_code(*p).find("thunder_uniform_float(v" + std::to_string(seed.proxy()) + ", (int64_t)7LL + "),
+            std::string::npos)
+      << kernel_code(*p);
+  const int64_t s = -0x123456789abcdefLL;
+  auto outs = run<int64_t>(*p, {{seed.proxy(), {s}}});
+  ASSERT_EQ(outs.size(), 2u);
+  for (int64_t i = 0; i < 15; ++i) {
+    double got32, got64;
+    std::memcpy(&got32, &outs[0][i], 8);
+    std::memcpy(&got64, &outs[1][i], 8);
+    EXPECT_EQ(got32, static_cast<double>(philox::uniform_float(s, 7 + i, 24))) << i;
+    EXPECT_EQ(got64, philox::uniform_double(s, 7 + i)) << i;
+  }
+  // Kernels that draw nothing do not carry the code (their source, and so their cache key, is unchanged).
+  ir::Trace t;
+  Builder b2(t);
+  Value x = Value(ir::ProxyRef{b2.add_input_tensor(TensorMeta{DType::Float32, {4}})});
+  Value z = b2.prim("neg", {x});
+  auto q = plan_kernel(t, t.symbols, {z.proxy()});
+  ASSERT_TRUE(q);
+  EXPECT_EQ(render_cpu_module(t, {{&*q, "kernel"}}).find("philox"), std::string::npos);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "ir/trace.h"
 #include "ops/op_table.h"
 #include "ops/torch_common.h"
+#include "passes/passes.h"
 
 namespace thunder::ops {
 namespace {
@@ -676,7 +677,10 @@ TEST_F(Ops, ScaledDotProductAttentionCausalAndMasked) {
   EXPECT_EQ(shape(b.torch("scaled_dot_product_attention", {q, k, v, mask})), (Shape{2, 8, 16}));
   expect_op_error([&] { b.torch("scaled_dot_product_attention", {q, k, v, mask}, {{"is_causal", Value(true)}}); },
                   {"ltorch.scaled_dot_product_attention"});
-  EXPECT_THROW(b.torch("scaled_dot_product_attention", {q, k, v}, {{"dropout_p", Value(0.1)}}), NotNative);
+  // attention dropout: the weights go through dropout (a seed drawn inside the decomposition)
+  Value dropped = b.torch("scaled_dot_product_attention", {q, k, v}, {{"dropout_p", Value(0.1)}});
+  EXPECT_EQ(shape(dropped), (Shape{2, 8, 16}));
+  EXPECT_TRUE(passes::draws_random_numbers(trace.symbols.back()));
   EXPECT_NO_THROW(ir::verify(trace));
 }
 
@@ -707,11 +711,40 @@ TEST_F(Ops, EmbeddingShape) {
   expect_op_error([&] { b.torch("embedding", {input(DType::Float32, {2}), w}); }, {"ltorch.embedding"});
 }
 
-TEST_F(Ops, DropoutInTrainingWithPositivePIsNotNative) {
+TEST_F(Ops, DropoutInTrainingDrawsASeedAndCounterBasedUniforms) {
   Value x = input(DType::Float32, {2, 3});
-  EXPECT_THROW(b.torch("dropout", {x}), NotNative);
-  EXPECT_THROW(b.torch("dropout", {x, Value(0.1), Value(true)}), NotNative);
-  EXPECT_TRUE(trace.symbols.empty());
+  Value y = b.torch("dropout", {x, Value(0.1), Value(true)});
+  EXPECT_EQ(meta(y), meta(x));
+  ASSERT_EQ(trace.symbols.size(), 1u);
+  EXPECT_TRUE(trace.symbols[0].sym->has(ir::kRandom));
+  std::vector<std::string> prims;
+  for (const ir::BoundSymbol& s : trace.symbols[0].subsymbols) prims.push_back(s.sym->name);
+  EXPECT_EQ(prims, (std::vector<std::string>{"random_seed", "uniform_philox", "lt", "where", "div", "mul"}));
+  const ir::BoundSymbol& seed = trace.symbols[0].subsymbols[0];
+  EXPECT_TRUE(seed.sym->has(ir::kRandom) && !seed.sym->has(ir::kEffect));
+  EXPECT_EQ(meta(seed.output), (TensorMeta{DType::Int64, {}, "cpu", false}));
+  const ir::BoundSymbol& u = trace.symbols[0].subsymbols[1];
+  EXPECT_TRUE(u.sym->has(ir::kCreation) && !u.sym->has(ir::kRandom));
+  EXPECT_EQ(meta(u.output).shape, (std::vector<int64_t>{2, 3}));
+  // p = 1: input * 0; in place: not native; p outside [0, 1]: an error as torch's.
+  EXPECT_EQ(meta(b.torch("dropout", {x, Value(1.0), Value(true)})), meta(x));
+  EXPECT_THROW(b.torch("dropout", {x, Value(0.1), Value(true), Value(true)}), NotNative);
+  expect_op_error([&] { b.torch("dropout", {x, Value(1.5)}); }, {"ltorch.dropout", "between 0 and 1"});
+  EXPECT_NO_THROW(ir::verify(trace));
+}
+
+TEST_F(Ops, UniformPhiloxChecksItsArguments) {
+  Value seed = b.prim("random_seed", {});
+  const Value cpu(ir::Str{"cpu"});
+  EXPECT_EQ(meta(b.prim("uniform_philox", {Value::ints({4}), seed, Value(int64_t{0}), Value(DType::BFloat16), cpu})).dtype,
+            DType::BFloat16);
+  expect_op_error([&] { b.prim("uniform_philox", {Value::ints({4}), seed, Value(int64_t{0}), Value(DType::Int32), cpu}); },
+                  {"prims.uniform_philox", "floating-point"});
+  Value not_a_seed = input(DType::Int64, {2});
+  expect_op_error([&] { b.prim("uniform_philox", {Value::ints({4}), not_a_seed, Value(int64_t{0}), Value(DType::Float32), cpu}); },
+                  {"prims.uniform_philox", "seed"});
+  expect_op_error([&] { b.prim("uniform_philox", {Value::ints({4}), seed, Value(0.5), Value(DType::Float32), cpu}); },
+                  {"prims.uniform_philox", "offset"});
 }
 
 TEST_F(Ops, DropoutInEvalOrWithZeroPIsIdentity) {

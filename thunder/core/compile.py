@@ -253,7 +253,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
         writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
         backward_fn = debug.debug_runner(backward_views[-1].python_callable(), debug_mode)
         graph.fn = training_callable(fn, backward_fn, grad_outputs,
-                                     None if writes else (split.python_callable(), backward_views[0].python_callable()))
+                                     None if writes else (split.python_callable(), backward_views[0].python_callable()),
+                                     random=any(b.draws_random_numbers for b in split.symbols))
     graph.compile_seconds = time.perf_counter() - start
     return graph
 
@@ -270,6 +271,9 @@ class _TrainingProgram(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, program, *args):
+        # A forward that draws seeds (dropout) draws them again when rerun for create_graph=True: the generator's
+        # state before it is kept, so that the rerun draws the same ones (the same masks).
+        ctx.rng_state = torch.get_rng_state() if program.random and program.differentiable_backward else None
         outputs, saved = program.forward(*args)
         tensors = [v for v in saved if isinstance(v, torch.Tensor)]
         ctx.save_for_backward(*tensors)
@@ -290,7 +294,12 @@ class _TrainingProgram(torch.autograd.Function):
                 raise RuntimeError("thunder: create_graph=True (a second derivative) through a compiled graph that "
                                    "writes into a tensor is not supported: its forward would run twice")
             forward, backward = program.differentiable_backward
-            _, saved = forward(*ctx.args)
+            if ctx.rng_state is None:
+                _, saved = forward(*ctx.args)
+            else:
+                with torch.random.fork_rng(devices=[]):
+                    torch.set_rng_state(ctx.rng_state)
+                    _, saved = forward(*ctx.args)
             return (None, *backward(*saved, *grads))
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if v is None else v for v in ctx.saved_layout]
@@ -302,19 +311,20 @@ class _TrainingProgram(torch.autograd.Function):
 
 
 class _Program:
-    __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward")
+    __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward", "random")
 
-    def __init__(self, forward, backward, grad_outputs, differentiable_backward):
+    def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False):
         self.forward, self.backward, self.grad_outputs = forward, backward, list(grad_outputs)
-        self.differentiable_backward = differentiable_backward
+        self.differentiable_backward, self.random = differentiable_backward, random
 
 
-def training_callable(forward, backward, grad_outputs, differentiable_backward=None):
+def training_callable(forward, backward, grad_outputs, differentiable_backward=None, random=False):
     """The graph's callable in training: the compiled forward and backward run as one torch.autograd.Function.
 
     ``differentiable_backward``: (forward, backward) callables that run with torch ops, for create_graph=True
-    (None if the forward writes into a tensor)."""
-    program = _Program(forward, backward, grad_outputs, differentiable_backward)
+    (None if the forward writes into a tensor). ``random``: the forward draws seeds from torch's generator
+    (prims.random_seed), so a rerun for create_graph=True restores the generator's state first."""
+    program = _Program(forward, backward, grad_outputs, differentiable_backward, random)
     apply = _TrainingProgram.apply
 
     def run(*args):

@@ -58,6 +58,57 @@ def iota(length, start, step, dtype, device):
     return torch.arange(start, start + length * step, step, dtype=_dtype(dtype), device=device)[:length]
 
 
+# ---- randomness: prims.random_seed and prims.uniform_philox (csrc/codegen/philox.h states the algorithm) ----
+
+_MASK32 = 0xFFFFFFFF
+_PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # the round multipliers
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # the Weyl constants bumping the key
+
+
+def random_seed():
+    """prims.random_seed: a seed drawn from torch's default (CPU) generator, as a 0-d int64 CPU tensor. Each run
+    draws one per dropout, so ``torch.manual_seed(s)`` makes runs reproducible and each run's masks new."""
+    return torch.randint(-2**63, 2**63 - 1, (), dtype=torch.int64)
+
+
+def _mulhilo(a, m):
+    """(high, low) 32-bit words of a * m, for int64 tensors a of 32-bit values and a 32-bit constant m, in int64
+    arithmetic that never overflows (a * m itself can reach 2^64): a * m = a * m_hi * 2^16 + a * m_lo."""
+    p_lo, p_hi = a * (m & 0xFFFF), a * (m >> 16)  # each < 2^48
+    return (p_hi + (p_lo >> 16)) >> 16, (((p_hi & 0xFFFF) << 16) + p_lo) & _MASK32
+
+
+def philox4x32_10(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 (Salmon et al., SC '11) of the counters (c0, c1, c2, c3) under the key (k0, k1): int64
+    tensors (or ints) holding 32-bit words; returns the four output words as int64 tensors."""
+    for _ in range(10):
+        hi0, lo0 = _mulhilo(c0, _PHILOX_M[0])
+        hi1, lo1 = _mulhilo(c2, _PHILOX_M[1])
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0, k1 = (k0 + _PHILOX_W[0]) & _MASK32, (k1 + _PHILOX_W[1]) & _MASK32
+    return c0, c1, c2, c3
+
+
+_UNIFORM_BITS = {torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}
+
+
+def uniform_philox(shape, seed, offset, dtype, device):
+    """prims.uniform_philox: uniform values in [0, 1) of ``shape``, element i (row-major) drawn from the counter
+    (offset + i) under the key ``seed`` -- bit for bit what the CPU kernels compute (csrc/codegen/philox.h)."""
+    dtype = _dtype(dtype)
+    seed = int(seed) & (2**64 - 1)
+    n = math.prod(shape)
+    counter = torch.arange(offset, offset + n, dtype=torch.int64, device=device)
+    zero = torch.zeros((), dtype=torch.int64, device=device)
+    w0, w1, _, _ = philox4x32_10(counter & _MASK32, counter >> 32, zero, zero, seed & _MASK32, seed >> 32)
+    if dtype == torch.float64:
+        u = ((w0 << 21) | (w1 >> 11)).to(torch.float64) * 2.0**-53
+    else:
+        bits = _UNIFORM_BITS[dtype]
+        u = (w0 >> (32 - bits)).to(torch.float32) * 2.0**-bits
+    return u.to(dtype).reshape(tuple(shape))
+
+
 def _reduce(fn):
     def reduce(a, dims):
         return fn(a, dim=tuple(dims)) if len(dims) else fn(a, dim=()) if fn is not torch.sum else a.clone()
@@ -180,6 +231,7 @@ def _make_prims():
         amin=lambda a, dims: torch.amin(a, dim=tuple(dims)) if len(dims) else a.clone(),
         var=lambda a, dims, correction: torch.var(a, dim=tuple(dims), correction=correction),
         argmax=_arg(torch.argmax), argmin=_arg(torch.argmin), matmul=torch.matmul, full=full, iota=iota,
+        random_seed=random_seed, uniform_philox=uniform_philox,
         take=lambda a, index, dim: torch.index_select(a, dim, index.reshape(-1)).reshape(
             a.shape[:dim] + index.shape + a.shape[dim + 1:]) if index.dim() == 0 else torch.index_select(a, dim, index),
         take_along_axis=lambda a, index, dim: torch.take_along_dim(a, index, dim),
