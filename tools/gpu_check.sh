@@ -62,17 +62,17 @@ step build 240 "$PY" -m pip install -v --no-deps --no-index --no-build-isolation
   2>&1 | tee -a "$SUMMARY"
 
 # 2. The compile check with the device's NVRTC.
-step compile_check 120 "$PY" -m thunder.executors.cuda --compile-check --arch sm_90 --quick --json "$OUT/compile_check.json"
+step compile_check 90 "$PY" -m thunder.executors.cuda --compile-check --arch sm_90 --quick --json "$OUT/compile_check.json"
 tail -n 6 "$OUT/compile_check.log" | sed 's/^/  /' | tee -a "$SUMMARY"
 
 # 3. The GPU test subset (-x off: every failure is reported; JUnit XML for the record).
-step gpu_tests 180 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda_executor.py tests/test_cuda_compile.py \
+step gpu_tests 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda_executor.py tests/test_cuda_compile.py \
   --junitxml="$OUT/gpu_tests.xml"
 tail -n 3 "$OUT/gpu_tests.log" | sed 's/^/  /' | tee -a "$SUMMARY"
 
 # 4. The benchmark suite on CUDA: eager, Inductor, thunder[cuda]. The quick set, then every kernel workload,
 #    as far as the remaining time allows (the whole check stays under 8 minutes).
-left=$(( 450 - ($(date +%s) - started) ))
+left=$(( 460 - ($(date +%s) - started) ))
 if [ $left -gt 60 ]; then
   step benchmarks $left "$PY" -m thunder.benchmarks --device cuda --no-lightning --contenders 'inductor|thunder\[cuda\]' \
     --only 'kernel/|model/' --quick --json "$OUT/benchmarks.json" --markdown "$OUT/benchmarks.md"
