@@ -23,6 +23,8 @@
 #include "passes/passes.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/compiler.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/nvrtc.h"
 #include "runtime/kernel_cache.h"
 
 namespace nb = nanobind;
@@ -354,6 +356,80 @@ NB_MODULE(_core, m) {
      "their prim counts (so that they compile in parallel): [(source, [(kernel name, [input proxies], [output "
      "proxies], [size arguments: (input index or -1, dim, is a stride, value)])])], empty if the trace has no "
      "fusions (codegen::cpu_translation_units).");
+
+  // ---- the GPU: the CUDA dialect, NVRTC, the driver (each loaded by dlopen only when called) ----
+  m.def("render_cuda", [](const ir::Trace& t, const std::string& executor) {
+    const codegen::TranslationUnit unit = codegen::cuda_translation_unit(t, executor);
+    nb::list kernels;
+    for (const codegen::KernelSignature& k : unit.kernels) {
+      std::vector<PyProxy> ins, outs;
+      for (ir::ProxyId id : k.inputs) ins.push_back(PyProxy{id});
+      for (ir::ProxyId id : k.outputs) outs.push_back(PyProxy{id});
+      nb::list sizes;
+      for (const codegen::SizeArgument& a : k.sizes) sizes.append(nb::make_tuple(a.input, a.input_dim, a.stride, a.value));
+      kernels.append(nb::make_tuple(k.name, ins, outs, sizes, k.block, k.grid, k.workspace));
+    }
+    return nb::make_tuple(unit.source, kernels);
+  }, nb::arg("trace"), nb::arg("executor"),
+     "The fusions of `executor`, planned as on the CPU, scheduled for a GPU and rendered in the CUDA dialect as one "
+     "translation unit: (source, [(kernel name, [input proxies], [output proxies], [size arguments], threads per "
+     "block, blocks, workspace bytes)]); source '' if the trace has no such fusions (codegen::cuda_translation_unit).");
+  nb::class_<runtime::CudaImage>(m, "CudaImage", "CUDA kernels compiled by NVRTC: CUBIN, PTX and ptxas' report.")
+      .def_prop_ro("cubin", [](const runtime::CudaImage& i) { return nb::bytes(i.cubin.data(), i.cubin.size()); })
+      .def_ro("ptx", &runtime::CudaImage::ptx)
+      .def_ro("log", &runtime::CudaImage::log)
+      .def_prop_ro("kernels", [](const runtime::CudaImage& i) {
+        nb::list out;  // (name, registers, spill stores, spill loads, stack bytes)
+        for (const runtime::KernelResources& k : i.kernels)
+          out.append(nb::make_tuple(k.name, k.registers, k.spill_stores, k.spill_loads, k.stack_bytes));
+        return out;
+      }, "Per kernel, from ptxas' report: (name, registers, spill store bytes, spill load bytes, stack frame bytes).")
+      .def_ro("key", &runtime::CudaImage::key)
+      .def_ro("path", &runtime::CudaImage::path)
+      .def_ro("arch", &runtime::CudaImage::arch)
+      .def_ro("nvrtc_version", &runtime::CudaImage::nvrtc_version)
+      .def_ro("command", &runtime::CudaImage::command)
+      .def_ro("cache_hit", &runtime::CudaImage::cache_hit)
+      .def_ro("compile_seconds", &runtime::CudaImage::compile_seconds)
+      .def_ro("cache_dir", &runtime::CudaImage::cache_dir)
+      .def_ro("warning", &runtime::CudaImage::warning);
+  m.def("compile_cuda", [](const std::string& source, const std::string& library, const std::string& arch,
+                           const std::string& cache_dir, uint64_t max_cache_bytes) {
+    runtime::NvrtcOptions o;
+    o.library = library;
+    o.arch = arch;
+    o.cache_dir = cache_dir;
+    o.max_cache_bytes = max_cache_bytes;
+    nb::gil_scoped_release release;
+    return runtime::compile_cuda(source, o);
+  }, nb::arg("source"), nb::arg("library"), nb::arg("arch") = "sm_90", nb::arg("cache_dir"), nb::arg("max_cache_bytes") = 0,
+     "Compiles a CUDA translation unit with NVRTC (`library`: the absolute path of libnvrtc.so.13, loaded on first "
+     "use) to CUBIN for `arch` and PTX, or loads it from the kernel cache (keyed also by arch and NVRTC's version). "
+     "RuntimeError with NVRTC's log if it does not compile.");
+  m.def("nvrtc_version", &runtime::nvrtc_version, nb::arg("library"), "NVRTC's version ('13.0'), loading it if needed.");
+  m.def("parse_ptxas_report", [](const std::string& log) {
+    nb::list out;
+    for (const runtime::KernelResources& k : runtime::parse_ptxas_report(log))
+      out.append(nb::make_tuple(k.name, k.registers, k.spill_stores, k.spill_loads, k.stack_bytes));
+    return out;
+  }, nb::arg("log"), "Per kernel (name, registers, spill stores, spill loads, stack bytes) of ptxas' -v report.");
+  m.def("cuda_driver_status", [] {
+    std::string why;
+    const bool ok = runtime::cuda_driver_available(&why);
+    return nb::make_tuple(ok, why);
+  }, "(available, why not): whether libcuda.so.1 loads and initializes (loaded by dlopen on the first call).");
+  nb::class_<runtime::CudaModule>(m, "CudaModule", "A CudaImage loaded into the CUDA contexts it is used in.")
+      .def(nb::new_([](std::shared_ptr<runtime::CudaImage> image) {
+        return std::make_shared<runtime::CudaModule>(std::move(image));
+      }), nb::arg("image"))
+      .def("function", &runtime::CudaModule::function, nb::arg("name"),
+           "The kernel's CUfunction in the current context (the module is loaded there first: CUBIN, else PTX).")
+      .def_prop_ro("loaded_from_ptx", &runtime::CudaModule::loaded_from_ptx);
+  m.def("launch_cuda", [](uintptr_t function, int64_t grid, int block, uintptr_t stream, std::vector<uint64_t> args) {
+    nb::gil_scoped_release release;
+    runtime::launch_cuda(function, grid, block, stream, args);
+  }, nb::arg("function"), nb::arg("grid"), nb::arg("block"), nb::arg("stream"), nb::arg("args"),
+     "Launches a kernel on a CUDA stream (asynchronous); args: its 8-byte arguments (pointers, sizes) in order.");
 
   nb::class_<runtime::Module>(m, "KernelModule",
                               "A compiled, loaded shared object of kernels; unloaded (dlclose) when the last reference "

@@ -1,5 +1,9 @@
 #include "codegen/schedule.h"
 
+#include <algorithm>
+#include <functional>
+#include <map>
+
 namespace thunder::codegen {
 namespace {
 
@@ -51,6 +55,102 @@ Schedule schedule_kernel(const ir::Trace& t, const KernelPlan& p, const Schedule
   for (const ir::BoundSymbol& b : p.symbols)
     if (b.sym->has(ir::kReduction) && !s.parallel_inner && long_rows && ir::is_floating(t.tensor(b.args[0].proxy()).dtype))
       s.lane_reductions.insert(b.output.proxy());
+  return s;
+}
+
+// ---- GPU ----
+
+bool dense_value(const ir::Trace& t, const KernelPlan& p, ProxyId v) {
+  if (p.remaps.count(v)) return false;
+  const ir::TensorMeta& m = t.tensor(v);
+  const auto& al = p.align.at(v);
+  if (m.shape.size() != p.domain.size()) return false;
+  for (size_t i = 0; i < al.size(); ++i)
+    if (al[i] != static_cast<int>(i) || m.shape[i] != p.domain[i]) return false;
+  const std::vector<int64_t>& strides = t.proxy(v).strides;  // a trace input read in place
+  if (strides.empty()) return true;
+  int64_t expect = 1;
+  for (size_t i = m.shape.size(); i-- > 0;) {
+    if (m.shape[i] != 1 && strides[i] != expect) return false;
+    expect *= m.shape[i];
+  }
+  return true;
+}
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Whether every reduction of the plan reads only kernel inputs (no other reduction's result, no pick): then
+// the blocks of a two-stage reduction need nothing from each other before the second stage.
+bool reductions_read_only_inputs(const KernelPlan& p) {
+  std::map<ProxyId, const ir::BoundSymbol*> producer;
+  for (const ir::BoundSymbol& b : p.symbols) producer[b.output.proxy()] = &b;
+  std::set<ProxyId> seen;
+  std::function<bool(ProxyId, bool)> pure = [&](ProxyId v, bool top) {
+    auto it = producer.find(v);
+    if (it == producer.end()) return true;
+    const ir::BoundSymbol& b = *it->second;
+    if (!top && (b.sym->has(ir::kReduction) || b.is(ir::PrimId::take_along_axis))) return false;
+    if (!seen.insert(v).second) return true;
+    for (ProxyId u : b.input_proxies())
+      if (!pure(u, false)) return false;
+    return true;
+  };
+  for (const ir::BoundSymbol& b : p.symbols)
+    if (b.sym->has(ir::kReduction) && !pure(b.output.proxy(), true)) return false;
+  return true;
+}
+
+}  // namespace
+
+GpuSchedule schedule_gpu_kernel(const ir::Trace& t, const KernelPlan& p, const GpuLimits& limits) {
+  GpuSchedule s;
+  s.limits = limits;
+  s.block = limits.block;
+  int64_t rows = 1, total = 1, length = 1;
+  for (size_t d = 0; d < p.domain.size(); ++d) {
+    (p.reduced[d] ? s.inner : s.outer).push_back(static_cast<int>(d));
+    (p.reduced[d] ? length : rows) *= p.domain[d];
+    total *= p.domain[d];
+  }
+  if (!p.has_reduction()) {
+    s.strategy = GpuStrategy::Elementwise;
+    int widest = 0;
+    bool any_dense = false;
+    if (p.remaps.empty()) {
+      for (const auto* list : {&p.inputs, &p.outputs})
+        for (ProxyId v : *list)
+          if (dense_value(t, p, v)) {
+            any_dense = true;
+            widest = std::max(widest, ir::item_size(t.tensor(v).dtype));
+          }
+    }
+    s.vector = any_dense && widest > 0 && !p.domain.empty() ? limits.vector_bytes / widest : 1;
+    // An IEEE division (or a function built on one) has a slow path that is a call; more than two of them
+    // unrolled in one thread's body made ptxas spill around the calls (silu at 4 elements: 4 bytes).
+    for (const ir::BoundSymbol& b : p.symbols)
+      for (ir::PrimId id : {ir::PrimId::div, ir::PrimId::reciprocal, ir::PrimId::sigmoid, ir::PrimId::rsqrt,
+                            ir::PrimId::remainder, ir::PrimId::fmod})
+        if (b.is(id)) s.vector = std::min(s.vector, limits.divisions_vector);
+    s.grid = std::clamp<int64_t>(ceil_div(total, int64_t{s.block} * s.vector), 1, limits.max_blocks);
+    return s;
+  }
+  bool element_outputs = false;
+  for (ProxyId v : p.outputs) element_outputs = element_outputs || p.element_level(v);
+  if (rows == 1 && length >= limits.two_stage && !element_outputs && reductions_read_only_inputs(p)) {
+    s.strategy = GpuStrategy::TwoStage;
+    s.grid = std::clamp<int64_t>(ceil_div(length, int64_t{s.block} * limits.items_per_thread), 1, limits.max_partials);
+    return s;
+  }
+  if (length <= limits.warp_row) {
+    s.strategy = GpuStrategy::WarpPerRow;
+    s.grid = std::clamp<int64_t>(ceil_div(rows, s.block / 32), 1, limits.max_blocks);
+    return s;
+  }
+  s.strategy = GpuStrategy::BlockPerRow;
+  s.block = length <= limits.block_row ? limits.block : limits.long_row_block;
+  s.grid = std::clamp<int64_t>(rows, 1, limits.max_blocks);
   return s;
 }
 

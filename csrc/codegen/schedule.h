@@ -65,4 +65,49 @@ struct Schedule {
 /// The schedule of a plan's kernel on a CPU.
 Schedule schedule_kernel(const ir::Trace& trace, const KernelPlan& plan, const ScheduleLimits& limits = {});
 
+// ---- GPU schedules (the CUDA dialect, cuda_dialect.h) ----
+
+/// How a kernel's work maps onto a GPU's threads.
+enum class GpuStrategy {
+  Elementwise,  // no reductions: a grid-stride loop over the domain's elements (vectors of 16 bytes where it can)
+  WarpPerRow,   // rows up to `warp_row` elements: one warp per row, reductions by warp shuffles
+  BlockPerRow,  // longer rows, or one long row that cannot split: one block per row, warp shuffles then shared memory
+  TwoStage,     // one long row whose reductions read only inputs (a full reduction): every block reduces its slice
+                // of the row, the last block to finish combines the partial results in block order (deterministic)
+};
+
+/// The thresholds a GPU schedule decides by (size classes, as on the CPU: never an exact size).
+struct GpuLimits {
+  int block = 256;                   // threads per block of elementwise and warp-per-row kernels, and of short rows
+  int long_row_block = 1024;         // threads per block for rows longer than `block_row`
+  int64_t warp_row = 1024;           // longest row reduced by one warp
+  int64_t block_row = 8192;          // longest row reduced by a block of `block` threads
+  int64_t two_stage = 1 << 16;       // one row at least this long reduces in two stages
+  int64_t max_partials = 1024;       // a two-stage reduction's blocks (each writes one partial result per reduction)
+  int64_t items_per_thread = 8;      // elements per thread a two-stage reduction aims for
+  int64_t max_blocks = 1 << 16;      // grid-stride loops cap their grid here
+  int vector_bytes = 16;             // the width of a vectorized load or store
+  int divisions_vector = 2;          // at most this many elements per thread where the kernel divides
+};
+
+struct GpuSchedule {
+  GpuStrategy strategy = GpuStrategy::Elementwise;
+  int block = 256;  // threads per block
+  /// Elementwise: elements per vectorized load/store of the dense values (16 bytes of the widest; 1: none). The
+  /// kernel takes the vector path at run time only where the pointers are aligned and the innermost extent is a
+  /// multiple of it; otherwise it runs the same loop one element at a time.
+  int vector = 1;
+  int64_t grid = 1;  // blocks, for this plan's sizes (the launch computes the same for each call's sizes)
+  /// Loop order as on the CPU: the dims outside R, then those in R.
+  std::vector<int> outer, inner;
+  GpuLimits limits;
+};
+
+/// Whether value `v` of the plan is dense: laid out exactly as the domain, contiguous, so its offset is the
+/// element's linear index.
+bool dense_value(const ir::Trace& trace, const KernelPlan& plan, ProxyId v);
+
+/// The schedule of a plan's kernel on a GPU.
+GpuSchedule schedule_gpu_kernel(const ir::Trace& trace, const KernelPlan& plan, const GpuLimits& limits = {});
+
 }  // namespace thunder::codegen

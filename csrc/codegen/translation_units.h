@@ -17,6 +17,10 @@ struct KernelSignature {
   std::string name;
   std::vector<ir::ProxyId> inputs, outputs;
   std::vector<SizeArgument> sizes;
+  // GPU kernels (cuda_translation_unit): threads per block, blocks for the trace's shapes, and workspace bytes
+  // (cuda_workspace_bytes); 0 for CPU kernels.
+  int block = 0;
+  int64_t grid = 0, workspace = 0;
 };
 
 struct TranslationUnit {
@@ -28,5 +32,11 @@ struct TranslationUnit {
 /// `parts` translation units of consecutive kernels, balanced by their prim counts; empty if the trace has
 /// no fusions. std::logic_error if a fusion no longer plans as one kernel.
 std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& trace, const std::string& executor, size_t parts);
+
+/// The fusions of `executor` in `trace`, each planned (the same plans as on the CPU), scheduled for a GPU and
+/// rendered in the CUDA dialect, as one translation unit (NVRTC compiles in-process); an empty source if the
+/// trace has no fusions. std::logic_error if a fusion no longer plans as one kernel, or if the CUDA dialect
+/// has no row for one of its prims.
+TranslationUnit cuda_translation_unit(const ir::Trace& trace, const std::string& executor);
 
 }  // namespace thunder::codegen

@@ -242,16 +242,11 @@ void sink_data_movers(const Trace& t, std::vector<Group>& groups, std::vector<in
 
 }  // namespace
 
-Trace fuse(const Trace& t, const PassContext& ctx) {
+// Groups the symbols one fusion executor claimed into its kernels (the others' symbols, fusions of another
+// fusion executor included, stay as they are, in order).
+static Trace fuse_for(const Trace& t, const PassContext& ctx, const ExecutorTable* fuser) {
   Trace out = t.empty_copy("Fusion");
   out.output = t.output;
-  const ExecutorTable* fuser = nullptr;
-  for (const ExecutorTable& ex : ctx.executors)
-    if (ex.fusion) fuser = &ex;
-  if (fuser == nullptr) {
-    out.symbols = t.symbols;
-    return out;
-  }
   // Greedy grouping in program order: a symbol joins the group of one of its
   // producers if the grown group still plans as one kernel and no value it
   // reads depends on that group through a symbol outside it (which would make a cycle).
@@ -415,6 +410,17 @@ Trace fuse(const Trace& t, const PassContext& ctx) {
       if (--pending[u] == 0) ready.push(u);
   }
   if (out.symbols.size() != nodes.size()) throw std::logic_error("fusion created a cycle");
+  return out;
+}
+
+Trace fuse(const Trace& t, const PassContext& ctx) {
+  // Each fusion executor in priority order (they claim disjoint symbols: the CPU's on CPU tensors, the GPU's
+  // on CUDA tensors); a pass over a trace with none of an executor's symbols keeps the trace as it is.
+  Trace out = t.empty_copy("Fusion");
+  out.output = t.output;
+  out.symbols = t.symbols;
+  for (const ExecutorTable& ex : ctx.executors)
+    if (ex.fusion) out = fuse_for(out, ctx, &ex);
   return out;
 }
 

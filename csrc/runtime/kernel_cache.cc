@@ -49,10 +49,15 @@ bool is_digits(const std::string& s, size_t begin, size_t end) {
   return true;
 }
 
-// <hex key>.so
+// <hex key>.so (a CPU kernel module) or <hex key>.cuda (a GPU module: CUBIN, PTX and NVRTC's log)
 bool is_entry_name(const std::string& name) {
-  return name.size() > 3 && name.compare(name.size() - 3, 3, ".so") == 0 && name.size() - 3 >= 16 &&
-         name.size() - 3 <= 64 && is_hex(name, 0, name.size() - 3);
+  for (const char* ext : {kSharedObject, kCudaModule}) {
+    const size_t n = std::strlen(ext);
+    if (name.size() > n && name.compare(name.size() - n, n, ext) == 0 && name.size() - n >= 16 &&
+        name.size() - n <= 64 && is_hex(name, 0, name.size() - n))
+      return true;
+  }
+  return false;
 }
 
 // Where this process's pids mean something: 16 hex digits of a hash of the boot id and the pid namespace, so
@@ -317,12 +322,12 @@ bool verify_entry_bytes(const std::string& bytes, const std::string& key, std::s
   return true;
 }
 
-Fd open_entry(const CacheDir& dir, const std::string& key, std::string* miss) {
+Fd open_entry(const CacheDir& dir, const std::string& key, std::string* miss, const std::string& ext) {
   auto no = [&](const std::string& reason) {
     if (miss) *miss = reason;
     return Fd();
   };
-  const std::string name = key + ".so";
+  const std::string name = key + ext;
   // O_NONBLOCK: a FIFO planted at the name must not block the open.
   Fd fd(openat(dir.fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd) return no(errno == ENOENT ? "absent" : "cannot open: " + errno_text(errno));
@@ -333,12 +338,12 @@ Fd open_entry(const CacheDir& dir, const std::string& key, std::string* miss) {
   std::string bytes, why;
   if (!read_all(fd.get(), static_cast<uint64_t>(st.st_size), &bytes)) return no("cannot read: " + errno_text(errno));
   if (!verify_entry_bytes(bytes, key, &why)) return no(why);
-  if (!elf_fits(bytes.data(), bytes.size() - kTrailer)) return no("not a complete shared object");
+  if (ext == kSharedObject && !elf_fits(bytes.data(), bytes.size() - kTrailer)) return no("not a complete shared object");
   futimens(fd.get(), nullptr);  // recently used: evicted last
   return fd;
 }
 
-Fd commit_entry(const CacheDir& dir, const std::string& key, const std::string& tmp_name) {
+Fd commit_entry(const CacheDir& dir, const std::string& key, const std::string& tmp_name, const std::string& ext) {
   Fd fd(openat(dir.fd.get(), tmp_name.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd) fail("cannot open the compiled kernel " + dir.path + "/" + tmp_name);
   struct stat st;
@@ -359,7 +364,7 @@ Fd commit_entry(const CacheDir& dir, const std::string& key, const std::string& 
   }
   if (fchmod(fd.get(), 0700) != 0) fail("cannot set the mode of " + tmp_name);
   if (fsync(fd.get()) != 0) fail("cannot write " + dir.path + "/" + tmp_name + " to disk");
-  const std::string name = key + ".so";
+  const std::string name = key + ext;
   if (renameat(dir.fd.get(), tmp_name.c_str(), dir.fd.get(), name.c_str()) != 0) {
     const int err = errno;
     if (err != EISDIR && err != ENOTEMPTY && err != EEXIST) fail("cannot move the compiled kernel into " + dir.path + "/" + name, err);
@@ -436,10 +441,9 @@ size_t evict_entries(const CacheDir& dir, uint64_t max_bytes, const std::string&
     return std::tie(a.mtime.tv_sec, a.mtime.tv_nsec, a.name) < std::tie(b.mtime.tv_sec, b.mtime.tv_nsec, b.name);
   });
   size_t removed = 0;
-  const std::string keep = keep_key + ".so";
   for (const EntryInfo& e : entries) {
     if (total <= max_bytes) break;
-    if (e.name == keep) continue;
+    if (!keep_key.empty() && e.name.rfind(keep_key + ".", 0) == 0) continue;
     if (unlinkat(dir.fd.get(), e.name.c_str(), 0) == 0) {
       total -= e.bytes;
       ++removed;

@@ -55,13 +55,20 @@ CacheDir open_cache_dir(const std::string& path);
 /// The private temporary directory used instead of `path` in this process, created on first use.
 CacheDir fallback_cache_dir(const std::string& path, const std::string& why);
 
-/// Opens and verifies the entry for `key`; an invalid descriptor if it is absent or fails a check, with the
-/// reason in `*miss`. A verified entry's modification time is set to now (the eviction order).
-Fd open_entry(const CacheDir& dir, const std::string& key, std::string* miss = nullptr);
+/// The extensions of the two kinds of entry: a CPU kernel module (a shared object, whose ELF program headers are
+/// also checked to lie inside the file) and a GPU module (runtime/nvrtc.h: CUBIN, PTX and NVRTC's log).
+inline constexpr const char* kSharedObject = ".so";
+inline constexpr const char* kCudaModule = ".cuda";
 
-/// Seals the compiler's output `tmp_name` (a file in `dir`) as the entry for `key` and renames it into place;
-/// returns a descriptor of the entry. Throws std::system_error (errno and its text) on failure.
-Fd commit_entry(const CacheDir& dir, const std::string& key, const std::string& tmp_name);
+/// Opens and verifies the entry for `key` (the file <key><ext>); an invalid descriptor if it is absent or fails a
+/// check, with the reason in `*miss`. A verified entry's modification time is set to now (the eviction order).
+Fd open_entry(const CacheDir& dir, const std::string& key, std::string* miss = nullptr,
+              const std::string& ext = kSharedObject);
+
+/// Seals the compiler's output `tmp_name` (a file in `dir`) as the entry for `key` and renames it into place
+/// as <key><ext>; returns a descriptor of the entry. Throws std::system_error (errno and its text) on failure.
+Fd commit_entry(const CacheDir& dir, const std::string& key, const std::string& tmp_name,
+                const std::string& ext = kSharedObject);
 
 /// The payload (the shared object) of a sealed entry's bytes, checked against its trailer and key; false if
 /// the bytes are not a complete entry for `key`.
@@ -78,8 +85,8 @@ std::string temporary_name(const std::string& key, const std::string& ext);
 /// Returns how many files were removed.
 size_t remove_stale_temporaries(const CacheDir& dir, double max_age_seconds = 86400);
 
-/// Removes least recently used entries (oldest modification time first) until the entries total at most
-/// `max_bytes`, never the entry for `keep_key`. Returns how many were removed.
+/// Removes least recently used entries (oldest modification time first, CPU and GPU alike) until the entries
+/// total at most `max_bytes`, never the entries for `keep_key`. Returns how many were removed.
 size_t evict_entries(const CacheDir& dir, uint64_t max_bytes, const std::string& keep_key = "");
 
 /// Total bytes of the entries in `dir`.

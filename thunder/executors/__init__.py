@@ -40,25 +40,49 @@ class Executor:
         return f"Executor({self.name!r}, {len(self.callees)} ops)"
 
 
+def _cuda_available():
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def default_executors():
-    """The executors thunder.jit uses unless told otherwise, in priority order:
-    the CPU fusion executor (generated C++ kernels), then torch."""
+    """The executors thunder.jit uses unless told otherwise, in priority order: the CPU fusion executor
+    (generated C++ kernels), then torch; where CUDA is available, the CUDA fusion executor (generated CUDA
+    kernels, docs/gpu_executor.md) between them. Each fusion executor claims only its device's tensors, so a
+    CPU graph runs [cpu, torch] and a CUDA graph [cuda, torch]."""
+    if _cuda_available():
+        from thunder.executors.cudaex import cuda_executor
+
+        cpu, torch_ = executor_sets()["cpu"]
+        return [cpu, cuda_executor, torch_]
     return executor_sets()["cpu"]
 
 
 def executor_sets():
-    """The executor sets thunder offers, by name: {name: [Executor, ...]} in priority order.
+    """The executor sets thunder offers, by name: {name: [Executor, ...]} in priority order; ``"cuda"`` (the
+    CUDA fusion executor, then torch) only where CUDA is available.
 
     Benchmarks and tests iterate over these to run every configuration."""
     from thunder.executors.cpuex import cpu_executor
     from thunder.executors.torchex import torch_executor
 
-    return {"torch": [torch_executor], "cpu": [cpu_executor, torch_executor]}
+    sets = {"torch": [torch_executor], "cpu": [cpu_executor, torch_executor]}
+    if _cuda_available():
+        from thunder.executors.cudaex import cuda_executor
+
+        sets["cuda"] = [cuda_executor, torch_executor]
+    return sets
 
 
 def executors_by_name():
-    """Every executor thunder offers, by its name: {"cpu": the CPU fusion executor, "torch": the torch executor}."""
-    return {ex.name: ex for executors in executor_sets().values() for ex in executors}
+    """Every executor thunder offers, by its name: {"cpu": the CPU fusion executor, "cuda": the CUDA fusion
+    executor, "torch": the torch executor}."""
+    from thunder.executors.cudaex import cuda_executor
+
+    named = {ex.name: ex for executors in executor_sets().values() for ex in executors}
+    named.setdefault("cuda", cuda_executor)
+    return named
 
 
 def resolve_executors(executors):

@@ -1,0 +1,597 @@
+// This file builds its output with `"literal" + std::string` throughout, for which GCC 12's libstdc++
+// reports false -Wrestrict warnings at -O2 and above (GCC bug 105329); they would fail -Werror builds.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
+
+#include "codegen/cuda_dialect.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "codegen/cuda_expressions.h"
+
+namespace thunder::codegen {
+namespace {
+
+using ir::DType;
+using ir::PrimId;
+using namespace cuda;
+
+// No header: NVRTC declares CUDA's math functions and builtins itself.
+const char* kCudaPrelude = R"(// thunder CUDA kernels (generated)
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+#ifndef NAN
+#define NAN __int_as_float(0x7fc00000)
+#endif
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#define TH_DEV static __device__ __forceinline__
+// float16 and bfloat16 as their bits, converted with PTX's cvt (round to nearest even, as torch).
+TH_DEV float f16_to_float(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+TH_DEV uint16_t float_to_f16(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+TH_DEV float bf16_to_float(uint16_t h) { return __uint_as_float(((uint32_t)h) << 16); }
+TH_DEV uint16_t float_to_bf16(float f) { uint16_t h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+TH_DEV float f16_round(float f) { return f16_to_float(float_to_f16(f)); }
+TH_DEV float bf16_round(float f) { return bf16_to_float(float_to_bf16(f)); }
+// torch's maximum/minimum and amax/amin: a NaN operand wins.
+template <class T> TH_DEV T nan_max(T a, T b) { return (a != a || a > b) ? a : b; }
+template <class T> TH_DEV T nan_min(T a, T b) { return (a != a || a < b) ? a : b; }
+template <class T> TH_DEV T int_max(T a, T b) { return a < b ? b : a; }
+template <class T> TH_DEV T int_min(T a, T b) { return b < a ? b : a; }
+TH_DEV bool sign_bit(float x) { return __float_as_int(x) < 0; }
+TH_DEV bool sign_bit(double x) { return __double_as_longlong(x) < 0; }
+// Python's remainder: the result has the divisor's sign.
+TH_DEV float py_remainder(float a, float b) { float r = fmodf(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+TH_DEV double py_remainder(double a, double b) { double r = fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+// N elements loaded or stored as one access (16 bytes for the widest dtype of a kernel).
+template <class T, int N> struct __align__(sizeof(T) * N) Vec { T v[N]; };
+)";
+
+std::string ll(int64_t n) { return std::to_string(n) + "LL"; }
+
+std::string indent(const std::string& text, const std::string& by) {
+  std::string out, line;
+  std::istringstream is(text);
+  while (std::getline(is, line)) out += (line.empty() ? "" : by) + line + "\n";
+  return out;
+}
+
+std::string replace_acc(const std::string& combine, const std::string& acc, const std::string& x) {
+  std::string out;
+  for (size_t i = 0; i < combine.size(); ++i) {
+    auto word_at = [&](const std::string& w) {
+      return combine.compare(i, w.size(), w) == 0 &&
+             (i + w.size() == combine.size() || !std::isalnum(static_cast<unsigned char>(combine[i + w.size()]))) &&
+             (i == 0 || !std::isalnum(static_cast<unsigned char>(combine[i - 1])));
+    };
+    if (word_at("acc")) { out += acc; i += 2; }
+    else if (word_at("x")) out += x;
+    else out += combine[i];
+  }
+  return out;
+}
+
+// The test of a range at index i (the parts that can fail: lo above 0, a bounded hi, a step).
+std::string range_test(const IndexRange& r, const std::string& i) {
+  std::vector<std::string> parts;
+  if (r.lo > 0) parts.push_back(i + " >= " + ll(r.lo));
+  if (r.hi != IndexRange::kUnbounded) parts.push_back(i + " < " + ll(r.hi));
+  if (r.step != 1) parts.push_back("(" + (r.lo > 0 ? i + " - " + ll(r.lo) : i) + ") % " + ll(r.step) + " == 0");
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : " && ") + p;
+  return out.empty() ? "true" : out;
+}
+
+// (i * scale + offset) / divisor: only the selected case is evaluated (a branch), so no clamp.
+std::string index_expression(const IndexMap& m, const std::string& i) {
+  std::string e = m.scale == 0 ? "" : m.scale == 1 ? i : i + " * " + ll(m.scale);
+  if (e.empty()) e = ll(m.offset);
+  else if (m.offset != 0) e += (m.offset > 0 ? " + " : " - ") + ll(m.offset > 0 ? m.offset : -m.offset);
+  if (m.divisor != 1) e = "(" + e + ") / " + ll(m.divisor);
+  return e;
+}
+
+int reduction_count(const KernelPlan& p) {
+  int n = 0;
+  for (const ir::BoundSymbol& b : p.symbols) n += b.sym->has(ir::kReduction) ? 1 : 0;
+  return n;
+}
+
+// Writes one kernel: the plan's values as its GPU schedule maps them onto threads, each value's expression
+// from the op-expression table (cuda_expressions.h).
+class CudaWriter {
+ public:
+  CudaWriter(const ir::Trace& t, const KernelPlan& p, const GpuSchedule& s) : t_(t), p_(p), s_(s) {
+    for (size_t d = 0; d < p.domain.size(); ++d) index_names_.push_back("i" + std::to_string(d));
+    for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
+    for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
+    linear_ = s.strategy == GpuStrategy::Elementwise && p.remaps.empty();
+  }
+
+  std::string write(const std::string& name) {
+    std::vector<std::string> params;
+    for (size_t k = 0; k < p_.inputs.size(); ++k)
+      params.push_back("const " + storage_type(dtype(p_.inputs[k])) + "* __restrict__ in" + std::to_string(k));
+    for (size_t k = 0; k < p_.outputs.size(); ++k)
+      params.push_back(storage_type(dtype(p_.outputs[k])) + "* __restrict__ out" + std::to_string(k));
+    for (const SizeArgument& a : size_arguments(t_, p_)) params.push_back("const int64_t " + a.name);
+    if (cuda_workspace_bytes(p_, s_) > 0) params.push_back("unsigned char* __restrict__ workspace");
+    std::string head = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(s_.block) + ") " + name + "(";
+    for (size_t i = 0; i < params.size(); ++i) head += (i ? ",\n    " : "") + params[i];
+    std::string body;
+    switch (s_.strategy) {
+      case GpuStrategy::Elementwise: body = elementwise(); break;
+      case GpuStrategy::TwoStage: body = two_stage(); break;
+      default: body = rows(); break;
+    }
+    return head + ") {\n" + indent(body, "  ") + "}\n";
+  }
+
+ private:
+  struct Scope {
+    std::string lines;
+    Scope* parent = nullptr;
+    std::set<ProxyId> defined;
+    bool remapped = false;  // evaluates at other indices: reuses nothing outside
+    bool has(ProxyId v) const { return defined.count(v) || (parent && !remapped && parent->has(v)); }
+  };
+
+  DType dtype(ProxyId v) const { return t_.tensor(v).dtype; }
+  std::string var(ProxyId v) const { return "v" + std::to_string(v); }
+  const std::string& index(int d) const { return index_names_[d]; }
+
+  std::string extent(int d) const {
+    return p_.shape_generic() ? "n" + std::to_string(d) : ll(p_.domain[d]);
+  }
+  // The product of the extents of `dims` ("" if none).
+  std::string extent_product(const std::vector<int>& dims) const {
+    if (!p_.shape_generic()) {
+      int64_t n = 1;
+      for (int d : dims) n *= p_.domain[d];
+      return n == 1 ? "" : ll(n);
+    }
+    std::string out;
+    for (int d : dims) out += (out.empty() ? "" : " * ") + extent(d);
+    return dims.size() > 1 ? "(" + out + ")" : out;
+  }
+  std::string count(const std::vector<int>& dims) const {
+    const std::string e = extent_product(dims);
+    return e.empty() ? "1LL" : e;
+  }
+
+  // Defines index variables i<d> for `dims` (domain order) from the flat index `flat` over them.
+  std::string decompose(const std::vector<int>& dims, const std::string& flat, const std::string& tag) const {
+    std::string out;
+    const std::string rest = "rest_" + tag;
+    bool first = true;
+    for (size_t k = dims.size(); k-- > 0;) {
+      const int d = dims[k];
+      if (p_.domain[d] == 1) {
+        out += "const int64_t " + index(d) + " = 0;\n";
+        continue;
+      }
+      if (first) out += "int64_t " + rest + " = " + flat + ";\n";
+      first = false;
+      bool outermost = true;  // no dim of more than one element outside it
+      for (size_t j = 0; j < k; ++j) outermost = outermost && p_.domain[dims[j]] == 1;
+      if (outermost) {
+        out += "const int64_t " + index(d) + " = " + rest + ";\n";
+      } else {
+        out += "const int64_t " + index(d) + " = " + rest + " % " + extent(d) + ";\n";
+        out += rest + " /= " + extent(d) + ";\n";
+      }
+    }
+    if (!first) out += "(void)" + rest + ";\n";
+    return out;
+  }
+
+  // The stride of v's dim i as a factor ("" for 1), as in the C++ dialect.
+  std::string stride(ProxyId v, size_t i) const {
+    const std::vector<int64_t>& known = t_.proxy(v).strides;
+    const std::vector<int64_t>& shape = t_.tensor(v).shape;
+    auto literal = [](int64_t n) { return n == 1 ? std::string() : ll(n); };
+    if (!known.empty() && (!p_.shape_generic() || known[i] == 0 || known[i] == 1)) return literal(known[i]);
+    if (!known.empty()) return "s" + std::to_string(input_index_.at(v)) + "_" + std::to_string(i);
+    if (!p_.shape_generic()) {
+      int64_t n = 1;
+      for (size_t j = i + 1; j < shape.size(); ++j) n *= shape[j];
+      return literal(n);
+    }
+    std::vector<int> dims;
+    for (size_t j = i + 1; j < shape.size(); ++j)
+      if (shape[j] != 1) dims.push_back(p_.align.at(v)[j]);
+    return extent_product(dims);
+  }
+
+  std::string offset(ProxyId v) const {
+    if (linear_ && dense_value(t_, p_, v)) return "L";  // laid out as the domain: the flat index
+    const auto& al = p_.align.at(v);
+    std::string out;
+    for (size_t i = 0; i < al.size(); ++i) {
+      if (al[i] < 0 || t_.tensor(v).shape[i] == 1) continue;
+      const std::string s = stride(v, i);
+      out += (out.empty() ? "" : " + ") + index(al[i]) + (s.empty() ? "" : " * " + s);
+    }
+    return out.empty() ? "0" : out;
+  }
+
+  // An output aligned to fewer dims than the domain is stored where the others are 0 (and, for a row-level
+  // output, by the row's first thread).
+  std::string store_line(ProxyId v, size_t slot, Scope& scope, const std::string& thread_test) {
+    emit(v, scope);
+    std::string first = thread_test;
+    const auto& al = p_.align.at(v);
+    for (size_t d = 0; d < p_.domain.size(); ++d) {
+      bool covered = p_.reduced[d] || p_.domain[d] == 1;
+      for (size_t i = 0; i < al.size(); ++i) covered |= al[i] == static_cast<int>(d) && t_.tensor(v).shape[i] != 1;
+      if (!covered) first += (first.empty() ? "" : " && ") + index(static_cast<int>(d)) + " == 0";
+    }
+    const std::string out = "out" + std::to_string(slot);
+    if (vector_outputs_.count(slot) && first.empty()) return "v" + out + ".v[j] = " + store(dtype(v), var(v)) + ";\n";
+    const std::string line = out + "[" + offset(v) + "] = " + store(dtype(v), var(v)) + ";\n";
+    return first.empty() ? line : "if (" + first + ") " + line;
+  }
+
+  // ---- strategies ----
+
+  std::string elementwise() {
+    std::vector<int> all(p_.domain.size());
+    for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int>(d);
+    std::string out = "const int64_t total = " + count(all) + ";\n";
+    out += "const int64_t step = (int64_t)gridDim.x * blockDim.x;\n";
+    out += "const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
+    if (s_.vector > 1 && !all.empty()) out += vector_loop(all);
+    Scope body;
+    std::string stores;
+    for (size_t k = 0; k < p_.outputs.size(); ++k) stores += store_line(p_.outputs[k], k, body, "");
+    out += "for (int64_t L = first; L < total; L += step) {\n" + indent(decompose(all, "L", "L") + body.lines + stores, "  ") +
+           "}\n";
+    return out;
+  }
+
+  // The vector path: where every dense value's pointer is aligned to its vector and the innermost extent is a
+  // multiple of the vector, each thread takes `V` consecutive elements, loading and storing the dense values as
+  // one access each; the other values (broadcasts, strided inputs) are read per element.
+  std::string vector_loop(const std::vector<int>& all) {
+    const int V = s_.vector;
+    const std::string Vs = std::to_string(V);
+    std::string aligned, loads, decls, writes;
+    for (size_t k = 0; k < p_.inputs.size(); ++k) {
+      ProxyId v = p_.inputs[k];
+      if (!dense_value(t_, p_, v)) continue;
+      const std::string T = storage_type(dtype(v)), n = std::to_string(k);
+      aligned += " && (unsigned long long)in" + n + " % (sizeof(" + T + ") * " + Vs + ") == 0";
+      loads += "const Vec<" + T + ", " + Vs + "> vin" + n + " = *(const Vec<" + T + ", " + Vs + ">*)(in" + n + " + L0);\n";
+      vector_inputs_[v] = "vin" + n + ".v[j]";
+    }
+    for (size_t k = 0; k < p_.outputs.size(); ++k) {
+      ProxyId v = p_.outputs[k];
+      if (!dense_value(t_, p_, v)) continue;
+      const std::string T = storage_type(dtype(v)), n = std::to_string(k);
+      aligned += " && (unsigned long long)out" + n + " % (sizeof(" + T + ") * " + Vs + ") == 0";
+      decls += "Vec<" + T + ", " + Vs + "> vout" + n + ";\n";
+      writes += "*(Vec<" + T + ", " + Vs + ">*)(out" + n + " + L0) = vout" + n + ";\n";
+      vector_outputs_.insert(k);
+    }
+    const int last = all.back();
+    // The innermost index of the vector's first element; its elements are that plus j.
+    const std::string base = index(last) + "_0";
+    std::vector<std::string> saved = index_names_;
+    index_names_[last] = base;
+    std::string decomposition = decompose(all, "L0", "L0");
+    index_names_ = saved;
+    Scope body;
+    std::string stores;
+    for (size_t k = 0; k < p_.outputs.size(); ++k) stores += store_line(p_.outputs[k], k, body, "");
+    vector_inputs_.clear();
+    vector_outputs_.clear();
+    std::string element = "const int64_t L = L0 + j;\n(void)L;\nconst int64_t " + index(last) + " = " + base + " + j;\n(void)" +
+                          index(last) + ";\n" + body.lines + stores;
+    std::string loop = decomposition + "(void)" + base + ";\n" + loads + decls + "#pragma unroll\nfor (int j = 0; j < " + Vs +
+                       "; ++j) {\n" + indent(element, "  ") + "}\n" + writes;
+    return "if (" + extent(last) + " % " + Vs + " == 0" + aligned + ") {\n" + "  for (int64_t L0 = first * " + Vs +
+           "; L0 < total; L0 += step * " + Vs + ") {\n" + indent(loop, "    ") + "  }\n  return;\n}\n";
+  }
+
+  // Warp or block per row: the rows in a grid-stride loop; inside, the row's threads take its elements in
+  // turn, reduce them (warp shuffles, then shared memory across a block's warps: every thread ends with the
+  // same result, combined in a fixed order), and write the element-level outputs.
+  std::string rows() {
+    const bool warp = s_.strategy == GpuStrategy::WarpPerRow;
+    std::string out = "const int lane = threadIdx.x & 31;\n(void)lane;\n";
+    if (!warp) out += "__shared__ double thunder_shared[32];\nconst int warp = threadIdx.x >> 5;\n(void)warp;\n";
+    out += warp ? "const int64_t tid = lane, threads = 32;\n" : "const int64_t tid = threadIdx.x, threads = blockDim.x;\n";
+    out += "const int64_t rows = " + count(s_.outer) + ", length = " + count(s_.inner) + ";\n(void)length;\n";
+    const std::string first_row = warp ? "(int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)" : "(int64_t)blockIdx.x";
+    const std::string row_step = warp ? "(int64_t)gridDim.x * (blockDim.x >> 5)" : "(int64_t)gridDim.x";
+    Scope row;
+    row_body(row, "tid == 0");
+    return out + "for (int64_t row = " + first_row + "; row < rows; row += " + row_step + ") {\n" +
+           indent(decompose(s_.outer, "row", "row") + row.lines, "  ") + "}\n";
+  }
+
+  // The row's reductions, its element-level outputs (a loop over the row) and its row-level outputs.
+  void row_body(Scope& row, const std::string& thread_test) {
+    for (const ir::BoundSymbol& b : p_.symbols)
+      if (b.sym->has(ir::kReduction)) emit(b.output.proxy(), row);
+    std::string stores, inner_stores;
+    Scope inner{{}, &row, {}, false};
+    bool element_outputs = false;
+    for (size_t k = 0; k < p_.outputs.size(); ++k) {
+      if (p_.element_level(p_.outputs[k])) {
+        inner_stores += store_line(p_.outputs[k], k, inner, "");
+        element_outputs = true;
+      } else {
+        stores += store_line(p_.outputs[k], k, row, thread_test);
+      }
+    }
+    if (element_outputs)
+      row.lines += "for (int64_t e = tid; e < length; e += threads) {\n" +
+                   indent(decompose(s_.inner, "e", "e") + inner.lines + inner_stores, "  ") + "}\n";
+    row.lines += stores;
+  }
+
+  // One long row: every block reduces its slice into one partial result per reduction (stage one); the last
+  // block to finish (a counter in the workspace) combines the partial results in block order (stage two), then
+  // computes the row-level values and stores them, and resets the counter for the next launch.
+  std::string two_stage() {
+    two_stage_ = true;
+    const int64_t slots = reduction_count(p_);
+    std::string out = "__shared__ double thunder_shared[32];\n__shared__ int thunder_last;\n";
+    out += "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n(void)lane; (void)warp;\n";
+    out += "const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, threads = (int64_t)gridDim.x * blockDim.x;\n";
+    out += "const int64_t length = " + count(s_.inner) + ";\n";
+    out += "unsigned int* counter = (unsigned int*)(workspace + " + ll(slots * s_.limits.max_partials * 8) + ");\n";
+    Scope row;
+    std::string outer = decompose(s_.outer, "0LL", "row");
+    row_body(row, "threadIdx.x == 0");
+    out += outer + stage_one_;
+    out += "__threadfence();\n__syncthreads();\n";
+    out += "if (threadIdx.x == 0) thunder_last = atomicAdd(counter, 1u) == gridDim.x - 1;\n__syncthreads();\n";
+    out += "if (!thunder_last) return;\n__threadfence();\n";
+    out += row.lines + "if (threadIdx.x == 0) *counter = 0;\n";
+    return out;
+  }
+
+  // ---- values ----
+
+  void emit(ProxyId v, Scope& scope) {
+    if (scope.has(v)) return;
+    if (scope.parent && !p_.has_reduction() && index_refs(v).empty()) {
+      Scope* root = &scope;
+      while (root->parent) root = root->parent;
+      return emit(v, *root);
+    }
+    if (scope.parent && p_.has_reduction() && !p_.element_level(v)) return emit(v, *scope.parent);
+    const std::string T = compute_type(dtype(v));
+    auto define = [&](const std::string& e) {
+      scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
+      scope.defined.insert(v);
+    };
+    auto it = producer_.find(v);
+    if (it == producer_.end()) {  // a kernel input
+      auto vec = vector_inputs_.find(v);
+      const std::string lvalue = vec != vector_inputs_.end() ? vec->second
+                                                             : "in" + std::to_string(input_index_.at(v)) + "[" + offset(v) + "]";
+      return define(load(dtype(v), lvalue));
+    }
+    const ir::BoundSymbol& b = *it->second;
+    if (b.sym->has(ir::kReduction)) return emit_reduction(v, b, scope);
+    if (b.is(PrimId::take_along_axis)) return emit_pick(v, b, scope);
+    if (p_.remaps.count(v)) return emit_remap(v, scope);
+    if (b.is(PrimId::full)) {
+      std::string e = literal(b.args[1], T);
+      return define(dtype(v) == DType::Float16 || dtype(v) == DType::BFloat16 ? round_to(dtype(v), e) : e);
+    }
+    const PrimId op = b.sym->prim;
+    const CudaOp& row = cuda_expressions().at(op);
+    std::vector<std::string> operands;
+    DType in_dtype = dtype(v);
+    const size_t n = row.operands < 0 ? b.args.size() : std::min<size_t>(b.args.size(), row.operands);
+    for (size_t i = 0; i < n; ++i) {
+      const ir::Value& a = b.args[i];
+      if (a.is_proxy()) {
+        emit(a.proxy(), scope);
+        operands.push_back(var(a.proxy()));
+        if (op != PrimId::where || i > 0) in_dtype = dtype(a.proxy());
+      } else {
+        operands.push_back("");
+      }
+    }
+    for (size_t i = 0; i < operands.size(); ++i)
+      if (operands[i].empty()) operands[i] = number_operand(op, b.args[i], in_dtype);
+    std::string e = op == PrimId::pow && b.args[1].is_number() ? small_power(operands[0], b.args[1].as_double(), T) : "";
+    if (e.empty()) e = row.expr(ExprArgs{dtype(v), in_dtype, operands, T, ir::is_floating(in_dtype), T == "float" ? "f" : ""});
+    const bool half = dtype(v) == DType::Float16 || dtype(v) == DType::BFloat16;
+    if (half && plan_table().at(op).role != PrimRole::IndexOnly) e = round_to(dtype(v), e);
+    define(e);
+  }
+
+  // The value of u with the given domain dims read at other indices, computed in a block of its own:
+  // returns the block's lines (to place where the block runs) and the variable holding u there.
+  std::pair<std::string, std::string> block_at(ProxyId u, const std::vector<std::pair<int, std::string>>& remaps,
+                                               Scope& scope) {
+    std::string block;
+    std::vector<std::string> saved = index_names_;
+    const std::string r = "r" + std::to_string(next_remap_++);
+    for (const auto& [d, expr] : remaps) {
+      std::string name = "i" + std::to_string(d) + "_" + r;
+      block += "const int64_t " + name + " = " + expr + ";\n";
+      index_names_[d] = name;
+    }
+    Scope inner{{}, &scope, {}, !remaps.empty()};
+    emit(u, inner);
+    index_names_ = saved;
+    return {block + inner.lines, var(u)};
+  }
+
+  // A remapped value (slice, cat, slice_update): the first case whose ranges hold, as a branch; each case's
+  // operand is computed inside its branch at its mapped indices, so no index needs a clamp.
+  void emit_remap(ProxyId v, Scope& scope) {
+    const std::string T = compute_type(dtype(v));
+    const std::vector<RemapCase>& cases = p_.remaps.at(v).cases;
+    std::string text = T + " " + var(v) + ";\n";
+    if (cases.empty()) text += var(v) + " = (" + T + ")0;\n";
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const RemapCase& c = cases[k];
+      std::string test;
+      for (const IndexRange& r : c.when) test += (test.empty() ? "" : " && ") + range_test(r, index(r.dim));
+      if (test.empty()) test = "true";
+      std::vector<std::pair<int, std::string>> remaps;
+      for (const IndexMap& m : c.at)
+        if (!m.identity()) remaps.emplace_back(m.dim, index_expression(m, index(m.dim)));
+      auto [lines, result] = block_at(c.operand, remaps, scope);
+      const bool last = k + 1 == cases.size();
+      text += (k == 0 ? (last ? "{\n" : "if (" + test + ") {\n") : (last ? "} else {\n" : "} else if (" + test + ") {\n"));
+      text += indent(lines + var(v) + " = " + result + ";\n", "  ");
+    }
+    if (!cases.empty()) text += "}\n";
+    scope.lines += text;
+    scope.defined.insert(v);
+  }
+
+  // take_along_axis along the reduced dim, at row level: the source evaluated at the row's index value. An
+  // index out of range traps (torch's CUDA gather fails a device-side assert).
+  void emit_pick(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
+    ProxyId src = b.args[0].proxy(), idx = b.args[1].proxy();
+    int dim = -1;
+    for (size_t d = 0; d < p_.domain.size(); ++d)
+      if (p_.reduced[d]) dim = static_cast<int>(d);
+    emit(idx, scope);
+    const std::string i = "pick" + std::to_string(v);
+    scope.lines += "const int64_t " + i + " = (int64_t)" + var(idx) + ";\nif (" + i + " < 0 || " + i + " >= " + extent(dim) +
+                   ") __trap();\n";
+    auto [lines, result] = block_at(src, {{dim, i}}, scope);
+    const std::string T = compute_type(dtype(v));
+    scope.lines += T + " " + var(v) + ";\n{\n" + indent(lines + var(v) + " = " + result + ";\n", "  ") + "}\n";
+    scope.defined.insert(v);
+  }
+
+  // Combines `acc` across the threads of the row: the warp's lanes by shuffles (all lanes get the same
+  // result), then, in a block, the warps' results through shared memory, read by every thread in warp order.
+  std::string combine_threads(const Reduction& r, const std::string& acc, bool block) const {
+    std::string out = "for (int o = 16; o > 0; o >>= 1) " + acc + " = " +
+                      replace_acc(r.combine, acc, "__shfl_xor_sync(0xffffffffu, " + acc + ", o)") + ";\n";
+    if (!block) return out;
+    const std::string sh = "((" + r.acc_type + "*)thunder_shared)";
+    out += "__syncthreads();\nif (lane == 0) " + sh + "[warp] = " + acc + ";\n__syncthreads();\n";
+    out += acc + " = " + sh + "[0];\nfor (int w = 1; w < (int)(blockDim.x >> 5); ++w) " + acc + " = " +
+           replace_acc(r.combine, acc, sh + "[w]") + ";\n";
+    return out;
+  }
+
+  void emit_reduction(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
+    ProxyId in = b.args[0].proxy();
+    const Reduction r = cuda_expressions().at(b.sym->prim).reduce(dtype(in));
+    const std::string acc = "acc" + std::to_string(v), e = "e" + std::to_string(v);
+    // Two stages: the reduction reads only inputs (the schedule checked), computed per element in the loop.
+    Scope inner{{}, two_stage_ ? nullptr : &scope, {}, false};
+    emit(in, inner);
+    std::string loop = r.acc_type + " " + acc + " = " + r.init + ";\n";
+    std::vector<std::string> saved = index_names_;
+    for (int d : s_.inner) index_names_[d] = "i" + std::to_string(d);
+    loop += "for (int64_t " + e + " = tid; " + e + " < length; " + e + " += threads) {\n" +
+            indent(decompose(s_.inner, e, e) + inner.lines + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n", "  ") +
+            "}\n";
+    index_names_ = saved;
+    const bool block = s_.strategy != GpuStrategy::WarpPerRow;
+    loop += combine_threads(r, acc, block);
+    if (two_stage_) {
+      const std::string slot = "((" + r.acc_type + "*)(workspace + " + ll(next_slot_++ * s_.limits.max_partials * 8) + "))";
+      stage_one_ += "{\n" + indent(loop + "if (threadIdx.x == 0) " + slot + "[blockIdx.x] = " + acc + ";\n", "  ") + "}\n";
+      // Stage two, in the last block: the partial results in block order.
+      loop = r.acc_type + " " + acc + " = " + r.init + ";\nfor (int64_t b = threadIdx.x; b < gridDim.x; b += blockDim.x) " + acc +
+             " = " + replace_acc(r.combine, acc, "((volatile " + r.acc_type + "*)" + slot + ")[b]") + ";\n" +
+             combine_threads(r, acc, true);
+    }
+    scope.lines += loop;
+    const std::string T = compute_type(dtype(v));
+    scope.lines += "const " + T + " " + var(v) + " = " + round_to(dtype(v), "(" + T + ")" + acc) + ";\n";
+    scope.defined.insert(v);
+  }
+
+  // The domain dims whose index v's code reads (kernels without reductions), as in the C++ dialect: a value
+  // reading none is computed once, in the loop body, and shared with the blocks evaluating at other indices.
+  const std::set<int>& index_refs(ProxyId v) {
+    if (auto it = index_refs_.find(v); it != index_refs_.end()) return it->second;
+    std::set<int> refs;
+    auto it = producer_.find(v);
+    if (it == producer_.end()) {
+      const auto& al = p_.align.at(v);
+      for (size_t i = 0; i < al.size(); ++i)
+        if (al[i] >= 0 && t_.tensor(v).shape[i] != 1) refs.insert(al[i]);
+    } else if (auto r = p_.remaps.find(v); r != p_.remaps.end()) {
+      for (const RemapCase& c : r->second.cases) {
+        std::set<int> operand = index_refs(c.operand);
+        for (const IndexMap& m : c.at)
+          if (m.scale == 0) operand.erase(m.dim);
+        refs.insert(operand.begin(), operand.end());
+        for (const IndexRange& w : c.when) refs.insert(w.dim);
+      }
+    } else {
+      for (ProxyId u : it->second->input_proxies()) {
+        const std::set<int>& operand = index_refs(u);
+        refs.insert(operand.begin(), operand.end());
+      }
+    }
+    // A dense value's offset is the flat index L even where it has no dim of more than one element.
+    if (linear_ && it == producer_.end() && dense_value(t_, p_, v)) refs.insert(-1);
+    return index_refs_[v] = std::move(refs);
+  }
+
+  const ir::Trace& t_;
+  const KernelPlan& p_;
+  const GpuSchedule& s_;
+  std::map<ProxyId, const ir::BoundSymbol*> producer_;
+  std::map<ProxyId, size_t> input_index_;
+  std::vector<std::string> index_names_;
+  std::map<ProxyId, std::set<int>> index_refs_;
+  std::map<ProxyId, std::string> vector_inputs_;  // in the vector path: dense input -> its element of the vector
+  std::set<size_t> vector_outputs_;               // in the vector path: the dense outputs' slots
+  bool linear_ = false;     // dense values are read and written at the flat index L
+  bool two_stage_ = false;  // reductions write stage one into stage_one_
+  std::string stage_one_;
+  int64_t next_slot_ = 0;
+  int next_remap_ = 0;
+};
+
+}  // namespace
+
+std::string cuda_prelude() { return kCudaPrelude; }
+
+int64_t cuda_workspace_bytes(const KernelPlan& plan, const GpuSchedule& schedule) {
+  if (schedule.strategy != GpuStrategy::TwoStage) return 0;
+  return reduction_count(plan) * schedule.limits.max_partials * 8 + 8;
+}
+
+std::string render_cuda_module(const ir::Trace& t, const std::vector<CudaKernel>& kernels) {
+  std::string code = cuda_prelude();
+  for (const CudaKernel& k : kernels) code += "\n" + CudaWriter(t, *k.plan, *k.schedule).write(k.name);
+  return code;
+}
+
+std::string render_cuda_module(const ir::Trace& t,
+                               const std::vector<std::pair<const KernelPlan*, std::string>>& kernels) {
+  std::vector<GpuSchedule> schedules;
+  schedules.reserve(kernels.size());
+  std::vector<CudaKernel> all;
+  for (const auto& [plan, name] : kernels) {
+    schedules.push_back(schedule_gpu_kernel(t, *plan));
+    all.push_back({plan, &schedules.back(), name});
+  }
+  return render_cuda_module(t, all);
+}
+
+}  // namespace thunder::codegen

@@ -1,0 +1,45 @@
+// The CUDA dialect: kernel plans, as their GPU schedules say, written as CUDA C++ for NVRTC.
+//
+// The same plans (kernel_plan.h) as the C++ dialect's, so the same fusions on both devices; the schedule
+// (schedule.h: GpuSchedule) says how the plan's elements map onto threads, and this writes it. Each value's
+// expression comes from the CUDA op-expression table (cuda_expressions.h). The source includes no header
+// (NVRTC would parse cuda_fp16.h/cuda_bf16.h, ~50 ms a compile): float16/bfloat16 are stored as their 16
+// bits and converted by PTX `cvt` instructions (sm_80 and later), computing in float32.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/kernel_plan.h"
+#include "codegen/schedule.h"
+
+namespace thunder::codegen {
+
+/// The prelude every CUDA translation unit starts with: integer types, NaN/infinity, half conversions,
+/// NaN-propagating min/max, Python's remainder, vectors of 16 bytes.
+std::string cuda_prelude();
+
+/// One kernel of a CUDA translation unit.
+struct CudaKernel {
+  const KernelPlan* plan = nullptr;
+  const GpuSchedule* schedule = nullptr;
+  std::string name;
+};
+
+/// Bytes of device memory a kernel needs beside its tensors: a two-stage reduction's partial results and its
+/// block counter, which must be zero before the first launch (the last block resets it); 0 for others.
+int64_t cuda_workspace_bytes(const KernelPlan& plan, const GpuSchedule& schedule);
+
+/// One translation unit holding the given kernels: each is `extern "C" __global__ void <name>(...)` taking the
+/// plan's input pointers, then its output pointers (contiguous, except trace inputs with recorded strides,
+/// read in place), then the size arguments of a shape-generic kernel (size_arguments, as int64), then, if
+/// cuda_workspace_bytes is not 0, the workspace pointer. Launch it with the schedule's grid and block. An index
+/// out of range (take_along_axis) traps (the launch fails, as a device-side assert does in torch).
+std::string render_cuda_module(const ir::Trace& trace, const std::vector<CudaKernel>& kernels);
+
+/// The same, each plan with its GPU schedule (schedule_gpu_kernel).
+std::string render_cuda_module(const ir::Trace& trace,
+                               const std::vector<std::pair<const KernelPlan*, std::string>>& kernels);
+
+}  // namespace thunder::codegen

@@ -1,0 +1,103 @@
+"""The CUDA dialect on a machine without a GPU: every fused pattern renders and compiles with NVRTC to sm_90
+CUBIN (python -m thunder.executors.cuda --compile-check), and nothing CUDA is loaded by CPU-only use."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import thunder
+from thunder import _core
+from thunder.executors.cudaex import nvrtc_library
+
+needs_nvrtc = pytest.mark.skipif(nvrtc_library() is None, reason="nvidia-cuda-nvrtc is not installed")
+
+
+@needs_nvrtc
+def test_every_fused_pattern_compiles_to_sm90_without_spills():
+    from thunder.executors.cuda import compile_check
+
+    compiled, failed, records = compile_check("sm_90", quick=True, out=open(os.devnull, "w"))
+    errors = [f"{r['program']} {r['kernel']}: {r['error'][:500]}" for r in records if "error" in r]
+    assert not errors, "\n".join(errors)
+    assert compiled > 100
+    kinds = {r["kind"] for r in records}
+    assert kinds == {"elementwise", "row", "two-stage"}
+
+
+@needs_nvrtc
+def test_compile_check_command_ends_with_its_count(tmp_path):
+    """The CLI's last line, on a small program set (the full run is the test above)."""
+    code = ("import sys; from thunder.executors import cuda; import torch\n"
+            "cuda._programs = lambda quick=False: {'sample': (lambda x: (x.exp() * 2).sum(-1), (torch.randn(4, 64),), False)}\n"
+            "sys.exit(cuda.main(['--compile-check', '--json', sys.argv[1]]))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "k.json")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "1 compiled, 0 failed"
+
+
+@needs_nvrtc
+def test_images_are_cached_by_source_arch_and_nvrtc_version(tmp_path):
+    source = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+    lib = nvrtc_library()
+    first = _core.compile_cuda(source, lib, "sm_90", str(tmp_path))
+    again = _core.compile_cuda(source, lib, "sm_90", str(tmp_path))
+    other = _core.compile_cuda(source, lib, "sm_80", str(tmp_path))
+    assert not first.cache_hit and again.cache_hit and not other.cache_hit
+    assert first.key == again.key != other.key
+    assert again.cubin == first.cubin and again.cubin[:4] == b"\x7fELF" and ".target sm_90" in again.ptx
+    assert [k[0] for k in again.kernels] == ["k"] and again.kernels[0][2:4] == (0, 0)
+    # A corrupted entry is a miss: compiled again, never loaded.
+    with open(first.path, "r+b") as f:
+        f.seek(100)
+        f.write(b"\0\0\0\0")
+    assert not _core.compile_cuda(source, lib, "sm_90", str(tmp_path)).cache_hit
+
+
+@needs_nvrtc
+def test_a_source_that_does_not_compile_raises_with_nvrtcs_log(tmp_path):
+    with pytest.raises(RuntimeError, match="NVRTC.*failed"):
+        _core.compile_cuda('extern "C" __global__ void k() { undefined_thing(); }', nvrtc_library(), "sm_90", str(tmp_path))
+
+
+def test_ptxas_report_is_parsed():
+    log = ("ptxas info    : Compiling entry function 'k1' for 'sm_90'\nptxas info    : Function properties for k1\n"
+           "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+           "ptxas info    : Used 40 registers, used 0 barriers, 8 bytes cumulative stack size\n")
+    assert _core.parse_ptxas_report(log) == [("k1", 40, 4, 4, 8)]
+
+
+def test_without_a_driver_loading_says_why():
+    ok, why = _core.cuda_driver_status()
+    if ok:
+        pytest.skip("a CUDA driver is present")
+    assert "libcuda.so.1" in why
+
+
+def test_cpu_use_loads_no_cuda_library():
+    code = ("import torch, thunder\n"
+            "f = thunder.jit(lambda x: (x.sin() * 2).softmax(-1))\n"
+            "f(torch.randn(4, 8))\n"
+            "maps = open('/proc/self/maps').read()\n"
+            "print('nvrtc' in maps, 'libcuda' in maps)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]
+
+
+def test_the_cuda_executor_beside_the_cpu_one_leaves_cpu_traces_as_they_were():
+    from thunder.executors.cpuex import cpu_executor
+    from thunder.executors.cudaex import cuda_executor
+    from thunder.executors.torchex import torch_executor
+
+    def f(x, w):
+        return torch.nn.functional.layer_norm(x, (8,), w).relu() * 2
+
+    args = (torch.randn(4, 8), torch.randn(8))
+    texts = []
+    for executors in ([cpu_executor, torch_executor], [cpu_executor, cuda_executor, torch_executor]):
+        jitted = thunder.jit(f, executors=executors)
+        torch.testing.assert_close(jitted(*args), f(*args))
+        texts.append(str(thunder.last_traces(jitted)[-1]).split("\n", 1)[1])
+    assert texts[0] == texts[1]
