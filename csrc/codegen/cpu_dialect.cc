@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "codegen/cpu_expressions.h"
 
@@ -155,7 +156,14 @@ class KernelWriter {
   }
 
   DType dtype(ProxyId v) const { return t_.tensor(v).dtype; }
-  std::string var(ProxyId v) const { return "v" + std::to_string(v); }
+  std::string var(ProxyId v) const { return "v" + local(v); }
+  // A value's number in this kernel: the order the kernel first mentions it in, not its proxy id, so that one
+  // fusion renders to one source -- one compiled kernel -- in every trace it appears in (a graph's
+  // specializations to other shapes number their proxies otherwise: their size inputs come first).
+  std::string local(ProxyId v) const {
+    auto it = local_.emplace(v, local_.size()).first;
+    return std::to_string(it->second);
+  }
 
   std::string offset(ProxyId v) const {
     const auto& al = p_.align.at(v);
@@ -421,7 +429,7 @@ class KernelWriter {
     for (size_t d = 0; d < p_.domain.size(); ++d)
       if (p_.reduced[d]) dim = static_cast<int>(d);
     emit(index, scope);
-    const std::string i = "pick" + std::to_string(v);
+    const std::string i = "pick" + local(v);
     scope.lines += "int64_t " + i + " = (int64_t)" + var(index) + ";\nif (" + i + " < 0 || " + i + " >= " +
                    extent(dim) + ") {\n  #pragma omp atomic write\n  error = 1;\n  " + i + " = 0;\n}\n";
     const std::string r = emit_at(src, {{dim, i}}, scope);
@@ -432,10 +440,10 @@ class KernelWriter {
   void emit_reduction(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
     ProxyId in = b.args[0].proxy();
     const Reduction r = cpu_expressions().at(b.sym->prim).reduce(dtype(in), s_.float_accumulation);
-    std::string acc = "acc" + std::to_string(v);
+    std::string acc = "acc" + local(v);
     Scope inner{{}, &scope, {}, false};
     emit(in, inner);
-    const std::string nan = "nan" + std::to_string(v);
+    const std::string nan = "nan" + local(v);
     std::string row_stores;  // the row-buffer stores below, done in the same pass
     // Keep the transcendental values of this pass in a row buffer, so that a later pass over the
     // row (softmax's output pass reusing exp(x - max)) loads them instead of recomputing them.
@@ -445,7 +453,7 @@ class KernelWriter {
         if (pw == producer_.end() || row_cache_.count(w)) continue;
         const CppOp* row = cpu_expressions().find(pw->second->sym->prim);
         if (row == nullptr || !row->vector_math) continue;
-        std::string buf = "row" + std::to_string(w);
+        std::string buf = "row" + local(w);
         scope.lines += compute_type(dtype(w)) + " " + buf + "[" + std::to_string(s_.row_cache) + "];\n";
         row_stores += buf + "[" + row_index() + "] = " + var(w) + ";\n";
         row_cache_[w] = buf;
@@ -513,7 +521,7 @@ class KernelWriter {
   // folded pairwise at the end (32 + 32, 16 + 16, ...), a fixed order whatever the machine.
   std::string lane_reduction(const Reduction& r, ProxyId v, const std::vector<int>& dims, const std::string& lines,
                              const std::string& x) const {
-    const std::string id = std::to_string(v), acc = "acc" + id, lane = "lane" + id, nan = "nanlane" + id;
+    const std::string id = local(v), acc = "acc" + id, lane = "lane" + id, nan = "nanlane" + id;
     const int64_t k_lanes = s_.limits.lanes;
     const std::string lanes = std::to_string(k_lanes);
     std::string body = lines + lane + "[l] = " + replace_acc(r.combine, lane + "[l]", x) + ";\n";
@@ -597,6 +605,7 @@ class KernelWriter {
 
   const ir::Trace& t_;
   const KernelPlan& p_;
+  mutable std::unordered_map<ProxyId, size_t> local_;  // see local()
   const Schedule& s_;
   std::map<ProxyId, const ir::BoundSymbol*> producer_;
   std::map<ProxyId, size_t> input_index_;

@@ -5,12 +5,14 @@
 #endif
 
 #include "codegen/cuda_dialect.h"
+#include "codegen/philox.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "codegen/cuda_expressions.h"
 
@@ -149,7 +151,14 @@ class CudaWriter {
   };
 
   DType dtype(ProxyId v) const { return t_.tensor(v).dtype; }
-  std::string var(ProxyId v) const { return "v" + std::to_string(v); }
+  std::string var(ProxyId v) const { return "v" + local(v); }
+  // A value's number in this kernel: the order the kernel first mentions it in, not its proxy id, so that one
+  // fusion renders to one source -- one compiled kernel -- in every trace it appears in (a graph's
+  // specializations to other shapes number their proxies otherwise: their size inputs come first).
+  std::string local(ProxyId v) const {
+    auto it = local_.emplace(v, local_.size()).first;
+    return std::to_string(it->second);
+  }
   const std::string& index(int d) const { return index_names_[d]; }
 
   std::string extent(int d) const {
@@ -395,6 +404,12 @@ class CudaWriter {
       std::string e = literal(b.args[1], T);
       return define(dtype(v) == DType::Float16 || dtype(v) == DType::BFloat16 ? round_to(dtype(v), e) : e);
     }
+    if (b.is(PrimId::uniform_philox)) {  // uniform_philox(shape, seed, offset, dtype, device)
+      emit(b.args[1].proxy(), scope);
+      const std::vector<std::string> operands{var(b.args[1].proxy()),
+                                              "(int64_t)" + std::to_string(b.args[2].as_int()) + "LL + " + offset(v)};
+      return define(cuda_expressions().at(PrimId::uniform_philox).expr(ExprArgs{dtype(v), dtype(v), operands, T, true, ""}));
+    }
     const PrimId op = b.sym->prim;
     const CudaOp& row = cuda_expressions().at(op);
     std::vector<std::string> operands;
@@ -470,7 +485,7 @@ class CudaWriter {
     for (size_t d = 0; d < p_.domain.size(); ++d)
       if (p_.reduced[d]) dim = static_cast<int>(d);
     emit(idx, scope);
-    const std::string i = "pick" + std::to_string(v);
+    const std::string i = "pick" + local(v);
     scope.lines += "const int64_t " + i + " = (int64_t)" + var(idx) + ";\nif (" + i + " < 0 || " + i + " >= " + extent(dim) +
                    ") __trap();\n";
     auto [lines, result] = block_at(src, {{dim, i}}, scope);
@@ -495,7 +510,7 @@ class CudaWriter {
   void emit_reduction(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
     ProxyId in = b.args[0].proxy();
     const Reduction r = cuda_expressions().at(b.sym->prim).reduce(dtype(in));
-    const std::string acc = "acc" + std::to_string(v), e = "e" + std::to_string(v);
+    const std::string acc = "acc" + local(v), e = "e" + local(v);
     // Two stages: the reduction reads only inputs (the schedule checked), computed per element in the loop.
     Scope inner{{}, two_stage_ ? nullptr : &scope, {}, false};
     emit(in, inner);
@@ -553,6 +568,7 @@ class CudaWriter {
 
   const ir::Trace& t_;
   const KernelPlan& p_;
+  mutable std::unordered_map<ProxyId, size_t> local_;  // see local()
   const GpuSchedule& s_;
   std::map<ProxyId, const ir::BoundSymbol*> producer_;
   std::map<ProxyId, size_t> input_index_;
@@ -578,6 +594,16 @@ int64_t cuda_workspace_bytes(const KernelPlan& plan, const GpuSchedule& schedule
 
 std::string render_cuda_module(const ir::Trace& t, const std::vector<CudaKernel>& kernels) {
   std::string code = cuda_prelude();
+  // The Philox code (codegen/philox.h) as device functions, only where a kernel draws.
+  for (const CudaKernel& k : kernels)
+    if (std::any_of(k.plan->symbols.begin(), k.plan->symbols.end(),
+                    [](const ir::BoundSymbol& b) { return b.is(PrimId::uniform_philox); })) {
+      std::string philox_code = philox::source();
+      for (size_t at = 0; (at = philox_code.find("static inline", at)) != std::string::npos; at += 24)
+        philox_code.replace(at, 13, "static __device__ inline");
+      code += "// Philox4x32-10 (codegen/philox.h)\n" + philox_code + "\n";
+      break;
+    }
   for (const CudaKernel& k : kernels) code += "\n" + CudaWriter(t, *k.plan, *k.schedule).write(k.name);
   return code;
 }

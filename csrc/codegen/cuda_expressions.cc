@@ -165,6 +165,13 @@ ir::PrimTable<CudaOp> make_cuda_expressions() {
   t.set(PrimId::convert_element_type,
         CudaOp{[](const ExprArgs& o) { return o.out == DType::Bool ? "(" + o.a() + " != 0)" : "(" + o.T + ")(" + o.a() + ")"; },
                {}, 1});
+  // uniform_philox's operands are its seed and the element's counter (the offset plus the element's flat index,
+  // which the dialect writes); the functions are in the module's prelude when a kernel draws (codegen/philox.h).
+  t.set(PrimId::uniform_philox, CudaOp{[](const ExprArgs& o) {
+          if (o.out == DType::Float64) return "thunder_uniform_double(" + o.a() + ", " + o.b() + ")";
+          const int bits = o.out == DType::Float16 ? 11 : o.out == DType::BFloat16 ? 8 : 24;
+          return "thunder_uniform_float(" + o.a() + ", " + o.b() + ", " + std::to_string(bits) + ")";
+        }, {}, 2});
   for (PrimId id : {PrimId::alias, PrimId::broadcast_in_dim, PrimId::reshape, PrimId::squeeze})
     t.set(id, CudaOp{[](const ExprArgs& o) { return o.a(); }, {}, 1});
 
