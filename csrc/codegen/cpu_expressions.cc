@@ -56,18 +56,6 @@ std::string round_to(DType d, const std::string& e) {
   return e;
 }
 
-std::string literal(const ir::Value& v, const std::string& type) {
-  // Typed like every number: a prim's number follows its tensor's dtype (x % True is a float remainder by 1).
-  if (std::holds_alternative<bool>(v.v)) return "(" + type + ")" + (v.as_bool() ? "true" : "false");
-  if (std::holds_alternative<int64_t>(v.v)) return "(" + type + ")" + std::to_string(v.as_int()) + "LL";
-  double d = v.as_double();
-  if (std::isnan(d)) return "(" + type + ")NAN";
-  if (std::isinf(d)) return d > 0 ? "(" + type + ")INFINITY" : "(" + type + ")(-INFINITY)";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", d);
-  return "(" + type + ")" + buf;
-}
-
 // A Python number operand of an elementwise prim over `in` tensors. ATen converts it to the tensor's dtype
 // first, so over float16/bfloat16 it is rounded to that precision -- except in mul and the divisions, whose CPU
 // kernels read it unrounded in float32 (x * 0.1 computes float(x) * 0.1f; see second_operand_in_opmath in

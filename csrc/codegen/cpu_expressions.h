@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/expressions.h"
 #include "ir/prim_id.h"
 #include "ir/trace.h"
 
@@ -21,25 +22,13 @@ std::string load(ir::DType d, const std::string& lvalue);
 std::string store(ir::DType d, const std::string& v);
 /// A float computed for a half-precision value, rounded to that precision (as eager rounds after every op).
 std::string round_to(ir::DType d, const std::string& e);
-/// A number as a C++ literal of `type`.
-std::string literal(const ir::Value& v, const std::string& type);
 /// A Python number operand of an elementwise prim `op` over tensors of dtype `in`.
 std::string number_operand(ir::PrimId op, const ir::Value& v, ir::DType in);
 /// x ** e as torch's pow kernel special-cases it (multiplications, a square root, a reciprocal); "" otherwise.
 std::string small_power(const std::string& a, double e, const std::string& T);
 
-/// What an elementwise expression is written from: the operands' expressions, already in the compute type
-/// `T` of the result (comparisons get them in their own types), and the dtypes involved.
-struct ExprArgs {
-  ir::DType out, in;  // the result's dtype; the operands' (where's: its second operand's)
-  const std::vector<std::string>& x;
-  std::string T;       // compute_type(out)
-  bool fl = false;     // the operands are floating point
-  std::string suffix;  // "f" where T is float: the C math library's float functions
-  const std::string& a() const { return x.at(0); }
-  const std::string& b() const { return x.at(1); }
-  const std::string& c() const { return x.at(2); }
-};
+using codegen::ExprArgs;
+using codegen::literal;
 
 /// How a reduction accumulates: its accumulator's type and initial value, the combining expression of
 /// `acc` and `x`, and the OpenMP reduction operator.

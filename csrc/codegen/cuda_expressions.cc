@@ -52,17 +52,6 @@ std::string round_to(DType d, const std::string& e) {
   return e;
 }
 
-std::string literal(const ir::Value& v, const std::string& type) {
-  if (std::holds_alternative<bool>(v.v)) return "(" + type + ")" + (v.as_bool() ? "true" : "false");
-  if (std::holds_alternative<int64_t>(v.v)) return "(" + type + ")" + std::to_string(v.as_int()) + "LL";
-  const double d = v.as_double();
-  if (std::isnan(d)) return "(" + type + ")NAN";
-  if (std::isinf(d)) return d > 0 ? "(" + type + ")INFINITY" : "(" + type + ")(-INFINITY)";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", d);
-  return "(" + type + ")" + buf;
-}
-
 // ATen's CUDA kernels for add, sub, mul and div read a Python number operand in float32 unrounded
 // (opmath kernels with the scalar's original value); other ops convert it to the tensor's dtype first.
 std::string number_operand(PrimId op, const ir::Value& v, DType in) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/expressions.h"
 #include "ir/prim_id.h"
 #include "ir/trace.h"
 
@@ -21,24 +22,13 @@ std::string load(ir::DType d, const std::string& lvalue);
 std::string store(ir::DType d, const std::string& v);
 /// A float computed for a half-precision value, rounded to that precision (as eager rounds after every op).
 std::string round_to(ir::DType d, const std::string& e);
-/// A number as a CUDA literal of `type`.
-std::string literal(const ir::Value& v, const std::string& type);
 /// A Python number operand of an elementwise prim `op` over tensors of dtype `in`.
 std::string number_operand(ir::PrimId op, const ir::Value& v, ir::DType in);
 /// x ** e as torch's pow kernel special-cases it; "" otherwise.
 std::string small_power(const std::string& a, double e, const std::string& T);
 
-/// What an elementwise expression is written from (as cpu::ExprArgs).
-struct ExprArgs {
-  ir::DType out, in;
-  const std::vector<std::string>& x;
-  std::string T;       // compute_type(out)
-  bool fl = false;     // the operands are floating point
-  std::string suffix;  // "f" where T is float: CUDA's float math functions
-  const std::string& a() const { return x.at(0); }
-  const std::string& b() const { return x.at(1); }
-  const std::string& c() const { return x.at(2); }
-};
+using codegen::ExprArgs;
+using codegen::literal;
 
 /// How a reduction accumulates: its accumulator's type and initial value and the combining expression of
 /// `acc` and `x` (also used to combine two partial results across the lanes of a warp and across warps).

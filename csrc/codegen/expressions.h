@@ -1,0 +1,29 @@
+// What the C++ and CUDA dialects' op-expression tables (cpu_expressions.h, cuda_expressions.h) share: the
+// arguments an elementwise expression is written from, and numbers written as literals of a type.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/trace.h"
+
+namespace thunder::codegen {
+
+/// What an elementwise expression is written from: the operands' expressions, already in the compute type
+/// `T` of the result (comparisons get them in their own types), and the dtypes involved.
+struct ExprArgs {
+  ir::DType out, in;  // the result's dtype; the operands' (where's: its second operand's)
+  const std::vector<std::string>& x;
+  std::string T;       // the dialect's compute type of `out`
+  bool fl = false;     // the operands are floating point
+  std::string suffix;  // "f" where T is float: the float versions of the math functions
+  const std::string& a() const { return x.at(0); }
+  const std::string& b() const { return x.at(1); }
+  const std::string& c() const { return x.at(2); }
+};
+
+/// A number as a literal of `type` in either dialect: "(float)0.5", "(int64_t)3LL", "(float)NAN"; a bool or
+/// int keeps its kind, typed like every number (a prim's number follows its tensor's dtype).
+std::string literal(const ir::Value& v, const std::string& type);
+
+}  // namespace thunder::codegen
