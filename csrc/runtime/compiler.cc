@@ -99,25 +99,6 @@ std::shared_ptr<Library> load_entry(const Fd& fd, const std::string& key, const 
   return library;
 }
 
-// Writes `text` to a new file `name` in `dir` with mode 0600.
-void write_new_file(const CacheDir& dir, const std::string& name, const std::string& text) {
-  Fd fd(openat(dir.fd.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  auto fail = [&](int err) {
-    unlinkat(dir.fd.get(), name.c_str(), 0);
-    throw std::system_error(err, std::generic_category(),
-                            "cannot write " + dir.path + "/" + name + " (errno " + std::to_string(err) + ")");
-  };
-  if (!fd) fail(errno);
-  if (fchmod(fd.get(), 0600) != 0) fail(errno);
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = write(fd.get(), text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(n < 0 ? errno : ENOSPC);
-    done += static_cast<size_t>(n);
-  }
-  if (close(fd.release()) != 0) fail(errno);
-}
-
 // Compiles `source` into the entry for m.key in `dir` and loads it.
 void compile_into(const CacheDir& dir, const std::string& source, const CompileOptions& o, Module& m) {
   const std::string src = temporary_name(m.key, "cc"), tmp = temporary_name(m.key, "so");

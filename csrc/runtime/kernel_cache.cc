@@ -494,4 +494,27 @@ uint64_t default_max_cache_bytes() {
   return n;
 }
 
+void write_new_file(const CacheDir& dir, const std::string& name, const std::string& bytes) {
+  Fd fd(openat(dir.fd.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  auto fail = [&](int err) {
+    unlinkat(dir.fd.get(), name.c_str(), 0);
+    throw std::system_error(err, std::generic_category(),
+                            "cannot write " + dir.path + "/" + name + " (errno " + std::to_string(err) + ")");
+  };
+  if (!fd) fail(errno);
+  if (fchmod(fd.get(), 0600) != 0) fail(errno);
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(n < 0 ? errno : ENOSPC);
+    done += static_cast<size_t>(n);
+  }
+  if (close(fd.release()) != 0) fail(errno);
+}
+
+bool read_whole_file(int fd, std::string* out) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && read_all(fd, static_cast<uint64_t>(st.st_size), out);
+}
+
 }  // namespace thunder::runtime

@@ -76,6 +76,12 @@ bool verify_entry_bytes(const std::string& bytes, const std::string& key, std::s
 /// The trailer sealing `payload` as the entry for `key`.
 std::string entry_trailer(const std::string& payload, const std::string& key);
 
+/// Writes `bytes` to a new file `name` in `dir`, mode 0600 (refusing one that exists or is a link); on failure
+/// removes it and throws std::system_error naming the file and errno.
+void write_new_file(const CacheDir& dir, const std::string& name, const std::string& bytes);
+/// The whole file open at `fd`; false if it cannot be read.
+bool read_whole_file(int fd, std::string* out);
+
 /// A name for a temporary file of `key` in the cache: <key>.<pid>-<origin>.<random>.<ext>, the origin naming
 /// this boot and pid namespace (so that only processes that can see it judge whether the pid still runs).
 std::string temporary_name(const std::string& key, const std::string& ext);

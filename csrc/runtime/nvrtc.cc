@@ -121,38 +121,6 @@ bool unpack(const std::string& payload, CudaImage& image) {
   return at == payload.size();
 }
 
-// The whole file open at `fd`.
-bool read_fd(int fd, std::string* out) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) return false;
-  out->resize(static_cast<size_t>(st.st_size));
-  for (size_t done = 0; done < out->size();) {
-    const ssize_t n = pread(fd, out->data() + done, out->size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Writes `bytes` to a new file `name` (mode 0600) in `dir`; std::system_error on failure.
-void write_new(const CacheDir& dir, const std::string& name, const std::string& bytes) {
-  Fd fd(openat(dir.fd.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  auto fail = [&](int err) {
-    unlinkat(dir.fd.get(), name.c_str(), 0);
-    throw std::system_error(err, std::generic_category(),
-                            "cannot write " + dir.path + "/" + name + " (errno " + std::to_string(err) + ")");
-  };
-  if (!fd) fail(errno);
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(n < 0 ? errno : ENOSPC);
-    done += static_cast<size_t>(n);
-  }
-  if (close(fd.release()) != 0) fail(errno);
-}
-
 // Compiles with NVRTC: CUBIN for o.arch, PTX, and the log.
 void nvrtc_compile(const Nvrtc& n, const std::string& source, const NvrtcOptions& o, CudaImage& image) {
   Program prog = nullptr;
@@ -245,7 +213,7 @@ std::shared_ptr<CudaImage> compile_cuda(const std::string& source, const NvrtcOp
     if (Fd entry = open_entry(dir, image->key, nullptr, kCudaModule)) {
       std::string bytes;
       const size_t trailer = entry_trailer("", image->key).size();
-      if (read_fd(entry.get(), &bytes) && verify_entry_bytes(bytes, image->key) &&
+      if (read_whole_file(entry.get(), &bytes) && verify_entry_bytes(bytes, image->key) &&
           unpack(bytes.substr(0, bytes.size() - trailer), *image)) {
         image->cache_hit = true;
         image->kernels = parse_ptxas_report(image->log);
@@ -260,7 +228,7 @@ std::shared_ptr<CudaImage> compile_cuda(const std::string& source, const NvrtcOp
     image->kernels = parse_ptxas_report(image->log);
     const std::string tmp = temporary_name(image->key, "cuda");
     try {
-      write_new(dir, tmp, pack(*image));
+      write_new_file(dir, tmp, pack(*image));
       try {
         commit_entry(dir, image->key, tmp, kCudaModule);
       } catch (...) {
