@@ -84,7 +84,7 @@ std::string meta_comment(const Trace& t, const BoundSymbol& b) {
   std::string out = "  # ";
   for (size_t i = 0; i < outs.size(); ++i) {
     const ProxyInfo& p = t.proxy(outs[i]);
-    out += (i ? ", " : "") + p.name + ": " + metadata_string(p);
+    out += (i ? ", " : "") + p.name + ": " + metadata_string(t, p);
   }
   return out;
 }
@@ -121,6 +121,7 @@ std::string python_repr(const Trace& t, const Value& v) {
     std::string operator()(EllipsisT) const { return "..."; }
     std::string operator()(const Literal& l) const { return l.text; }
     std::string operator()(ProxyRef p) const { return t.proxy(p.id).name; }
+    std::string operator()(const Dim& d) const { return d.str([this](ProxyId id) { return t.proxy(id).name; }); }
     std::string operator()(const Seq& s) const {
       std::string inner = join_values(t, s.items);
       switch (s.kind) {
@@ -134,7 +135,7 @@ std::string python_repr(const Trace& t, const Value& v) {
   return std::visit(Visitor{t}, v.v);
 }
 
-std::string metadata_string(const ProxyInfo& p) {
+std::string metadata_string(const Trace& t, const ProxyInfo& p) {
   if (!p.is_tensor) {
     switch (p.number) {
       case NumberType::Bool: return "\"bool\"";
@@ -144,7 +145,8 @@ std::string metadata_string(const ProxyInfo& p) {
     }
   }
   std::string s = "\"" + p.tensor.device + " " + std::string(dtype_short_name(p.tensor.dtype)) + "[";
-  for (size_t i = 0; i < p.tensor.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(p.tensor.shape[i]);
+  for (size_t i = 0; i < p.tensor.shape.size(); ++i)
+    s += (i ? ", " : "") + p.tensor.shape[i].str([&t](ProxyId id) { return t.proxy(id).name; });
   s += "]\"";
   if (p.tensor.requires_grad) s += " requires_grad";
   return s;
@@ -159,7 +161,7 @@ std::string to_python(const Trace& t, const PrintOptions& opt) {
   os << "def " << t.name << "(";
   for (size_t i = 0; i < t.inputs.size(); ++i) os << (i ? ", " : "") << t.proxy(t.inputs[i]).name;
   os << "):\n";
-  for (ProxyId id : t.inputs) os << "  # " << t.proxy(id).name << ": " << metadata_string(t.proxy(id)) << "\n";
+  for (ProxyId id : t.inputs) os << "  # " << t.proxy(id).name << ": " << metadata_string(t, t.proxy(id)) << "\n";
   std::string last_source;
   for (const BoundSymbol& b : t.symbols) {
     if (opt.sources && !b.source.empty() && b.source != last_source) {

@@ -12,7 +12,7 @@ namespace thunder::ir {
 std::string python_repr(const Trace& trace, const Value& v);
 
 /// `"cpu f32[2, 3]"` for a tensor proxy, `"int"` for a number proxy.
-std::string metadata_string(const ProxyInfo& p);
+std::string metadata_string(const Trace& t, const ProxyInfo& p);
 
 /// One symbol as a Python call expression: "ltorch.mul(t1, 2)" (or "_constants[0]").
 std::string call_expression(const Trace& trace, const BoundSymbol& b);

@@ -12,6 +12,17 @@ Value Value::ints(const std::vector<int64_t>& xs) {
   return tuple(std::move(items));
 }
 
+Value Value::dims(const Shape& xs) {
+  std::vector<Value> items(xs.begin(), xs.end());
+  return tuple(std::move(items));
+}
+
+Dim substituted_symbol(const Value& replacement) {
+  if (auto* p = std::get_if<ProxyRef>(&replacement.v)) return Dim::symbol(p->id);
+  if (auto* d = std::get_if<Dim>(&replacement.v)) return *d;
+  return Dim(replacement.as_int());
+}
+
 bool Value::is_number() const {
   return std::holds_alternative<bool>(v) || std::holds_alternative<int64_t>(v) ||
          std::holds_alternative<double>(v);
@@ -25,7 +36,13 @@ ProxyId Value::proxy() const {
 int64_t Value::as_int() const {
   if (auto* i = std::get_if<int64_t>(&v)) return *i;
   if (auto* b = std::get_if<bool>(&v)) return *b;
+  if (auto* d = std::get_if<Dim>(&v)) return d->value("an integer argument");
   throw std::invalid_argument("expected an int");
+}
+
+Dim Value::as_dim() const {
+  if (auto* d = std::get_if<Dim>(&v)) return *d;
+  return Dim(as_int());
 }
 
 double Value::as_double() const {
@@ -60,11 +77,14 @@ std::vector<int64_t> Value::as_ints() const {
   return out;
 }
 
-int64_t TensorMeta::numel() const {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
+Shape Value::as_dims() const {
+  if (!is_seq()) return {as_dim()};
+  Shape out;
+  for (const Value& item : items()) out.push_back(item.as_dim());
+  return out;
 }
+
+Dim TensorMeta::numel() const { return product(shape); }
 
 namespace {
 constexpr std::string_view kPrimNames[] = {

@@ -19,15 +19,15 @@
 namespace thunder::ir {
 
 /// Metadata of a tensor proxy. Strides are not tracked: the core assumes
-/// nothing about memory layout.
+/// nothing about memory layout. A dim is an integer or a symbolic size (ir/dim.h).
 struct TensorMeta {
   DType dtype = DType::Float32;
-  std::vector<int64_t> shape;
+  Shape shape;
   std::string device = "cpu";
   bool requires_grad = false;
 
   int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
-  int64_t numel() const;
+  Dim numel() const;
   bool operator==(const TensorMeta&) const = default;
 };
 

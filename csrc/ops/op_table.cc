@@ -183,11 +183,13 @@ Value Builder::opaque(std::string callee, Args args, Kwargs kwargs, Value output
 
 void fail(std::string_view op, const std::string& what) { throw OpError(std::string(op) + ": " + what); }
 
-std::string shape_string(const std::vector<int64_t>& shape) {
+std::string shape_string(const ir::Shape& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + shape[i].str();
   return s + "]";
 }
+
+std::string shape_string(const std::vector<int64_t>& shape) { return shape_string(ir::dims_of(shape)); }
 
 int64_t canonical_dim(std::string_view op, int64_t dim, int64_t ndim) {
   int64_t n = ndim == 0 ? 1 : ndim;  // torch lets a 0-dim tensor take dim 0 or -1
@@ -197,15 +199,18 @@ int64_t canonical_dim(std::string_view op, int64_t dim, int64_t ndim) {
   return dim < 0 ? dim + n : dim;
 }
 
-std::vector<int64_t> broadcast_shapes(std::string_view op, const std::vector<int64_t>& a,
-                                      const std::vector<int64_t>& b) {
+ir::Shape broadcast_shapes(std::string_view op, const ir::Shape& a, const ir::Shape& b) {
   size_t n = std::max(a.size(), b.size());
-  std::vector<int64_t> out(n);
+  ir::Shape out(n);
   for (size_t i = 0; i < n; ++i) {
-    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (x != y && x != 1 && y != 1)
-      fail(op, "shapes " + shape_string(a) + " and " + shape_string(b) + " cannot be broadcast together");
+    ir::Dim x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    ir::Dim y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (x != y && x != 1 && y != 1) {
+      std::string what = "shapes " + shape_string(a) + " and " + shape_string(b) + " cannot be broadcast together";
+      // Sizes that are not provably equal may be equal at run time: undecided, not an error.
+      if (!x.is_constant() || !y.is_constant()) throw ir::SymbolicShapeError(std::string(op) + ": " + what);
+      fail(op, what);
+    }
     out[i] = x == 1 ? y : x;
   }
   return out;

@@ -12,7 +12,9 @@
 
 namespace thunder::ops {
 
+using ir::Dim;
 using ir::DType;
+using ir::Shape;
 using ir::ProxyId;
 using ir::TensorMeta;
 using ir::Value;
@@ -96,12 +98,13 @@ class Builder {
 
 /// Raises OpError("<op>: <what>").
 [[noreturn]] void fail(std::string_view op, const std::string& what);
+std::string shape_string(const ir::Shape& shape);
 std::string shape_string(const std::vector<int64_t>& shape);
 /// Wraps a possibly negative dim into [0, ndim); OpError naming `op` if out of range.
 int64_t canonical_dim(std::string_view op, int64_t dim, int64_t ndim);
 /// torch's broadcast of two shapes; OpError naming `op` if incompatible.
-std::vector<int64_t> broadcast_shapes(std::string_view op, const std::vector<int64_t>& a,
-                                      const std::vector<int64_t>& b);
+/// Sizes not provably equal nor 1 raise SymbolicShapeError.
+ir::Shape broadcast_shapes(std::string_view op, const ir::Shape& a, const ir::Shape& b);
 
 void register_prims();
 void register_torch_elementwise();

@@ -130,7 +130,7 @@ Value reduction(Builder& b, std::string_view op, const Args& args, bool keep_dty
   std::vector<int64_t> dims = args[1].as_ints();
   std::vector<bool> reduced(m.shape.size(), false);
   for (int64_t d : dims) reduced[canonical_dim(prim_name(op), d, m.ndim())] = true;
-  std::vector<int64_t> shape;
+  Shape shape;
   for (size_t i = 0; i < m.shape.size(); ++i)
     if (!reduced[i]) shape.push_back(m.shape[i]);
   m.shape = shape;
@@ -139,7 +139,7 @@ Value reduction(Builder& b, std::string_view op, const Args& args, bool keep_dty
   return Value(ProxyRef{b.new_tensor(m)});
 }
 
-Value new_tensor_like(Builder& b, TensorMeta m, std::vector<int64_t> shape) {
+Value new_tensor_like(Builder& b, TensorMeta m, Shape shape) {
   m.shape = std::move(shape);
   m.requires_grad = false;
   return Value(ProxyRef{b.new_tensor(std::move(m))});
@@ -149,7 +149,8 @@ void register_shape_prims() {
   def("broadcast_in_dim", ir::kShape | ir::kView, {req("a"), req("shape"), req("broadcast_dimensions")},
       [](Builder& b, const Args& a) {
         const TensorMeta& m = tensor_arg(b, "broadcast_in_dim", a[0], "a");
-        std::vector<int64_t> shape = a[1].as_ints(), dims = a[2].as_ints();
+        Shape shape = a[1].as_dims();
+        std::vector<int64_t> dims = a[2].as_ints();
         if (dims.size() != m.shape.size())
           fail("prims.broadcast_in_dim", "expected one broadcast dimension per input dimension");
         for (size_t i = 0; i < dims.size(); ++i) {
@@ -161,10 +162,8 @@ void register_shape_prims() {
       });
   def("reshape", ir::kShape | ir::kView, {req("a"), req("shape")}, [](Builder& b, const Args& a) {
     const TensorMeta& m = tensor_arg(b, "reshape", a[0], "a");
-    std::vector<int64_t> shape = a[1].as_ints();
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    if (n != m.numel())
+    Shape shape = a[1].as_dims();
+    if (ir::product(shape) != m.numel())
       fail("prims.reshape", "cannot reshape " + shape_string(m.shape) + " to " + shape_string(shape));
     return new_tensor_like(b, m, shape);
   });
@@ -176,23 +175,23 @@ void register_shape_prims() {
     std::vector<int64_t> iota(m.shape.size());
     std::iota(iota.begin(), iota.end(), 0);
     if (sorted != iota) fail("prims.transpose", "permutation " + shape_string(perm) + " is not a permutation of the dims");
-    std::vector<int64_t> shape;
+    Shape shape;
     for (int64_t p : perm) shape.push_back(m.shape[p]);
     return new_tensor_like(b, m, shape);
   });
   def("slice", ir::kShape | ir::kView, {req("a"), req("start_indices"), req("end_indices"), opt("strides", Value())},
       [](Builder& b, const Args& a) {
         const TensorMeta& m = tensor_arg(b, "slice", a[0], "a");
-        std::vector<int64_t> start = a[1].as_ints(), end = a[2].as_ints();
+        Shape start = a[1].as_dims(), end = a[2].as_dims();
         std::vector<int64_t> strides = a[3].is_none() ? std::vector<int64_t>(m.shape.size(), 1) : a[3].as_ints();
         if (start.size() != m.shape.size() || end.size() != m.shape.size() || strides.size() != m.shape.size())
           fail("prims.slice", "expected one start, end and stride per dimension");
-        std::vector<int64_t> shape;
+        Shape shape;
         for (size_t i = 0; i < m.shape.size(); ++i) {
           if (start[i] < 0 || end[i] > m.shape[i] || start[i] > end[i] || strides[i] < 1)
-            fail("prims.slice", "invalid slice [" + std::to_string(start[i]) + ":" + std::to_string(end[i]) +
-                                    "] of a dimension of length " + std::to_string(m.shape[i]));
-          shape.push_back((end[i] - start[i] + strides[i] - 1) / strides[i]);
+            fail("prims.slice", "invalid slice [" + start[i].str() + ":" + end[i].str() +
+                                    "] of a dimension of length " + m.shape[i].str());
+          shape.push_back((end[i] - start[i]).ceil_divide(strides[i], "prims.slice"));
         }
         return new_tensor_like(b, m, shape);
       });
@@ -202,10 +201,10 @@ void register_shape_prims() {
     for (int64_t d : a[1].as_ints()) {
       int64_t c = canonical_dim("prims.squeeze", d, m.ndim());
       if (m.shape.empty()) continue;
-      if (m.shape[c] != 1) fail("prims.squeeze", "dimension " + std::to_string(d) + " has length " + std::to_string(m.shape[c]) + ", not 1");
+      if (m.shape[c] != 1) fail("prims.squeeze", "dimension " + std::to_string(d) + " has length " + m.shape[c].str() + ", not 1");
       drop[c] = true;
     }
-    std::vector<int64_t> shape;
+    Shape shape;
     for (size_t i = 0; i < m.shape.size(); ++i)
       if (!drop[i]) shape.push_back(m.shape[i]);
     return new_tensor_like(b, m, shape);
@@ -220,7 +219,7 @@ void register_shape_prims() {
       if (o.dtype != m.dtype) fail("prims.cat", "expected tensors of one dtype");
       if (o.ndim() != m.ndim()) fail("prims.cat", "expected tensors of one rank");
       for (int64_t d = 0; d < m.ndim(); ++d)
-        if (d != dim && o.shape[d] != m.shape[d])
+        if (d != dim && o.shape[d] != m.shape[d] && o.shape[d].is_constant() && m.shape[d].is_constant())
           fail("prims.cat", "sizes of tensors must match except in dimension " + std::to_string(dim));
       m.shape[dim] += o.shape[dim];
     }
@@ -261,7 +260,7 @@ void register_other_prims() {
   for (const char* r : {"argmax", "argmin"})
     def(r, ir::kReduction, {req("a"), req("dim")}, [r](Builder& b, const Args& a) {
       TensorMeta m = tensor_arg(b, r, a[0], "a");
-      std::vector<int64_t> shape;
+      Shape shape;
       if (!a[1].is_none()) {
         int64_t d = canonical_dim(prim_name(r), a[1].as_int(), m.ndim());
         for (int64_t i = 0; i < m.ndim(); ++i)
@@ -276,30 +275,33 @@ void register_other_prims() {
     const TensorMeta& y = tensor_arg(b, "matmul", a[1], "b");
     if (x.ndim() == 0 || y.ndim() == 0) fail("prims.matmul", "both arguments must be at least 1-dimensional");
     if (x.dtype != y.dtype) fail("prims.matmul", "expected tensors of one dtype, got " + std::string(ir::dtype_name(x.dtype)) + " and " + std::string(ir::dtype_name(y.dtype)));
-    std::vector<int64_t> xs = x.shape, ys = y.shape;
+    Shape xs = x.shape, ys = y.shape;
     bool x_vec = xs.size() == 1, y_vec = ys.size() == 1;
     if (x_vec) xs.insert(xs.begin(), 1);
     if (y_vec) ys.push_back(1);
-    int64_t k1 = xs.back(), k2 = ys[ys.size() - 2];
-    if (k1 != k2)
-      fail("prims.matmul", "shapes " + shape_string(x.shape) + " and " + shape_string(y.shape) + " cannot be multiplied (" +
-                               std::to_string(k1) + " != " + std::to_string(k2) + ")");
-    std::vector<int64_t> xb(xs.begin(), xs.end() - 2), yb(ys.begin(), ys.end() - 2);
-    std::vector<int64_t> shape = broadcast_shapes("prims.matmul", xb, yb);
+    Dim k1 = xs.back(), k2 = ys[ys.size() - 2];
+    if (k1 != k2) {
+      std::string what = "shapes " + shape_string(x.shape) + " and " + shape_string(y.shape) +
+                         " cannot be multiplied (" + k1.str() + " != " + k2.str() + ")";
+      if (!k1.is_constant() || !k2.is_constant()) throw ir::SymbolicShapeError("prims.matmul: " + what);
+      fail("prims.matmul", what);
+    }
+    Shape xb(xs.begin(), xs.end() - 2), yb(ys.begin(), ys.end() - 2);
+    Shape shape = broadcast_shapes("prims.matmul", xb, yb);
     if (!x_vec) shape.push_back(xs[xs.size() - 2]);
     if (!y_vec) shape.push_back(ys.back());
     return new_tensor_like(b, x, shape);
   });
   def("full", ir::kCreation, {req("shape"), req("fill_value"), req("dtype"), req("device")},
       [](Builder& b, const Args& a) {
-        TensorMeta m{a[2].as_dtype(), a[0].as_ints(), a[3].is_none() ? "cpu" : a[3].as_str(), false};
-        for (int64_t s : m.shape) if (s < 0) fail("prims.full", "negative dimension in shape " + shape_string(m.shape));
+        TensorMeta m{a[2].as_dtype(), a[0].as_dims(), a[3].is_none() ? "cpu" : a[3].as_str(), false};
+        for (const Dim& s : m.shape) if (s < 0) fail("prims.full", "negative dimension in shape " + shape_string(m.shape));
         return Value(ProxyRef{b.new_tensor(m)});
       });
   def("iota", ir::kCreation, {req("length"), req("start"), req("step"), req("dtype"), req("device")},
       [](Builder& b, const Args& a) {
-        int64_t n = a[0].as_int();
-        if (n < 0) fail("prims.iota", "length must be non-negative, got " + std::to_string(n));
+        Dim n = a[0].as_dim();
+        if (n < 0) fail("prims.iota", "length must be non-negative, got " + n.str());
         TensorMeta m{a[3].as_dtype(), {n}, a[4].is_none() ? "cpu" : a[4].as_str(), false};
         return Value(ProxyRef{b.new_tensor(m)});
       });
@@ -333,8 +335,8 @@ void register_other_prims() {
   // calls, DCE drops unused ones, and autodiff recomputes it in the backward instead of saving what it made.
   def("uniform_philox", ir::kCreation, {req("shape"), req("seed"), req("offset"), req("dtype"), req("device")},
       [](Builder& b, const Args& a) {
-        TensorMeta m{a[3].as_dtype(), a[0].as_ints(), a[4].is_none() ? "cpu" : a[4].as_str(), false};
-        for (int64_t s : m.shape)
+        TensorMeta m{a[3].as_dtype(), a[0].as_dims(), a[4].is_none() ? "cpu" : a[4].as_str(), false};
+        for (const Dim& s : m.shape)
           if (s < 0) fail("prims.uniform_philox", "negative dimension in shape " + shape_string(m.shape));
         if (!ir::is_floating(m.dtype))
           fail("prims.uniform_philox", "expected a floating-point dtype, got " + std::string(ir::dtype_name(m.dtype)));
@@ -349,7 +351,8 @@ void register_other_prims() {
   // and its metadata, set by the pass that made it.
   def("tensor_constant", ir::kConstant, {req("index"), req("dtype"), req("shape"), req("device")},
       [](Builder& b, const Args& a) {
-        TensorMeta m{a[1].as_dtype(), a[2].as_ints(), a[3].as_str(), false};
+        TensorMeta m{a[1].as_dtype(), a[2].as_dims(), a[3].as_str(), false};
+
         return Value(ProxyRef{b.new_tensor(m)});
       });
 }

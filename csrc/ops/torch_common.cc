@@ -47,14 +47,14 @@ Value cast(Builder& b, const Value& v, DType dtype) {
   return b.prim("convert_element_type", {v, Value(dtype)});
 }
 
-Value expand_to(Builder& b, const Value& v, const std::vector<int64_t>& shape) {
+Value expand_to(Builder& b, const Value& v, const Shape& shape) {
   if (!b.is_tensor(v)) return v;
-  const std::vector<int64_t>& s = b.meta(v).shape;
+  const Shape& s = b.meta(v).shape;
   if (s == shape) return v;
   broadcast_shapes("broadcast", s, shape);
   std::vector<int64_t> dims;
   for (size_t i = 0; i < s.size(); ++i) dims.push_back(static_cast<int64_t>(shape.size() - s.size() + i));
-  return b.prim("broadcast_in_dim", {v, Value::ints(shape), Value::ints(dims)});
+  return b.prim("broadcast_in_dim", {v, Value::dims(shape), Value::ints(dims)});
 }
 
 Value elementwise(Builder& b, std::string_view prim, const Args& operands, Promotion promotion) {
@@ -68,7 +68,7 @@ Value elementwise(Builder& b, std::string_view prim, const Args& operands, Promo
   auto scalar = [&](const Value& v) {
     return device != "cpu" && b.is_tensor(v) && b.meta(v).ndim() == 0 && b.meta(v).device == "cpu";
   };
-  std::vector<int64_t> shape;
+  Shape shape;
   bool any_tensor = false;
   for (const Value& v : operands)
     if (b.is_tensor(v) && !scalar(v)) {

@@ -26,7 +26,7 @@ Value cast(Builder& b, const Value& v, DType dtype);
 Value nll_loss_of(Builder& b, const Value& logp, const Value& target, const Value& weight, const Value& ignore_index,
                   const std::string& reduction);
 /// Broadcasts a tensor to `shape` (torch's rules) if it has another shape; numbers pass unchanged.
-Value expand_to(Builder& b, const Value& v, const std::vector<int64_t>& shape);
+Value expand_to(Builder& b, const Value& v, const Shape& shape);
 /// The elementwise prim `prim` over operands promoted and broadcast as torch does.
 Value elementwise(Builder& b, std::string_view prim, const Args& operands, Promotion promotion);
 
