@@ -209,7 +209,7 @@ class CudaWriter {
   // The stride of v's dim i as a factor ("" for 1), as in the C++ dialect.
   std::string stride(ProxyId v, size_t i) const {
     const std::vector<int64_t>& known = t_.proxy(v).strides;
-    const std::vector<int64_t>& shape = t_.tensor(v).shape;
+    const std::vector<int64_t>& shape = shape_of(t_, v);
     auto literal = [](int64_t n) { return n == 1 ? std::string() : ll(n); };
     if (!known.empty() && (!p_.shape_generic() || known[i] == 0 || known[i] == 1)) return literal(known[i]);
     if (!known.empty()) return "s" + std::to_string(input_index_.at(v)) + "_" + std::to_string(i);
@@ -229,7 +229,7 @@ class CudaWriter {
     const auto& al = p_.align.at(v);
     std::string out;
     for (size_t i = 0; i < al.size(); ++i) {
-      if (al[i] < 0 || t_.tensor(v).shape[i] == 1) continue;
+      if (al[i] < 0 || shape_of(t_, v)[i] == 1) continue;
       const std::string s = stride(v, i);
       out += (out.empty() ? "" : " + ") + index(al[i]) + (s.empty() ? "" : " * " + s);
     }
@@ -244,7 +244,7 @@ class CudaWriter {
     const auto& al = p_.align.at(v);
     for (size_t d = 0; d < p_.domain.size(); ++d) {
       bool covered = p_.reduced[d] || p_.domain[d] == 1;
-      for (size_t i = 0; i < al.size(); ++i) covered |= al[i] == static_cast<int>(d) && t_.tensor(v).shape[i] != 1;
+      for (size_t i = 0; i < al.size(); ++i) covered |= al[i] == static_cast<int>(d) && shape_of(t_, v)[i] != 1;
       if (!covered) first += (first.empty() ? "" : " && ") + index(static_cast<int>(d)) + " == 0";
     }
     const std::string out = "out" + std::to_string(slot);
@@ -546,7 +546,7 @@ class CudaWriter {
     if (it == producer_.end()) {
       const auto& al = p_.align.at(v);
       for (size_t i = 0; i < al.size(); ++i)
-        if (al[i] >= 0 && t_.tensor(v).shape[i] != 1) refs.insert(al[i]);
+        if (al[i] >= 0 && shape_of(t_, v)[i] != 1) refs.insert(al[i]);
     } else if (auto r = p_.remaps.find(v); r != p_.remaps.end()) {
       for (const RemapCase& c : r->second.cases) {
         std::set<int> operand = index_refs(c.operand);

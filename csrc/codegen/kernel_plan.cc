@@ -75,7 +75,7 @@ bool same_alignment(const std::vector<int>& a, const std::vector<int>& b, const 
 // Assigns `al` to `v`, or checks it agrees with the alignment already assigned.
 bool assign(const ir::Trace& t, KernelPlan& p, ProxyId v, const std::vector<int>& al, std::string* why) {
   auto [it, inserted] = p.align.emplace(v, al);
-  if (!inserted && !same_alignment(it->second, al, t.tensor(v).shape))
+  if (!inserted && !same_alignment(it->second, al, shape_of(t, v)))
     return fail(why, "a value is used with two different alignments");
   return true;
 }
@@ -99,8 +99,8 @@ std::optional<std::vector<int>> reshape_input_alignment(const std::vector<int64_
 // An elementwise operand is aligned as the result, unless it is a one-element tensor of another shape (the
 // 0-d predicate of a where over tensors): that one is broadcast along each of its dims.
 std::vector<int> operand_alignment(const ir::Trace& t, ProxyId operand, ProxyId out, const std::vector<int>& out_al) {
-  const std::vector<int64_t>& shape = t.tensor(operand).shape;
-  return shape == t.tensor(out).shape ? out_al : std::vector<int>(shape.size(), -1);
+  const std::vector<int64_t>& shape = shape_of(t, operand);
+  return shape == shape_of(t, out) ? out_al : std::vector<int>(shape.size(), -1);
 }
 
 // The walk of plan_kernel from the region's last symbol back to its first: it gives each value its
@@ -137,7 +137,7 @@ int pinned_dim(const Walk& w, ProxyId src, size_t i, const std::vector<int>& al)
       if (j != i && al[j] == d) return true;
     return false;
   };
-  const int64_t length = w.t.tensor(src).shape[i];
+  const int64_t length = shape_of(w.t, src)[i];
   std::vector<int> preferred;
   if (auto known = w.p.align.find(src); known != w.p.align.end()) preferred.push_back(known->second[i]);
   preferred.push_back(static_cast<int>(i));
@@ -155,8 +155,8 @@ bool walk_slice(Walk& w, const ir::BoundSymbol& b) {
   const ProxyId src = b.args[0].proxy(), out = b.output.proxy();
   const std::vector<int> out_al = w.p.align.at(out);
   const std::vector<int64_t> out_extent = w.extent.at(out);
-  const std::vector<int64_t>& src_shape = w.t.tensor(src).shape;
-  const std::vector<int64_t>& out_shape = w.t.tensor(out).shape;
+  const std::vector<int64_t>& src_shape = shape_of(w.t, src);
+  const std::vector<int64_t>& out_shape = shape_of(w.t, out);
   const std::vector<int64_t> start = b.args[1].as_ints(), step = steps_of(b.args[3], src_shape.size());
   std::vector<int> al = out_al;
   std::vector<int64_t> e = out_extent;
@@ -187,11 +187,11 @@ bool walk_cat(Walk& w, const ir::BoundSymbol& b) {
   if (k < 0) k += w.t.tensor(out).ndim();
   const int d = out_al[k];
   if (d < 0) return fail(w.why, "a cat along a broadcast dim");
-  const int64_t total = w.t.tensor(out).shape[k];
+  const int64_t total = shape_of(w.t, out)[k];
   Remap r;
   int64_t begin = 0;
   for (const ir::Value& part : b.args[0].items()) {
-    const int64_t len = w.t.tensor(part.proxy()).shape[k];
+    const int64_t len = shape_of(w.t, part.proxy())[k];
     std::vector<int64_t> e = out_extent;
     e[d] = len;
     if (!w.place(part.proxy(), out_al, e)) return false;
@@ -211,8 +211,8 @@ bool walk_slice_update(Walk& w, const ir::BoundSymbol& b) {
   const ProxyId a = b.args[0].proxy(), src = b.args[1].proxy(), out = b.output.proxy();
   const std::vector<int> out_al = w.p.align.at(out);
   const std::vector<int64_t> out_extent = w.extent.at(out);
-  const std::vector<int64_t>& src_shape = w.t.tensor(src).shape;
-  const std::vector<int64_t>& out_shape = w.t.tensor(out).shape;
+  const std::vector<int64_t>& src_shape = shape_of(w.t, src);
+  const std::vector<int64_t>& out_shape = shape_of(w.t, out);
   const std::vector<int64_t> start = b.args[2].as_ints(), step = steps_of(b.args[4], src_shape.size());
   std::vector<int64_t> e = out_extent;
   RemapCase c{src, {}, {}};
@@ -226,7 +226,7 @@ bool walk_slice_update(Walk& w, const ir::BoundSymbol& b) {
     c.at.push_back({d, 1, -start[i], step[i], src_shape[i]});
   }
   Remap r;
-  if (w.t.tensor(src).numel() > 0) r.cases.push_back(std::move(c));
+  if (numel_of(w.t, src) > 0) r.cases.push_back(std::move(c));
   r.cases.push_back(RemapCase{a, {}, {}});
   w.p.remaps[out] = std::move(r);
   return w.place(a, out_al, out_extent) && w.place(src, out_al, e);
@@ -296,7 +296,7 @@ std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p
     for (size_t k = 0; k < p.inputs.size() && a.input < 0; ++k) {
       const std::vector<int>& al = p.align.at(p.inputs[k]);
       for (size_t i = 0; i < al.size() && a.input < 0; ++i)
-        if (al[i] == static_cast<int>(d) && t.tensor(p.inputs[k]).shape[i] != 1)
+        if (al[i] == static_cast<int>(d) && shape_of(t, p.inputs[k])[i] != 1)
           a.input = static_cast<int>(k), a.input_dim = static_cast<int>(i);
     }
     out.push_back(std::move(a));
@@ -305,7 +305,7 @@ std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p
     const std::vector<int64_t>& strides = t.proxy(p.inputs[k]).strides;
     const std::vector<int>& al = p.align.at(p.inputs[k]);
     for (size_t i = 0; i < strides.size(); ++i)
-      if (al[i] >= 0 && t.tensor(p.inputs[k]).shape[i] != 1 && strides[i] != 0 && strides[i] != 1)
+      if (al[i] >= 0 && shape_of(t, p.inputs[k])[i] != 1 && strides[i] != 0 && strides[i] != 1)
         out.push_back({"s" + std::to_string(k) + "_" + std::to_string(i), true, static_cast<int>(k),
                        static_cast<int>(i), strides[i]});
   }
@@ -357,7 +357,8 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       // LayerNorm weight's gradient, x.sum((0, 1)) of [8, 64, 256]) would read every element at a large
       // stride, one kept column at a time (1.2 ms against torch's 0.1 ms there); torch sums those.
       int64_t kept_inside = 1;
-      for (int64_t d = dims.back() + 1; d < static_cast<int64_t>(in.shape.size()); ++d) kept_inside *= in.shape[d];
+      for (int64_t d = dims.back() + 1; d < static_cast<int64_t>(in.shape.size()); ++d)
+        kept_inside *= in.shape[d].value("code generation");
       if (kept_inside >= kMinStridedKept)
         return fail(why, "a reduction over outer dims of longer rows (" + std::to_string(kept_inside) + " elements)"),
                std::nullopt;
@@ -372,7 +373,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     const ir::TensorMeta& src = t.tensor(b.args[0].proxy());
     const ir::TensorMeta& index = t.tensor(b.args[1].proxy());
     int64_t dim = b.args[2].as_int() < 0 ? b.args[2].as_int() + src.ndim() : b.args[2].as_int();
-    std::vector<int64_t> picked = src.shape;
+    ir::Shape picked = src.shape;
     if (dim >= 0 && dim < src.ndim()) picked[dim] = 1;
     if (!reduction_input || reduction_input->shape != src.shape || rdims != std::vector<int64_t>{dim} ||
         index.shape != picked || ir::is_floating(index.dtype) || index.dtype == ir::DType::Bool)
@@ -389,17 +390,17 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
 
   // The domain: the reductions' input shape, else the largest output's shape (a slice's source may be larger).
   if (reduction_input) {
-    p.domain = reduction_input->shape;
+    p.domain = ir::concrete(reduction_input->shape, "code generation");
   } else {
     int64_t best = -1;
     for (ProxyId id : p.outputs)
-      if (t.tensor(id).numel() > best) best = t.tensor(id).numel(), p.domain = t.tensor(id).shape;
+      if (numel_of(t, id) > best) best = numel_of(t, id), p.domain = shape_of(t, id);
   }
   // A one-element result read from a larger tensor (x[i] of a loop over a tensor's elements) reads it at a
   // constant index along a domain dim; a 0-d domain has none, so it gets one of extent 1.
   if (!reduction_input && p.domain.empty() &&
       std::any_of(symbols.begin(), symbols.end(), [&](const ir::BoundSymbol& b) {
-        return b.is(PrimId::slice) && t.tensor(b.args[0].proxy()).numel() > 1;
+        return b.is(PrimId::slice) && numel_of(t, b.args[0].proxy()) > 1;
       }))
     p.domain = {1};
   p.reduced.assign(p.domain.size(), false);
@@ -435,7 +436,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     const PrimRole role = plan_table().at(b.sym->prim).role;
     ProxyId out = b.output.proxy();
     if (!p.align.count(out)) {
-      auto al = default_alignment(t.tensor(out).shape);
+      auto al = default_alignment(shape_of(t, out));
       if (!al) return fail(why, "a value of shape " + std::to_string(t.tensor(out).ndim()) + "-d does not align to the domain"), std::nullopt;
       p.align[out] = *al;
     }
@@ -458,14 +459,14 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       if (!w.read_over(b.args[0].proxy(), out_extent)) return std::nullopt;
     }
     if (broadcast) {
-      const auto& in = t.tensor(b.args[0].proxy()).shape;
-      const auto& shape = t.tensor(out).shape;
+      const auto& in = shape_of(t, b.args[0].proxy());
+      const auto& shape = shape_of(t, out);
       std::vector<int64_t> bdims = b.args[2].as_ints();
       std::vector<int> al(in.size());
       for (size_t i = 0; i < in.size(); ++i) al[i] = in[i] == shape[bdims[i]] ? out_al[bdims[i]] : -1;
       if (!assign(t, p, b.args[0].proxy(), al, why)) return std::nullopt;
     } else if (reshape) {
-      auto al = reshape_input_alignment(t.tensor(b.args[0].proxy()).shape, t.tensor(out).shape, out_al);
+      auto al = reshape_input_alignment(shape_of(t, b.args[0].proxy()), shape_of(t, out), out_al);
       if (!al) return fail(why, "a reshape that moves data"), std::nullopt;
       if (!assign(t, p, b.args[0].proxy(), *al, why)) return std::nullopt;
     } else if (role == PrimRole::Pick) {
@@ -474,7 +475,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
         al.push_back(static_cast<int>(d));
         keepdim.push_back(p.reduced[d] ? -1 : static_cast<int>(d));
       }
-      if (!same_alignment(out_al, keepdim, t.tensor(out).shape))
+      if (!same_alignment(out_al, keepdim, shape_of(t, out)))
         return fail(why, "a picked value used against another layout"), std::nullopt;
       if (!assign(t, p, b.args[0].proxy(), al, why) || !assign(t, p, b.args[1].proxy(), keepdim, why)) return std::nullopt;
     } else if (role == PrimRole::Reduction) {
@@ -483,7 +484,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       std::vector<int> kept;
       for (size_t d = 0; d < p.domain.size(); ++d)
         if (!p.reduced[d]) kept.push_back(static_cast<int>(d));
-      if (!same_alignment(out_al, kept, t.tensor(out).shape))
+      if (!same_alignment(out_al, kept, shape_of(t, out)))
         return fail(why, "a reduction result used against another layout"), std::nullopt;
       if (!assign(t, p, b.args[0].proxy(), al, why)) return std::nullopt;
     } else {
@@ -507,7 +508,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   // Every aligned dim must have the size of the index range it is read over (the domain's, but under a
   // remap), every broadcast dim size 1.
   for (const auto& [v, al] : p.align) {
-    const auto& shape = t.tensor(v).shape;
+    const auto& shape = shape_of(t, v);
     auto e = w.ranges.find(v);
     const std::set<std::vector<int64_t>> read = e == w.ranges.end() ? std::set{p.domain} : e->second;
     for (const std::vector<int64_t>& range : read)

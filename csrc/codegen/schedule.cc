@@ -12,7 +12,7 @@ namespace {
 bool streams(const ir::Trace& t, const KernelPlan& p, const std::vector<ProxyId>& which, int d, int64_t bytes_from) {
   bool large = false;
   for (ProxyId v : which) {
-    const auto& shape = t.tensor(v).shape;
+    const auto& shape = shape_of(t, v);
     const auto& al = p.align.at(v);
     if (shape.empty() || al.back() != d || shape.back() != p.domain[d]) return false;
     int64_t bytes = static_cast<int64_t>(ir::item_size(t.tensor(v).dtype));
@@ -72,7 +72,7 @@ bool dense_value(const ir::Trace& t, const KernelPlan& p, ProxyId v) {
   int64_t expect = 1;
   for (size_t i = m.shape.size(); i-- > 0;) {
     if (m.shape[i] != 1 && strides[i] != expect) return false;
-    expect *= m.shape[i];
+    expect *= m.shape[i].value("code generation");
   }
   return true;
 }

@@ -170,12 +170,12 @@ void register_activations() {
   });
   def_decomposed("where", kElementwise, {req("condition"), kInput, req("other")}, [](Builder& b, const Args& a) {
     DType d = result_type(b, {a[1], a[2]});
-    std::vector<int64_t> shape = b.meta(a[0]).shape;
+    Shape shape = b.meta(a[0]).shape;
     for (const Value& v : {a[1], a[2]})
       if (b.is_tensor(v)) shape = broadcast_shapes("ltorch.where", shape, b.meta(v).shape);
     Value cond = expand_to(b, cast(b, a[0], DType::Bool), shape);
     Value x = expand_to(b, cast(b, a[1], d), shape), y = expand_to(b, cast(b, a[2], d), shape);
-    if (!b.is_tensor(x) && !b.is_tensor(y)) x = b.prim("full", {Value::ints(shape), x, Value(d), Value(ir::Str{b.meta(a[0]).device})});
+    if (!b.is_tensor(x) && !b.is_tensor(y)) x = b.prim("full", {Value::dims(shape), x, Value(d), Value(ir::Str{b.meta(a[0]).device})});
     return b.prim("where", {cond, x, y});
   });
   def_decomposed("masked_fill", kElementwise, {kInput, req("mask"), req("value")}, [](Builder& b, const Args& a) {
@@ -193,7 +193,7 @@ void register_activations() {
       else value = Value(value.as_double());
     }
     // Out of place, input and mask broadcast together (the result may be larger than the input).
-    std::vector<int64_t> shape = broadcast_shapes("ltorch.masked_fill", b.meta(a[1]).shape, b.meta(a[0]).shape);
+    Shape shape = broadcast_shapes("ltorch.masked_fill", b.meta(a[1]).shape, b.meta(a[0]).shape);
     return b.prim("where", {expand_to(b, a[1], shape), expand_to(b, value, shape), expand_to(b, a[0], shape)});
   });
   def_decomposed("clamp", kElementwise, {kInput, opt("min", Value()), opt("max", Value())},

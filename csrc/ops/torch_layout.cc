@@ -91,21 +91,22 @@ std::vector<int64_t> dims_arg(const Value& v) {
   return v.is_seq() ? v.as_ints() : std::vector<int64_t>{v.as_int()};
 }
 
-Value reshape(Builder& b, const Value& x, const std::vector<int64_t>& shape) {
+Value reshape(Builder& b, const Value& x, const Shape& shape) {
   if (b.meta(x).shape == shape) return x;
-  return b.prim("reshape", {x, Value::ints(shape)});
+  return b.prim("reshape", {x, Value::dims(shape)});
 }
 
-Value slice_dim(Builder& b, const Value& x, int64_t dim, int64_t start, int64_t stop, int64_t step = 1) {
+Value slice_dim(Builder& b, const Value& x, int64_t dim, const Dim& start, const Dim& stop, int64_t step = 1) {
   const TensorMeta& m = b.meta(x);
-  std::vector<int64_t> s(m.ndim(), 0), e = m.shape, st(m.ndim(), 1);
+  Shape s(m.ndim(), 0), e = m.shape;
+  std::vector<int64_t> st(m.ndim(), 1);
   s[dim] = start, e[dim] = stop, st[dim] = step;
   if (start == 0 && stop == m.shape[dim] && step == 1) return x;
-  return b.prim("slice", {x, Value::ints(s), Value::ints(e), step == 1 ? Value() : Value::ints(st)});
+  return b.prim("slice", {x, Value::dims(s), Value::dims(e), step == 1 ? Value() : Value::ints(st)});
 }
 
 Value atleast(Builder& b, const Value& x, int64_t n) {
-  std::vector<int64_t> shape = b.meta(x).shape;
+  Shape shape = b.meta(x).shape;
   if (static_cast<int64_t>(shape.size()) >= n) return x;
   if (n == 1) return reshape(b, x, {1});
   if (n == 2) {
@@ -121,16 +122,16 @@ Value atleast(Builder& b, const Value& x, int64_t n) {
 // Splits along dim at the given boundaries (tensor_split semantics).
 Value split_at(Builder& b, const Value& x, int64_t dim, const std::vector<int64_t>& bounds) {
   const TensorMeta m = b.meta(x);
-  int64_t n = m.shape[dim];
+  int64_t n = m.shape[dim].value("ltorch.tensor_split");
   std::vector<Value> out;
   int64_t prev = 0;
   auto clampi = [n](int64_t i) { return std::min(std::max(i < 0 ? i + n : i, int64_t{0}), n); };
   for (size_t i = 0; i <= bounds.size(); ++i) {
     int64_t start = clampi(prev), stop = i < bounds.size() ? clampi(bounds[i]) : n;
     stop = std::max(stop, start);
-    std::vector<int64_t> s(m.ndim(), 0), e = m.shape;
+    Shape s(m.ndim(), 0), e = m.shape;
     s[dim] = start, e[dim] = stop;
-    out.push_back(b.prim("slice", {x, Value::ints(s), Value::ints(e)}));
+    out.push_back(b.prim("slice", {x, Value::dims(s), Value::dims(e)}));
     if (i < bounds.size()) prev = bounds[i];
   }
   return Value::tuple(std::move(out));
@@ -144,7 +145,7 @@ Value tensor_split(Builder& b, const Value& x, const Value& sections, int64_t di
   if (sections.is_seq()) {
     bounds = sections.as_ints();
   } else {
-    int64_t k = sections.as_int(), n = m.shape[dim];
+    int64_t k = sections.as_int(), n = m.shape[dim].value(op);
     if (k <= 0) fail(op, "number of sections must be larger than 0");
     int64_t base = n / k, extra = n % k, at = 0;
     for (int64_t i = 0; i + 1 < k; ++i) {
@@ -164,9 +165,9 @@ Value fill_of(DType d, double v) {
 }
 
 // iota as a tensor of int64 along one axis of a given rank.
-Value iota_along(Builder& b, int64_t n, int64_t axis, int64_t rank, const std::string& device) {
-  Value r = b.prim("iota", {Int(n), Int(0), Int(1), Value(DType::Int64), Value(ir::Str{device})});
-  std::vector<int64_t> shape(rank, 1);
+Value iota_along(Builder& b, const Dim& n, int64_t axis, int64_t rank, const std::string& device) {
+  Value r = b.prim("iota", {Value(n), Int(0), Int(1), Value(DType::Int64), Value(ir::Str{device})});
+  Shape shape(rank, 1);
   shape[axis] = n;
   return reshape(b, r, shape);
 }
@@ -175,7 +176,7 @@ Value tri(Builder& b, const Args& a, bool lower) {
   const char* op = lower ? "ltorch.tril" : "ltorch.triu";
   const TensorMeta m = tensor(b, op, a[0]);
   if (m.ndim() < 2) fail(op, "input must have at least 2 dimensions");
-  int64_t rows = m.shape[m.ndim() - 2], cols = m.shape[m.ndim() - 1];
+  Dim rows = m.shape[m.ndim() - 2], cols = m.shape[m.ndim() - 1];
   Value r = iota_along(b, rows, 0, 2, m.device), c = iota_along(b, cols, 1, 2, m.device);
   Value diff = T(b, "sub", {c, r});
   Value mask = T(b, lower ? "le" : "ge", {diff, a[1]});
@@ -217,7 +218,7 @@ void register_shapes() {
     Value x = a[0];
     for (size_t i = 0; i < dims.size(); ++i) {
       int64_t d = canonical_dim("ltorch.roll", dims[i], m.ndim());
-      int64_t n = m.shape[d];
+      int64_t n = m.shape[d].value("ltorch.roll");
       if (n == 0) continue;
       int64_t s = ((shifts[i] % n) + n) % n;
       if (s == 0) continue;
@@ -243,7 +244,7 @@ void register_shapes() {
     if (b.is_tensor(a[2])) throw NotNative("narrow with a tensor start");
     const TensorMeta& m = b.meta(a[0]);
     int64_t d = canonical_dim("ltorch.narrow", a[1].as_int(), m.ndim());
-    int64_t n = m.shape[d], start = a[2].as_int(), len = a[3].as_int();
+    int64_t n = m.shape[d].value("ltorch.narrow"), start = a[2].as_int(), len = a[3].as_int();
     if (start < 0) start += n;
     if (start < 0 || len < 0 || start + len > n) fail("ltorch.narrow", "start + length exceeds the dimension size");
     return slice_dim(b, a[0], d, start, start + len);
@@ -252,7 +253,7 @@ void register_shapes() {
     const TensorMeta& m = b.meta(a[0]);
     if (m.ndim() == 0) fail("ltorch.select", "cannot select on a 0-d tensor");
     int64_t d = canonical_dim("ltorch.select", a[1].as_int(), m.ndim());
-    int64_t n = m.shape[d], i = a[2].as_int();
+    int64_t n = m.shape[d].value("ltorch.select"), i = a[2].as_int();
     if (i < -n || i >= n) fail("ltorch.select", "index out of range");
     if (i < 0) i += n;
     return b.prim("squeeze", {slice_dim(b, a[0], d, i, i + 1), Value::ints({d})});
@@ -282,7 +283,7 @@ void register_shapes() {
     int64_t d = canonical_dim("ltorch.unflatten", a[1].as_int(), m.ndim());
     std::vector<int64_t> sizes = a[2].as_ints();
     if (sizes.empty()) fail("ltorch.unflatten", "sizes must be non-empty");
-    std::vector<int64_t> shape(m.shape.begin(), m.shape.begin() + d);
+    Shape shape(m.shape.begin(), m.shape.begin() + d);
     shape.insert(shape.end(), sizes.begin(), sizes.end());
     shape.insert(shape.end(), m.shape.begin() + d + 1, m.shape.end());
     // resolve -1 against the unflattened dim
@@ -290,24 +291,26 @@ void register_shapes() {
     for (size_t i = 0; i < sizes.size(); ++i)
       if (sizes[i] == -1) at = static_cast<int64_t>(i);
       else known *= sizes[i];
-    if (at >= 0) shape[d + at] = known == 0 ? 0 : m.shape[d] / known;
-    int64_t prod = 1;
+    if (at >= 0) shape[d + at] = known == 0 ? Dim(0) : m.shape[d].divide(known, "ltorch.unflatten");
+    Dim prod = 1;
     for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) prod *= shape[d + i];
+    if (prod != m.shape[d] && !m.shape[d].is_constant())
+      throw ir::SymbolicShapeError("ltorch.unflatten: sizes not provably of product " + m.shape[d].str());
     if (prod != m.shape[d]) fail("ltorch.unflatten", "sizes do not multiply to the dimension's size");
-    return b.torch("reshape", {a[0], Value::ints(shape)});
+    return b.torch("reshape", {a[0], Value::dims(shape)});
   });
   def_decomposed("view_as", kShape, {kInput, req("other")},
-                 [](Builder& b, const Args& a) { return b.torch("view", {a[0], Value::ints(b.meta(a[1]).shape)}); });
+                 [](Builder& b, const Args& a) { return b.torch("view", {a[0], Value::dims(b.meta(a[1]).shape)}); });
   def_decomposed("reshape_as", kShape, {kInput, req("other")},
-                 [](Builder& b, const Args& a) { return b.torch("reshape", {a[0], Value::ints(b.meta(a[1]).shape)}); });
+                 [](Builder& b, const Args& a) { return b.torch("reshape", {a[0], Value::dims(b.meta(a[1]).shape)}); });
   def_decomposed("expand_as", kShape, {kInput, req("other")},
-                 [](Builder& b, const Args& a) { return b.torch("expand", {a[0], Value::ints(b.meta(a[1]).shape)}); });
+                 [](Builder& b, const Args& a) { return b.torch("expand", {a[0], Value::dims(b.meta(a[1]).shape)}); });
   def_decomposed("type_as", 0, {kInput, req("other")},
                  [](Builder& b, const Args& a) { return b.torch("to", {a[0], Value(b.meta(a[1]).dtype)}); });
   def_decomposed("broadcast_to", kShape, {kInput, req("size")},
                  [](Builder& b, const Args& a) { return b.torch("expand", {a[0], a[1]}); });
   def_decomposed("broadcast_tensors", kShape, {req("tensors")}, [](Builder& b, const Args& a) {
-    std::vector<int64_t> shape;
+    Shape shape;
     for (const Value& t : a[0].items()) shape = broadcast_shapes("ltorch.broadcast_tensors", shape, b.meta(t).shape);
     std::vector<Value> out;
     for (const Value& t : a[0].items()) out.push_back(expand_to(b, t, shape));
@@ -320,10 +323,10 @@ void register_shapes() {
     if (reps.size() < m.shape.size()) fail("ltorch.repeat", "number of repeats can not be smaller than the tensor's rank");
     for (int64_t r : reps)
       if (r < 0) fail("ltorch.repeat", "repeats must be non-negative");
-    std::vector<int64_t> shape(reps.size() - m.shape.size(), 1);
+    Shape shape(reps.size() - m.shape.size(), 1);
     shape.insert(shape.end(), m.shape.begin(), m.shape.end());
     Value x = reshape(b, a[0], shape);
-    std::vector<int64_t> inter, expanded, final_shape;
+    Shape inter, expanded, final_shape;
     for (size_t i = 0; i < shape.size(); ++i) {
       inter.push_back(1), inter.push_back(shape[i]);
       expanded.push_back(reps[i]), expanded.push_back(shape[i]);
@@ -331,7 +334,7 @@ void register_shapes() {
     }
     x = reshape(b, x, inter);
     x = expand_to(b, x, expanded);
-    return b.prim("reshape", {x, Value::ints(final_shape)});
+    return b.prim("reshape", {x, Value::dims(final_shape)});
   });
   def_decomposed("tile", kShape, {kInput, req("dims")}, [](Builder& b, const Args& a) {
     std::vector<int64_t> reps = a[1].as_ints();
@@ -384,7 +387,8 @@ void register_shapes() {
       int64_t dim = ax;
       if (n == "hsplit" && m.ndim() == 1) dim = 0;
       if (m.ndim() < (n == "dsplit" ? 3 : n == "vsplit" ? 2 : 1)) fail("ltorch." + n, "input has too few dimensions");
-      if (!a[1].is_seq() && !b.is_tensor(a[1]) && a[1].as_int() != 0 && m.shape[dim] % a[1].as_int() != 0)
+      if (!a[1].is_seq() && !b.is_tensor(a[1]) && a[1].as_int() != 0 &&
+          m.shape[dim].value("ltorch.tensor_split") % a[1].as_int() != 0)
         fail("ltorch." + n, "the dimension is not divisible by the number of sections");
       return tensor_split(b, a[0], a[1], dim, ("ltorch." + n).c_str());
     });
@@ -422,8 +426,8 @@ void register_indexing() {
   def_decomposed("take_along_dim", 0, {kInput, req("indices"), opt("dim", Value())}, [](Builder& b, const Args& a) {
     check_index(b, "ltorch.take_along_dim", a[1]);
     // Unlike gather, take_along_dim counts a negative index from the end of the dim.
-    auto wrapped = [&](const Value& index, int64_t size) {
-      return T(b, "where", {T(b, "lt", {index, Int(0)}), T(b, "add", {index, Int(size)}), index});
+    auto wrapped = [&](const Value& index, const Dim& size) {
+      return T(b, "where", {T(b, "lt", {index, Int(0)}), T(b, "add", {index, Value(size)}), index});
     };
     if (a[2].is_none()) {
       Value flat = reshape(b, a[0], {b.meta(a[0]).numel()});
@@ -433,10 +437,10 @@ void register_indexing() {
     const TensorMeta m = b.meta(a[0]), im = b.meta(a[1]);
     if (m.ndim() != im.ndim()) fail("ltorch.take_along_dim", "input and indices must have the same rank");
     int64_t d = canonical_dim("ltorch.take_along_dim", a[2].as_int(), m.ndim());
-    std::vector<int64_t> ms = m.shape, is = im.shape;
+    Shape ms = m.shape, is = im.shape;
     ms[d] = 1, is[d] = 1;
-    std::vector<int64_t> bs = broadcast_shapes("ltorch.take_along_dim", ms, is);
-    std::vector<int64_t> xs = bs, ixs = bs;
+    Shape bs = broadcast_shapes("ltorch.take_along_dim", ms, is);
+    Shape xs = bs, ixs = bs;
     xs[d] = m.shape[d], ixs[d] = im.shape[d];
     return b.prim("gather", {expand_to(b, a[0], xs), Int(d), expand_to(b, wrapped(a[1], m.shape[d]), ixs)});
   });
@@ -517,7 +521,7 @@ void register_creation() {
   def_decomposed("empty_like", kCreation, with_tail({kInput}), [](Builder& b, const Args& a) {
     const TensorMeta& m = b.meta(a[0]);
     DType d = dtype_or(a[1], m.dtype);
-    return b.prim("full", {Value::ints(m.shape), fill_of(d, 0), Value(d), device_or(a[2], m.device)});
+    return b.prim("full", {Value::dims(m.shape), fill_of(d, 0), Value(d), device_or(a[2], m.device)});
   });
   for (auto [name, fill] : {std::pair{"new_zeros", 0.0}, std::pair{"new_ones", 1.0}, std::pair{"new_empty", 0.0}}) {
     double v = fill;

@@ -25,10 +25,10 @@ void check_write(Builder& b, const std::string& op, const Args& args) {
     if (!src.is_number() && !src.is_proxy()) fail(op, "expected argument 'src' to be a tensor or a number");
     return;
   }
-  const std::vector<int64_t>& s = b.meta(src).shape;
+  const Shape& s = b.meta(src).shape;
   bool ok = s.size() <= a.shape.size();
   for (size_t i = 0; ok && i < s.size(); ++i) {
-    int64_t want = a.shape[a.shape.size() - s.size() + i];
+    const Dim& want = a.shape[a.shape.size() - s.size() + i];
     ok = s[i] == want || s[i] == 1;
   }
   if (!ok)
@@ -49,17 +49,16 @@ Value slice_update_meta(Builder& b, const Args& a) {
   const std::string op = "prims.slice_update";
   const TensorMeta& m = tensor(b, op, a[0], "a");
   const TensorMeta& src = tensor(b, op, a[1], "src");
-  std::vector<int64_t> start = a[2].as_ints(), stop = a[3].as_ints();
+  Shape start = a[2].as_dims(), stop = a[3].as_dims();
   std::vector<int64_t> step = a[4].is_none() ? std::vector<int64_t>(m.shape.size(), 1) : a[4].as_ints();
   if (start.size() != m.shape.size() || stop.size() != m.shape.size() || step.size() != m.shape.size())
     fail(op, "expected one start, stop and step per dimension of 'a' (" + std::to_string(m.ndim()) + ")");
-  std::vector<int64_t> shape;
+  Shape shape;
   for (size_t i = 0; i < m.shape.size(); ++i) {
     if (start[i] < 0 || stop[i] > m.shape[i] || start[i] > stop[i] || step[i] < 1)
-      fail(op, "invalid slice [" + std::to_string(start[i]) + ":" + std::to_string(stop[i]) + ":" +
-                   std::to_string(step[i]) + "] of dimension " + std::to_string(i) + " of length " +
-                   std::to_string(m.shape[i]));
-    shape.push_back((stop[i] - start[i] + step[i] - 1) / step[i]);
+      fail(op, "invalid slice [" + start[i].str() + ":" + stop[i].str() + ":" + std::to_string(step[i]) +
+                   "] of dimension " + std::to_string(i) + " of length " + m.shape[i].str());
+    shape.push_back((stop[i] - start[i]).ceil_divide(step[i], op));
   }
   if (src.shape != shape)
     fail(op, "argument 'src' has shape " + shape_string(src.shape) + ", the slice has shape " + shape_string(shape));

@@ -9,10 +9,10 @@ const ir::Param kInput = req("input");
 
 // Reinserts reduced dims as size-1 dims.
 Value keep_dims(Builder& b, const Value& reduced, const TensorMeta& in, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> shape = in.shape;
+  Shape shape = in.shape;
   for (int64_t d : dims) shape[d] = 1;
   if (shape == b.meta(reduced).shape) return reduced;
-  return b.prim("reshape", {reduced, Value::ints(shape)});
+  return b.prim("reshape", {reduced, Value::dims(shape)});
 }
 
 Value reduce(Builder& b, std::string_view prim, const Value& x, const std::vector<int64_t>& dims, bool keepdim) {
@@ -52,7 +52,7 @@ void register_torch_reduction() {
                                              std::string(ir::dtype_name(d)));
                    auto dims = reduction_dims("ltorch.mean", m, a[1]);
                    int64_t count = 1;
-                   for (int64_t dim : dims) count *= m.shape[dim];
+                   for (int64_t dim : dims) count *= m.shape[dim].value("ltorch.mean");
                    DType acc = is_half(d) ? DType::Float32 : d;
                    Value s = reduce(b, "sum", cast(b, a[0], acc), dims, a[2].as_bool());
                    return cast(b, b.torch("div", {s, Value(static_cast<double>(count))}), d);

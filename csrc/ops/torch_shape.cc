@@ -11,32 +11,39 @@ using ir::kShape;
 const ir::Param kInput = req("input");
 
 // Resolves one -1 in a requested shape against the element count.
-std::vector<int64_t> infer_shape(std::string_view op, std::vector<int64_t> shape, int64_t numel) {
-  int64_t known = 1, infer_at = -1;
+// Resolves one -1 in a requested shape against the element count (symbolic sizes: where the division is exact).
+Shape infer_shape(std::string_view op, Shape shape, const Dim& numel) {
+  Dim known = 1;
+  int64_t infer_at = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       if (infer_at >= 0) fail(op, "only one dimension can be inferred");
       infer_at = static_cast<int64_t>(i);
     } else if (shape[i] < 0) {
-      fail(op, "invalid shape dimension " + std::to_string(shape[i]));
+      fail(op, "invalid shape dimension " + shape[i].str());
     } else {
       known *= shape[i];
     }
   }
+  auto invalid = [&] {
+    std::string what = "shape " + shape_string(shape) + " is invalid for input of size " + numel.str();
+    if (!known.is_constant() || !numel.is_constant()) throw ir::SymbolicShapeError(std::string(op) + ": " + what);
+    fail(op, what);
+  };
   if (infer_at >= 0) {
-    if (known == 0 || numel % known != 0)
-      fail(op, "shape " + shape_string(shape) + " is invalid for input of size " + std::to_string(numel));
-    shape[infer_at] = numel / known;
+    if (known == 0 || (known.is_constant() && numel.is_constant() && *numel.constant() % *known.constant() != 0))
+      invalid();
+    shape[infer_at] = numel.divide(known, op);
   } else if (known != numel) {
-    fail(op, "shape " + shape_string(shape) + " is invalid for input of size " + std::to_string(numel));
+    invalid();
   }
   return shape;
 }
 
-Value reshape(Builder& b, const Value& x, std::vector<int64_t> shape, std::string_view op) {
+Value reshape(Builder& b, const Value& x, Shape shape, std::string_view op) {
   shape = infer_shape(op, std::move(shape), b.meta(x).numel());
   if (shape == b.meta(x).shape) return x;
-  return b.prim("reshape", {x, Value::ints(shape)});
+  return b.prim("reshape", {x, Value::dims(shape)});
 }
 
 Value permute(Builder& b, const Value& x, std::vector<int64_t> dims) {
@@ -51,25 +58,28 @@ Value permute(Builder& b, const Value& x, std::vector<int64_t> dims) {
 }
 
 Value unsqueeze(Builder& b, const Value& x, int64_t dim) {
-  std::vector<int64_t> shape = b.meta(x).shape;
+  Shape shape = b.meta(x).shape;
   dim = canonical_dim("ltorch.unsqueeze", dim, static_cast<int64_t>(shape.size()) + 1);
   shape.insert(shape.begin() + dim, 1);
-  return b.prim("reshape", {x, Value::ints(shape)});
+  return b.prim("reshape", {x, Value::dims(shape)});
 }
 
 // Python's slice.indices(length) for a positive step.
-void clamp_slice(const Value& s, int64_t length, int64_t& start, int64_t& stop, int64_t& step) {
+// Python's slice.indices(length) for a positive step (symbolic bounds and lengths: where the clamping is provable).
+void clamp_slice(const Value& s, const Dim& length, Dim& start, Dim& stop, int64_t& step) {
   const auto& parts = s.items();
   step = parts[2].is_none() ? 1 : parts[2].as_int();
   if (step <= 0) fail("ltorch.getitem", "slice step must be positive, got " + std::to_string(step));
-  auto norm = [length](const Value& v, int64_t dflt) {
+  auto norm = [&length](const Value& v, const Dim& dflt) {
     if (v.is_none()) return dflt;
-    int64_t i = v.as_int();
+    Dim i = v.as_dim();
     if (i < 0) i += length;
-    return std::min(std::max(i, int64_t{0}), length);
+    if (i < 0) return Dim(0);
+    return i > length ? length : i;
   };
   start = norm(parts[0], 0);
-  stop = std::max(norm(parts[1], length), start);
+  Dim end = norm(parts[1], length);
+  stop = end < start ? start : end;
 }
 
 // Basic indexing: ints, slices, None and Ellipsis. Tensor indices are not native.
@@ -84,7 +94,8 @@ Value getitem(Builder& b, const Args& a) {
       ++consuming;
     } else if (k.is_seq() && std::get<ir::Seq>(k.v).kind == ir::Seq::Kind::Slice) {
       for (const Value& part : k.items())
-        if (!part.is_none() && !std::holds_alternative<int64_t>(part.v)) throw NotNative("slice with non-int bounds");
+        if (!part.is_none() && !std::holds_alternative<int64_t>(part.v) && !part.is_symbolic())
+          throw NotNative("slice with non-int bounds");
       ++consuming;
     } else if (std::holds_alternative<ir::EllipsisT>(k.v)) {
       ++ellipses;
@@ -95,7 +106,8 @@ Value getitem(Builder& b, const Args& a) {
   if (ellipses > 1) fail("ltorch.getitem", "an index can only have a single ellipsis ('...')");
   if (consuming > m.ndim())
     fail("ltorch.getitem", "too many indices for tensor of dimension " + std::to_string(m.ndim()));
-  std::vector<int64_t> start, stop, step, out_shape;
+  Shape start, stop, out_shape;
+  std::vector<int64_t> step;
   int64_t dim = 0;
   for (const Value& k : key) {
     if (k.is_none()) {
@@ -106,18 +118,19 @@ Value getitem(Builder& b, const Args& a) {
         out_shape.push_back(m.shape[dim]);
       }
     } else if (std::holds_alternative<int64_t>(k.v)) {
-      int64_t i = k.as_int(), n = m.shape[dim];
-      if (i < -n || i >= n)
-        fail("ltorch.getitem", "index " + std::to_string(i) + " is out of bounds for dimension " + std::to_string(dim) +
-                                   " with size " + std::to_string(n));
+      Dim i = k.as_int(), n = m.shape[dim];
+      if (i < Dim(0) - n || i >= n)
+        fail("ltorch.getitem", "index " + i.str() + " is out of bounds for dimension " + std::to_string(dim) +
+                                   " with size " + n.str());
       if (i < 0) i += n;
       start.push_back(i), stop.push_back(i + 1), step.push_back(1);
       ++dim;
     } else {
-      int64_t s0, s1, st;
+      Dim s0, s1;
+      int64_t st;
       clamp_slice(k, m.shape[dim], s0, s1, st);
       start.push_back(s0), stop.push_back(s1), step.push_back(st);
-      out_shape.push_back((s1 - s0 + st - 1) / st);
+      out_shape.push_back((s1 - s0).ceil_divide(st, "ltorch.getitem"));
       ++dim;
     }
   }
@@ -131,21 +144,21 @@ Value getitem(Builder& b, const Args& a) {
   if (!whole) {
     bool unit = true;
     for (int64_t s : step) unit &= s == 1;
-    x = b.prim("slice", {x, Value::ints(start), Value::ints(stop), unit ? Value() : Value::ints(step)});
+    x = b.prim("slice", {x, Value::dims(start), Value::dims(stop), unit ? Value() : Value::ints(step)});
   }
-  return out_shape == b.meta(x).shape ? x : b.prim("reshape", {x, Value::ints(out_shape)});
+  return out_shape == b.meta(x).shape ? x : b.prim("reshape", {x, Value::dims(out_shape)});
 }
 
 // Splits `x` along `dim` into pieces of the given sizes.
-Value split_sizes(Builder& b, const Value& x, const std::vector<int64_t>& sizes, int64_t dim) {
+Value split_sizes(Builder& b, const Value& x, const Shape& sizes, int64_t dim) {
   const TensorMeta& m = b.meta(x);
   std::vector<Value> out;
-  int64_t offset = 0;
-  for (int64_t s : sizes) {
-    std::vector<int64_t> start(m.shape.size(), 0), stop = m.shape;
+  Dim offset = 0;
+  for (const Dim& s : sizes) {
+    Shape start(m.shape.size(), 0), stop = m.shape;
     start[dim] = offset;
     stop[dim] = offset + s;
-    out.push_back(b.prim("slice", {x, Value::ints(start), Value::ints(stop)}));
+    out.push_back(b.prim("slice", {x, Value::dims(start), Value::dims(stop)}));
     offset += s;
   }
   return Value::tuple(std::move(out));
@@ -153,9 +166,9 @@ Value split_sizes(Builder& b, const Value& x, const std::vector<int64_t>& sizes,
 
 void register_views() {
   def_decomposed("reshape", kShape, {kInput, req("shape")},
-                 [](Builder& b, const Args& a) { return reshape(b, a[0], a[1].as_ints(), "ltorch.reshape"); });
+                 [](Builder& b, const Args& a) { return reshape(b, a[0], a[1].as_dims(), "ltorch.reshape"); });
   def_decomposed("view", kShape, {kInput, req("shape")},
-                 [](Builder& b, const Args& a) { return reshape(b, a[0], a[1].as_ints(), "ltorch.view"); });
+                 [](Builder& b, const Args& a) { return reshape(b, a[0], a[1].as_dims(), "ltorch.view"); });
   def_decomposed("permute", kShape, {kInput, req("dims")},
                  [](Builder& b, const Args& a) { return permute(b, a[0], a[1].as_ints()); });
   def_decomposed("transpose", kShape, {kInput, req("dim0"), req("dim1")}, [](Builder& b, const Args& a) {
@@ -194,8 +207,8 @@ void register_views() {
                    int64_t s = canonical_dim("ltorch.flatten", a[1].as_int(), m.ndim());
                    int64_t e = canonical_dim("ltorch.flatten", a[2].as_int(), m.ndim());
                    if (s > e) fail("ltorch.flatten", "start_dim cannot come after end_dim");
-                   std::vector<int64_t> shape(m.shape.begin(), m.shape.begin() + s);
-                   int64_t n = 1;
+                   Shape shape(m.shape.begin(), m.shape.begin() + s);
+                   Dim n = 1;
                    for (int64_t i = s; i <= e; ++i) n *= m.shape[i];
                    shape.push_back(n);
                    shape.insert(shape.end(), m.shape.begin() + e + 1, m.shape.end());
@@ -203,7 +216,7 @@ void register_views() {
                  });
   def_decomposed("expand", kShape, {kInput, req("size")}, [](Builder& b, const Args& a) {
     const TensorMeta& m = b.meta(a[0]);
-    std::vector<int64_t> size = a[1].as_ints();
+    Shape size = a[1].as_dims();
     if (size.size() < m.shape.size()) fail("ltorch.expand", "the number of sizes must be at least the tensor's rank");
     size_t lead = size.size() - m.shape.size();
     for (size_t i = 0; i < size.size(); ++i) {
@@ -222,7 +235,7 @@ void register_joins() {
   def_decomposed("cat", kShape, {req("tensors"), opt("dim", Int(0))}, [](Builder& b, const Args& a) {
     std::vector<Value> ts;
     for (const Value& t : a[0].items())
-      if (b.meta(t).shape != std::vector<int64_t>{0}) ts.push_back(t);  // torch skips legacy empty 1-D tensors
+      if (b.meta(t).shape != Shape{0}) ts.push_back(t);  // torch skips legacy empty 1-D tensors
     if (ts.empty()) ts = a[0].items();
     if (ts.empty()) fail("ltorch.cat", "expected a non-empty list of tensors");
     DType d = result_type(b, ts);
@@ -244,18 +257,24 @@ void register_joins() {
                  [](Builder& b, const Args& a) {
                    const TensorMeta& m = b.meta(a[0]);
                    int64_t dim = canonical_dim("ltorch.split", a[2].as_int(), m.ndim());
-                   int64_t n = m.shape[dim];
-                   std::vector<int64_t> sizes;
+                   Dim n = m.shape[dim];
+                   Shape sizes;
                    if (a[1].is_seq()) {
-                     sizes = a[1].as_ints();
-                     int64_t total = 0;
-                     for (int64_t s : sizes) total += s;
-                     if (total != n) fail("ltorch.split", "split sizes must sum to " + std::to_string(n));
+                     sizes = a[1].as_dims();
+                     Dim total = 0;
+                     for (const Dim& s : sizes) total += s;
+                     if (total != n) {
+                       if (!total.is_constant() || !n.is_constant())
+                         throw ir::SymbolicShapeError("ltorch.split: split sizes " + shape_string(sizes) +
+                                                      " not provably of sum " + n.str());
+                       fail("ltorch.split", "split sizes must sum to " + n.str());
+                     }
                    } else {
-                     int64_t s = a[1].as_int();
+                     const int64_t n_value = n.value("ltorch.split");
+                     const int64_t s = a[1].as_int();
                      if (s <= 0) fail("ltorch.split", "split_size must be positive");
-                     for (int64_t off = 0; off < n; off += s) sizes.push_back(std::min(s, n - off));
-                     if (n == 0) sizes.push_back(0);
+                     for (int64_t off = 0; off < n_value; off += s) sizes.push_back(std::min(s, n_value - off));
+                     if (n_value == 0) sizes.push_back(0);
                    }
                    return split_sizes(b, a[0], sizes, dim);
                  });
@@ -264,8 +283,8 @@ void register_joins() {
     int64_t dim = canonical_dim("ltorch.chunk", a[2].as_int(), m.ndim());
     int64_t chunks = a[1].as_int();
     if (chunks <= 0) fail("ltorch.chunk", "chunks must be positive");
-    int64_t n = m.shape[dim], size = (n + chunks - 1) / chunks;
-    std::vector<int64_t> sizes;
+    int64_t n = m.shape[dim].value("ltorch.chunk"), size = (n + chunks - 1) / chunks;
+    Shape sizes;
     for (int64_t off = 0; off < n; off += size) sizes.push_back(std::min(size, n - off));
     if (sizes.empty()) sizes.push_back(0);
     return split_sizes(b, a[0], sizes, dim);
@@ -275,7 +294,7 @@ void register_joins() {
     int64_t dim = canonical_dim("ltorch.unbind", a[1].as_int(), m.ndim());
     std::vector<Value> out;
     // Named: a range-for over a temporary's items() would read it after its destruction.
-    const Value pieces = split_sizes(b, a[0], std::vector<int64_t>(m.shape[dim], 1), dim);
+    const Value pieces = split_sizes(b, a[0], Shape(m.shape[dim].value("ltorch.unbind"), 1), dim);
     for (const Value& piece : pieces.items())
       out.push_back(b.prim("squeeze", {piece, Value::ints({dim})}));
     return Value::tuple(std::move(out));
@@ -311,16 +330,22 @@ void register_creation() {
       const TensorMeta& m = b.meta(a[0]);
       DType d = dtype_or(a[1], m.dtype);
       Value v = ir::is_floating(d) || ir::is_complex(d) ? Value(value) : d == DType::Bool ? Value(value != 0) : Value(int64_t(value));
-      return b.prim("full", {Value::ints(m.shape), v, Value(d), device_or(a[2], m.device)});
+      return b.prim("full", {Value::dims(m.shape), v, Value(d), device_or(a[2], m.device)});
     });
   }
   def_decomposed("full_like", kCreation, with_tail({kInput, req("fill_value")}), [](Builder& b, const Args& a) {
     const TensorMeta& m = b.meta(a[0]);
-    return b.prim("full", {Value::ints(m.shape), a[1], Value(dtype_or(a[2], m.dtype)), device_or(a[3], m.device)});
+    return b.prim("full", {Value::dims(m.shape), a[1], Value(dtype_or(a[2], m.dtype)), device_or(a[3], m.device)});
   });
   def_decomposed("arange", kCreation, with_tail({req("start"), opt("end", Value()), opt("step", Int(1))}),
                  [](Builder& b, const Args& a) {
                    Value start = a[1].is_none() ? Int(0) : a[0], end = a[1].is_none() ? a[0] : a[1], step = a[2];
+                   // A symbolic length (torch.arange(x.size(1))): integer starts and unit steps only.
+                   if (end.is_symbolic() && std::holds_alternative<int64_t>(start.v) && step == Int(1) &&
+                       (a[3].is_none() || a[3].as_dtype() == DType::Int64))
+                     return b.prim("iota", {Value(end.as_dim() - start.as_dim()), start, step, Value(DType::Int64),
+                                            device_or(a[4], "cpu")});
+
                    for (const Value& v : {start, end, step})
                      if (!v.is_number()) throw NotNative("arange with non-constant bounds");
                    bool any_float = std::holds_alternative<double>(start.v) || std::holds_alternative<double>(end.v) ||

@@ -185,7 +185,7 @@ class Differentiator {
     auto bytes = [&](ProxyId id) -> int64_t {
       const ir::ProxyInfo& p = fwd.proxy(id);
       if (!p.is_tensor || inputs.count(id)) return 0;
-      return p.tensor.numel() * ir::item_size(p.tensor.dtype);
+      return p.tensor.numel().value("rematerialization") * ir::item_size(p.tensor.dtype);
     };
     std::vector<ProxyId> order = saved;  // saved values, in order of first appearance
     std::unordered_set<ProxyId> kept(saved.begin(), saved.end());

@@ -169,7 +169,7 @@ Trace constant_folding(const Trace& t, const PassContext& ctx) {
         const ir::TensorMeta& m = t.tensor(b.output.proxy());
         ir::BoundSymbol c;
         c.sym = constant;
-        c.args = {Value(*index), Value(m.dtype), Value::ints(m.shape), Value(ir::Str{m.device})};
+        c.args = {Value(*index), Value(m.dtype), Value::dims(m.shape), Value(ir::Str{m.device})};
         c.output = b.output;
         c.source = b.source;
         tensors[b.output.proxy()] = *index;

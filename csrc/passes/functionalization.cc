@@ -28,6 +28,10 @@ using ir::TensorMeta;
 using ir::Value;
 using Ints = std::vector<int64_t>;
 
+// Functionalization tracks strides and storage offsets as integers: a trace with symbolic sizes that writes in
+// place is compiled per concrete shape (SymbolicShapeError).
+Ints ints(const ir::Shape& shape) { return ir::concrete(shape, "functionalization"); }
+
 Value P(ProxyId id) { return Value(ir::ProxyRef{id}); }
 
 // The prims whose derivative is finite wherever their inputs are finite (data movement, comparisons, and
@@ -229,7 +233,7 @@ class Emitter {
   // View constructors with peepholes: a slice of a slice_update reads the update or its base; reshapes and
   // transposes of reshapes and transposes collapse.
   Value slice(const Value& v, const Region& r) {
-    if (covers(r, meta(v).shape)) return v;
+    if (covers(r, ints(meta(v).shape))) return v;
     auto it = made_.find(v.proxy());
     if (it != made_.end() && it->second.kind == Made::SliceUpdate) {
       const Made& m = it->second;
@@ -242,7 +246,7 @@ class Emitter {
     return out;
   }
   Value slice_update(Value base, const Value& src, const Region& r) {
-    if (covers(r, meta(base).shape)) return src;
+    if (covers(r, ints(meta(base).shape))) return src;
     auto it = made_.find(base.proxy());
     if (it != made_.end() && it->second.kind == Made::SliceUpdate && same_region(r, it->second.region))
       base = P(it->second.input);  // the region is overwritten whole: the earlier update is dead
@@ -275,11 +279,11 @@ class Emitter {
     return torch("where", {c, t, e});
   }
   Value reshape(Value v, const Ints& shape) {
-    if (meta(v).shape == shape) return v;
+    if (ints(meta(v).shape) == shape) return v;
     auto it = made_.find(v.proxy());
     if (it != made_.end() && it->second.kind == Made::Reshape) {
       v = P(it->second.input);
-      if (meta(v).shape == shape) return v;
+      if (ints(meta(v).shape) == shape) return v;
     }
     Value out = cached("reshape", {v, Value::ints(shape)});
     made_[out.proxy()] = Made{Made::Reshape, v.proxy(), 0, {}, {}};
@@ -366,8 +370,8 @@ struct ViewRule {
   const char* refusal = "";
 };
 
-const Ints& in_shape(const Trace& in, const BoundSymbol& p) { return in.tensor(p.args[0].proxy()).shape; }
-const Ints& out_shape(const Trace& in, const BoundSymbol& p) { return in.tensor(p.output.proxy()).shape; }
+Ints in_shape(const Trace& in, const BoundSymbol& p) { return ints(in.tensor(p.args[0].proxy()).shape); }
+Ints out_shape(const Trace& in, const BoundSymbol& p) { return ints(in.tensor(p.output.proxy()).shape); }
 Region slice_region(const Trace& in, const BoundSymbol& p) { return region_of(p, 1, in_shape(in, p).size()); }
 
 std::optional<Ints> same_strides(const Trace&, const BoundSymbol&, const Ints& s) { return s; }
@@ -541,7 +545,7 @@ class Functionalizer {
     for (ProxyId id : in_.inputs)
       if (in_.proxy(id).is_tensor) {
         const ir::ProxyInfo& p = in_.proxy(id);
-        add_root(id, p.strides.empty() ? contiguous_strides(p.tensor.shape) : p.strides, -1);
+        add_root(id, p.strides.empty() ? contiguous_strides(ints(p.tensor.shape)) : p.strides, -1);
       }
     for (const BoundSymbol& s : in_.symbols) {
       e_.set_source(s.source);
@@ -623,7 +627,7 @@ class Functionalizer {
     roots_[id] = RootState{P(id), 0, {}};
     born_[id] = born;
   }
-  void add_root(ProxyId id) { add_root(id, contiguous_strides(in_.tensor(id).shape), e_.now()); }
+  void add_root(ProxyId id) { add_root(id, contiguous_strides(ints(in_.tensor(id).shape)), e_.now()); }
 
   bool requires_grad(const Value& v) const {
     return v.is_proxy() && out_.proxy(v.proxy()).is_tensor && out_.proxy(v.proxy()).tensor.requires_grad;
@@ -731,7 +735,7 @@ class Functionalizer {
       if (v != views.end()) {
         const ProxyId input = v->second.first;
         strides = alias_.at(input).strides;
-        if (if_contiguous && !is_contiguous(in_.tensor(input).shape, *strides)) strides.reset();
+        if (if_contiguous && !is_contiguous(ints(in_.tensor(input).shape), *strides)) strides.reset();
         for (const Step& step : v->second.second)
           if (strides) strides = step.rule->strides(in_, *step.prim, *strides);
       }
@@ -764,13 +768,13 @@ class Functionalizer {
   // src as the value a write into a tensor of `m` stores: broadcast to its shape, cast to its dtype.
   Value conform(const Value& src, const TensorMeta& m, const BoundSymbol& s) {
     if (!src.is_proxy() || !out_.proxy(src.proxy()).is_tensor)
-      return e_.torch("full", {Value::ints(m.shape), src, Value(m.dtype), Value(ir::Str{m.device})});
+      return e_.torch("full", {Value::dims(m.shape), src, Value(m.dtype), Value(ir::Str{m.device})});
     Value v = src;
     if (e_.meta(v).device != m.device)
       refuse(op_name(s) + " " + where_from(s) + " copies between devices (" + e_.meta(v).device + " to " + m.device +
              "), which functionalization does not express");
     if (e_.meta(v).dtype != m.dtype) v = e_.torch("to", {v, Value(m.dtype)});
-    if (e_.meta(v).shape != m.shape) v = e_.torch("expand", {v, Value::ints(m.shape)});
+    if (e_.meta(v).shape != m.shape) v = e_.torch("expand", {v, Value::dims(m.shape)});
     return v;
   }
 
