@@ -18,6 +18,25 @@ std::vector<int64_t> expand_param(const std::string& op, const Value& v, size_t 
   return xs;
 }
 
+// OpError(what) naming `op` unless the sizes are provably equal; SymbolicShapeError if one is symbolic (they may be
+// equal at run time).
+void require_equal(std::string_view op, const Dim& x, const Dim& y, const std::string& what) {
+  if (x == y) return;
+  if (!x.is_constant() || !y.is_constant()) throw ir::SymbolicShapeError(std::string(op) + ": " + what);
+  fail(op, what);
+}
+
+// OpError(what) naming `op` if the shapes differ in rank or in a pair of integer sizes; SymbolicShapeError if they
+// differ only where a size is symbolic (sizes that may be equal at run time).
+void require_same_shape(std::string_view op, const Shape& a, const Shape& b, const std::string& what) {
+  if (a == b) return;
+  bool undecided = a.size() == b.size();
+  for (size_t i = 0; undecided && i < a.size(); ++i)
+    undecided = a[i] == b[i] || !a[i].is_constant() || !b[i].is_constant();
+  if (undecided) throw ir::SymbolicShapeError(std::string(op) + ": " + what);
+  fail(op, what);
+}
+
 // ---- convolution ----
 
 Value conv(Builder& b, const Args& a, int64_t nd, bool transposed) {
@@ -30,10 +49,10 @@ Value conv(Builder& b, const Args& a, int64_t nd, bool transposed) {
   if (!batched && x.ndim() != nd + 1) fail(op, "expected a " + std::to_string(nd + 1) + "-d or " + std::to_string(nd + 2) + "-d input");
   if (w.ndim() != nd + 2) fail(op, "weight must be " + std::to_string(nd + 2) + "-d");
   if (!a[2].is_none() && tensor(b, op, a[2], "bias").dtype != x.dtype) fail(op, "bias must have the input's dtype");
-  std::vector<int64_t> in(x.shape.end() - nd, x.shape.end());
-  int64_t channels = x.shape[batched ? 1 : 0];
+  const Shape in(x.shape.end() - nd, x.shape.end());
+  const Dim channels = x.shape[batched ? 1 : 0];
   std::vector<int64_t> stride = expand_param(op, a[3], nd, "stride");
-  std::vector<int64_t> out_shape;
+  Shape out_shape;
   if (batched) out_shape.push_back(x.shape[0]);
   if (!transposed) {
     int64_t groups = a[6].as_int();
@@ -47,14 +66,16 @@ Value conv(Builder& b, const Args& a, int64_t nd, bool transposed) {
     } else {
       pad = expand_param(op, a[4], nd, "padding");
     }
-    if (groups <= 0 || channels != w.shape[1] * groups || w.shape[0] % groups != 0)
-      fail(op, "input channels do not match the weight and groups");
+    const std::string mismatch = "input channels do not match the weight and groups";
+    if (groups <= 0) fail(op, mismatch);
+    require_equal(op, channels, w.shape[1] * groups, mismatch);
+    require_equal(op, w.shape[0].divide(groups, op) * groups, w.shape[0], mismatch);
     out_shape.push_back(w.shape[0]);
+    // The padded input is at least the kernel: every output size is at least 1.
     for (int64_t i = 0; i < nd; ++i) {
-      int64_t k = dilation[i] * (w.shape[2 + i] - 1) + 1;
-      int64_t o = same ? in[i] : (in[i] + 2 * pad[i] - k) / stride[i] + 1;
+      const Dim k = dilation[i] * (w.shape[2 + i] - 1) + 1;
       if (!same && in[i] + 2 * pad[i] < k) fail(op, "kernel size can't be greater than the padded input size");
-      out_shape.push_back(o);
+      out_shape.push_back(same ? in[i] : (in[i] + 2 * pad[i] - k).divide(stride[i], op) + 1);
     }
   } else {
     // conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation)
@@ -62,13 +83,15 @@ Value conv(Builder& b, const Args& a, int64_t nd, bool transposed) {
     std::vector<int64_t> out_pad = expand_param(op, a[5], nd, "output_padding");
     int64_t groups = a[6].as_int();
     std::vector<int64_t> dilation = expand_param(op, a[7], nd, "dilation");
-    if (groups <= 0 || channels != w.shape[0]) fail(op, "input channels do not match the weight");
+    if (groups <= 0) fail(op, "input channels do not match the weight");
+    require_equal(op, channels, w.shape[0], "input channels do not match the weight");
     out_shape.push_back(w.shape[1] * groups);
-    for (int64_t i = 0; i < nd; ++i)
-      out_shape.push_back((in[i] - 1) * stride[i] - 2 * pad[i] + dilation[i] * (w.shape[2 + i] - 1) + out_pad[i] + 1);
+    for (int64_t i = 0; i < nd; ++i) {
+      const Dim o = (in[i] - 1) * stride[i] - 2 * pad[i] + dilation[i] * (w.shape[2 + i] - 1) + out_pad[i] + 1;
+      if (o < 0) fail(op, "output size is too small");
+      out_shape.push_back(o);
+    }
   }
-  for (int64_t s : out_shape)
-    if (s < 0) fail(op, "output size is too small");
   TensorMeta m = x;
   m.shape = out_shape;
   return out_tensor(b, m);
@@ -106,7 +129,7 @@ Value pool(Builder& b, const Args& a, int64_t nd, bool is_max) {
   TensorMeta m = x;
   for (int64_t i = 0; i < nd; ++i) {
     if (k[i] <= 0 || s[i] <= 0 || p[i] < 0 || p[i] * 2 > k[i]) fail(op, "invalid kernel, stride or padding");
-    int64_t in = x.shape[x.ndim() - nd + i];
+    const int64_t in = x.shape[x.ndim() - nd + i].value(op);
     int64_t o = pooled(in, k[i], s[i], p[i], d[i], ceil_mode);
     if (o <= 0) fail(op, "output size is too small");
     m.shape[x.ndim() - nd + i] = o;
@@ -118,13 +141,13 @@ Value adaptive_pool(Builder& b, const Args& a, int64_t nd, bool is_max) {
   const std::string op = std::string("ltorch.adaptive_") + (is_max ? "max" : "avg") + "_pool" + std::to_string(nd) + "d";
   const TensorMeta& x = tensor(b, op, a[0]);
   if (x.ndim() != nd + 1 && x.ndim() != nd + 2) fail(op, "unexpected input rank");
-  std::vector<int64_t> out;
+  Shape out;
   if (a[1].is_seq()) {
     for (size_t i = 0; i < a[1].items().size(); ++i)
-      out.push_back(a[1].items()[i].is_none() ? x.shape[x.ndim() - nd + i] : a[1].items()[i].as_int());
-    if (out.size() == 1 && nd > 1) out = std::vector<int64_t>(nd, out[0]);
+      out.push_back(a[1].items()[i].is_none() ? x.shape[x.ndim() - nd + i] : a[1].items()[i].as_dim());
+    if (out.size() == 1 && nd > 1) out = Shape(nd, out[0]);
   } else {
-    out = std::vector<int64_t>(nd, a[1].as_int());
+    out = Shape(nd, a[1].as_dim());
   }
   if (static_cast<int64_t>(out.size()) != nd) fail(op, "output_size has the wrong length");
   TensorMeta m = x;
@@ -135,9 +158,9 @@ Value adaptive_pool(Builder& b, const Args& a, int64_t nd, bool is_max) {
 // ---- normalization ----
 
 Value channel_shape(Builder& b, const Value& v, int64_t ndim) {
-  std::vector<int64_t> shape(ndim, 1);
+  Shape shape(ndim, 1);
   shape[1] = b.meta(v).numel();
-  return b.torch("reshape", {v, Value::ints(shape)});
+  return b.torch("reshape", {v, Value::dims(shape)});
 }
 
 Value batch_norm(Builder& b, const Args& a) {
@@ -152,9 +175,13 @@ Value batch_norm(Builder& b, const Args& a) {
   if (training || a[1].is_none()) {
     if (!training) fail("ltorch.batch_norm", "running_mean and running_var must be given in eval mode");
     std::vector<int64_t> dims;
+    Dim count = 1;
     for (int64_t i = 0; i < m.ndim(); ++i)
-      if (i != 1) dims.push_back(i);
-    int64_t count = m.numel() / std::max<int64_t>(m.shape[1], 1);
+      if (i != 1) {
+        dims.push_back(i);
+        count *= m.shape[i];
+      }
+    if (m.shape[1] == 0) count = 0;
     if (count <= 1) fail("ltorch.batch_norm", "expected more than 1 value per channel when training");
     mean = b.torch("mean", {x, Value::ints(dims), Value(true)});
     Value c = T(b, "sub", {x, mean});
@@ -173,15 +200,19 @@ Value group_norm(Builder& b, const Args& a) {
   // group_norm(input, num_groups, weight, bias, eps)
   const TensorMeta m = tensor(b, "ltorch.group_norm", a[0]);
   if (m.ndim() < 2) fail("ltorch.group_norm", "expected at least 2-d input");
-  int64_t g = a[1].as_int(), c = m.shape[1], n = m.shape[0];
-  if (g <= 0 || c % g != 0) fail("ltorch.group_norm", "channels must be divisible by num_groups");
+  const int64_t g = a[1].as_int();
+  const Dim c = m.shape[1], n = m.shape[0];
+  if (g <= 0 || c.divide(g, "ltorch.group_norm") * g != c)
+    fail("ltorch.group_norm", "channels must be divisible by num_groups");
+  const Shape spatial(m.shape.begin() + 2, m.shape.end());
+  const Dim group_size = n == 0 ? Dim(0) : c.divide(g, "ltorch.group_norm") * ir::product(spatial);
   DType acc = opmath(m.dtype);
-  Value x = b.torch("reshape", {cast(b, a[0], acc), Value::ints({n, g, n * g == 0 ? 0 : m.numel() / (n * g)})});
+  Value x = b.torch("reshape", {cast(b, a[0], acc), Value::dims({n, g, group_size})});
   Value mean = b.torch("mean", {x, Value::ints({2}), Value(true)});
   Value cen = T(b, "sub", {x, mean});
   Value var = b.torch("mean", {T(b, "mul", {cen, cen}), Value::ints({2}), Value(true)});
   Value y = T(b, "mul", {cen, T(b, "rsqrt", {T(b, "add", {var, a[4]})})});
-  y = b.torch("reshape", {y, Value::ints(m.shape)});
+  y = b.torch("reshape", {y, Value::dims(m.shape)});
   if (!a[2].is_none()) y = T(b, "mul", {y, channel_shape(b, a[2], m.ndim())});
   if (!a[3].is_none()) y = T(b, "add", {y, channel_shape(b, a[3], m.ndim())});
   return cast(b, y, m.dtype);
@@ -192,7 +223,7 @@ Value normalize(Builder& b, const Args& a) {
   const TensorMeta& m = tensor(b, "ltorch.normalize", a[0]);
   if (!is_float(m.dtype)) fail("ltorch.normalize", "expected a floating-point input");
   Value norm = b.torch("vector_norm", {a[0], a[1], Value::ints({a[2].as_int()}), Value(true)});
-  Value denom = T(b, "expand", {b.torch("clamp_min", {norm, a[3]}), Value::ints(m.shape)});
+  Value denom = T(b, "expand", {b.torch("clamp_min", {norm, a[3]}), Value::dims(m.shape)});
   return T(b, "div", {a[0], denom});
 }
 
@@ -260,7 +291,8 @@ void register_losses() {
                   opt("reduction", Value(ir::Str{"mean"}))},
                  [](Builder& b, const Args& a) {
                    legacy_reduction(a, 3, 4);
-                   if (b.meta(a[0]).shape != b.meta(a[1]).shape) fail("ltorch.binary_cross_entropy", "target and input must have the same shape");
+                   require_same_shape("ltorch.binary_cross_entropy", b.meta(a[0]).shape, b.meta(a[1]).shape,
+                                      "target and input must have the same shape");
                    DType d = b.meta(a[0]).dtype;
                    Value x = cast(b, a[0], opmath(d)), y = cast(b, a[1], opmath(d));
                    Value logx = b.torch("clamp_min", {T(b, "log", {x}), F(-100.0)});
@@ -274,8 +306,8 @@ void register_losses() {
                   opt("reduction", Value(ir::Str{"mean"})), opt("pos_weight", Value())},
                  [](Builder& b, const Args& a) {
                    legacy_reduction(a, 3, 4);
-                   if (b.meta(a[0]).shape != b.meta(a[1]).shape)
-                     fail("ltorch.binary_cross_entropy_with_logits", "target and input must have the same shape");
+                   require_same_shape("ltorch.binary_cross_entropy_with_logits", b.meta(a[0]).shape, b.meta(a[1]).shape,
+                                      "target and input must have the same shape");
                    const Value &x = a[0], &y = a[1];
                    // (1 - y) x + (1 + (pw - 1) y) (log1p(exp(-|x|)) + max(-x, 0))
                    Value sp = T(b, "add", {T(b, "log1p", {T(b, "exp", {T(b, "neg", {T(b, "abs", {x})})})}),
@@ -301,7 +333,7 @@ void register_losses() {
                    if (r == "batchmean") {
                      Value s = T(b, "sum", {l});
                      const TensorMeta& m = b.meta(a[0]);
-                     return m.ndim() == 0 ? s : T(b, "div", {s, Int(m.shape[0])});
+                     return m.ndim() == 0 ? s : T(b, "div", {s, Int(m.shape[0].value("ltorch.kl_div"))});
                    }
                    return reduce_loss(b, l, a[4], "ltorch.kl_div");
                  });
@@ -313,9 +345,9 @@ void register_losses() {
                    const TensorMeta im = b.meta(a[0]), tm = b.meta(a[1]);
                    if (tm.dtype != DType::Int64) fail("ltorch.nll_loss", "expected an int64 target");
                    int64_t class_dim = im.ndim() == 1 ? 0 : 1;
-                   std::vector<int64_t> expected = im.shape;
+                   Shape expected = im.shape;
                    expected.erase(expected.begin() + class_dim);
-                   if (tm.shape != expected) fail("ltorch.nll_loss", "target shape does not match the input");
+                   require_same_shape("ltorch.nll_loss", tm.shape, expected, "target shape does not match the input");
                    const std::string& reduction = a[6].as_str();
                    if (im.numel() == 0 && reduction == "mean") throw NotNative("nll_loss mean over an empty batch");
                    if (reduction != "none" && reduction != "mean" && reduction != "sum")
@@ -363,7 +395,7 @@ void register_products() {
   def_decomposed("dot", 0, {kInput, req("tensor")}, [](Builder& b, const Args& a) {
     if (b.meta(a[0]).ndim() != 1 || b.meta(a[1]).ndim() != 1) fail("ltorch.dot", "1D tensors expected");
     if (b.meta(a[0]).dtype != b.meta(a[1]).dtype) fail("ltorch.dot", "expected both vectors to have same dtype");
-    if (b.meta(a[0]).shape != b.meta(a[1]).shape) fail("ltorch.dot", "inconsistent tensor size");
+    require_same_shape("ltorch.dot", b.meta(a[0]).shape, b.meta(a[1]).shape, "inconsistent tensor size");
     return b.prim("matmul", {a[0], a[1]});
   });
   def_decomposed("outer", 0, {kInput, req("vec2")}, [](Builder& b, const Args& a) {
@@ -401,7 +433,7 @@ void register_products() {
                      Value prod = b.prim("matmul", {a[1], a[2]});
                      if (batch_sum) prod = b.torch("sum", {prod, Value::ints({0}), Value(false), Value(m1.dtype)});
                      if (!(alpha == Int(1))) prod = T(b, "mul", {prod, alpha});
-                     std::vector<int64_t> shape = b.meta(prod).shape;
+                     const Shape shape = b.meta(prod).shape;
                      if (broadcast_shapes("ltorch." + n, b.meta(a[0]).shape, shape) != shape)
                        fail("ltorch." + n, "input cannot be broadcast to the product's shape");
                      if (beta.as_double() == 0.0) {
@@ -449,32 +481,37 @@ void register_misc() {
              return out_tensor(b, m);
            });
   // Both are reshape (..., c, a, b, d, e) -> permute -> reshape over the last three dims.
-  auto shuffle = [](Builder& b, const Value& in, const std::vector<int64_t>& lead, std::vector<int64_t> split,
-                    std::vector<int64_t> order, std::vector<int64_t> merged) {
-    std::vector<int64_t> s1 = lead, perm, s2 = lead;
+  auto shuffle = [](Builder& b, const Value& in, const Shape& lead, const Shape& split,
+                    const std::vector<int64_t>& order, const Shape& merged) {
+    Shape s1 = lead, s2 = lead;
+    std::vector<int64_t> perm;
     s1.insert(s1.end(), split.begin(), split.end());
     int64_t k = static_cast<int64_t>(lead.size());
     for (int64_t i = 0; i < k; ++i) perm.push_back(i);
     for (int64_t o : order) perm.push_back(k + o);
     s2.insert(s2.end(), merged.begin(), merged.end());
-    Value x = b.torch("permute", {b.torch("reshape", {in, Value::ints(s1)}), Value::ints(perm)});
-    return b.torch("reshape", {x, Value::ints(s2)});
+    Value x = b.torch("permute", {b.torch("reshape", {in, Value::dims(s1)}), Value::ints(perm)});
+    return b.torch("reshape", {x, Value::dims(s2)});
   };
   def_decomposed("pixel_shuffle", ir::kShape, {kInput, req("upscale_factor")}, [shuffle](Builder& b, const Args& a) {
     const TensorMeta m = tensor(b, "ltorch.pixel_shuffle", a[0]);
-    int64_t r = a[1].as_int(), n = m.ndim();
-    if (n < 3 || r <= 0 || m.shape[n - 3] % (r * r) != 0) fail("ltorch.pixel_shuffle", "invalid input or upscale_factor");
-    std::vector<int64_t> lead(m.shape.begin(), m.shape.end() - 3);
-    int64_t c = m.shape[n - 3] / (r * r), h = m.shape[n - 2], w = m.shape[n - 1];
+    const int64_t r = a[1].as_int(), n = m.ndim();
+    const std::string op = "ltorch.pixel_shuffle";
+    if (n < 3 || r <= 0 || m.shape[n - 3].divide(r * r, op) * (r * r) != m.shape[n - 3])
+      fail(op, "invalid input or upscale_factor");
+    const Shape lead(m.shape.begin(), m.shape.end() - 3);
+    const Dim c = m.shape[n - 3].divide(r * r, op), h = m.shape[n - 2], w = m.shape[n - 1];
     return shuffle(b, a[0], lead, {c, r, r, h, w}, {0, 3, 1, 4, 2}, {c, h * r, w * r});
   });
   def_decomposed("pixel_unshuffle", ir::kShape, {kInput, req("downscale_factor")}, [shuffle](Builder& b, const Args& a) {
     const TensorMeta m = tensor(b, "ltorch.pixel_unshuffle", a[0]);
-    int64_t r = a[1].as_int(), n = m.ndim();
-    if (n < 3 || r <= 0 || m.shape[n - 2] % r != 0 || m.shape[n - 1] % r != 0)
-      fail("ltorch.pixel_unshuffle", "invalid input or downscale_factor");
-    std::vector<int64_t> lead(m.shape.begin(), m.shape.end() - 3);
-    int64_t c = m.shape[n - 3], h = m.shape[n - 2] / r, w = m.shape[n - 1] / r;
+    const int64_t r = a[1].as_int(), n = m.ndim();
+    const std::string op = "ltorch.pixel_unshuffle";
+    if (n < 3 || r <= 0 || m.shape[n - 2].divide(r, op) * r != m.shape[n - 2] ||
+        m.shape[n - 1].divide(r, op) * r != m.shape[n - 1])
+      fail(op, "invalid input or downscale_factor");
+    const Shape lead(m.shape.begin(), m.shape.end() - 3);
+    const Dim c = m.shape[n - 3], h = m.shape[n - 2].divide(r, op), w = m.shape[n - 1].divide(r, op);
     return shuffle(b, a[0], lead, {c, h, r, w, r}, {0, 2, 4, 1, 3}, {c * r * r, h, w});
   });
   def_decomposed("softmin", ir::kReduction, {kInput, req("dim"), opt("dtype", Value())}, [](Builder& b, const Args& a) {

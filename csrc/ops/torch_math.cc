@@ -321,7 +321,8 @@ void register_activations() {
     require_float(b, "ltorch.glu", a[0]);
     const TensorMeta& m = b.meta(a[0]);
     int64_t d = canonical_dim("ltorch.glu", a[1].as_int(), m.ndim());
-    if (m.ndim() == 0 || m.shape[d] % 2 != 0) fail("ltorch.glu", "halving dimension must be even");
+    if (m.ndim() == 0 || m.shape[d].divide(2, "ltorch.glu") * 2 != m.shape[d])
+      fail("ltorch.glu", "halving dimension must be even");
     Value halves = b.torch("chunk", {a[0], Int(2), Int(d)});
     return T(b, "mul", {halves.items()[0], T(b, "sigmoid", {halves.items()[1]})});
   });
@@ -331,11 +332,16 @@ void register_activations() {
     const TensorMeta& w = tensor(b, "ltorch.prelu", a[1]);
     Value weight = a[1];
     if (w.numel() != 1) {
-      if (m.ndim() < 2 || w.ndim() != 1 || w.shape[0] != m.shape[1])
-        fail("ltorch.prelu", "weight must have one element or one per channel");
-      std::vector<int64_t> shape(m.ndim(), 1);
+      const std::string what = "weight must have one element or one per channel";
+      if (m.ndim() < 2 || w.ndim() != 1) fail("ltorch.prelu", what);
+      if (w.shape[0] != m.shape[1]) {
+        if (!w.shape[0].is_constant() || !m.shape[1].is_constant())
+          throw ir::SymbolicShapeError("ltorch.prelu: " + what);
+        fail("ltorch.prelu", what);
+      }
+      Shape shape(m.ndim(), 1);
       shape[1] = w.shape[0];
-      weight = b.torch("reshape", {a[1], Value::ints(shape)});
+      weight = b.torch("reshape", {a[1], Value::dims(shape)});
     } else if (w.ndim() > m.ndim() && m.ndim() > 0) {
       fail("ltorch.prelu", "weight has more dims than input");
     }
@@ -347,10 +353,10 @@ void register_activations() {
 
 Value keep(Builder& b, const Value& r, const TensorMeta& in, const std::vector<int64_t>& dims, bool keepdim) {
   if (!keepdim) return r;
-  std::vector<int64_t> shape = in.shape;
+  Shape shape = in.shape;
   for (int64_t d : dims) shape[d] = 1;
   if (shape == b.meta(r).shape) return r;
-  return b.prim("reshape", {r, Value::ints(shape)});
+  return b.prim("reshape", {r, Value::dims(shape)});
 }
 
 // var/std: torch.var(input, dim, unbiased, keepdim) and torch.var(input, dim, *, correction, keepdim).
@@ -540,8 +546,8 @@ void register_reductions() {
            [](Builder& b, const Args& a) {
              TensorMeta m = tensor(b, "topk", a[0]);
              int64_t d = canonical_dim("ltorch.topk", a[2].as_int(), m.ndim());
-             int64_t k = a[1].as_int();
-             int64_t n = m.ndim() == 0 ? 1 : m.shape[d];
+             const Dim k = a[1].as_dim();
+             const Dim n = m.ndim() == 0 ? 1 : m.shape[d];
              if (k < 0 || k > n) fail("ltorch.topk", "k out of range");
              if (m.ndim() > 0) m.shape[d] = k;
              m.requires_grad = false;

@@ -37,11 +37,23 @@ Value softmax(Builder& b, const Args& a, bool log) {
   return cast(b, r, out);
 }
 
+// OpError(what) naming `op` if the shapes differ in rank or in a pair of integer sizes; SymbolicShapeError if they
+// differ only where a size is symbolic (sizes that may be equal at run time).
+void require_same_shape(std::string_view op, const Shape& a, const Shape& b, const std::string& what) {
+  if (a == b) return;
+  bool undecided = a.size() == b.size();
+  for (size_t i = 0; undecided && i < a.size(); ++i)
+    undecided = a[i] == b[i] || !a[i].is_constant() || !b[i].is_constant();
+  if (undecided) throw ir::SymbolicShapeError(std::string(op) + ": " + what);
+  fail(op, what);
+}
+
 std::vector<int64_t> trailing_dims(std::string_view op, const TensorMeta& m, const Value& normalized_shape) {
-  std::vector<int64_t> ns = normalized_shape.as_ints();
-  if (ns.size() > m.shape.size() ||
-      !std::equal(ns.begin(), ns.end(), m.shape.end() - static_cast<int64_t>(ns.size())))
-    fail(op, "normalized_shape " + shape_string(ns) + " does not match the input's trailing dims " + shape_string(m.shape));
+  Shape ns = normalized_shape.as_dims();
+  const std::string what =
+      "normalized_shape " + shape_string(ns) + " does not match the input's trailing dims " + shape_string(m.shape);
+  if (ns.size() > m.shape.size()) fail(op, what);
+  require_same_shape(op, ns, Shape(m.shape.end() - static_cast<int64_t>(ns.size()), m.shape.end()), what);
   std::vector<int64_t> dims;
   for (size_t i = m.shape.size() - ns.size(); i < m.shape.size(); ++i) dims.push_back(static_cast<int64_t>(i));
   return dims;
@@ -103,7 +115,7 @@ Value dropout(Builder& b, const Value& x, double p, bool training, bool inplace)
   if (p == 1.0) return b.torch("mul", {x, num(0.0)});
   const DType u_dtype = m.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
   Value seed = b.prim("random_seed", {});
-  Value u = b.prim("uniform_philox", {Value::ints(m.shape), seed, Int(0), Value(u_dtype), Value(ir::Str{m.device})});
+  Value u = b.prim("uniform_philox", {Value::dims(m.shape), seed, Int(0), Value(u_dtype), Value(ir::Str{m.device})});
   Value keep = b.torch("lt", {u, num(1.0 - p)});
   // keep as 1.0 or 0.0 by a select, not a bool-to-float conversion: GCC does not vectorize a loop converting a bool.
   Value ones = b.prim("where", {keep, num(1.0), num(0.0)});
@@ -117,32 +129,35 @@ Value sdpa(Builder& b, const Args& a) {
   const Value &q = a[0], &k = a[1], &v = a[2], &mask = a[3];
   const TensorMeta qm = b.meta(q), km = b.meta(k);
   if (qm.ndim() < 2 || km.ndim() < 2) fail("ltorch.scaled_dot_product_attention", "query and key must be at least 2-D");
-  int64_t L = qm.shape[qm.ndim() - 2], S = km.shape[km.ndim() - 2], E = qm.shape.back();
+  const Dim L = qm.shape[qm.ndim() - 2], S = km.shape[km.ndim() - 2], E = qm.shape.back();
   Value key = k, value = v;
   if (a[7].as_bool() && qm.ndim() >= 3 && qm.shape[qm.ndim() - 3] != km.shape[km.ndim() - 3]) {
-    int64_t hq = qm.shape[qm.ndim() - 3], hk = km.shape[km.ndim() - 3];
-    if (hq % hk != 0) fail("ltorch.scaled_dot_product_attention", "query heads must be a multiple of key heads");
+    const Dim hq = qm.shape[qm.ndim() - 3], hk = km.shape[km.ndim() - 3];
+    if (hq.is_constant() && hk.is_constant() && *hq.constant() % *hk.constant() != 0)
+      fail("ltorch.scaled_dot_product_attention", "query heads must be a multiple of key heads");
+    const Dim groups = hq.divide(hk, "ltorch.scaled_dot_product_attention");
     // Each key/value head serves hq / hk consecutive query heads (torch's repeat_interleave on the head dim).
     auto repeat_heads = [&](const Value& t) {
-      std::vector<int64_t> shape = b.meta(t).shape;
+      Shape shape = b.meta(t).shape;
       int64_t head_dim = static_cast<int64_t>(shape.size()) - 3;
       Value u = b.torch("unsqueeze", {t, Int(head_dim + 1)});
-      std::vector<int64_t> expanded = b.meta(u).shape;
-      expanded[head_dim + 1] = hq / hk;
+      Shape expanded = b.meta(u).shape;
+      expanded[head_dim + 1] = groups;
       shape[head_dim] = hq;
-      return b.torch("reshape", {b.torch("expand", {u, Value::ints(expanded)}), Value::ints(shape)});
+      return b.torch("reshape", {b.torch("expand", {u, Value::dims(expanded)}), Value::dims(shape)});
     };
     key = repeat_heads(k);
     value = repeat_heads(v);
   }
-  double scale = a[6].is_none() ? 1.0 / std::sqrt(static_cast<double>(E)) : a[6].as_double();
+  double scale = a[6].is_none() ? 1.0 / std::sqrt(static_cast<double>(E.value("ltorch.scaled_dot_product_attention")))
+                                 : a[6].as_double();
   DType d = qm.dtype;
   Value qs = cast(b, q, opmath(d)), ks = cast(b, key, opmath(d)), vs = cast(b, value, opmath(d));
   Value scores = b.torch("mul", {b.torch("matmul", {qs, b.torch("transpose", {ks, Int(-2), Int(-1)})}), Value(scale)});
   if (a[5].as_bool()) {
     if (!mask.is_none()) fail("ltorch.scaled_dot_product_attention", "attn_mask and is_causal cannot both be set");
-    Value rows = b.torch("unsqueeze", {b.torch("arange", {Int(L), Value(), Int(1), Value(), Value(ir::Str{qm.device})}), Int(-1)});
-    Value cols = b.torch("arange", {Int(S), Value(), Int(1), Value(), Value(ir::Str{qm.device})});
+    Value rows = b.torch("unsqueeze", {b.torch("arange", {Value(L), Value(), Int(1), Value(), Value(ir::Str{qm.device})}), Int(-1)});
+    Value cols = b.torch("arange", {Value(S), Value(), Int(1), Value(), Value(ir::Str{qm.device})});
     Value keep = b.torch("le", {cols, rows});
     scores = b.torch("masked_fill", {scores, b.torch("logical_not", {keep}), Value(-INFINITY)});
   } else if (!mask.is_none()) {
@@ -175,7 +190,7 @@ Value nll_loss_of(Builder& b, const Value& logp, const Value& target, const Valu
   Value w = b.torch("to", {valid, Value(im.dtype)});
   if (!weight.is_none()) {
     Value flat = b.torch("reshape", {safe, Value::ints({-1})});
-    Value per = b.torch("reshape", {b.prim("take", {weight, flat, Int(0)}), Value::ints(tm.shape)});
+    Value per = b.torch("reshape", {b.prim("take", {weight, flat, Int(0)}), Value::dims(tm.shape)});
     w = b.torch("mul", {w, per});
   }
   Value loss = b.torch("mul", {nll, w});
@@ -198,10 +213,10 @@ Value cross_entropy(Builder& b, const Args& a) {
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
     fail("ltorch.cross_entropy", "reduction must be 'mean', 'sum' or 'none', got '" + reduction + "'");
   int64_t class_dim = im.ndim() == 1 ? 0 : 1;
-  std::vector<int64_t> expected = im.shape;
+  Shape expected = im.shape;
   expected.erase(expected.begin() + class_dim);
-  if (tm.shape != expected)
-    fail("ltorch.cross_entropy", "expected target of shape " + shape_string(expected) + ", got " + shape_string(tm.shape));
+  require_same_shape("ltorch.cross_entropy", tm.shape, expected,
+                   "expected target of shape " + shape_string(expected) + ", got " + shape_string(tm.shape));
   return nll_loss_of(b, b.torch("log_softmax", {input, Int(class_dim)}), target, weight, a[4], reduction);
 }
 
@@ -211,9 +226,9 @@ Value embedding(Builder& b, const Args& a) {
   if (w.ndim() != 2) fail("ltorch.embedding", "expected a 2-D weight");
   if (ir::is_floating(idx.dtype)) fail("ltorch.embedding", "expected argument 'input' to be an integer tensor");
   Value rows = b.prim("take", {a[1], b.torch("reshape", {a[0], Value::ints({-1})}), Int(0)});
-  std::vector<int64_t> shape = idx.shape;
+  Shape shape = idx.shape;
   shape.push_back(w.shape[1]);
-  return b.torch("reshape", {rows, Value::ints(shape)});
+  return b.torch("reshape", {rows, Value::dims(shape)});
 }
 
 }  // namespace

@@ -44,25 +44,25 @@ struct Ctx {
   Value zeros_like(const Value& v) { return zeros(meta(v)); }
   Value convert(const Value& v, DType d) { return tensor(v) && meta(v).dtype != d ? prim("convert_element_type", {v, Value(d)}) : v; }
   // g broadcast back over the dims a reduction of `full` removed (`dims`, canonical).
-  Value unreduce(const Value& v, const std::vector<int64_t>& full, const std::vector<int64_t>& dims) {
+  Value unreduce(const Value& v, const Shape& full, const std::vector<int64_t>& dims) {
     std::vector<bool> reduced(full.size(), false);
     for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
     std::vector<int64_t> kept;
     for (size_t i = 0; i < full.size(); ++i)
       if (!reduced[i]) kept.push_back(static_cast<int64_t>(i));
-    return prim("broadcast_in_dim", {v, Value::ints(full), Value::ints(kept)});
+    return prim("broadcast_in_dim", {v, Value::dims(full), Value::ints(kept)});
   }
   // A gradient with the shape `shape` of the argument it flows to: summed over the dims it was broadcast
   // along (a 0-dim CPU tensor is a scalar to an elementwise prim on another device).
-  Value sum_to(const Value& v, const std::vector<int64_t>& shape) {
+  Value sum_to(const Value& v, const Shape& shape) {
     if (!tensor(v) || meta(v).shape == shape) return v;
-    const std::vector<int64_t>& from = meta(v).shape;
+    const Shape& from = meta(v).shape;
     const size_t lead = from.size() - shape.size();
     std::vector<int64_t> dims;
     for (size_t i = 0; i < from.size(); ++i)
       if (i < lead || (shape[i - lead] == 1 && from[i] != 1)) dims.push_back(static_cast<int64_t>(i));
     Value s = dims.empty() ? v : prim("sum", {v, Value::ints(dims)});
-    return meta(s).shape == shape ? s : prim("reshape", {s, Value::ints(shape)});
+    return meta(s).shape == shape ? s : prim("reshape", {s, Value::dims(shape)});
   }
 };
 
@@ -228,8 +228,8 @@ std::vector<int64_t> canonical_dims(const Value& dims, int64_t ndim) {
 
 std::unordered_map<std::string, Rule> shape_rules() {
   std::unordered_map<std::string, Rule> r;
-  r["reshape"] = [](Ctx& c) { return Grads{c.prim("reshape", {c.g, Value::ints(c.meta(c.arg(0)).shape)}), Value()}; };
-  r["squeeze"] = [](Ctx& c) { return Grads{c.prim("reshape", {c.g, Value::ints(c.meta(c.arg(0)).shape)}), Value()}; };
+  r["reshape"] = [](Ctx& c) { return Grads{c.prim("reshape", {c.g, Value::dims(c.meta(c.arg(0)).shape)}), Value()}; };
+  r["squeeze"] = [](Ctx& c) { return Grads{c.prim("reshape", {c.g, Value::dims(c.meta(c.arg(0)).shape)}), Value()}; };
   r["transpose"] = [](Ctx& c) {
     std::vector<int64_t> perm = c.arg(1).as_ints(), inverse(perm.size());
     for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
@@ -238,8 +238,9 @@ std::unordered_map<std::string, Rule> shape_rules() {
   r["flip"] = [](Ctx& c) { return Grads{c.prim("flip", {c.g, c.arg(1)}), Value()}; };
   // broadcast_in_dim: summed over the new dims and the size-1 dims it expanded.
   r["broadcast_in_dim"] = [](Ctx& c) {
-    const std::vector<int64_t>& in = c.meta(c.arg(0)).shape;
-    const std::vector<int64_t> out = c.arg(1).as_ints(), bdims = c.arg(2).as_ints();
+    const Shape& in = c.meta(c.arg(0)).shape;
+    const Shape out = c.arg(1).as_dims();
+    const std::vector<int64_t> bdims = c.arg(2).as_ints();
     std::vector<bool> kept(out.size(), false);
     for (size_t i = 0; i < bdims.size(); ++i)
       kept[static_cast<size_t>(bdims[i])] = in[i] == out[static_cast<size_t>(bdims[i])];
@@ -247,7 +248,7 @@ std::unordered_map<std::string, Rule> shape_rules() {
     for (size_t i = 0; i < out.size(); ++i)
       if (!kept[i]) dims.push_back(static_cast<int64_t>(i));
     Value s = dims.empty() ? c.g : c.prim("sum", {c.g, Value::ints(dims)});
-    if (c.meta(s).shape != in) s = c.prim("reshape", {s, Value::ints(in)});
+    if (c.meta(s).shape != in) s = c.prim("reshape", {s, Value::dims(in)});
     return Grads{s, Value(), Value()};
   };
   r["slice"] = [](Ctx& c) {
@@ -263,18 +264,18 @@ std::unordered_map<std::string, Rule> shape_rules() {
   };
   r["cat"] = [](Ctx& c) {
     const std::vector<Value>& parts = c.arg(0).items();
-    const std::vector<int64_t>& shape = c.meta(c.g).shape;
+    const Shape& shape = c.meta(c.g).shape;
     const int64_t dim = canonical_dims(c.arg(1), static_cast<int64_t>(shape.size()))[0];
     std::vector<Value> grads;
-    int64_t offset = 0;
+    Dim offset = 0;
     for (const Value& p : parts) {
-      std::vector<int64_t> start(shape.size(), 0), stop = shape;
-      const int64_t n = c.meta(p).shape[static_cast<size_t>(dim)];
+      Shape start(shape.size(), 0), stop = shape;
+      const Dim n = c.meta(p).shape[static_cast<size_t>(dim)];
       start[static_cast<size_t>(dim)] = offset;
       stop[static_cast<size_t>(dim)] = offset + n;
       offset += n;
       const bool floating = ir::is_floating(c.meta(p).dtype) || ir::is_complex(c.meta(p).dtype);
-      grads.push_back(floating ? c.prim("slice", {c.g, Value::ints(start), Value::ints(stop)}) : Value());
+      grads.push_back(floating ? c.prim("slice", {c.g, Value::dims(start), Value::dims(stop)}) : Value());
     }
     return Grads{Value::list(std::move(grads)), Value()};
   };
@@ -325,8 +326,9 @@ std::unordered_map<std::string, Rule> reduction_rules() {
   r["var"] = [](Ctx& c) {
     const TensorMeta& m = c.meta(c.arg(0));
     const std::vector<int64_t> dims = canonical_dims(c.arg(1), m.ndim());
-    int64_t n = 1;
-    for (int64_t d : dims) n *= m.shape[static_cast<size_t>(d)];
+    Dim size = 1;
+    for (int64_t d : dims) size *= m.shape[static_cast<size_t>(d)];
+    const int64_t n = size.value("VJP of prims.var");
     Value mean = c.div(c.prim("sum", {c.arg(0), Value::ints(dims)}), static_cast<double>(n));
     Value centered = c.sub(c.arg(0), c.unreduce(mean, m.shape, dims));
     const Value& correction = c.arg(2);
@@ -338,22 +340,22 @@ std::unordered_map<std::string, Rule> reduction_rules() {
   // matmul with torch's promotion of vectors to matrices and broadcast batch dims.
   r["matmul"] = [](Ctx& c) {
     const Value &a = c.arg(0), &b = c.arg(1);
-    const std::vector<int64_t> as = c.meta(a).shape, bs = c.meta(b).shape;
-    Value a2 = as.size() == 1 ? c.prim("reshape", {a, Value::ints({1, as[0]})}) : a;
-    Value b2 = bs.size() == 1 ? c.prim("reshape", {b, Value::ints({bs[0], 1})}) : b;
-    std::vector<int64_t> gs = c.meta(c.g).shape;
+    const Shape as = c.meta(a).shape, bs = c.meta(b).shape;
+    Value a2 = as.size() == 1 ? c.prim("reshape", {a, Value::dims({1, as[0]})}) : a;
+    Value b2 = bs.size() == 1 ? c.prim("reshape", {b, Value::dims({bs[0], 1})}) : b;
+    Shape gs = c.meta(c.g).shape;
     if (as.size() == 1) gs.insert(gs.end() - (bs.size() == 1 ? 0 : 1), 1);
     if (bs.size() == 1) gs.push_back(1);
-    Value g2 = gs == c.meta(c.g).shape ? c.g : c.prim("reshape", {c.g, Value::ints(gs)});
+    Value g2 = gs == c.meta(c.g).shape ? c.g : c.prim("reshape", {c.g, Value::dims(gs)});
     auto mT = [&](const Value& v) {
       std::vector<int64_t> perm(c.meta(v).shape.size());
       std::iota(perm.begin(), perm.end(), 0);
       std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
       return c.prim("transpose", {v, Value::ints(perm)});
     };
-    auto back = [&](const Value& v, const Value& like2, const std::vector<int64_t>& shape) {
+    auto back = [&](const Value& v, const Value& like2, const Shape& shape) {
       Value s = c.sum_to(v, c.meta(like2).shape);
-      return c.meta(s).shape == shape ? s : c.prim("reshape", {s, Value::ints(shape)});
+      return c.meta(s).shape == shape ? s : c.prim("reshape", {s, Value::dims(shape)});
     };
     Value ga = c.differentiable(0) ? back(c.prim("matmul", {g2, mT(b2)}), a2, as) : Value();
     Value gb;
@@ -361,9 +363,9 @@ std::unordered_map<std::string, Rule> reduction_rules() {
       // A weight applied to a batch of rows (a linear layer's [8, 64, 256] @ [256, 688]): its gradient is one
       // matmul over all the rows, not a batched matmul per leading index summed afterwards (a bmm with short
       // inner dims and a pass over its [8, 256, 688] result: the Llama training step spent 80 ms per step there).
-      const int64_t rows = c.meta(a).numel() / as.back();
-      Value a_rows = c.prim("reshape", {a, Value::ints({rows, as.back()})});
-      Value g_rows = c.prim("reshape", {g2, Value::ints({rows, bs[1]})});
+      const Dim rows = c.meta(a).numel().divide(as.back(), "VJP of prims.matmul");
+      Value a_rows = c.prim("reshape", {a, Value::dims({rows, as.back()})});
+      Value g_rows = c.prim("reshape", {g2, Value::dims({rows, bs[1]})});
       gb = c.prim("matmul", {mT(a_rows), g_rows});
     } else if (c.differentiable(1)) {
       gb = back(c.prim("matmul", {mT(a2), g2}), b2, bs);
@@ -455,12 +457,12 @@ std::unordered_map<std::string, Rule> torch_rules() {
     r[n] = [](Ctx& c) -> Grads {
       const TensorMeta& m = c.meta(c.arg(0));
       const Value& g = c.g.items()[0];
-      if (g.is_none() || m.ndim() == 0) return {g.is_none() ? Value() : c.prim("reshape", {g, Value::ints(m.shape)})};
+      if (g.is_none() || m.ndim() == 0) return {g.is_none() ? Value() : c.prim("reshape", {g, Value::dims(m.shape)})};
       const int64_t dim = canonical_dims(c.arg(1), m.ndim())[0];
-      std::vector<int64_t> kept = m.shape;
+      Shape kept = m.shape;
       kept[static_cast<size_t>(dim)] = 1;
-      Value index = c.prim("reshape", {c.out().items()[1], Value::ints(kept)});
-      Value values = c.prim("reshape", {g, Value::ints(kept)});
+      Value index = c.prim("reshape", {c.out().items()[1], Value::dims(kept)});
+      Value values = c.prim("reshape", {g, Value::dims(kept)});
       return {c.prim("scatter_add", {c.zeros_like(c.arg(0)), Value(dim), index, values})};
     };
   }
@@ -485,8 +487,11 @@ std::unordered_map<std::string, Rule> torch_rules() {
     const Value &p = c.arg(0), &t = c.arg(1), &w = c.arg(2);
     const std::string reduction = c.arg(5).is_none() ? "mean" : c.arg(5).as_str();
     const TensorMeta& m = c.meta(p);
-    Value g = reduction == "none" ? c.g : c.b.torch("expand", {c.g, Value::ints(m.shape)});
-    if (reduction == "mean") g = c.b.torch("div", {g, static_cast<double>(std::max<int64_t>(m.numel(), 1))});
+    Value g = reduction == "none" ? c.g : c.b.torch("expand", {c.g, Value::dims(m.shape)});
+    if (reduction == "mean") {
+      const int64_t n = m.numel().value("VJP of ltorch.binary_cross_entropy");
+      g = c.b.torch("div", {g, static_cast<double>(std::max<int64_t>(n, 1))});
+    }
     if (!w.is_none()) g = c.b.torch("mul", {g, w});
     Value gp, gt;
     if (c.differentiable(0)) {
@@ -505,16 +510,16 @@ std::unordered_map<std::string, Rule> torch_rules() {
     if (!c.arg(3).is_none() || (c.arg(5).is_number() && c.arg(5).as_bool()))
       throw std::invalid_argument("embedding with max_norm or scale_grad_by_freq has no VJP rule");
     const TensorMeta& w = c.meta(c.arg(1));
-    const int64_t rows = w.shape[0], width = w.shape[1];
-    const int64_t n = c.meta(c.arg(0)).numel();
-    Value index = c.prim("reshape", {c.arg(0), Value::ints({n})});
-    Value src = c.prim("reshape", {c.g, Value::ints({n, width})});
+    const Dim rows = w.shape[0], width = w.shape[1];
+    const Dim n = c.meta(c.arg(0)).numel();
+    Value index = c.prim("reshape", {c.arg(0), Value::dims({n})});
+    Value src = c.prim("reshape", {c.g, Value::dims({n, width})});
     Value gw = c.b.torch("index_add", {c.zeros_like(c.arg(1)), Value(int64_t{0}), index, src});
     if (!c.arg(2).is_none()) {
-      const int64_t pad = c.arg(2).as_int() < 0 ? c.arg(2).as_int() + rows : c.arg(2).as_int();
+      const Dim pad = c.arg(2).as_int() < 0 ? c.arg(2).as_int() + rows : Dim(c.arg(2).as_int());
       TensorMeta row = w;
       row.shape = {1, width};
-      gw = c.prim("slice_update", {gw, c.zeros(row), Value::ints({pad, 0}), Value::ints({pad + 1, width}), Value()});
+      gw = c.prim("slice_update", {gw, c.zeros(row), Value::dims({pad, 0}), Value::dims({pad + 1, width}), Value()});
     }
     return {Value(), gw};
   };
@@ -590,7 +595,7 @@ const VjpRule* find_vjp(const ir::Symbol* op) {
 bool vjp_by_torch(const ir::Symbol* op) { return table().by_torch.count(op) > 0; }
 
 Value zeros(Builder& b, const TensorMeta& m) {
-  return b.prim("full", {Value::ints(m.shape), Value(0.0), Value(m.dtype), Value(ir::Str{m.device})});
+  return b.prim("full", {Value::dims(m.shape), Value(0.0), Value(m.dtype), Value(ir::Str{m.device})});
 }
 
 std::vector<std::string> ops_with_vjp() { return table().names; }
