@@ -100,6 +100,7 @@ Value from_py(nb::handle h, const std::string* native_op = nullptr) {
   if (nb::isinstance<PyProxy>(h)) return Value(ir::ProxyRef{nb::cast<PyProxy>(h).id});
   if (nb::isinstance<ir::DType>(h)) return Value(nb::cast<ir::DType>(h));
   if (nb::isinstance<ir::Literal>(h)) return Value(nb::cast<ir::Literal>(h));
+  if (nb::isinstance<ir::Dim>(h)) return Value(nb::cast<ir::Dim>(h));
   if (h.is(nb::ellipsis())) return Value(ir::EllipsisT{});
   auto seq = [native_op](nb::handle items, ir::Seq::Kind kind) {
     ir::Seq s{kind, {}};
@@ -126,6 +127,7 @@ nb::object to_py(const Value& v) {
     nb::object operator()(ir::EllipsisT) const { return nb::borrow(nb::ellipsis()); }
     nb::object operator()(const ir::Literal& l) const { return nb::cast(l); }
     nb::object operator()(ir::ProxyRef p) const { return nb::cast(PyProxy{p.id}); }
+    nb::object operator()(const ir::Dim& d) const { return nb::cast(d); }
     nb::object operator()(const ir::Seq& s) const {
       nb::list items;
       for (const Value& item : s.items) items.append(to_py(item));
@@ -155,8 +157,22 @@ nb::dict kwargs_to_py(const ops::Kwargs& kwargs) {
   return d;
 }
 
-ir::TensorMeta make_meta(ir::DType dtype, std::vector<int64_t> shape, std::string device, bool requires_grad) {
-  return ir::TensorMeta{dtype, std::move(shape), std::move(device), requires_grad};
+/// A shape from Python: its items ints or symbolic sizes (Dim).
+ir::Shape shape_from_py(const nb::sequence& shape) {
+  ir::Shape out;
+  for (nb::handle d : shape) out.push_back(from_py(d).as_dim());
+  return out;
+}
+
+/// A shape as a Python list: ints, and Dim objects for symbolic sizes.
+nb::list shape_to_py(const ir::Shape& shape) {
+  nb::list out;
+  for (const ir::Dim& d : shape) out.append(to_py(Value(d)));
+  return out;
+}
+
+ir::TensorMeta make_meta(ir::DType dtype, const nb::sequence& shape, std::string device, bool requires_grad) {
+  return ir::TensorMeta{dtype, shape_from_py(shape), std::move(device), requires_grad};
 }
 
 /// A trace under construction, with the builder that fills it.
@@ -171,7 +187,7 @@ std::string level_name(const ir::Symbol& s) {
 
 nb::tuple meta_tuple(const ir::ProxyInfo& p) {
   if (!p.is_tensor) return nb::make_tuple("number", static_cast<int>(p.number));
-  return nb::make_tuple(p.tensor.dtype, p.tensor.shape, p.tensor.device, p.tensor.requires_grad);
+  return nb::make_tuple(p.tensor.dtype, shape_to_py(p.tensor.shape), p.tensor.device, p.tensor.requires_grad);
 }
 
 }  // namespace
@@ -181,7 +197,9 @@ NB_MODULE(_core, m) {
   // Compiled graphs live until interpreter exit inside Dynamo's caches; that is not a leak.
   nb::set_leak_warnings(false);
   nb::exception<ops::OpError>(m, "OpError", PyExc_RuntimeError);
-  nb::exception<ops::NotNative>(m, "NotNative", PyExc_NotImplementedError);
+  nb::exception<ops::NotNative> not_native(m, "NotNative", PyExc_NotImplementedError);
+  // A subclass of NotNative: an op whose rule cannot decide on a symbolic size runs as torch runs it.
+  nb::exception<ir::SymbolicShapeError>(m, "SymbolicShapeError", not_native);
   nb::exception<passes::NotDifferentiable>(m, "NotDifferentiable", PyExc_RuntimeError);
 
   nb::enum_<ir::DType>(m, "DType")
@@ -201,6 +219,30 @@ NB_MODULE(_core, m) {
       .def(nb::init<std::string>())
       .def_ro("text", &ir::Literal::text)
       .def("__repr__", [](const ir::Literal& l) { return "Literal(" + l.text + ")"; });
+
+  nb::class_<ir::Dim>(m, "Dim",
+                      "A symbolic size: a polynomial with integer coefficients in size symbols, each an int number "
+                      "proxy of the trace (csrc/ir/dim.h). Integers never appear as Dim: shapes hold them as ints.")
+      .def_static("symbol", [](const PyProxy& p) { return ir::Dim::symbol(p.id); }, nb::arg("proxy"),
+                  "The size symbol `proxy` (an int number proxy).")
+      .def("__add__", [](const ir::Dim& a, nb::handle b) { return to_py(Value(a + from_py(b).as_dim())); })
+      .def("__radd__", [](const ir::Dim& a, nb::handle b) { return to_py(Value(from_py(b).as_dim() + a)); })
+      .def("__sub__", [](const ir::Dim& a, nb::handle b) { return to_py(Value(a - from_py(b).as_dim())); })
+      .def("__rsub__", [](const ir::Dim& a, nb::handle b) { return to_py(Value(from_py(b).as_dim() - a)); })
+      .def("__mul__", [](const ir::Dim& a, nb::handle b) { return to_py(Value(a * from_py(b).as_dim())); })
+      .def("__rmul__", [](const ir::Dim& a, nb::handle b) { return to_py(Value(from_py(b).as_dim() * a)); })
+      .def("__eq__", [](const ir::Dim& a, nb::handle b) {
+        return (nb::isinstance<ir::Dim>(b) || nb::isinstance<nb::int_>(b)) && a == from_py(b).as_dim();
+      })
+      .def("__hash__", [](const ir::Dim& a) { return std::hash<std::string>{}(a.str()); })
+      .def("evaluate", [](const ir::Dim& a, const std::map<int, int64_t>& values) {
+        return a.substitute([&](ir::ProxyId id) {
+          auto it = values.find(id);
+          if (it == values.end()) throw nb::key_error(("no value for size symbol " + std::to_string(id)).c_str());
+          return ir::Dim(it->second);
+        }).value("Dim.evaluate");
+      }, nb::arg("values"), "Its value with the symbols (proxy ids) at `values` ({id: int}); KeyError if one lacks a value.")
+      .def("__repr__", [](const ir::Dim& a) { return a.str(); });
 
   nb::class_<ir::BoundSymbol>(m, "BoundSymbol", "One operation applied to values in a trace.")
       .def_prop_ro("name", [](const ir::BoundSymbol& b) { return b.sym->name; })
@@ -248,17 +290,17 @@ NB_MODULE(_core, m) {
 
   nb::class_<PyBuilder>(m, "TraceBuilder", "Builds a trace one op at a time, applying the core's shape and dtype rules.")
       .def(nb::init<>())
-      .def("add_input_tensor", [](PyBuilder& b, ir::DType d, std::vector<int64_t> shape, std::string device, bool rg,
+      .def("add_input_tensor", [](PyBuilder& b, ir::DType d, nb::sequence shape, std::string device, bool rg,
                                   std::vector<int64_t> strides) {
-        return PyProxy{b.builder.add_input_tensor(make_meta(d, std::move(shape), std::move(device), rg), std::move(strides))};
+        return PyProxy{b.builder.add_input_tensor(make_meta(d, shape, std::move(device), rg), std::move(strides))};
       }, nb::arg("dtype"), nb::arg("shape"), nb::arg("device"), nb::arg("requires_grad"),
          nb::arg("strides") = std::vector<int64_t>{},
          "A trace input; `strides` (elements) only for a non-contiguous input, whose layout the guards fix.")
       .def("add_input_number", [](PyBuilder& b, int type) {
         return PyProxy{b.builder.add_input_number(static_cast<ir::NumberType>(type))};
       })
-      .def("new_tensor", [](PyBuilder& b, ir::DType d, std::vector<int64_t> shape, std::string device, bool rg) {
-        return PyProxy{b.builder.new_tensor(make_meta(d, std::move(shape), std::move(device), rg))};
+      .def("new_tensor", [](PyBuilder& b, ir::DType d, nb::sequence shape, std::string device, bool rg) {
+        return PyProxy{b.builder.new_tensor(make_meta(d, shape, std::move(device), rg))};
       })
       .def("new_number", [](PyBuilder& b, int type) { return PyProxy{b.builder.new_number(static_cast<ir::NumberType>(type))}; })
       .def("call", [](PyBuilder& b, const std::string& level, const std::string& name, nb::list args, nb::dict kwargs) {

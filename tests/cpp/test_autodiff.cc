@@ -35,7 +35,7 @@ class Autodiff : public ::testing::Test {
   Builder b{trace};
 
   Value input(std::vector<int64_t> shape, bool requires_grad = true, DType dtype = DType::Float32) {
-    return P(b.add_input_tensor(TensorMeta{dtype, std::move(shape), "cpu", requires_grad}));
+    return P(b.add_input_tensor(TensorMeta{dtype, ir::dims_of(shape), "cpu", requires_grad}));
   }
   // The names of a trace's input proxies.
   std::vector<std::string> input_names(const Trace& t) {

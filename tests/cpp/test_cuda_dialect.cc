@@ -26,7 +26,7 @@ class Cuda : public ::testing::Test {
   ir::Trace trace;
   ops::Builder b{trace};
   Value input(DType d, std::vector<int64_t> shape) {
-    return Value(ir::ProxyRef{b.add_input_tensor(TensorMeta{d, std::move(shape)})});
+    return Value(ir::ProxyRef{b.add_input_tensor(TensorMeta{d, ir::dims_of(shape)})});
   }
   Value prim(std::string_view name, std::vector<Value> args) { return b.prim(name, std::move(args)); }
   KernelPlan plan(const std::vector<Value>& outs) {

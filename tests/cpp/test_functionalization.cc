@@ -47,7 +47,7 @@ class Functionalization : public ::testing::Test {
   Builder b{trace};
 
   Value input(std::vector<int64_t> shape, bool requires_grad = false, DType dtype = DType::Float32) {
-    return P(b.add_input_tensor(TensorMeta{dtype, std::move(shape), "cpu", requires_grad}));
+    return P(b.add_input_tensor(TensorMeta{dtype, ir::dims_of(shape), "cpu", requires_grad}));
   }
   Value pred(std::vector<int64_t> shape = {}) { return input(std::move(shape), false, DType::Bool); }
   void copy(const Value& dst, const Value& src) { b.torch("copy_", {dst, src}); }

@@ -33,11 +33,11 @@ class Ops : public ::testing::Test {
   Builder b{trace};
 
   Value input(DType dtype, Shape shape, bool requires_grad = false) {
-    return P(b.add_input_tensor(TensorMeta{dtype, std::move(shape), "cpu", requires_grad}));
+    return P(b.add_input_tensor(TensorMeta{dtype, ir::dims_of(shape), "cpu", requires_grad}));
   }
   const TensorMeta& meta(const Value& v) { return b.meta(v); }
   DType dtype(const Value& v) { return b.meta(v).dtype; }
-  Shape shape(const Value& v) { return b.meta(v).shape; }
+  Shape shape(const Value& v) { return ir::concrete(b.meta(v).shape, "test"); }
   const ir::BoundSymbol& last() { return trace.symbols.back(); }
 };
 
@@ -606,7 +606,7 @@ TEST_F(Ops, LayerNormKeepsShapeAndHasSubsymbols) {
   Value x = input(DType::BFloat16, {2, 3, 4});
   Value w = input(DType::BFloat16, {4}), bias = input(DType::BFloat16, {4});
   Value y = b.torch("layer_norm", {x, Value::ints({4}), w, bias});
-  EXPECT_EQ(meta(y).shape, (Shape{2, 3, 4}));
+  EXPECT_EQ(shape(y), (Shape{2, 3, 4}));
   EXPECT_EQ(dtype(y), DType::BFloat16);
   EXPECT_FALSE(last().subsymbols.empty());
   EXPECT_TRUE(contains_symbol(last().subsymbols, "ltorch.rsqrt"));
@@ -725,7 +725,7 @@ TEST_F(Ops, DropoutInTrainingDrawsASeedAndCounterBasedUniforms) {
   EXPECT_EQ(meta(seed.output), (TensorMeta{DType::Int64, {}, "cpu", false}));
   const ir::BoundSymbol& u = trace.symbols[0].subsymbols[1];
   EXPECT_TRUE(u.sym->has(ir::kCreation) && !u.sym->has(ir::kRandom));
-  EXPECT_EQ(meta(u.output).shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(shape(u.output), (Shape{2, 3}));
   // p = 1: input * 0; in place: not native; p outside [0, 1]: an error as torch's.
   EXPECT_EQ(meta(b.torch("dropout", {x, Value(1.0), Value(true)})), meta(x));
   EXPECT_THROW(b.torch("dropout", {x, Value(0.1), Value(true), Value(true)}), NotNative);
@@ -804,8 +804,8 @@ TEST(OpTable, CanonicalDimAndBroadcastShapes) {
   EXPECT_EQ(canonical_dim("op", 0, 0), 0);  // a 0-dim tensor takes dim 0 or -1
   EXPECT_EQ(canonical_dim("op", -1, 0), 0);
   EXPECT_THROW(canonical_dim("op", 1, 0), OpError);
-  EXPECT_EQ(broadcast_shapes("op", {3, 1}, {4}), (Shape{3, 4}));
-  EXPECT_EQ(broadcast_shapes("op", {}, {2}), (Shape{2}));
+  EXPECT_EQ(broadcast_shapes("op", {3, 1}, {4}), ir::dims_of({3, 4}));
+  EXPECT_EQ(broadcast_shapes("op", {}, {2}), ir::dims_of({2}));
   EXPECT_THROW(broadcast_shapes("op", {3}, {4}), OpError);
 }
 

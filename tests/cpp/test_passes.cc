@@ -41,7 +41,7 @@ class Passes : public ::testing::Test {
   Builder b{trace};
 
   Value input(DType dtype, std::vector<int64_t> shape) {
-    return P(b.add_input_tensor(TensorMeta{dtype, std::move(shape)}));
+    return P(b.add_input_tensor(TensorMeta{dtype, ir::dims_of(shape)}));
   }
   // An opaque call that mutates `x` in place (tagged kEffect) and returns a new proxy.
   Value mutate(const Value& x) {

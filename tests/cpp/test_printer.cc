@@ -32,7 +32,7 @@ class Printer : public ::testing::Test {
   Builder b{trace};
 
   Value input(DType dtype, std::vector<int64_t> shape, bool requires_grad = false) {
-    return P(b.add_input_tensor(TensorMeta{dtype, std::move(shape), "cpu", requires_grad}));
+    return P(b.add_input_tensor(TensorMeta{dtype, ir::dims_of(shape), "cpu", requires_grad}));
   }
   std::string repr(const Value& v) { return python_repr(trace, v); }
   std::string print(const PrintOptions& opt = {}) { return to_python(trace, opt); }
@@ -80,13 +80,13 @@ TEST_F(Printer, CommentsTheMetadataOfEveryDefinedProxy) {
 
 TEST_F(Printer, MetadataStrings) {
   ProxyInfo t{"t0", true, TensorMeta{DType::BFloat16, {4}, "cuda:0", true}, NumberType::Int};
-  EXPECT_EQ(metadata_string(t), "\"cuda:0 bf16[4]\" requires_grad");
+  EXPECT_EQ(metadata_string(Trace{}, t), "\"cuda:0 bf16[4]\" requires_grad");
   ProxyInfo s{"t1", true, TensorMeta{DType::Int64, {}, "cpu", false}, NumberType::Int};
-  EXPECT_EQ(metadata_string(s), "\"cpu i64[]\"");
+  EXPECT_EQ(metadata_string(Trace{}, s), "\"cpu i64[]\"");
   ProxyInfo f{"f2", false, {}, NumberType::Float};
-  EXPECT_EQ(metadata_string(f), "\"float\"");
+  EXPECT_EQ(metadata_string(Trace{}, f), "\"float\"");
   ProxyInfo bo{"b3", false, {}, NumberType::Bool};
-  EXPECT_EQ(metadata_string(bo), "\"bool\"");
+  EXPECT_EQ(metadata_string(Trace{}, bo), "\"bool\"");
 }
 
 TEST_F(Printer, PrintsSubsymbolsAsIndentedComments) {
