@@ -100,26 +100,28 @@ Dim Dim::ceil_divide(int64_t d, std::string_view op) const {
 }
 
 namespace {
-// The sign of x where it is provable with every symbol at least 2: +1, -1 or 0; nullopt if not provable.
-std::optional<int> sign(const Dim& x) {
-  if (x.is_constant()) return *x.constant() > 0 ? 1 : (*x.constant() < 0 ? -1 : 0);
+// Whether x > 0, where it is provable with every symbol at least 2; nullopt if not. A polynomial whose
+// non-constant coefficients are all positive grows with every symbol, so it is smallest with them at 2; one
+// whose coefficients are all negative is largest there.
+std::optional<bool> positive(const Dim& x) {
+  if (x.is_constant()) return *x.constant() > 0;
   bool all_positive = true, all_negative = true;
-  int64_t at_two = x.constant_term();  // each monomial is smallest in magnitude with its symbols at 2
+  int64_t at_two = x.constant_term();
   for (const Dim::Term& t : x.terms()) {
     all_positive = all_positive && t.coefficient > 0;
     all_negative = all_negative && t.coefficient < 0;
     at_two += t.coefficient * (int64_t{1} << std::min<size_t>(t.symbols.size(), 30));
   }
-  if (all_positive && at_two > 0) return 1;
-  if (all_negative && at_two < 0) return -1;
+  if (all_positive && at_two > 0) return true;
+  if (all_negative && at_two <= 0) return false;
   return std::nullopt;
 }
 }  // namespace
 
 bool operator<(const Dim& a, const Dim& b) {
-  std::optional<int> s = sign(b - a);
-  if (!s) throw SymbolicShapeError("cannot compare the sizes " + a.str() + " and " + b.str());
-  return *s > 0;
+  std::optional<bool> p = positive(b - a);
+  if (!p) throw SymbolicShapeError("cannot compare the sizes " + a.str() + " and " + b.str());
+  return *p;
 }
 
 std::string Dim::str(const std::function<std::string(ProxyId)>& name) const {

@@ -1,0 +1,129 @@
+// Tests of symbolic sizes: ir::Dim's arithmetic, ordering and printing, and the shape rules of the common ops
+// on tensors whose sizes are symbols (computed where they are provable; SymbolicShapeError where not).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ir/dim.h"
+#include "ir/printer.h"
+#include "ir/trace.h"
+#include "ops/op_table.h"
+
+namespace thunder::ops {
+namespace {
+
+using ir::ProxyRef;
+using ir::SymbolicShapeError;
+
+TEST(Dim, ArithmeticNormalizesPolynomials) {
+  const Dim s = Dim::symbol(0), t = Dim::symbol(1);
+  EXPECT_EQ(s * 2 + s, s * 3);
+  EXPECT_EQ((s + 1) * (s - 1), s * s - 1);
+  EXPECT_EQ(s * t, t * s);
+  EXPECT_EQ(s - s, Dim(0));
+  EXPECT_TRUE((s - s).is_constant());
+  EXPECT_EQ((s * 12 + 4).str(), "12*s0 + 4");
+  EXPECT_EQ((Dim(1) - s).str(), "-s0 + 1");
+  EXPECT_EQ((s * t * 2).str(), "2*s0*s1");
+}
+
+TEST(Dim, DividesOnlyExactly) {
+  const Dim s = Dim::symbol(0), t = Dim::symbol(1);
+  EXPECT_EQ((s * 768).divide(64, "op"), s * 12);
+  EXPECT_EQ((s * t * 64).divide(t, "op"), s * 64);
+  EXPECT_EQ((s * 4 + 8).ceil_divide(4, "op"), s + 2);
+  EXPECT_EQ(Dim(7).ceil_divide(2, "op"), Dim(4));
+  EXPECT_THROW((s * 3).divide(2, "op"), SymbolicShapeError);
+  EXPECT_THROW(s.divide(t, "op"), SymbolicShapeError);
+  EXPECT_THROW(s.value("ltorch.chunk"), SymbolicShapeError);
+}
+
+TEST(Dim, OrdersWhereProvableWithSymbolsAtLeastTwo) {
+  const Dim s = Dim::symbol(0), t = Dim::symbol(1);
+  EXPECT_TRUE(s > 1);
+  EXPECT_FALSE(s == 1);  // sizes 0 and 1 are never symbols
+  EXPECT_TRUE(s - 1 >= 1);
+  EXPECT_TRUE(s * t + s > s - 1);
+  EXPECT_FALSE(s + 1 < s);
+  EXPECT_THROW((void)(s < 5), SymbolicShapeError);  // s may be 3 or 8
+  EXPECT_THROW((void)(s < t), SymbolicShapeError);
+}
+
+class SymbolicOps : public ::testing::Test {
+ protected:
+  ir::Trace trace;
+  Builder b{trace};
+  Dim s;  // the sequence length
+  Value x;  // [s, 768]
+
+  void SetUp() override {
+    s = Dim::symbol(b.add_input_number(ir::NumberType::Int));
+    x = input({s, 768});
+  }
+  Value input(Shape shape, DType dtype = DType::Float32) {
+    return Value(ProxyRef{b.add_input_tensor(TensorMeta{dtype, std::move(shape)})});
+  }
+  Shape shape(const Value& v) { return b.meta(v).shape; }
+};
+
+TEST_F(SymbolicOps, ElementwiseBroadcastsAgainstIntegersAndOnes) {
+  EXPECT_EQ(shape(b.torch("add", {x, input({768})})), (Shape{s, 768}));
+  EXPECT_EQ(shape(b.torch("mul", {x, input({s, 1})})), (Shape{s, 768}));
+  EXPECT_EQ(shape(b.torch("gelu", {x})), (Shape{s, 768}));
+  // Another symbol may or may not equal s at run time: undecided.
+  const Dim t = Dim::symbol(b.add_input_number(ir::NumberType::Int));
+  EXPECT_THROW(b.torch("add", {x, input({t, 768})}), SymbolicShapeError);
+}
+
+TEST_F(SymbolicOps, ReshapesSplitAndMergeSymbolicDims) {
+  Value heads = b.torch("view", {x, Value::dims({s, 12, 64})});
+  EXPECT_EQ(shape(heads), (Shape{s, 12, 64}));
+  EXPECT_EQ(shape(b.torch("reshape", {heads, Value::ints({-1, 64})})), (Shape{s * 12, 64}));
+  EXPECT_EQ(shape(b.torch("transpose", {heads, Value(0), Value(1)})), (Shape{12, s, 64}));
+  EXPECT_EQ(shape(b.torch("flatten", {x})), (Shape{s * 768}));
+  EXPECT_EQ(shape(b.torch("unsqueeze", {x, Value(0)})), (Shape{1, s, 768}));
+  // -1 against a size that does not divide: undecided (it would need s to be a multiple of 5).
+  EXPECT_THROW(b.torch("reshape", {x, Value::ints({-1, 5})}), SymbolicShapeError);
+}
+
+TEST_F(SymbolicOps, MatmulLinearReductionsAndNormalizations) {
+  Value w = input({3072, 768});
+  EXPECT_EQ(shape(b.torch("linear", {x, w})), (Shape{s, 3072}));
+  EXPECT_EQ(shape(b.torch("matmul", {x, input({768, 3072})})), (Shape{s, 3072}));
+  EXPECT_EQ(shape(b.torch("softmax", {x, Value(-1)})), (Shape{s, 768}));
+  EXPECT_EQ(shape(b.torch("layer_norm", {x, Value::ints({768}), input({768}), input({768})})), (Shape{s, 768}));
+  EXPECT_EQ(shape(b.torch("sum", {x, Value(0)})), (Shape{768}));
+  EXPECT_EQ(shape(b.torch("amax", {x, Value(-1), Value(true)})), (Shape{s, 1}));
+  // A mean over a symbolic dim divides by it: that needs an integer.
+  EXPECT_THROW(b.torch("mean", {x, Value(0)}), SymbolicShapeError);
+  EXPECT_EQ(shape(b.torch("mean", {x, Value(-1)})), (Shape{s}));
+}
+
+TEST_F(SymbolicOps, IndexingJoinsAndCreation) {
+  auto slice = [](Value start, Value stop) {
+    return Value(ir::Seq{ir::Seq::Kind::Slice, {std::move(start), std::move(stop), Value()}});
+  };
+  // The last position of a sequence (a generation step reads it), and everything but the first.
+  EXPECT_EQ(shape(b.torch("getitem", {x, slice(Value(-1), Value())})), (Shape{1, 768}));
+  EXPECT_EQ(shape(b.torch("getitem", {x, slice(Value(1), Value())})), (Shape{s - 1, 768}));
+  EXPECT_EQ(shape(b.torch("getitem", {x, slice(Value(), Value(s))})), (Shape{s, 768}));
+  // x[:5] is 5 long only if s >= 5.
+  EXPECT_THROW(b.torch("getitem", {x, slice(Value(), Value(5))}), SymbolicShapeError);
+  // A KV cache grows by one position.
+  EXPECT_EQ(shape(b.torch("cat", {Value::list({x, input({1, 768})}), Value(0)})), (Shape{s + 1, 768}));
+  EXPECT_EQ(shape(b.torch("arange", {Value(s)})), (Shape{s}));
+  EXPECT_EQ(shape(b.torch("zeros_like", {x})), (Shape{s, 768}));
+  Value ids = input({2, s}, DType::Int64);
+  EXPECT_EQ(shape(b.torch("embedding", {ids, input({50257, 768})})), (Shape{2, s, 768}));
+}
+
+TEST_F(SymbolicOps, TracesPrintSizesAsExpressionsOfTheirSymbols) {
+  b.torch("reshape", {x, Value::ints({-1, 64})});
+  const std::string text = ir::to_python(trace);
+  const std::string sym = trace.proxy(trace.inputs[0]).name;
+  EXPECT_NE(text.find("(12*" + sym + ", 64)"), std::string::npos) << text;
+  EXPECT_NE(text.find("f32[" + sym + ", 768]"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace thunder::ops
