@@ -333,6 +333,12 @@ NB_MODULE(_core, m) {
       .def_ro("name", &passes::PassResult::name)
       .def_ro("seconds", &passes::PassResult::seconds);
 
+  m.def("bind_sizes", [](const ir::Trace& t, const std::map<int, int64_t>& values) {
+    std::map<ir::ProxyId, int64_t> v(values.begin(), values.end());
+    return ir::bind_sizes(t, v);
+  }, nb::arg("trace"), nb::arg("values"),
+     "The trace with its size symbols ({proxy id: int}) bound: every symbolic size an integer; ValueError if a "
+     "symbol lacks a value.");
   m.def("run_pipeline",
         [](const ir::Trace& t, std::vector<std::string> names, nb::object evaluator,
            std::vector<std::tuple<std::string, std::map<std::string, std::string>, bool, std::vector<std::string>,

@@ -180,6 +180,32 @@ BoundSymbol substitute_inputs(const BoundSymbol& b, const std::function<Value(Pr
   return out;
 }
 
+Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values) {
+  auto value_of = [&](ProxyId id) -> Dim {
+    auto it = values.find(id);
+    if (it == values.end())
+      throw std::invalid_argument("bind_sizes: no value for the size symbol " + trace.proxy(id).name);
+    return Dim(it->second);
+  };
+  auto bind = [&](const Value& v) {
+    return map_proxies(v, [&](ProxyId id) { return values.count(id) ? Value(value_of(id)) : Value(ProxyRef{id}); });
+  };
+  std::function<BoundSymbol(const BoundSymbol&)> bind_symbol = [&](const BoundSymbol& b) {
+    BoundSymbol out = b;
+    for (Value& a : out.args) a = bind(a);
+    for (auto& kv : out.kwargs) kv.second = bind(kv.second);
+    for (BoundSymbol& sub : out.subsymbols) sub = bind_symbol(sub);
+    return out;
+  };
+  Trace out = trace;
+  for (ProxyInfo& p : out.proxies)
+    if (p.is_tensor)
+      for (Dim& d : p.tensor.shape) d = d.substitute(value_of);
+  for (BoundSymbol& b : out.symbols) b = bind_symbol(b);
+  out.output = bind(out.output);
+  return out;
+}
+
 void verify(const Trace& trace) {
   std::unordered_set<ProxyId> defined;
   auto name = [&](ProxyId id) { return trace.proxy(id).name; };

@@ -137,6 +137,11 @@ struct Trace {
 /// sub-symbols) replaced by f(ProxyId) -> Value. Outputs are left alone.
 BoundSymbol substitute_inputs(const BoundSymbol& b, const std::function<Value(ProxyId)>& f);
 
+/// `trace` with its size symbols (int inputs; ir/dim.h) at `values`: every symbolic size in the metadata of its
+/// proxies and in the arguments and output of its symbols becomes an integer. The symbols stay inputs (the
+/// calling convention is unchanged). std::invalid_argument if a size symbol in it has no value.
+Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values);
+
 /// Throws std::logic_error naming the first problem: a proxy used before it
 /// is defined, defined twice, or an output that is never defined.
 void verify(const Trace& trace);

@@ -168,7 +168,7 @@ def _autodiff_held_back(trace, imported=None):
     return None
 
 
-def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mode=None, lower=True):
+def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mode=None, lower=True, symbolic=None):
     """Runs the passes on an imported trace and builds the execution callable.
 
     When grad mode is on and an output requires grad, the graph is compiled as a training program: the passes up
@@ -186,6 +186,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
             (:func:`thunder.core.debug.debug_runner`).
         lower: False plans only (``thunder.examine``): the passes run, fusions are formed, but no kernel is
             generated or compiled and nothing is made callable (the result's ``fn`` is None).
+        symbolic: the import with symbolic sizes whose sizes ``imported`` binds (shown as the first trace), or
+            None.
     Returns:
         CompiledGraph.
     """
@@ -200,6 +202,9 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
     evaluator = _constant_evaluator(namespace, constants)
     tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices), list(ex.dtypes), list(ex.closed_by)) for ex in executors]
     views = [TraceView(imported.trace, namespace, "Imported from the FX graph")]
+    if symbolic is not None:
+        views = [TraceView(symbolic.trace, namespace, "Imported from the FX graph, sizes symbolic"),
+                 TraceView(imported.trace, namespace, "Sizes bound to the call's")]
     pass_seconds = {}
     passes = list(passes)
     split_at = passes.index("claim") if "claim" in passes and torch.is_grad_enabled() and \

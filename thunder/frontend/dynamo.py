@@ -376,38 +376,61 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
 
 
 def _symbolic_graph(state, gm, also):
-    """The callable for a graph with symbolic sizes: each new shape signature (specialize.signature) compiles a
-    specialization of gm (specialize.specialize) at the call that brings it; a specialization that cannot be
-    made or compiled runs gm as captured for those shapes."""
+    """The callable for a graph with symbolic sizes. It is imported once as it is (one trace whose sizes are
+    polynomials in its size inputs, ``import_graph(..., symbolic=True)``); each new shape signature
+    (specialize.signature) binds that trace's sizes to the call's and compiles the result at the call that brings
+    it -- passes, claiming and fusion run again, kernels (which take their sizes as arguments) come from the
+    cache. A graph the core cannot import with symbolic sizes (a size that is not a polynomial in the size inputs,
+    a non-contiguous input) is traced again per signature instead (specialize.specialize). A signature that cannot
+    be compiled runs gm as captured."""
     state.symbolic_graphs += 1
     number = state.symbolic_graphs
     specializations = {}
     free = specialize.free_inputs(gm)
+    symbolic = []  # the symbolic import, or the reason there is none, after the first call
 
     def run(*args):
         key = specialize.signature(args, free)
         fn = specializations.get(key)
         if fn is None:
             shapes = specialize.describe(gm, args)
-            try:
-                concrete = specialize.specialize(gm, args)
-            except Exception as e:  # noqa: BLE001 -- run these shapes with torch
-                fn = _run_eagerly(state, len(state.graphs), gm, e, also, shapes=(number, shapes))
+            if not symbolic:
+                symbolic.append(_import_symbolic(gm, args, number))
+            if not isinstance(symbolic[0], str):
+                fn = _compile_graph(state, gm, args, also, shapes=(number, shapes), imported=symbolic[0])
             else:
-                fn = _compile_graph(state, concrete, args, also, shapes=(number, shapes))
+                try:
+                    concrete = specialize.specialize(gm, args)
+                except Exception as e:  # noqa: BLE001 -- run these shapes with torch
+                    fn = _run_eagerly(state, len(state.graphs), gm, e, also, shapes=(number, shapes))
+                else:
+                    fn = _compile_graph(state, concrete, args, also, shapes=(number, shapes))
             specializations[key] = fn
         return fn(*args)
     return run
 
 
-def _compile_graph(state, gm, example_inputs, also, shapes=None):
-    """The callable for a graph with static shapes: compiled by thunder, or gm run as captured when that fails.
-    ``shapes`` is (symbolic graph number, shapes) for a specialization of a symbolic graph."""
-    index = len(state.graphs)
+def _import_symbolic(gm, args, number):
+    """gm imported with symbolic sizes, or why it cannot be (then each shape signature is traced again)."""
     try:
-        imported = import_graph(gm, example_inputs)
+        return import_graph(gm, args, symbolic=True)
+    except Exception as e:  # noqa: BLE001 -- any failure: trace each signature instead
+        reason = f"{type(e).__name__}: {e}"
+        logger.info("thunder: symbolic graph %d is traced again for each shape: it cannot be imported with symbolic "
+                    "sizes (%s)", number, reason)
+        return reason
+
+
+def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None):
+    """The callable for a graph with static shapes: compiled by thunder, or gm run as captured when that fails.
+    ``shapes`` is (symbolic graph number, shapes) for a specialization of a symbolic graph; ``imported`` that
+    graph's symbolic import, whose sizes are bound to ``example_inputs``' (none: gm is imported)."""
+    index = len(state.graphs)
+    symbolic = imported
+    try:
+        imported = import_graph(gm, example_inputs) if symbolic is None else symbolic.bind(example_inputs)
         compiled = compile_trace(imported, state.executors, state.passes, index, state.debug,
-                                 lower=not state.plan_only)
+                                 lower=not state.plan_only, symbolic=symbolic)
     except branches.BranchRejected as e:
         # A branch thunder.jit converted, seen while Dynamo compiles: Dynamo runs the frame eagerly (see branches).
         if isinstance(e.site, int) and shapes is None:

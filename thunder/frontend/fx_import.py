@@ -13,6 +13,7 @@ import linecache
 import math
 import operator
 import os
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -69,6 +70,18 @@ class ImportedGraph:
     branch_sites: list = field(default_factory=list)  # ids of the converted branches compiled (see branches)
     #: Outputs that eager returns as views of another output's or an input's memory (see OutputViews).
     output_views: list = field(default_factory=list)
+    #: For a trace with symbolic sizes (``import_graph(..., symbolic=True)``): (size symbol's proxy id, the
+    #: position of the graph input that is its value) per symbol; :meth:`bind` gives them values.
+    size_inputs: list = field(default_factory=list)
+
+    def bind(self, args) -> "ImportedGraph":
+        """This graph for one call's arguments ``args``: its size symbols bound to the values of their inputs
+        (``thunder._core.bind_sizes``), every shape of the trace an integer one. An import with static sizes is
+        returned as it is."""
+        if not self.size_inputs:
+            return self
+        values = {proxy: int(args[position]) for proxy, position in self.size_inputs}
+        return dataclasses.replace(self, trace=_core.bind_sizes(self.trace, values), size_inputs=[])
 
 
 @dataclass
@@ -316,9 +329,12 @@ def source_of(node):
 
 
 class _Importer:
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, symbolic=False):
         self.gm = gm
         self.example_inputs = list(example_inputs)
+        self.symbolic = symbolic
+        self.symbols = {}        # Dynamo's size symbol (sympy) -> its _core.Dim, with symbolic=True
+        self.size_inputs = []    # (symbol's proxy id, input position)
         self.builder = _core.TraceBuilder()
         self.env = {}            # fx node -> core value (proxy, number, tuple of proxies, ...)
         self.namespace = {}      # opaque callables by printed name
@@ -355,13 +371,30 @@ class _Importer:
             return self.builder.new_number(_number_type(example))
         raise UnsupportedGraph(f"an op returned a {type(example).__name__}")
 
+    def _size(self, s):
+        """A size of Dynamo's as the core's: an int, or (symbolic=True) a ``_core.Dim``, a polynomial in the size
+        symbols the graph's inputs hold. UnsupportedGraph for any other expression (``s0 // 2``: the graph is
+        compiled per concrete shape instead)."""
+        if isinstance(s, int):
+            return s
+        if not self.symbolic:
+            raise UnsupportedGraph("symbolic shapes")
+        return _dim_of(s.node.expr, self.symbols)
+
     def _tensor_proxy(self, t, input=False):
         if not dtypes.is_core_dtype(t.dtype):
             raise UnsupportedGraph(f"dtype {t.dtype}")
-        shape = list(t.shape)
-        if any(not isinstance(s, int) for s in shape):
-            raise UnsupportedGraph("symbolic shapes")
+        shape = [self._size(s) for s in t.shape]
         args = (dtypes.to_core(t.dtype), shape, dtypes.device_str(t.device), bool(t.requires_grad))
+        if input and any(isinstance(s, _core.Dim) for s in shape):
+            # Kernels read a non-contiguous input in place with its strides fixed by the guards: not one whose
+            # sizes change.
+            expected = 1
+            for size, stride in reversed(list(zip(shape, t.stride()))):
+                if size != 1 and self._size(stride) != expected:
+                    raise UnsupportedGraph("a non-contiguous input with symbolic sizes")
+                expected = expected * size
+            return self.builder.add_input_tensor(*args, [])
         if input:  # Dynamo's guards fix an input's strides: kernels may read a non-contiguous one in place
             strides = [] if t.is_contiguous() else [int(s) for s in t.stride()]
             return self.builder.add_input_tensor(*args, strides)
@@ -418,6 +451,8 @@ class _Importer:
                 self.examples[node] = example
                 if isinstance(example, torch.Tensor):
                     self.env[node] = self._tensor_proxy(example, input=True)
+                elif self.symbolic and isinstance(example, torch.SymInt):
+                    self.env[node] = self._size_input(node, example, len(placeholders) - 1)
                 elif isinstance(example, (bool, int, float, torch.SymInt, torch.SymFloat, torch.SymBool)):
                     self.env[node] = self.builder.add_input_number(_number_type(example))
                 else:
@@ -449,12 +484,31 @@ class _Importer:
                             out[i] = self.env[base]
                     out = tuple(out)
                 return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state,
-                                     self.branch_sites, views)
+                                     self.branch_sites, views, self.size_inputs)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
 
+    def _size_input(self, node, example, position):
+        """A graph input that is a size symbol of Dynamo's (``s0: torch.SymInt``): an int input of the trace,
+        and the symbol every size computed from it is a polynomial in."""
+        import sympy
+
+        expr = example.node.expr
+        if not isinstance(expr, sympy.Symbol):
+            raise UnsupportedGraph(f"size input {node.name} = {expr}")
+        proxy = self.builder.add_input_number(_number_type(example))
+        self.symbols[expr] = _core.Dim.symbol(proxy)
+        self.size_inputs.append((proxy.id, position))
+        return self.symbols[expr]
+
     def _call(self, node):
+        if self.symbolic and isinstance(node.meta.get("example_value"), (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            # Size arithmetic (x.size(1) * 2): the core computes with the size it stands for, no symbol.
+            example = node.meta["example_value"]
+            if not isinstance(example, torch.SymInt):
+                raise UnsupportedGraph(f"{node.name} is a symbolic {type(example).__name__}")
+            return self._size(example)
         # Indexing a multi-output node selects one of its proxies: no symbol needed.
         if node.op == "call_function" and node.target is operator.getitem:
             base = self.env.get(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
@@ -751,7 +805,7 @@ class _Importer:
             raise
         for proxy, e in pairs:
             dtype, shape, device, _ = self.builder.meta(proxy)
-            want = (dtypes.to_core(e.dtype), list(e.shape), dtypes.device_str(e.device))
+            want = (dtypes.to_core(e.dtype), [self._size(s) for s in e.shape], dtypes.device_str(e.device))
             if (dtype, list(shape), device) != want:
                 self.builder.pop_symbol()
                 raise _core.NotNative(f"metadata mismatch: core says {(dtype, shape, device)}, Dynamo says {want}")
@@ -1135,11 +1189,44 @@ def _target_name(node):
     return t if isinstance(t, str) else getattr(t, "__qualname__", None) or getattr(t, "__name__", repr(t))
 
 
-def import_graph(gm: torch.fx.GraphModule, example_inputs) -> ImportedGraph:
+def _dim_of(expr, symbols):
+    """A sympy size expression of Dynamo's as an int or ``_core.Dim``: sums, products and positive integer
+    powers of integers and the symbols in ``symbols`` (sympy symbol -> Dim); UnsupportedGraph for anything else
+    (floor division, min/max, a symbol no input holds)."""
+    import sympy
+
+    if isinstance(expr, sympy.Integer):
+        return int(expr)
+    if isinstance(expr, sympy.Symbol):
+        if expr not in symbols:
+            raise UnsupportedGraph(f"the size symbol {expr} is no input of the graph")
+        return symbols[expr]
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        parts = [_dim_of(a, symbols) for a in expr.args]
+        result = parts[0]
+        for p in parts[1:]:
+            result = result + p if isinstance(expr, sympy.Add) else result * p
+        return result
+    if isinstance(expr, sympy.Pow) and isinstance(expr.exp, sympy.Integer) and int(expr.exp) > 0:
+        base, result = _dim_of(expr.base, symbols), 1
+        for _ in range(int(expr.exp)):
+            result = result * base
+        return result
+    raise UnsupportedGraph(f"the size {expr} is not a polynomial in the graph's size symbols")
+
+
+def import_graph(gm: torch.fx.GraphModule, example_inputs, symbolic=False) -> ImportedGraph:
     """Imports a Dynamo FX graph into a core trace.
 
+    Args:
+        gm: the graph; example_inputs: its inputs' example values.
+        symbolic: import a graph Dynamo captured with symbolic sizes as it is: its size inputs (``s0``) become
+            int inputs of the trace, every size a polynomial in them (``_core.Dim``), and the shape rules of the
+            core compute with them (an op whose rule cannot decide on a symbolic size is opaque). The result's
+            :meth:`ImportedGraph.bind` binds the sizes of one call.
+
     Raises:
-        UnsupportedGraph: the graph uses something a trace cannot express (symbolic
-            shapes, dtypes the core lacks, unusual FX node kinds).
+        UnsupportedGraph: the graph uses something a trace cannot express (symbolic shapes unless ``symbolic``,
+            sizes that are not polynomials in the size inputs, dtypes the core lacks, unusual FX node kinds).
     """
-    return _Importer(gm, example_inputs).run()
+    return _Importer(gm, example_inputs, symbolic).run()
