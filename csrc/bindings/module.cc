@@ -296,9 +296,14 @@ NB_MODULE(_core, m) {
       }, nb::arg("dtype"), nb::arg("shape"), nb::arg("device"), nb::arg("requires_grad"),
          nb::arg("strides") = std::vector<int64_t>{},
          "A trace input; `strides` (elements) only for a non-contiguous input, whose layout the guards fix.")
-      .def("add_input_number", [](PyBuilder& b, int type) {
-        return PyProxy{b.builder.add_input_number(static_cast<ir::NumberType>(type))};
-      })
+      .def("add_input_number", [](PyBuilder& b, int type, const std::string& name) {
+        ir::ProxyId id = b.builder.add_input_number(static_cast<ir::NumberType>(type));
+        // A size symbol keeps Dynamo's name (s0), so that traces and "shapes s0=5" read alike.
+        if (!name.empty()) b.trace->proxies[id].name = name;
+        return PyProxy{id};
+      }, nb::arg("type"), nb::arg("name") = "",
+         "A number input; `name` (a Python identifier no other proxy has, e.g. a size symbol's) replaces the "
+         "generated one.")
       .def("new_tensor", [](PyBuilder& b, ir::DType d, nb::sequence shape, std::string device, bool rg) {
         return PyProxy{b.builder.new_tensor(make_meta(d, shape, std::move(device), rg))};
       })

@@ -381,6 +381,14 @@ class _Importer:
             raise UnsupportedGraph("symbolic shapes")
         return _dim_of(s.node.expr, self.symbols)
 
+    def _sizes(self, node, example):
+        """A size, or a tuple of sizes and ints (``x.size()``), of a node that computes only with sizes."""
+        if isinstance(example, (tuple, list)):
+            return tuple(self._sizes(node, e) for e in example)
+        if isinstance(example, (torch.SymFloat, torch.SymBool)) or not isinstance(example, (int, torch.SymInt)):
+            raise UnsupportedGraph(f"{node.name} is a symbolic {type(example).__name__}")
+        return self._size(example)
+
     def _tensor_proxy(self, t, input=False):
         if not dtypes.is_core_dtype(t.dtype):
             raise UnsupportedGraph(f"dtype {t.dtype}")
@@ -497,18 +505,15 @@ class _Importer:
         expr = example.node.expr
         if not isinstance(expr, sympy.Symbol):
             raise UnsupportedGraph(f"size input {node.name} = {expr}")
-        proxy = self.builder.add_input_number(_number_type(example))
+        proxy = self.builder.add_input_number(_number_type(example), str(expr))
         self.symbols[expr] = _core.Dim.symbol(proxy)
         self.size_inputs.append((proxy.id, position))
         return self.symbols[expr]
 
     def _call(self, node):
-        if self.symbolic and isinstance(node.meta.get("example_value"), (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            # Size arithmetic (x.size(1) * 2): the core computes with the size it stands for, no symbol.
-            example = node.meta["example_value"]
-            if not isinstance(example, torch.SymInt):
-                raise UnsupportedGraph(f"{node.name} is a symbolic {type(example).__name__}")
-            return self._size(example)
+        if self.symbolic and _has_symbolic_number(node.meta.get("example_value")):
+            # Size arithmetic (x.size(1) * 2, x.size()): the core computes with the sizes it stands for, no symbol.
+            return self._sizes(node, node.meta["example_value"])
         # Indexing a multi-output node selects one of its proxies: no symbol needed.
         if node.op == "call_function" and node.target is operator.getitem:
             base = self.env.get(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
@@ -1187,6 +1192,13 @@ def _number_type(x):
 def _target_name(node):
     t = node.target
     return t if isinstance(t, str) else getattr(t, "__qualname__", None) or getattr(t, "__name__", repr(t))
+
+
+def _has_symbolic_number(example):
+    """Whether an example value is a symbolic number, or a tuple (torch.Size) holding one."""
+    if isinstance(example, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True
+    return isinstance(example, (tuple, list)) and any(_has_symbolic_number(e) for e in example)
 
 
 def _dim_of(expr, symbols):
