@@ -505,8 +505,11 @@ class _Importer:
         expr = example.node.expr
         if not isinstance(expr, sympy.Symbol):
             raise UnsupportedGraph(f"size input {node.name} = {expr}")
-        proxy = self.builder.add_input_number(_number_type(example), str(expr))
-        self.symbols[expr] = _core.Dim.symbol(proxy)
+        if expr in self.symbols:  # a second input with the same size (Dynamo gives equal sizes one symbol)
+            proxy = self.builder.add_input_number(_number_type(example))
+        else:
+            proxy = self.builder.add_input_number(_number_type(example), str(expr))
+            self.symbols[expr] = _core.Dim.symbol(proxy)
         self.size_inputs.append((proxy.id, position))
         return self.symbols[expr]
 
