@@ -295,6 +295,41 @@ def test_gradients_at_boundaries_and_ties(name):
     assert backward_of(j) == ["thunder"]
 
 
+@pytest.mark.parametrize("op", ["clamp_min", "clamp_max", "clamp"])
+def test_a_tensor_bound_that_broadcasts_the_input(op):
+    # The input [4, 1] broadcast to the bound's [4, 3]: its gradient is summed back to [4, 1].
+    x = torch.tensor([[-1.0], [0.0], [0.5], [2.0]], dtype=D, requires_grad=True)
+    b = torch.tensor([[0.0, 0.5, 1.0]] * 4, dtype=D, requires_grad=True)
+    fn = {"clamp_min": torch.clamp_min, "clamp_max": torch.clamp_max,
+          "clamp": lambda x, b: torch.clamp(x, min=b - 1, max=b)}[op]
+    j = grads_equal(fn, x, b)
+    assert backward_of(j) == ["thunder"]
+    assert thunder.compile_stats(j).graphs[0]["vjp"]["ltorch." + op] == "own"
+
+
+def test_a_batch_of_rows_times_a_weight_with_an_empty_inner_dim():
+    # The weight's gradient as one matmul over the rows: their count must not come from numel / 0 (SIGFPE).
+    a = torch.randn(5, 5, 0, dtype=D, requires_grad=True)
+    w = torch.randn(0, 5, dtype=D, requires_grad=True)
+    j = grads_equal(torch.matmul, a, w)
+    assert backward_of(j) == ["thunder"]
+
+
+def test_compile_stats_say_which_rule_differentiated_each_op():
+    def f(x, w):
+        return F.conv2d(torch.relu(x), w).sin().sum()
+
+    j = thunder.jit(f)
+    j(torch.randn(1, 2, 5, 5, dtype=D, requires_grad=True), torch.randn(3, 2, 3, 3, dtype=D, requires_grad=True))
+    vjp = thunder.compile_stats(j).graphs[0]["vjp"]
+    assert vjp["ltorch.relu"] == "own"
+    assert vjp["ltorch.conv2d"] == "generic"
+    assert vjp["ltorch.sin"] == "decomposition"
+    with torch.no_grad():
+        j(torch.randn(1, 2, 5, 5, dtype=D), torch.randn(3, 2, 3, 3, dtype=D))
+    assert thunder.compile_stats(j).graphs[-1]["vjp"] == {}  # nothing required grad
+
+
 def test_embedding_padding_row_takes_no_gradient():
     emb = nn.Embedding(5, 3, padding_idx=0).double()
     reference = copy.deepcopy(emb)

@@ -13,6 +13,7 @@ compiler core (IR, passes) is C++, in ``thunder._core``.
 import torch
 
 from thunder import core  # noqa: F401
+from thunder.core import compile as _compile
 from thunder.core.log import set_log_file, set_log_level
 from thunder.core.options import LogLevel
 from thunder.executors.cpuex import clear_kernel_cache
@@ -143,7 +144,11 @@ def compile_stats(jitted) -> CompileStats:
     with symbolic sizes: that graph's number, 1, 2, ..., and the shapes it was compiled for; None for a graph
     captured with static shapes; ``dynamo_graphs`` counts the graphs Dynamo captured, ``symbolic_graphs`` those
     with symbolic sizes) and ``backward``: who differentiates the graph -- ``"thunder"`` (its autodiff
-    compiled a backward: :func:`last_backward_traces`), ``"torch (<reason>)"``, or None when nothing required grad. ``branches`` lists each ``if`` statement of the jitted code
+    compiled a backward: :func:`last_backward_traces`), ``"torch (<reason>)"``, or None when nothing required grad;
+    ``vjp``: when thunder differentiates the graph, how it differentiated each op whose result requires grad, op ->
+    ``"own"`` (its VJP rule), ``"decomposition"`` (the rules of its decomposition's ops) or ``"generic"``
+    (``torch.autograd`` on that op alone), e.g. ``{"ltorch.relu": "own", "ltorch.conv2d": "generic"}``
+    (:func:`thunder.core.compile.vjp_rules`); empty otherwise. ``branches`` lists each ``if`` statement of the jitted code
     (:class:`thunder.frontend.branches.BranchSite`); ``branches_converted`` counts those compiled to selects,
     ``branches_left`` those left as Python control flow. ``jitted`` may also be what
     ``torch.compile(..., backend="thunder")`` returned (its graphs and graph breaks; calls and cache hits
@@ -162,6 +167,7 @@ def compile_stats(jitted) -> CompileStats:
                        "pass_seconds": dict(g.pass_seconds) if compiled else {},
                        "aliased_calls": g.aliased_calls if compiled else 0,
                        "backward": g.autodiff if compiled else None,
+                       "vjp": _compile.vjp_rules(getattr(g, "vjp", [])) if compiled else {},
                        "symbolic": g.shapes[0] if g.shapes else None, "shapes": g.shapes[1] if g.shapes else None})
     sites = sorted(s.branches.values(), key=lambda b: b.id)
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks), s.eager_calls,

@@ -6,8 +6,10 @@ CPU, ``thunder.jit(lambda *a, **k: op(*a, **k))`` must agree with eager
 PyTorch: values (``torch.testing.assert_close``, dtype-aware tolerances, NaN
 equal), dtypes, shapes, and aliasing (an output shares storage with an input
 iff eager's does). Differentiable ops are also checked in float64 against
-``torch.autograd`` gradients; ops with an in-place variant are checked to
-mutate and return their input like eager does.
+``torch.autograd`` gradients -- for native OpInfos, gradients thunder's own
+autodiff computed (``thunder.compile_stats(j).graphs[i]["backward"] ==
+"thunder"``), recording which VJP rule each op took; ops with an in-place
+variant are checked to mutate and return their input like eager does.
 
 Each sample is classified by how thunder ran it:
 
@@ -26,6 +28,8 @@ Commands::
     pytest tests/test_opinfo.py                       # the CI subset (THUNDER_OPINFO=ci, default)
     THUNDER_OPINFO=full pytest tests/test_opinfo.py   # every sample of every dtype
     python -m thunder.testing_opinfo --report docs/op_coverage.md [--full] [--jobs 2]
+    python -m thunder.testing_opinfo --full --native --checks grad --results grad.jsonl \
+        --report docs/op_coverage.md --merge-report docs/op_coverage.md   # one check again, the rest carried
 """
 from __future__ import annotations
 
@@ -425,6 +429,11 @@ class Outcome:
     fallbacks: list = dataclasses.field(default_factory=list)  # (target, reason) of native ops that fell back
     native_ops: list = dataclasses.field(default_factory=list)  # ltorch ops in the imported traces
     seconds: float = 0.0
+    # The "grad" check: who ran each graph's backward ("thunder", "torch (<reason>)"; graphs that took no gradient
+    # are left out), and how thunder's autodiff differentiated each op: op -> "own", "decomposition", "generic"
+    # (thunder.compile_stats(...).graphs[i]["vjp"], merged over the graphs).
+    backward: list = dataclasses.field(default_factory=list)
+    vjp: dict = dataclasses.field(default_factory=dict)
 
 
 def _clone_tensor(x):
@@ -565,6 +574,41 @@ def _path(jitted):
     return path, opaque, fallbacks, natives
 
 
+def _autodiff(jitted):
+    """Who differentiated the graphs of the last call, from ``thunder.compile_stats``: the ``backward`` of each
+    graph that took a gradient ("thunder" or "torch (<reason>)"), and op -> VJP rule over the graphs thunder
+    differentiated (``"own"``, ``"decomposition"``, ``"generic"``; comma-separated if an op took several)."""
+    import thunder
+
+    backward, rules = [], {}
+    for g in thunder.compile_stats(jitted).graphs:
+        if g["backward"] is not None:
+            backward.append(g["backward"])
+        for op, rule in g["vjp"].items():
+            rules.setdefault(op, set()).update(rule.split(", "))
+    return backward, {op: ", ".join(sorted(r)) for op, r in sorted(rules.items())}
+
+
+def _copy_outputs(outputs):
+    """The output tensors copied (``Tensor.clone``): what the grad check differentiates for an op whose outputs share
+    memory with its inputs or each other (view ops). A graph returning views keeps torch's autograd
+    (docs/autodiff.md); after a copy, thunder's autodiff differentiates the view op. Aliasing itself is the
+    forward check's."""
+    return pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, outputs)
+
+
+def _shares_memory(outputs, inputs):
+    """Whether an output tensor is a view or shares storage with an input tensor or with another output (empty
+    tensors included: a view of an empty input is a view all the same)."""
+    seen = _storages(_tensors(inputs))
+    for t in _tensors(outputs):
+        s = _storages([t])
+        if s & seen or t._base is not None:
+            return True
+        seen |= s
+    return False
+
+
 @functools.lru_cache(maxsize=None)
 def decomposed_executors():
     """The torch executor without its torch-level entries: every native op runs as its decomposition
@@ -620,7 +664,6 @@ def run_sample(op, sample, dtype, check="forward", index=0) -> Outcome:
     e_args, e_kwargs = _clone((args, kwargs))
     c_args, c_kwargs = _clone((args, kwargs))
     executors = decomposed_executors() if check == "decomposed" else forward_executors()
-    jitted = thunder.jit(_fresh_function(fn, index), executors=executors)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -630,12 +673,24 @@ def run_sample(op, sample, dtype, check="forward", index=0) -> Outcome:
             expected = fn(*e_args, **e_kwargs)
         except Exception as e:  # noqa: BLE001
             eager_error = e
+        copied = check == "grad" and eager_error is None and _shares_memory(expected, (e_args, e_kwargs))
+        if copied:  # views: differentiate op + copy, so that thunder's autodiff (not torch's) takes the graph
+            op_fn = fn
+            fn = lambda *a, **k: _copy_outputs(op_fn(*a, **k))  # noqa: E731
+            expected = _copy_outputs(expected)
+        jitted = thunder.jit(_fresh_function(fn, index), executors=executors)
         _seed()
         try:
             actual = jitted(*c_args, **c_kwargs)
         except Exception as e:  # noqa: BLE001
             compiled_error = e
     out.path, out.opaque, out.fallbacks, out.native_ops = _path(jitted)
+    if check == "grad":
+        out.backward, out.vjp = _autodiff(jitted)
+        if copied and op_id != "clone":  # the copy is the harness's, not the op's
+            out.native_ops = [n for n in out.native_ops if n != "clone"]
+            for name in ("ltorch.clone", "prims.clone"):
+                out.vjp.pop(name, None)
     try:
         if eager_error is not None or compiled_error is not None:
             if eager_error is None:
@@ -661,7 +716,13 @@ def run_sample(op, sample, dtype, check="forward", index=0) -> Outcome:
                     and expected is e_args[0]:
                 raise AssertionError("the in-place variant did not return its input")
         if check == "grad":
-            _check_grads(op, actual, expected, c_args, c_kwargs, e_args, e_kwargs)
+            differentiable = _check_grads(op, actual, expected, c_args, c_kwargs, e_args, e_kwargs)
+            if differentiable and op_id in NATIVE_OPINFOS:
+                torch_backward = [b for b in out.backward if b != "thunder"]
+                if torch_backward or not out.backward:
+                    raise AssertionError("the gradient was not thunder's: " + (
+                        f"backward by {torch_backward[0]}" if torch_backward else
+                        f"no graph thunder differentiated (path {out.path})"))
     except AssertionError as e:
         out.status, out.detail = "fail", str(e)[:600]
     except Exception as e:  # noqa: BLE001
@@ -672,12 +733,13 @@ def run_sample(op, sample, dtype, check="forward", index=0) -> Outcome:
 
 
 def _check_grads(op, actual, expected, c_args, c_kwargs, e_args, e_kwargs):
+    """Compares thunder's float64 gradients with torch.autograd's; returns whether there were any to compare."""
     a_outs = [t for t in _tensors(actual) if t.requires_grad and (t.is_floating_point() or t.is_complex())]
     e_outs = [t for t in _tensors(expected) if t.requires_grad and (t.is_floating_point() or t.is_complex())]
     if len(a_outs) != len(e_outs):
         raise AssertionError(f"{len(a_outs)} outputs require grad, eager {len(e_outs)}")
     if not e_outs:
-        return
+        return False
     a_ins = [t for t in _tensors((c_args, c_kwargs)) if t.requires_grad]
     e_ins = [t for t in _tensors((e_args, e_kwargs)) if t.requires_grad]
     gen = torch.Generator().manual_seed(0)
@@ -695,6 +757,7 @@ def _check_grads(op, actual, expected, c_args, c_kwargs, e_args, e_kwargs):
                 torch.testing.assert_close(a, e, rtol=1e-6, atol=1e-6, equal_nan=True)
             except AssertionError as err:
                 raise AssertionError(f"gradient {i}: {' '.join(str(err).split()[:40])}") from None
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -890,24 +953,116 @@ def native_op_table():
     return table
 
 
-def report(results, path, command, seconds, note=""):
-    """Writes the markdown coverage report."""
+_PER_OPINFO_COLUMNS = (*DTYPE_NAMES.values(), "grad", "VJP", "inplace", "decomposed", "paths", "fallbacks")
+
+
+def load_report(path):
+    """What :func:`report` wrote to ``path``, for ``--merge-report``: {"header": the lines between the title and the
+    description, "summary": the summary's lines, "failures": the failure lines, "rows": OpInfo id -> {column:
+    cell} of the per-OpInfo table, "native_opinfos": ltorch op -> set of native OpInfo ids (native ops table)}."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    out = {"header": [], "summary": [], "failures": [], "rows": {}, "native_opinfos": {}}
+    section, columns = "header", None
+    for line in lines[1:]:
+        if line.startswith("## "):
+            section, columns = line[3:].strip(), None
+            continue
+        if section == "header":
+            if line.startswith("Every OpInfo of"):
+                section = "description"
+            elif line:
+                out["header"].append(line)
+        elif section == "Summary" and line.startswith("- "):
+            out["summary"].append(line)
+        elif section == "Failures" and line.startswith("- "):
+            out["failures"].append(line)
+        elif section in ("Per OpInfo", "Native ops") and line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if columns is None:
+                columns = cells
+            elif not set(line) <= set("|-"):
+                row = dict(zip(columns, cells))
+                if section == "Per OpInfo":
+                    out["rows"][row["OpInfo"].strip("`")] = row
+                else:
+                    ops = {o.strip().strip("`") for o in row.get("native OpInfos", "").split(",") if o.strip()}
+                    out["native_opinfos"][row["ltorch op"].strip("`")] = ops
+    return out
+
+
+def _vjp_kinds(outs):
+    """The VJP rules the samples' graphs used (sorted), and the samples thunder's autodiff differentiated."""
+    kinds, through = set(), 0
+    for o in outs:
+        for rule in o.vjp.values():
+            kinds.update(rule.split(", "))
+        through += bool(o.backward) and all(b == "thunder" for b in o.backward)
+    return sorted(kinds), through
+
+
+def _grad_summary(results, registered):
+    """Summary lines of the float64 gradient check: samples, whose backward ran them, the rules per native op."""
+    outs = [o for t, os_ in results.items() if t.check == "grad" and t.op in NATIVE_OPINFOS for o in os_]
+    if not outs:
+        return []
+    run = [o for o in outs if o.status != "skip"]
+    through = [o for o in run if o.backward and all(b == "thunder" for b in o.backward)]
+    by_torch = [o for o in run if any(b != "thunder" for b in o.backward)]
+    generic = [o for o in through if any("generic" in r for r in o.vjp.values())]
+    per_op = {}  # ltorch op -> rules it took
+    for o in through:
+        for op, rule in o.vjp.items():
+            if op.startswith("ltorch."):
+                per_op.setdefault(op[len("ltorch."):], set()).update(rule.split(", "))
+    counts = {k: sum(k in r for r in per_op.values()) for k in ("own", "decomposition", "generic")}
+    ops_ = len({t.op for t in results if t.check == "grad" and t.op in NATIVE_OPINFOS})
+    own = sum(bool(r & {"own", "decomposition"}) for r in per_op.values())
+    mixed = sorted(n for n, r in per_op.items() if "generic" in r and len(r) > 1)
+    return [f"- float64 gradients of native OpInfos (check `grad`): {len(run)} samples of {ops_} OpInfos; passed "
+            f"{sum(o.status == 'pass' for o in run)}, failed {sum(o.status == 'fail' for o in run)}; differentiated "
+            f"by thunder's autodiff {len(through)} ({len(generic)} of them with the generic rule for some op), by "
+            f"torch's autograd {len(by_torch)}, by neither (no output requiring grad, or the graph ran uncompiled) "
+            f"{len(run) - len(through) - len(by_torch)}",
+            f"- native torch-level ops thunder's autodiff differentiated in those samples: {len(per_op)} of "
+            f"{len(registered)}; by thunder's own rules {own} (the op's VJP rule {counts['own']}, its decomposition's "
+            f"{counts['decomposition']}), by the generic rule (torch.autograd on that op alone) {counts['generic']}"
+            + (f" (in some samples only: {', '.join(mixed)})" if mixed else "")]
+
+
+def report(results, path, command, seconds, note="", carried=None):
+    """Writes the markdown coverage report.
+
+    ``carried``: an earlier report (:func:`load_report`) whose cells this run did not produce enter the report as
+    they were: a whole row for an OpInfo this run did not run, else the cells of its checks and dtypes this run
+    did not run (its paths and fallbacks columns then stay the earlier run's); its summary and failures are kept,
+    marked as the earlier run's."""
     from thunder import _core
 
+    carried = carried or {"header": [], "summary": [], "failures": [], "rows": {}, "native_opinfos": {}}
     by_op = {}
     for task, outs in results.items():
         by_op.setdefault(task.op, []).append((task, outs))
     lines = ["# OpInfo conformance and native op coverage", "",
              f"Generated by `{command}` ({time.strftime('%Y-%m-%d')}, torch {torch.__version__}, "
-             f"this run {seconds / 60:.1f} min on {os.cpu_count()} cores). Do not edit by hand.", "", *([note, ""] if note else []),
-             "Every OpInfo of `torch.testing._internal.common_methods_invocations.op_db`, every sample, in the dtypes",
-             "float32, float64, bfloat16, float16, int64, int32, bool that it supports on CPU, run through",
-             "`thunder.jit` and compared with eager PyTorch (values, dtypes, shapes, aliasing; float64 gradients;",
-             "in-place variants). `forward` runs with the default executors; `decomposed` runs native ops as their",
-             "prims decompositions; a cell `p/n` is samples passed / run, `!` marks failures, `~` samples not run",
-             "natively for a native OpInfo. Path: native = every op imported into the core, opaque = at least one op",
-             "runs as an opaque torch op, eager = thunder compiled nothing (graph break), error = eager and thunder",
-             "both raised.", ""]
+             f"this run {seconds / 60:.1f} min on {os.cpu_count()} cores). Do not edit by hand.", "", *([note, ""] if note else [])]
+    if carried["rows"]:
+        lines += ["Cells this run did not produce are carried from the previous report, whose header read:", ""]
+        lines += [f"> {h}" for h in carried["header"] if not h.startswith("Cells this run did not produce")] + [""]
+    lines += ["Every OpInfo of `torch.testing._internal.common_methods_invocations.op_db`, every sample, in the dtypes",
+              "float32, float64, bfloat16, float16, int64, int32, bool that it supports on CPU, run through",
+              "`thunder.jit` and compared with eager PyTorch (values, dtypes, shapes, aliasing; float64 gradients;",
+              "in-place variants). `forward` runs with the default executors; `decomposed` runs native ops as their",
+              "prims decompositions; a cell `p/n` is samples passed / run, `!` marks failures, `~` samples not run",
+              "natively for a native OpInfo. Path: native = every op imported into the core, opaque = at least one op",
+              "runs as an opaque torch op, eager = thunder compiled nothing (graph break), error = eager and thunder",
+              "both raised. Gradients (`grad`, float64) are compared with torch.autograd's and, for a native OpInfo,",
+              "must be thunder's autodiff's (a graph whose backward is torch's autograd fails); an op whose outputs share",
+              "memory with its inputs (views) is differentiated followed by a copy of its outputs, since a graph",
+              "returning views keeps torch's autograd (docs/autodiff.md). `VJP`: the rules thunder's autodiff used",
+              "for the ops of the OpInfo's samples (own = the op's VJP rule, decomposition = the rules of the ops it",
+              "decomposes into, generic = torch.autograd on that op alone; `thunder.compile_stats(j).graphs[i][\"vjp\"]`)",
+              "and the float64 gradient samples thunder's autodiff differentiated / run.", ""]
     totals = {"pass": 0, "fail": 0, "skip": 0}
     paths = {}
     for outs in results.values():
@@ -916,6 +1071,8 @@ def report(results, path, command, seconds, note=""):
             if o.status == "pass":
                 paths[o.path] = paths.get(o.path, 0) + 1
     native_ops = {}  # ltorch op -> set of native OpInfo ids using it
+    for name, ops_ in carried["native_opinfos"].items():
+        native_ops[name] = {o for o in ops_ if o in NATIVE_OPINFOS}
     for task, outs in results.items():
         if task.op in NATIVE_OPINFOS:
             for o in outs:
@@ -923,22 +1080,30 @@ def report(results, path, command, seconds, note=""):
                     native_ops.setdefault(n, set()).add(task.op)
     registered = set(_core.native_ops("ltorch"))
     table = native_op_table()
+    this_run = "this run: " if carried["rows"] else ""
     lines += ["## Summary", "",
-              f"- samples: {sum(totals.values())}; passed {totals['pass']}, failed {totals['fail']}, "
+              f"- {this_run}samples: {sum(totals.values())}; passed {totals['pass']}, failed {totals['fail']}, "
               f"skipped {totals['skip']}",
-              "- passed samples by path: " + ", ".join(f"{k} {v}" for k, v in sorted(paths.items())),
-              f"- OpInfos: {len(by_op)}; declared native: {len([o for o in by_op if o in NATIVE_OPINFOS])}",
-              f"- native torch-level ops registered in the C++ core: {len(registered)}; exercised by native OpInfos "
-              f"whose samples all pass natively: {len(_fully_native_ops(results, native_ops))}",
-              ""]
+              f"- {this_run}passed samples by path: " + ", ".join(f"{k} {v}" for k, v in sorted(paths.items())),
+              *_grad_summary(results, registered)]
+    if carried["rows"]:
+        lines += [f"- previous report (carried cells): {line[2:]}" for line in carried["summary"]
+                  if not line.startswith(("- this run", "- float64 gradients of native", "- native torch-level ops thunder"))]
+        lines += [f"- OpInfos in the report: {len(set(by_op) | set(carried['rows']))}"]
+    else:
+        lines += [f"- OpInfos: {len(by_op)}; declared native: {len([o for o in by_op if o in NATIVE_OPINFOS])}",
+                  f"- native torch-level ops registered in the C++ core: {len(registered)}; exercised by native "
+                  f"OpInfos whose samples all pass natively: {len(_fully_native_ops(results, native_ops))}"]
+    lines.append("")
     failing = [(t, o) for t, outs in results.items() for o in outs if o.status == "fail"]
     lines += ["## Failures", ""]
-    if not failing:
+    if not failing and not carried["failures"]:
         lines += ["None.", ""]
     for t, o in failing[:300]:
         lines.append(f"- `{t.op}` {t.dtype} {t.check} sample {o.sample}: {o.detail.splitlines()[0][:300]}")
     if len(failing) > 300:
         lines.append(f"- ... and {len(failing) - 300} more")
+    lines += [line if "(previous report)" in line else f"{line} (previous report)" for line in carried["failures"]]
     lines += ["", "## Documented skips", ""]
     if SKIPS:
         for (op_id, dt, check), why in sorted(SKIPS.items()):
@@ -949,21 +1114,37 @@ def report(results, path, command, seconds, note=""):
     lines += [f"- `{op_id}` ({dt}): {why}" for (op_id, dt), why in sorted(CPU_EXECUTOR_SKIPS.items())]
     lines += ["", "Outputs of these OpInfos are uninitialized memory; their values are not compared "
               "(dtype, shape and aliasing are): " + ", ".join(f"`{n}`" for n in sorted(UNINITIALIZED_OUTPUT)), ""]
+    # ltorch op -> rule -> float64 gradient samples of native OpInfos in which thunder's autodiff used it
+    seen = {}
+    for task, outs in results.items():
+        if task.check == "grad" and task.op in NATIVE_OPINFOS:
+            for o in outs:
+                for op, rule in o.vjp.items():
+                    if op.startswith("ltorch."):
+                        for r in rule.split(", "):
+                            per = seen.setdefault(op[len("ltorch."):], {})
+                            per[r] = per.get(r, 0) + 1
     lines += ["## Native ops", "",
               "Each torch-level op of the C++ core, the torch spellings imported to it, how thunder's autodiff",
-              "differentiates it (`_core.vjp_kind`: own = its VJP rule, decomposition = the rules of its prims,",
-              "generic = torch.autograd on that op alone, torch = the same although it decomposes), and the native",
-              "OpInfos whose traces use it.", "",
+              "differentiated it in the float64 gradient samples of native OpInfos (own = its VJP rule, decomposition",
+              "= the rules of its prims, generic = torch.autograd on that op alone; the number of samples; none = no",
+              "sample differentiated it) and, in parentheses where that differs, how the rule table says it is",
+              "differentiated (`_core.vjp_kind`; torch = generic although it decomposes), and the native OpInfos",
+              "whose traces use it.", "",
               "| ltorch op | torch spellings | VJP | native OpInfos |", "|---|---|---|---|"]
     for name in sorted(registered):
         spell = ", ".join(sorted(table.get(name, [])))
         ops = ", ".join(f"`{o}`" for o in sorted(native_ops.get(name, [])))
-        lines.append(f"| `{name}` | {spell} | {_core.vjp_kind(name)} | {ops} |")
+        static = _core.vjp_kind(name)
+        used = seen.get(name, {})
+        cell = ", ".join(f"{r} {n}" for r, n in sorted(used.items())) or "none"
+        if set(used) != {"generic" if static == "torch" else static}:
+            cell += f" ({static})"
+        lines.append(f"| `{name}` | {spell} | {cell} | {ops} |")
     lines += ["", "## Per OpInfo", "",
-              "| OpInfo | kind | " + " | ".join(DTYPE_NAMES[d] for d in DTYPES) + " | grad | inplace | decomposed | "
-              "paths | fallbacks |", "|" + "---|" * (len(DTYPES) + 7)]
-    for op_id in sorted(by_op):
-        entries = by_op[op_id]
+              "| OpInfo | kind | " + " | ".join(_PER_OPINFO_COLUMNS) + " |", "|" + "---|" * (len(_PER_OPINFO_COLUMNS) + 2)]
+    for op_id in sorted(set(by_op) | set(carried["rows"])):
+        entries = by_op.get(op_id, [])
         cells = {}
         for task, outs in entries:
             key = task.check if task.check != "forward" else task.dtype
@@ -976,11 +1157,13 @@ def report(results, path, command, seconds, note=""):
                 if op_id in NATIVE_OPINFOS and task.check in ("forward", "decomposed") else 0
             prev = cells.get(key, (0, 0, 0, 0))
             cells[key] = (prev[0] + p, prev[1] + n, prev[2] + bad, prev[3] + nn_)
-        def cell(k):
-            if k not in cells:
-                return ""
-            p, n, bad, nn_ = cells[k]
-            return f"{p}/{n}" + ("!" if bad else "") + ("~" if nn_ else "")
+        text = {}
+        for k, (p, n, bad, nn_) in cells.items():
+            text[k] = f"{p}/{n}" + ("!" if bad else "") + ("~" if nn_ else "")
+        grad_outs = [o for task, outs in entries if task.check == "grad" for o in outs if o.status != "skip"]
+        if any(task.check == "grad" for task, _ in entries):
+            kinds, through = _vjp_kinds(grad_outs)
+            text["VJP"] = f"{', '.join(kinds) or 'none'} {through}/{len(grad_outs)}"
         path_counts = {}
         fallbacks = {}
         for _, outs in entries:
@@ -989,11 +1172,15 @@ def report(results, path, command, seconds, note=""):
                     path_counts[o.path] = path_counts.get(o.path, 0) + 1
                 for t, r in o.fallbacks:
                     fallbacks[t] = fallbacks.get(t, 0) + 1
+        text["paths"] = ", ".join(f"{k} {v}" for k, v in sorted(path_counts.items()))
+        text["fallbacks"] = ", ".join(f"{k} ×{v}" for k, v in sorted(fallbacks.items()))
+        old = carried["rows"].get(op_id)
+        if old:
+            kept = [c for c in _PER_OPINFO_COLUMNS if c not in text and old.get(c)]
+            for c in kept + (["paths", "fallbacks"] if kept or not entries else []):
+                text[c] = old.get(c, "")
         kind = "native" if op_id in NATIVE_OPINFOS else "opaque"
-        lines.append(f"| `{op_id}` | {kind} | " + " | ".join(cell(DTYPE_NAMES[d]) for d in DTYPES) + " | "
-                     + " | ".join(cell(k) for k in ("grad", "inplace", "decomposed")) + " | "
-                     + ", ".join(f"{k} {v}" for k, v in sorted(path_counts.items())) + " | "
-                     + ", ".join(f"{k} ×{v}" for k, v in sorted(fallbacks.items())) + " |")
+        lines.append(f"| `{op_id}` | {kind} | " + " | ".join(text.get(c, "") for c in _PER_OPINFO_COLUMNS) + " |")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -1020,11 +1207,18 @@ def main(argv=None):
                              "enter the report too")
     parser.add_argument("--merge-native", action="store_true",
                         help="also merge results of native OpInfos (only if the core has not changed since)")
+    parser.add_argument("--merge-report", metavar="FILE",
+                        help="an earlier report (e.g. docs/op_coverage.md): the cells this run does not produce are "
+                             "carried from it (for a partial re-run whose earlier --results are not at hand)")
+    parser.add_argument("--native", action="store_true", help="run the native OpInfos only")
     parser.add_argument("--note", default="", help="a line for the report's header (e.g. what was merged)")
     parser.add_argument("--suggest", action="store_true", help="list non-native OpInfos whose samples all ran natively")
     args = parser.parse_args(argv)
     which = "full" if args.full else "ci"
     ops = set(args.ops.split(",")) if args.ops else None
+    if args.native:
+        ops = NATIVE_OPINFOS if ops is None else ops & NATIVE_OPINFOS
+    carried = load_report(args.merge_report) if args.merge_report else None
     task_list = tasks(which, ops)
     if args.checks:
         task_list = [t for t in task_list if t.check in args.checks.split(",")]
@@ -1055,9 +1249,14 @@ def main(argv=None):
                     any(o.path == "native" for o in outs):
                 print(f"SUGGEST {op_id}")
     if args.report:
+        ops_arg = args.ops if args.ops is None or len(args.ops) < 80 else f"<{len(ops)} OpInfos>"
         cmd = "python -m thunder.testing_opinfo --report " + args.report + (" --full" if args.full else "") + \
-              (f" --jobs {args.jobs}" if args.jobs > 1 else "")
-        report(results, args.report, cmd, seconds, args.note)
+              (" --native" if args.native else "") + (f" --ops {ops_arg}" if args.ops else "") + \
+              (f" --checks {args.checks}" if args.checks else "") + \
+              (f" --dtypes {args.dtypes}" if args.dtypes else "") + (f" --jobs {args.jobs}" if args.jobs > 1 else "") + \
+              "".join(f" --merge {m}" for m in args.merge) + (" --merge-native" if args.merge_native else "") + \
+              (f" --merge-report {args.merge_report}" if args.merge_report else "")
+        report(results, args.report, cmd, seconds, args.note, carried)
     return 1 if bad else 0
 
 

@@ -374,10 +374,15 @@ NB_MODULE(_core, m) {
           ir::verify(fb.forward);
           ir::verify(fb.backward);
           double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          return nb::make_tuple(fb.forward, fb.backward, fb.grad_outputs, fb.saved, seconds);
+          nb::list rules;
+          for (const passes::VjpUse& u : fb.rules) rules.append(nb::make_tuple(u.op, u.rule, u.generic));
+          return nb::make_tuple(fb.forward, fb.backward, fb.grad_outputs, fb.saved, seconds, rules);
         }, nb::arg("trace"),
         "Reverse-mode autodiff of a functional trace: (forward, backward, grad_outputs, number of saved values, "
-        "seconds); see passes::split_forward_backward. Raises NotDifferentiable naming the op it cannot differentiate.");
+        "seconds, rules); see passes::split_forward_backward. `rules` says how each top-level symbol whose result "
+        "requires grad is differentiated: (op, rule, generic), rule 'own' (its VJP rule), 'decomposition' (its "
+        "decomposition's rules; `generic` lists the symbols inside it the generic rule differentiates) or 'generic' "
+        "(torch.autograd on that op alone). Raises NotDifferentiable naming the op it cannot differentiate.");
   m.def("vjp_ops", &ops::ops_with_vjp, "The ops with a VJP rule, as 'prims.<name>'.");
   m.def("vjp_kind", [](const std::string& name) -> std::string {
     const ops::OpDef* d = ops::find_op(ir::Level::Torch, name);

@@ -236,6 +236,7 @@ std::unordered_map<std::string, Rule> shape_rules() {
     return Grads{c.prim("transpose", {c.g, Value::ints(inverse)}), Value()};
   };
   r["flip"] = [](Ctx& c) { return Grads{c.prim("flip", {c.g, c.arg(1)}), Value()}; };
+  r["clone"] = [](Ctx& c) { return Grads{c.g}; };  // a copy: the gradient passes through
   // broadcast_in_dim: summed over the new dims and the size-1 dims it expanded.
   r["broadcast_in_dim"] = [](Ctx& c) {
     const Shape& in = c.meta(c.arg(0)).shape;
@@ -363,7 +364,8 @@ std::unordered_map<std::string, Rule> reduction_rules() {
       // A weight applied to a batch of rows (a linear layer's [8, 64, 256] @ [256, 688]): its gradient is one
       // matmul over all the rows, not a batched matmul per leading index summed afterwards (a bmm with short
       // inner dims and a pass over its [8, 256, 688] result: the Llama training step spent 80 ms per step there).
-      const Dim rows = c.meta(a).numel().divide(as.back(), "VJP of prims.matmul");
+      // (The rows counted as the product of the leading sizes: numel / k would divide by zero for k = 0.)
+      const Dim rows = ir::product(Shape(as.begin(), as.end() - 1));
       Value a_rows = c.prim("reshape", {a, Value::dims({rows, as.back()})});
       Value g_rows = c.prim("reshape", {g2, Value::dims({rows, bs[1]})});
       gb = c.prim("matmul", {mT(a_rows), g_rows});
@@ -417,7 +419,8 @@ std::unordered_map<std::string, Rule> torch_rules() {
     Value keep;
     if (!lo.is_none()) keep = cmp(c, "ge", x, lo);
     if (!hi.is_none()) keep = keep.is_none() ? cmp(c, "le", x, hi) : both(c, keep, cmp(c, "le", x, hi));
-    Grads g{keep.is_none() ? c.g : masked(c, keep)};
+    // A tensor bound may broadcast the input: its gradient is summed back to its shape.
+    Grads g{c.sum_to(keep.is_none() ? c.g : masked(c, keep), c.meta(x).shape)};
     // torch: with both bounds, min takes it where x < min < max, max where x > max or max < min (clamp gives max).
     for (const Value* bound : {&lo, &hi}) {
       if (!c.tensor(*bound) || !(ir::is_floating(c.meta(*bound).dtype))) {

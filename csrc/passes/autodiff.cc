@@ -105,6 +105,19 @@ void expose(std::vector<BoundSymbol>& symbols, const std::vector<ProxyId>& neede
   }
 }
 
+// Records how the top-level symbol b is differentiated, from the units collect_units made of it.
+void ops_used(const BoundSymbol& b, const std::vector<const BoundSymbol*>& units, std::vector<VjpUse>& out) {
+  VjpUse use{b.printed_callee(), "", {}};
+  if (units.size() == 1 && units[0] == &b) {
+    use.rule = ops::find_vjp(b.sym) != nullptr ? "own" : "generic";
+  } else {
+    use.rule = "decomposition";
+    for (const BoundSymbol* u : units)
+      if (ops::find_vjp(u->sym) == nullptr) use.generic.push_back(u->printed_callee());
+  }
+  out.push_back(std::move(use));
+}
+
 class Differentiator {
  public:
   explicit Differentiator(const Trace& t) : t_(t), bwd_(t.empty_copy("Backward (VJP rules)")), b_(bwd_) {}
@@ -126,7 +139,13 @@ class Differentiator {
       accumulate(outs[i].proxy(), Value(ProxyRef{g}));
     }
     std::vector<const BoundSymbol*> units;
-    for (const BoundSymbol& b : t_.symbols) collect_units(t_, b, units);
+    for (const BoundSymbol& b : t_.symbols) {
+      const size_t first = units.size();
+      collect_units(t_, b, units);
+      if (units.size() == first) continue;  // nothing in it requires grad
+      ops_used(b, std::vector<const BoundSymbol*>(units.begin() + static_cast<std::ptrdiff_t>(first), units.end()),
+               fb.rules);
+    }
     for (auto it = units.rbegin(); it != units.rend(); ++it) differentiate(**it);
     std::vector<Value> input_grads;
     for (ProxyId id : t_.inputs) {

@@ -125,11 +125,20 @@ struct NotDifferentiable : std::runtime_error {
 /// `(*saved, *grads)` -- one gradient per output position in `grad_outputs`, the outputs that require grad -- and
 /// returns one gradient per input of the trace (None for inputs that do not require grad or get none).
 /// Neither trace requires grad: both run with autograd off, the pair wrapped in one torch.autograd.Function.
+/// How the autodiff differentiates one top-level symbol of the trace whose result requires grad.
+struct VjpUse {
+  std::string op;    // the symbol's callee as printed: "ltorch.relu", "prims.add", an opaque op's "torch.foo"
+  std::string rule;  // "own" (its VJP rule), "decomposition" (the rules of the symbols it decomposes into) or
+                     // "generic" (torch.autograd on that op alone: thunder.executors.torchex.autograd_vjp)
+  std::vector<std::string> generic;  // for "decomposition": the symbols inside it the generic rule differentiates
+};
+
 struct ForwardBackward {
   Trace forward;
   Trace backward;
   std::vector<size_t> grad_outputs;
   size_t saved = 0;
+  std::vector<VjpUse> rules;  // one per top-level symbol whose result requires grad, in trace order
 };
 
 /// Reverse-mode autodiff (docs/autodiff.md): walks the symbols whose outputs require grad backwards, from the

@@ -125,6 +125,37 @@ TEST_F(Autodiff, AnOpWithoutARuleUsesTheGenericRule) {
   EXPECT_EQ(fb.backward.symbols[0].callee, "autograd_vjp(torch.special.expit, (0, ))");
 }
 
+TEST_F(Autodiff, RecordsTheRuleEachTopLevelSymbolTook) {
+  Value x = input({2, 3}), w = input({2, 3}, false);
+  Value r = b.torch("relu", {x});   // its own rule
+  Value s = b.torch("sin", {r});    // its decomposition's (prims.sin)
+  Value out = P(b.new_tensor(TensorMeta{DType::Float32, {2, 3}, "cpu", true}));
+  b.opaque("torch.special.expit", {s}, {}, out);  // the generic rule
+  trace.symbols.back().sym = ops::opaque_symbol(false);
+  Value m = b.torch("mul", {w, 2.0});  // requires no grad: not listed
+  trace.output = Value::tuple({out, m});
+  ForwardBackward fb = split_forward_backward(trace);
+  ASSERT_EQ(fb.rules.size(), 3u);
+  EXPECT_EQ(fb.rules[0].op, "ltorch.relu");
+  EXPECT_EQ(fb.rules[0].rule, "own");
+  EXPECT_EQ(fb.rules[1].op, "ltorch.sin");
+  EXPECT_EQ(fb.rules[1].rule, "decomposition");
+  EXPECT_TRUE(fb.rules[1].generic.empty());
+  EXPECT_EQ(fb.rules[2].op, "torch.special.expit");
+  EXPECT_EQ(fb.rules[2].rule, "generic");
+}
+
+TEST_F(Autodiff, CloneTakesTheGradientThrough) {
+  Value x = input({4});
+  trace.output = Value::tuple({b.torch("clone", {x})});
+  ForwardBackward fb = split_forward_backward(trace);
+  ASSERT_EQ(fb.rules.size(), 1u);
+  EXPECT_EQ(fb.rules[0].rule, "decomposition");
+  EXPECT_TRUE(fb.rules[0].generic.empty());  // prims.clone has a rule: no autograd_vjp
+  EXPECT_TRUE(fb.backward.symbols.empty());
+  EXPECT_EQ(fb.backward.output.items()[0].proxy(), fb.backward.inputs.back());  // the output's gradient itself
+}
+
 TEST(VjpTable, KeyedByOpIdentity) {
   const ops::OpDef* sin = ops::find_op(ir::Level::Prim, "sin");
   const ops::OpDef* gt = ops::find_op(ir::Level::Prim, "gt");

@@ -79,6 +79,9 @@ class CompiledGraph:
     backward_traces: list = field(default_factory=list)
     autodiff: str = None
     grad_outputs: list = field(default_factory=list)  # output positions whose gradients the backward takes
+    #: How thunder's autodiff differentiates each top-level op whose result requires grad, in trace order:
+    #: (op, rule, generic) as ``_core.split_forward_backward`` returns them (see :func:`vjp_rules`).
+    vjp: list = field(default_factory=list)
     #: Outputs the trace returns as their base, made again after each call (fx_import.OutputViews)
     output_views: list = field(default_factory=list)
     #: (symbolic graph number, shapes) when this specializes a graph Dynamo captured with symbolic sizes
@@ -96,6 +99,23 @@ class CompiledGraph:
     def backward_executors(self):
         """Executor names that run at least one symbol of this graph's backward (none unless thunder compiled it)."""
         return _executors_of(self.backward_traces[-1]) if self.backward_traces else []
+
+
+def vjp_rules(vjp) -> dict:
+    """How thunder's autodiff differentiated each op of a graph, from ``CompiledGraph.vjp``: op -> rule.
+
+    ``op`` is the op as the trace prints its callee (``"ltorch.relu"``, ``"prims.add"``, an opaque op's
+    ``"torch.nn.functional.foo"``); ``rule`` is ``"own"`` (its VJP rule, ``_core.vjp_ops()``), ``"decomposition"``
+    (the rules of the ops it decomposes into) or ``"generic"`` (``torch.autograd`` on that op alone:
+    ``thunder.executors.torchex.autograd_vjp``). An op inside a decomposition that the generic rule differentiates
+    is listed too, as ``"generic"``. An op differentiated in two ways in one graph (attention with and without
+    dropout) maps to both, comma-separated in sorted order.
+    """
+    rules = {}
+    for op, rule, generic in vjp:
+        for name, r in [(op, rule)] + [(g, "generic") for g in generic]:
+            rules.setdefault(name, set()).add(r)
+    return {name: ", ".join(sorted(r)) for name, r in rules.items()}
 
 
 def _executors_of(view):
@@ -218,7 +238,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
         logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, held_back)
     elif split_at < len(passes):
         try:
-            forward, backward, grad_outputs, saved, seconds = _core.split_forward_backward(trace)
+            forward, backward, grad_outputs, saved, seconds, vjp = _core.split_forward_backward(trace)
         except _core.NotDifferentiable as e:
             autodiff = f"torch ({e})"
             logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, e)
@@ -236,7 +256,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
                 if lower:
                     _lower(backward, executors, backward_namespace, kernels)
                 autodiff = "thunder"
-                program = (backward_views, grad_outputs, saved)
+                program = (backward_views, grad_outputs, saved, vjp)
                 trace = forward
     if program is None:
         trace = _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
@@ -247,11 +267,13 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
                           output_views=getattr(imported, "output_views", []))
     graph.kernels = kernels
     graph.autodiff = autodiff
+    if program is not None:
+        graph.vjp = [(op, rule, tuple(generic)) for op, rule, generic in program[3]]
     if program is not None and not lower:
         graph.backward_traces = program[0]
         graph.grad_outputs = list(program[1])
     elif program is not None:
-        backward_views, grad_outputs, saved = program
+        backward_views, grad_outputs, saved, _ = program
         graph.backward_traces = backward_views
         graph.grad_outputs = list(grad_outputs)
         split = next(v for v in views if v.name == "autodiff (forward)")
