@@ -1,6 +1,8 @@
 """Graphs Dynamo captures with symbolic sizes (dynamic=None after a dimension changes, dynamic=True) are compiled,
-one specialization per shape signature (thunder/frontend/specialize.py), never declined: serving over many lengths
-and generation with a growing KV cache compile a handful of Dynamo graphs, with results equal to eager's."""
+never declined: imported once as one trace whose sizes are polynomials in the graph's size inputs (ir::Dim), then
+compiled per shape signature with the sizes bound (or, where the trace cannot be made, traced again per signature:
+thunder/frontend/specialize.py). Serving over many lengths and generation with a growing KV cache compile a handful
+of Dynamo graphs, with results equal to eager's."""
 import pytest
 import torch
 from torch import nn
@@ -25,6 +27,50 @@ def test_every_length_compiles_in_at_most_three_dynamo_graphs():
     specialized = [g for g in stats.graphs if g["symbolic"] is not None]
     assert specialized and all(g["shapes"] for g in specialized)
     assert "; symbolic graph 1 at shapes " in thunder.summary(jitted)
+
+
+def test_a_symbolic_graph_is_imported_once_and_its_sizes_bound_at_each_new_shape(monkeypatch):
+    from thunder.frontend import fx_import
+
+    imports = []
+    run = fx_import._Importer.run
+    monkeypatch.setattr(fx_import._Importer, "run", lambda self: imports.append(self.symbolic) or run(self))
+
+    def attention_like(x, w):
+        h = torch.nn.functional.gelu(x @ w).view(x.shape[0], 2, -1).transpose(0, 1)
+        return h.softmax(-1).reshape(-1, 8)[-1:] * 2 + x[1:].sum()
+
+    jitted = thunder.jit(attention_like)
+    w = torch.randn(16, 16)
+    for n in range(2, 22):
+        x = torch.randn(n, 16)
+        assert_same(jitted(x, w), attention_like(x, w))
+    # The first shape compiles a graph with static sizes; the second brings the symbolic graph, imported once.
+    assert imports == [False, True]
+    stats = thunder.compile_stats(jitted)
+    specialized = [g for g in stats.graphs if g["symbolic"] is not None]
+    assert len(specialized) == 19 and all(g["compiled"] and g["retraced"] is None for g in specialized)
+    assert "(its symbolic trace, sizes bound)" in thunder.summary(jitted)
+    traces = thunder.last_traces(jitted)
+    assert traces[0].name == "Imported from the FX graph, sizes symbolic" and traces[1].name == "Sizes bound to the call's"
+    symbolic = str(traces[0])
+    size = next(line.split(":")[0].strip("# ").strip() for line in symbolic.splitlines() if ': "int"' in line)
+    assert f'f32[{size}, 16]' in symbolic and f'f32[{size} - 1, 16]' in symbolic, symbolic
+    assert f'f32[{size}, 16]' not in str(traces[1])
+
+
+def test_a_graph_whose_sizes_are_not_polynomials_is_traced_again_per_shape():
+    def halves(x):
+        return x.view(x.shape[0] * 2, -1).sum(0)  # Dynamo's size of the view: s1 // 2
+
+    jitted = thunder.jit(halves, dynamic=True)
+    for n in (4, 6, 8):
+        x = torch.randn(3, n)
+        assert_same(jitted(x), halves(x))
+    stats = thunder.compile_stats(jitted)
+    assert all(g["compiled"] for g in stats.graphs) and len(stats.graphs) == 3
+    assert all("not a polynomial" in g["retraced"] for g in stats.graphs), stats
+    assert "traced again: " in thunder.summary(jitted)
 
 
 def test_a_shape_seen_again_is_a_cache_hit():
@@ -102,6 +148,11 @@ def test_inference_at_every_length_up_to_128_compiles_at_most_three_graphs():
             torch.testing.assert_close(jitted(ids).logits, model(ids).logits, rtol=1e-4, atol=1e-5)
     stats = thunder.compile_stats(jitted)
     assert stats.dynamo_graphs <= 3 and not stats.uncompiled and stats.eager_calls == 0, stats
+    # Every length after the first two is GPT-2's one symbolic trace with its sizes bound, no op opaque in it.
+    specialized = [g for g in stats.graphs if g["symbolic"] is not None]
+    assert len(specialized) >= 120 and all(g["retraced"] is None for g in specialized)
+    state = thunder._state_of(jitted, "test")
+    assert not any(g.fallbacks for g in state.graphs), [g.fallbacks for g in state.graphs if g.fallbacks]
 
 
 def softmax_scaled(x, scale):

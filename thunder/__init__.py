@@ -143,7 +143,9 @@ def compile_stats(jitted) -> CompileStats:
     aliased one the graph writes), ``symbolic`` and ``shapes`` (for the specialization of a graph Dynamo captured
     with symbolic sizes: that graph's number, 1, 2, ..., and the shapes it was compiled for; None for a graph
     captured with static shapes; ``dynamo_graphs`` counts the graphs Dynamo captured, ``symbolic_graphs`` those
-    with symbolic sizes) and ``backward``: who differentiates the graph -- ``"thunder"`` (its autodiff
+    with symbolic sizes), ``retraced`` (None where the specialization is that graph's one trace with symbolic
+    sizes, its sizes bound to the call's; else why that trace could not be made, so the graph was traced again
+    for the shapes) and ``backward``: who differentiates the graph -- ``"thunder"`` (its autodiff
     compiled a backward: :func:`last_backward_traces`), ``"torch (<reason>)"``, or None when nothing required grad;
     ``vjp``: when thunder differentiates the graph, how it differentiated each op whose result requires grad, op ->
     ``"own"`` (its VJP rule), ``"decomposition"`` (the rules of its decomposition's ops) or ``"generic"``
@@ -168,7 +170,8 @@ def compile_stats(jitted) -> CompileStats:
                        "aliased_calls": g.aliased_calls if compiled else 0,
                        "backward": g.autodiff if compiled else None,
                        "vjp": _compile.vjp_rules(getattr(g, "vjp", [])) if compiled else {},
-                       "symbolic": g.shapes[0] if g.shapes else None, "shapes": g.shapes[1] if g.shapes else None})
+                       "symbolic": g.shapes[0] if g.shapes else None, "shapes": g.shapes[1] if g.shapes else None,
+                       "retraced": g.shapes[2] if g.shapes else None})
     sites = sorted(s.branches.values(), key=lambda b: b.id)
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks), s.eager_calls,
                         s.dynamo_stopped, sites, s.symbolic_graphs)

@@ -269,8 +269,12 @@ def _no_graph_reason(s):
 
 
 def _specializes(g):
-    """'; symbolic graph 1 at shapes (5, 4), 5' for a specialization of a graph with symbolic sizes; '' otherwise."""
-    return f"; symbolic graph {g.shapes[0]} at shapes {g.shapes[1]}" if g.shapes else ""
+    """'; symbolic graph 1 at shapes s0=5 (its symbolic trace, sizes bound)' for a specialization of a graph with
+    symbolic sizes; '' otherwise."""
+    if not g.shapes:
+        return ""
+    how = "its symbolic trace, sizes bound" if g.shapes[2] is None else f"traced again: {g.shapes[2]}"
+    return f"; symbolic graph {g.shapes[0]} at shapes {g.shapes[1]} ({how})"
 
 
 def report(s):

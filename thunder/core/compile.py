@@ -84,8 +84,10 @@ class CompiledGraph:
     vjp: list = field(default_factory=list)
     #: Outputs the trace returns as their base, made again after each call (fx_import.OutputViews)
     output_views: list = field(default_factory=list)
-    #: (symbolic graph number, shapes) when this specializes a graph Dynamo captured with symbolic sizes
-    #: (thunder.frontend.specialize) to one call's shapes; None for a graph captured with static shapes.
+    #: (symbolic graph number, shapes, retraced) when this specializes a graph Dynamo captured with symbolic sizes
+    #: to one call's shapes: its one symbolic trace with the sizes bound (retraced None), or, where that trace
+    #: could not be made (retraced: why), the graph traced again for the shapes (thunder.frontend.specialize);
+    #: None for a graph captured with static shapes.
     shapes: tuple = None
 
     @property

@@ -55,7 +55,7 @@ class EagerGraph:
     gm: object = field(repr=False)
     calls: int = 0
     detail: str = field(default="", repr=False)
-    shapes: tuple = None  # (symbolic graph number, shapes) for a specialization of a graph with symbolic sizes
+    shapes: tuple = None  # (symbolic graph number, shapes, retrace reason) for a specialization (see _compile_graph)
 
 
 @dataclass
@@ -397,14 +397,14 @@ def _symbolic_graph(state, gm, also):
             if not symbolic:
                 symbolic.append(_import_symbolic(gm, args, number))
             if not isinstance(symbolic[0], str):
-                fn = _compile_graph(state, gm, args, also, shapes=(number, shapes), imported=symbolic[0])
+                fn = _compile_graph(state, gm, args, also, shapes=(number, shapes, None), imported=symbolic[0])
             else:
                 try:
                     concrete = specialize.specialize(gm, args)
                 except Exception as e:  # noqa: BLE001 -- run these shapes with torch
-                    fn = _run_eagerly(state, len(state.graphs), gm, e, also, shapes=(number, shapes))
+                    fn = _run_eagerly(state, len(state.graphs), gm, e, also, shapes=(number, shapes, symbolic[0]))
                 else:
-                    fn = _compile_graph(state, concrete, args, also, shapes=(number, shapes))
+                    fn = _compile_graph(state, concrete, args, also, shapes=(number, shapes, symbolic[0]))
             specializations[key] = fn
         return fn(*args)
     return run
@@ -423,8 +423,9 @@ def _import_symbolic(gm, args, number):
 
 def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None):
     """The callable for a graph with static shapes: compiled by thunder, or gm run as captured when that fails.
-    ``shapes`` is (symbolic graph number, shapes) for a specialization of a symbolic graph; ``imported`` that
-    graph's symbolic import, whose sizes are bound to ``example_inputs``' (none: gm is imported)."""
+    ``shapes`` is (symbolic graph number, shapes, why it was traced again or None) for a specialization of a
+    symbolic graph; ``imported`` that graph's symbolic import, whose sizes are bound to ``example_inputs``' (none:
+    gm is imported)."""
     index = len(state.graphs)
     symbolic = imported
     try:
