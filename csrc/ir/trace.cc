@@ -25,7 +25,7 @@ Dim substituted_symbol(const Value& replacement) {
 
 bool Value::is_number() const {
   return std::holds_alternative<bool>(v) || std::holds_alternative<int64_t>(v) ||
-         std::holds_alternative<double>(v);
+         std::holds_alternative<double>(v) || std::holds_alternative<Dim>(v);
 }
 
 ProxyId Value::proxy() const {

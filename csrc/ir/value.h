@@ -69,7 +69,8 @@ struct Value {
   bool is_seq() const { return std::holds_alternative<Seq>(v); }
   /// A symbolic size (never an integer).
   bool is_symbolic() const { return std::holds_alternative<Dim>(v); }
-  /// True for bool, int and float literals (not proxies).
+  /// True for bool, int and float literals and symbolic sizes (an int known when the sizes are bound); not
+  /// for proxies.
   bool is_number() const;
 
   ProxyId proxy() const;                // throws if not a proxy

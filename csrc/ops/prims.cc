@@ -19,7 +19,7 @@ std::string prim_name(std::string_view n) { return "prims." + std::string(n); }
 NumberType number_type_of(const Builder& b, const Value& v) {
   if (v.is_proxy()) return b.trace().proxy(v.proxy()).number;
   if (std::holds_alternative<bool>(v.v)) return NumberType::Bool;
-  if (std::holds_alternative<int64_t>(v.v)) return NumberType::Int;
+  if (std::holds_alternative<int64_t>(v.v) || v.is_symbolic()) return NumberType::Int;
   return NumberType::Float;
 }
 

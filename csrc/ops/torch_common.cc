@@ -8,7 +8,7 @@ namespace {
 ir::NumberType number_type(const Builder& b, const Value& v) {
   if (v.is_proxy()) return b.trace().proxy(v.proxy()).number;
   if (std::holds_alternative<bool>(v.v)) return ir::NumberType::Bool;
-  if (std::holds_alternative<int64_t>(v.v)) return ir::NumberType::Int;
+  if (std::holds_alternative<int64_t>(v.v) || v.is_symbolic()) return ir::NumberType::Int;
   return ir::NumberType::Float;
 }
 

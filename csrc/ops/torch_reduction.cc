@@ -51,11 +51,13 @@ void register_torch_reduction() {
                      fail("ltorch.mean", "could not infer output dtype: input dtype must be floating point or complex, got " +
                                              std::string(ir::dtype_name(d)));
                    auto dims = reduction_dims("ltorch.mean", m, a[1]);
-                   int64_t count = 1;
-                   for (int64_t dim : dims) count *= m.shape[dim].value("ltorch.mean");
+                   Dim count = 1;
+                   for (int64_t dim : dims) count *= m.shape[dim];
                    DType acc = is_half(d) ? DType::Float32 : d;
                    Value s = reduce(b, "sum", cast(b, a[0], acc), dims, a[2].as_bool());
-                   return cast(b, b.torch("div", {s, Value(static_cast<double>(count))}), d);
+                   // A symbolic count divides as the int it is once the sizes are bound.
+                   Value divisor = count.is_constant() ? Value(static_cast<double>(*count.constant())) : Value(count);
+                   return cast(b, b.torch("div", {s, divisor}), d);
                  });
   for (const char* name : {"amax", "amin"}) {
     def_decomposed(name, kReduction, {kInput, opt("dim", Value::tuple({})), opt("keepdim", Value(false))},
