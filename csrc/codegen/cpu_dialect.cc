@@ -28,12 +28,6 @@ using namespace cpu;
 // Every parallel loop runs on the caller's thread count, passed after the kernel's pointers.
 const std::string kParallelFor = "#pragma omp parallel for num_threads(nthreads)";
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
-  return s;
-}
-
 // Writes one kernel: the plan's loop nest as its schedule orders it, each value's expression from the
 // op-expression table (cpu_expressions.h).
 class KernelWriter {
@@ -176,37 +170,49 @@ class KernelWriter {
     return out.empty() ? "0" : out;
   }
 
-  // The stride of v's dim i as a factor ("" for 1): a literal in a kernel for one shape; in a shape-generic
-  // one, the product of the extents of the dims inside it (contiguous) or, for a trace input read in place,
-  // its stride argument (0 and 1 stay literal: they are the layout).
+  // The stride of v's dim i as a factor ("" for 1): the product of its extents inside it (contiguous), each
+  // a literal or a size argument (KernelPlan::generic_dim); for a trace input read in place, its stride
+  // argument in a shape-generic kernel (0 and 1 stay literal: they are the layout), else the literal.
   std::string stride(ProxyId v, size_t i) const {
     const std::vector<int64_t>& known = t_.proxy(v).strides;  // a non-contiguous trace input, read in place
     const std::vector<int64_t>& shape = shape_of(t_, v);
     auto literal = [](int64_t n) { return n == 1 ? std::string() : std::to_string(n) + "LL"; };
     if (!known.empty() && (!p_.shape_generic() || known[i] == 0 || known[i] == 1)) return literal(known[i]);
     if (!known.empty()) return "s" + std::to_string(input_index_.at(v)) + "_" + std::to_string(i);
-    if (!p_.shape_generic()) return literal(contiguous_strides(shape)[i]);
+    // v's own sizes along dims whose extents are literals (a slice's source is longer than the domain there).
+    int64_t n = 1;
     std::vector<int> dims;
-    for (size_t j = i + 1; j < shape.size(); ++j)
-      if (shape[j] != 1) dims.push_back(p_.align.at(v)[j]);
-    return extent_product(dims);
+    for (size_t j = i + 1; j < shape.size(); ++j) {
+      const int d = p_.align.at(v)[j];
+      if (shape[j] != 1 && d >= 0 && p_.generic_dim(d)) dims.push_back(d);
+      else n *= shape[j];
+    }
+    return product(n, dims);
   }
 
-  // A domain dim's extent: its size argument in a shape-generic kernel, else the literal.
+  // A domain dim's extent: its size argument where it is one (KernelPlan::generic_dim), else the literal.
   std::string extent(int d) const {
-    return p_.shape_generic() ? "n" + std::to_string(d) : std::to_string(p_.domain[d]) + "LL";
+    return p_.generic_dim(d) ? "n" + std::to_string(d) : std::to_string(p_.domain[d]) + "LL";
   }
 
   // The product of the extents of `dims` ("" if none), parenthesized if it has several factors.
   std::string extent_product(const std::vector<int>& dims) const {
-    if (!p_.shape_generic()) {
-      int64_t n = 1;
-      for (int d : dims) n *= p_.domain[d];
-      return n == 1 ? "" : std::to_string(n) + "LL";
-    }
+    int64_t n = 1;
+    std::vector<int> generic;
+    for (int d : dims)
+      if (p_.generic_dim(d)) generic.push_back(d);
+      else n *= p_.domain[d];
+    return product(n, generic);
+  }
+
+  // n times the extents of `dims` (size arguments): "" for 1, parenthesized if it has several factors.
+  std::string product(int64_t n, const std::vector<int>& dims) const {
+    std::vector<std::string> factors;
+    if (n != 1) factors.push_back(std::to_string(n) + "LL");
+    for (int d : dims) factors.push_back(extent(d));
     std::string out;
-    for (int d : dims) out += (out.empty() ? "" : " * ") + extent(d);
-    return dims.size() > 1 ? "(" + out + ")" : out;
+    for (const std::string& f : factors) out += (out.empty() ? "" : " * ") + f;
+    return factors.size() > 1 ? "(" + out + ")" : out;
   }
 
   std::string store_line(ProxyId v, size_t slot, Scope& scope, const std::string& ind) {

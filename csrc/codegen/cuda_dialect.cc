@@ -162,18 +162,25 @@ class CudaWriter {
   const std::string& index(int d) const { return index_names_[d]; }
 
   std::string extent(int d) const {
-    return p_.shape_generic() ? "n" + std::to_string(d) : ll(p_.domain[d]);
+    return p_.generic_dim(d) ? "n" + std::to_string(d) : ll(p_.domain[d]);
   }
   // The product of the extents of `dims` ("" if none).
   std::string extent_product(const std::vector<int>& dims) const {
-    if (!p_.shape_generic()) {
-      int64_t n = 1;
-      for (int d : dims) n *= p_.domain[d];
-      return n == 1 ? "" : ll(n);
-    }
+    int64_t n = 1;
+    std::vector<int> generic;
+    for (int d : dims)
+      if (p_.generic_dim(d)) generic.push_back(d);
+      else n *= p_.domain[d];
+    return product(n, generic);
+  }
+  // n times the extents of `dims` (size arguments): "" for 1, parenthesized if it has several factors.
+  std::string product(int64_t n, const std::vector<int>& dims) const {
+    std::vector<std::string> factors;
+    if (n != 1) factors.push_back(ll(n));
+    for (int d : dims) factors.push_back(extent(d));
     std::string out;
-    for (int d : dims) out += (out.empty() ? "" : " * ") + extent(d);
-    return dims.size() > 1 ? "(" + out + ")" : out;
+    for (const std::string& f : factors) out += (out.empty() ? "" : " * ") + f;
+    return factors.size() > 1 ? "(" + out + ")" : out;
   }
   std::string count(const std::vector<int>& dims) const {
     const std::string e = extent_product(dims);
@@ -213,15 +220,14 @@ class CudaWriter {
     auto literal = [](int64_t n) { return n == 1 ? std::string() : ll(n); };
     if (!known.empty() && (!p_.shape_generic() || known[i] == 0 || known[i] == 1)) return literal(known[i]);
     if (!known.empty()) return "s" + std::to_string(input_index_.at(v)) + "_" + std::to_string(i);
-    if (!p_.shape_generic()) {
-      int64_t n = 1;
-      for (size_t j = i + 1; j < shape.size(); ++j) n *= shape[j];
-      return literal(n);
-    }
+    int64_t n = 1;
     std::vector<int> dims;
-    for (size_t j = i + 1; j < shape.size(); ++j)
-      if (shape[j] != 1) dims.push_back(p_.align.at(v)[j]);
-    return extent_product(dims);
+    for (size_t j = i + 1; j < shape.size(); ++j) {
+      const int d = p_.align.at(v)[j];
+      if (shape[j] != 1 && d >= 0 && p_.generic_dim(d)) dims.push_back(d);
+      else n *= shape[j];
+    }
+    return product(n, dims);
   }
 
   std::string offset(ProxyId v) const {

@@ -290,8 +290,8 @@ std::vector<int64_t> KernelPlan::range_bounds(int dim) const {
 
 std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p) {
   std::vector<SizeArgument> out;
-  if (!p.shape_generic()) return out;
   for (size_t d = 0; d < p.domain.size(); ++d) {
+    if (!p.generic_dim(static_cast<int>(d))) continue;
     SizeArgument a{"n" + std::to_string(d), false, -1, -1, p.domain[d]};
     for (size_t k = 0; k < p.inputs.size() && a.input < 0; ++k) {
       const std::vector<int>& al = p.align.at(p.inputs[k]);
@@ -301,7 +301,8 @@ std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p
     }
     out.push_back(std::move(a));
   }
-  for (size_t k = 0; k < p.inputs.size(); ++k) {
+  // Strides of inputs read in place: arguments of shape-generic kernels only (a kernel with remaps writes them in).
+  for (size_t k = 0; k < p.inputs.size() && p.shape_generic(); ++k) {
     const std::vector<int64_t>& strides = t.proxy(p.inputs[k]).strides;
     const std::vector<int>& al = p.align.at(p.inputs[k]);
     for (size_t i = 0; i < strides.size(); ++i)
@@ -516,6 +517,18 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
         if (al[i] >= 0 ? shape[i] != range[al[i]] : shape[i] != 1)
           return fail(why, "a value's shape does not fit the domain"), std::nullopt;
   }
+  // The dims whose extents the kernel takes as arguments: those no remap indexes along and every value is
+  // read over whole.
+  p.generic.assign(p.domain.size(), true);
+  for (const auto& [v, remap] : p.remaps)
+    for (const RemapCase& c : remap.cases) {
+      for (const IndexRange& r : c.when) p.generic[static_cast<size_t>(r.dim)] = false;
+      for (const IndexMap& m : c.at) p.generic[static_cast<size_t>(m.dim)] = false;
+    }
+  for (const auto& [v, ranges] : w.ranges)
+    for (const std::vector<int64_t>& range : ranges)
+      for (size_t d = 0; d < range.size() && d < p.domain.size(); ++d)
+        if (range[d] != p.domain[d]) p.generic[d] = false;
   return p;
 }
 

@@ -97,12 +97,17 @@ struct KernelPlan {
                                            // it is stored once, at index 0 of the dims it lacks)
   std::map<ProxyId, std::vector<int>> align;  // value dim -> domain dim, or -1 (broadcast)
   std::map<ProxyId, Remap> remaps;            // the output of each slice, cat and slice_update
+  std::vector<bool> generic;                  // per domain dim: see generic_dim
 
   bool has_reduction() const;
-  /// Whether the kernel is written for every shape of its size class, its sizes being arguments: any plan
-  /// without remaps (a remap's offsets and ranges are sizes of the program, so those kernels keep them,
-  /// and every other size, as literals).
+  /// Whether the kernel is written for every shape of its size class, every extent an argument: any plan
+  /// without remaps.
   bool shape_generic() const { return remaps.empty(); }
+  /// Whether domain dim `d`'s extent is a kernel argument (`n<d>`): unless a remap (slice, cat, slice_update)
+  /// indexes along it or reads an operand of another extent along it (a slice's source), whose offsets,
+  /// ranges and extents are sizes of the program, written in as literals with that dim's extent. A cat along
+  /// a head dim thus serves every sequence length.
+  bool generic_dim(int d) const { return generic.empty() || generic[static_cast<size_t>(d)]; }
   /// True if the value varies along some reduced dim (computed inside the R loops).
   bool element_level(ProxyId v) const;
   /// Where the remaps' ranges along domain dim `dim` begin or end strictly inside it, sorted and

@@ -6,7 +6,7 @@
 // several partial results, whether a row's costly values are kept in a buffer for a later pass over the
 // row, and how float sums accumulate. Every choice is made by size class (which side of each threshold
 // below the kernel's sizes lie), never by exact size, so a shape-generic kernel (its sizes arguments, see
-// KernelPlan::shape_generic) renders the same for every shape of its class. A dialect renderer (cpu_dialect.h) writes the plan as its schedule
+// KernelPlan::generic_dim) renders the same for every shape of its class. A dialect renderer (cpu_dialect.h) writes the plan as its schedule
 // says and makes no such decision itself; another target gets its own schedule from the same plan.
 #pragma once
 
