@@ -2,6 +2,7 @@
 forward/backward split, rematerialization), run as one torch.autograd.Function; values and gradients equal
 eager's, and what the autodiff cannot differentiate keeps torch's autograd, with the reason shown."""
 import copy
+import re
 
 import pytest
 import torch
@@ -251,18 +252,29 @@ def test_bfloat16_gradients_close_to_eager():
     x = leaf(4, 16, dtype=torch.bfloat16)
     w = leaf(16, dtype=torch.bfloat16, seed=1)
     j = grads_equal(lambda x, w: F.layer_norm(F.gelu(x), (16,), w), x, w, rtol=1.6e-2, atol=2e-2)
-    # Half precision keeps torch autograd for now (docs/autodiff.md); the rules themselves handle it (below).
-    (reason,) = backward_of(j)
-    assert reason.startswith("torch (half-precision")
+    assert backward_of(j) == ["thunder"]
 
 
-def test_bfloat16_through_thunders_rules(monkeypatch):
-    import thunder.core.compile as compile_module
-    monkeypatch.setattr(compile_module, "_autodiff_held_back", lambda trace, imported=None: None)
-    x = leaf(4, 16, dtype=torch.bfloat16)
-    w = leaf(16, dtype=torch.bfloat16, seed=1)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_through_thunders_rules(dtype):
+    x = leaf(4, 16, dtype=dtype)
+    w = leaf(16, dtype=dtype, seed=1)
     j = grads_equal(lambda x, w: F.layer_norm(F.gelu(x), (16,), w).softmax(-1), x, w, rtol=1.6e-2, atol=2e-2)
     assert backward_of(j) == ["thunder"]
+
+
+def test_half_precision_backward_kernels_round_only_where_they_store():
+    """The backward's kernels keep bfloat16 values in float32 between ops (HalfRounding::AtStores); the forward's
+    round after every op, as eager does."""
+    x = leaf(8, 64, dtype=torch.bfloat16)
+    w = leaf(64, dtype=torch.bfloat16, seed=1)
+    j = grads_equal(lambda x, w: (torch.tanh(x * w) * x).sum(), x, w, rtol=1.6e-2, atol=2e-2)
+    sources = [k["source"] for k in thunder.last_kernels(j)]
+    backward, forward = [s[s.index('extern "C" int '):] for s in sources]  # the backward is compiled first
+    computed = lambda source: re.sub(r"bf16_round\(\(float\)[-+.0-9e]+\)", "", source)  # numbers are rounded
+    assert "bf16_round(" in computed(forward)
+    assert "bf16_round(" not in computed(backward)
+    assert "float_to_bf16(" in backward
 
 
 def test_round_trip_of_forward_and_backward_traces():
@@ -346,3 +358,37 @@ def test_a_weight_applied_to_a_batch_of_rows_gets_its_gradient_from_one_matmul()
     j = grads_equal(lambda x, w: (x @ w).sin(), leaf(4, 5, 6), leaf(6, 3, seed=1))
     backward = str(thunder.last_backward_traces(j)[-1])
     assert "f64[4, 6, 3]" not in backward, backward  # no batched product summed over the batch afterwards
+
+
+class _AutocastBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(32, 64), nn.LayerNorm(64), nn.Linear(64, 16)
+
+    def forward(self, x, target):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = self.norm(F.gelu(self.fc1(x)))
+            logits = self.fc2(h)
+        return F.cross_entropy(logits.float(), target), logits
+
+
+def test_autocast_region_in_a_training_step():
+    """float32 parameters, a torch.autocast(bfloat16) region inside the jitted function: it compiles, its outputs
+    have eager's dtypes and its gradients equal eager's within bfloat16 tolerance. The region's enter and exit are
+    effects, so today the graph keeps torch's autograd (docs/autodiff.md, "Half precision")."""
+    torch.manual_seed(0)
+    model = _AutocastBlock()
+    reference = copy.deepcopy(model)
+    jitted = thunder.jit(model)
+    x, target = torch.randn(8, 32), torch.randint(0, 16, (8,))
+    for step in range(2):
+        (loss, logits), (expected_loss, expected_logits) = jitted(x, target), reference(x, target)
+        assert logits.dtype == expected_logits.dtype == torch.bfloat16
+        torch.testing.assert_close(loss, expected_loss, rtol=1.6e-2, atol=1e-2)
+        loss.backward()
+        expected_loss.backward()
+        for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+            assert p.grad.dtype == torch.float32, name
+            torch.testing.assert_close(p.grad, q.grad, rtol=1.6e-2, atol=1e-2, msg=name)
+    (reason,) = backward_of(jitted)
+    assert reason.startswith("torch (") and "enter_autocast" in reason

@@ -6,7 +6,6 @@ import torch
 
 from thunder import _core
 from thunder.core import debug
-from thunder.core.dtypes import to_torch
 from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.core.options import DEFAULT_PASSES
 from thunder.core.registry import TraceNamespace, digest
@@ -137,12 +136,13 @@ def _run_passes(trace, passes, evaluator, tables, namespace, views, pass_seconds
     return views[-1].trace
 
 
-def _lower(trace, executors, namespace, kernels):
+def _lower(trace, executors, namespace, kernels, round_every_op=True):
     """Generates, compiles and loads the fusion executors' kernels of an execution trace into namespace (which
-    then exports them: printed traces import them from the kernel registry)."""
+    then exports them: printed traces import them from the kernel registry). ``round_every_op=False`` for a
+    backward trace: its kernels keep half-precision values in float32 between ops (see Executor)."""
     for ex in executors:
         if ex.fusion and ex.lower is not None:
-            launchers, units = ex.lower(trace)
+            launchers, units = ex.lower(trace, round_every_op=round_every_op)
             namespace.update(launchers)
             namespace.export(launchers)
             if units:
@@ -155,12 +155,8 @@ def _requires_grad(trace):
 
 #: Why a graph keeps torch's autograd although thunder's could differentiate it (None: nothing holds it back).
 def _autodiff_held_back(trace, imported=None):
-    # Measured (docs/benchmarks.md): GPT-2's bf16 training step ran at 0.64x eager with thunder's backward (its
-    # half-precision backward kernels are slow), 1.01x with torch's. Until they are tuned, half precision stays.
-    half = {to_torch(trace.meta(p)[0]) for p in trace.inputs if trace.meta(p)[0] != "number"} & \
-        {torch.float16, torch.bfloat16}
-    if half:
-        return "half-precision graphs keep torch autograd for now: thunder's backward kernels are slower there"
+    # Half-precision graphs were held back here until their backward kernels stopped rounding after every op
+    # (docs/autodiff.md, "Half precision"); they are thunder's now.
     # Outputs that share memory are made again as views of the graph's results after the call, replaying in-place
     # ops too; on the outputs of an autograd.Function (made with grad off) autograd forbids that.
     if getattr(imported, "output_views", None):
@@ -229,7 +225,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
                 backward = _run_passes(backward, ["cse", "dce"] + passes[split_at:], evaluator, tables,
                                        backward_namespace, backward_views, pass_seconds, index, "backward ")
                 if lower:
-                    _lower(backward, executors, backward_namespace, kernels)
+                    _lower(backward, executors, backward_namespace, kernels, round_every_op=False)
                 autodiff = "thunder"
                 program = (backward_views, grad_outputs, saved)
                 trace = forward
