@@ -373,9 +373,9 @@ class _AutocastBlock(nn.Module):
 
 
 def test_autocast_region_in_a_training_step():
-    """float32 parameters, a torch.autocast(bfloat16) region inside the jitted function: it compiles, its outputs
-    have eager's dtypes and its gradients equal eager's within bfloat16 tolerance. The region's enter and exit are
-    effects, so today the graph keeps torch's autograd (docs/autodiff.md, "Half precision")."""
+    """float32 parameters, a torch.autocast(bfloat16) region inside the jitted function: the region is written into
+    the trace as casts (fx_import), so thunder differentiates the graph; its outputs have eager's dtypes, its
+    gradients are float32 and equal eager's within bfloat16 tolerance (docs/autodiff.md, "Half precision")."""
     torch.manual_seed(0)
     model = _AutocastBlock()
     reference = copy.deepcopy(model)
@@ -390,5 +390,20 @@ def test_autocast_region_in_a_training_step():
         for (name, p), q in zip(model.named_parameters(), reference.parameters()):
             assert p.grad.dtype == torch.float32, name
             torch.testing.assert_close(p.grad, q.grad, rtol=1.6e-2, atol=1e-2, msg=name)
-    (reason,) = backward_of(jitted)
+    assert backward_of(jitted) == ["thunder"]
+    forward = str(thunder.last_traces(jitted)[-1])
+    assert "enter_autocast" not in forward and "prims.matmul" in forward
+
+
+def test_autocast_region_with_an_op_it_cannot_cast_keeps_torch_autograd():
+    """An opaque op inside the region would run without autocast: the region then stays global state (as
+    Dynamo recorded it) and torch's autograd differentiates the graph, with eager's gradients."""
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.special.i0(F.linear(x, w))
+        return y.float().sum()
+
+    x, w = leaf(4, 5), leaf(3, 5, seed=1)
+    j = grads_equal(f, x, w, rtol=1.6e-2, atol=1e-2)
+    (reason,) = backward_of(j)
     assert reason.startswith("torch (") and "enter_autocast" in reason
