@@ -323,7 +323,7 @@ class _AutocastNotExplicit(Exception):
 #: floating operands are cast to the region's dtype, and ops whose operands are cast to float32.
 _AUTOCAST_LOWER = {"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "conv1d", "conv2d", "conv3d",
                    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu",
-                   "scaled_dot_product_attention", "__matmul__", "matmul_", "einsum"}
+                   "scaled_dot_product_attention", "__matmul__"}
 _AUTOCAST_FLOAT32 = {"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
                      "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
                      "margin_ranking_loss", "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss",
