@@ -263,6 +263,16 @@ def test_half_precision_through_thunders_rules(dtype):
     assert backward_of(j) == ["thunder"]
 
 
+def test_half_precision_keeps_torch_autograd_without_the_cpu_fusion_executor():
+    # Without fused kernels each prim of thunder's backward is a torch op of its own: slower than torch's autograd
+    # in half precision (docs/autodiff.md).
+    x = leaf(4, 16, dtype=torch.bfloat16)
+    j = thunder.jit(lambda x: F.gelu(x).sum(), executors=thunder.executors.executor_sets()["torch"])
+    j(x).backward()
+    (reason,) = backward_of(j)
+    assert reason.startswith("torch (half-precision")
+
+
 def test_half_precision_backward_kernels_round_only_where_they_store():
     """The backward's kernels keep bfloat16 values in float32 between ops (HalfRounding::AtStores); the forward's
     round after every op, as eager does."""

@@ -6,6 +6,7 @@ import torch
 
 from thunder import _core
 from thunder.core import debug
+from thunder.core.dtypes import to_torch
 from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.core.options import DEFAULT_PASSES
 from thunder.core.registry import TraceNamespace, digest
@@ -154,9 +155,16 @@ def _requires_grad(trace):
 
 
 #: Why a graph keeps torch's autograd although thunder's could differentiate it (None: nothing holds it back).
-def _autodiff_held_back(trace, imported=None):
-    # Half-precision graphs were held back here until their backward kernels stopped rounding after every op
-    # (docs/autodiff.md, "Half precision"); they are thunder's now.
+def _autodiff_held_back(trace, imported=None, executors=()):
+    # Half precision (docs/autodiff.md, "Half precision"): with the CPU fusion executor, thunder's backward is the
+    # faster one (a bfloat16 GPT-2 training step 1.46x eager against 0.99x with torch's autograd; its kernels keep
+    # float32 between ops). Without it each prim of the backward is a torch op of its own, slower than torch's
+    # derivative kernels (0.80x against 0.92x); on other devices it is not measured yet.
+    half = [m for m in (trace.meta(p) for p in trace.inputs) if m[0] != "number" and
+            to_torch(m[0]) in (torch.float16, torch.bfloat16)]
+    if half and not (all(m[2] == "cpu" for m in half) and
+                     any(ex.fusion and "cpu" in ex.devices for ex in executors)):
+        return "half-precision graphs keep torch autograd without the CPU fusion executor (slower there)"
     # Outputs that share memory are made again as views of the graph's results after the call, replaying in-place
     # ops too; on the outputs of an autograd.Function (made with grad off) autograd forbids that.
     if getattr(imported, "output_views", None):
@@ -203,7 +211,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
     trace = _run_passes(imported.trace, passes[:split_at], evaluator, tables, namespace, views, pass_seconds, index)
     kernels = {}
     program, autodiff = None, None
-    held_back = _autodiff_held_back(trace, imported) if split_at < len(passes) else None
+    held_back = _autodiff_held_back(trace, imported, executors) if split_at < len(passes) else None
     if held_back:
         autodiff = f"torch ({held_back})"
         logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, held_back)
