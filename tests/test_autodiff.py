@@ -431,3 +431,49 @@ def test_autocast_region_with_an_op_it_cannot_cast_keeps_torch_autograd():
     j = grads_equal(f, x, w, rtol=1.6e-2, atol=1e-2)
     (reason,) = backward_of(j)
     assert reason.startswith("torch (") and "enter_autocast" in reason
+
+
+@pytest.mark.parametrize("opaque", [False, True])
+def test_graph_break_inside_an_autocast_region(opaque):
+    """The graph after the break runs inside the region: it is written as casts too, or, when an op of it cannot be
+    (an opaque op), keeps torch's autograd."""
+    def f(x, w1, w2):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = F.linear(x, w1).relu()
+            torch._dynamo.graph_break()
+            y = F.linear(h, w2)
+            if opaque:
+                y = torch.special.i0(y)
+        return y.float().sum()
+
+    x, w1, w2 = leaf(4, 8), leaf(16, 8, seed=1), leaf(8, 16, seed=2)
+    j = grads_equal(f, x, w1, w2, rtol=1.6e-2, atol=2e-2)
+    reasons = backward_of(j)
+    assert reasons[0] == "thunder"
+    assert reasons[-1] == "thunder" if not opaque else reasons[-1].startswith("torch ("), reasons
+
+
+def test_a_graph_run_inside_an_autocast_region_entered_outside_it():
+    """A jitted function called inside `with torch.autocast(...)`: Dynamo's graph has no enter call, autocast is on
+    while it runs. Its ops are written as casts (thunder differentiates it), or, where one cannot be, the graph keeps
+    torch's autograd: thunder's generic rule would recompute an opaque op in the backward without autocast (GPT-2's
+    `torch.addmm` failed with mat1 and mat2 of different dtypes)."""
+    def plain(x, w1, w2):
+        return F.linear(F.linear(x, w1).relu(), w2).float().sum()
+
+    def with_opaque(x, w1, w2):
+        return torch.special.i0(F.linear(F.linear(x, w1).relu(), w2)).float().sum()
+
+    for f, expected in ((plain, "thunder"), (with_opaque, "torch (the graph runs inside a torch.autocast region")):
+        x, w1, w2 = leaf(4, 8), leaf(16, 8, seed=1), leaf(8, 16, seed=2)
+        copies = [t.detach().clone().requires_grad_() for t in (x, w1, w2)]
+        j = thunder.jit(f)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            actual, wanted = j(x, w1, w2), f(*copies)
+        actual.backward()
+        wanted.backward()
+        torch.testing.assert_close(actual, wanted, rtol=1.6e-2, atol=2e-2)
+        for a, b in zip((x, w1, w2), copies):
+            torch.testing.assert_close(a.grad, b.grad, rtol=1.6e-2, atol=2e-2)
+        (reason,) = backward_of(j)
+        assert reason.startswith(expected), reason

@@ -165,6 +165,10 @@ def _autodiff_held_back(trace, imported=None, executors=()):
     if half and not (all(m[2] == "cpu" for m in half) and
                      any(ex.fusion and "cpu" in ex.devices for ex in executors)):
         return "half-precision graphs keep torch autograd without the CPU fusion executor (slower there)"
+    # A graph inside an autocast region entered before it whose ops could not be written as casts: their dtypes
+    # come from autocast's state, which an op the backward recomputes (the generic rule) would not see.
+    if getattr(imported, "under_autocast", False):
+        return "the graph runs inside a torch.autocast region entered before it, and not every op is written as casts"
     # Outputs that share memory are made again as views of the graph's results after the call, replaying in-place
     # ops too; on the outputs of an autograd.Function (made with grad off) autograd forbids that.
     if getattr(imported, "output_views", None):

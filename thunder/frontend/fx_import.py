@@ -69,6 +69,9 @@ class ImportedGraph:
     branch_sites: list = field(default_factory=list)  # ids of the converted branches compiled (see branches)
     #: Outputs that eager returns as views of another output's or an input's memory (see OutputViews).
     output_views: list = field(default_factory=list)
+    #: The graph runs inside a torch.autocast region entered before it (a graph break inside the `with` block) and
+    #: its ops were not written as casts: their dtypes come from autocast's state at run time.
+    under_autocast: bool = False
 
 
 @dataclass
@@ -344,6 +347,11 @@ class _Importer:
         # each open region, innermost last.
         self.explicit_autocast = explicit_autocast
         self.autocast = []
+        # A graph Dynamo starts inside a region (after a graph break within the `with` block; its guards fix the
+        # autocast state) is all inside it.
+        self.outer_autocast = torch.is_autocast_enabled("cpu")
+        if self.outer_autocast and explicit_autocast:
+            self.autocast.append(torch.get_autocast_dtype("cpu"))
         self.opaque_calls = 0    # ops imported as opaque torch calls
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
         self.opaque_view_seen = False  # an opaque op made a view: later writes are not lowered (see _opaque)
@@ -469,8 +477,13 @@ class _Importer:
                         for i, _ in group.members:
                             out[i] = self.env[base]
                     out = tuple(out)
+                if self.explicit_autocast and self.outer_autocast:
+                    self.autocast.pop()
+                if self.autocast:
+                    raise _AutocastNotExplicit("a graph break inside an autocast region")
                 return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state,
-                                     self.branch_sites, views)
+                                     self.branch_sites, views,
+                                     under_autocast=self.outer_autocast and not self.explicit_autocast)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -813,8 +826,8 @@ class _Importer:
         device, dtype, enabled = params.get("device_type"), params.get("dtype"), params.get("enabled", True)
         if device != "cpu" or enabled is not True:  # a region turning autocast off matters under an outer one
             raise _AutocastNotExplicit(f"autocast on {device!r}, enabled={enabled!r}")
-        if torch.is_autocast_enabled("cpu"):  # an outer region, where the graph is called: its ops run under it
-            raise _AutocastNotExplicit("the graph runs inside an autocast region")
+        if self.autocast:  # nested regions: not written as casts
+            raise _AutocastNotExplicit("an autocast region inside another")
         if dtype is None:
             dtype = torch.get_autocast_dtype("cpu")
         if dtype not in (torch.bfloat16, torch.float16):
