@@ -218,7 +218,7 @@ def test_torch_compile_mode_and_options_are_ignored_with_one_warning(kwargs, log
 def _failing_fusion_executor(make_error):
     """The CPU fusion executor, except that building its kernels raises make_error() (a cache that cannot be
     written, a compiler that fails): each graph with a fusion then falls back."""
-    def lower(trace):
+    def lower(trace, round_every_op=True):
         raise make_error()
     return Executor("failing_cpu", cpu_executor.callees, {}, fusion=True, lower=lower)
 

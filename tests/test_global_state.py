@@ -73,6 +73,21 @@ def test_autocast_inside():
     w = w.detach()
     jitted = check_program(f, x, w)
     assert jitted(x, w).dtype == f(x, w).dtype == torch.bfloat16
+    # The region is written into the trace as casts (fx_import's explicit autocast): no global state is left.
+    final = str(thunder.last_traces(jitted)[-1])
+    assert "enter_autocast" not in final and "convert_element_type(t0, torch.bfloat16)" in final, final
+
+
+def test_autocast_region_with_an_op_it_cannot_cast_stays_global_state():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.special.i0(F.linear(x, w))  # an opaque op: it would run without autocast
+        return y + 1
+
+    x, w, _ = _inputs()
+    w = w.detach()
+    jitted = check_program(f, x, w)
+    assert jitted(x, w).dtype == f(x, w).dtype
     assert "global_state.enter_autocast('cpu', torch.bfloat16, True, None)" in str(thunder.last_traces(jitted)[-1])
 
 

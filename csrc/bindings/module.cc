@@ -394,9 +394,10 @@ NB_MODULE(_core, m) {
   "How thunder's autodiff differentiates the torch-level op `name`: 'own' (its VJP rule), 'decomposition' (the "
   "rules of the prims it decomposes into), 'torch' (whole, by torch.autograd, although it decomposes) or "
   "'generic' (whole, by torch.autograd: no decomposition). Raises KeyError for an unknown op.");
-  m.def("render_cpu", [](const ir::Trace& t, const std::string& executor, size_t parts) {
+  m.def("render_cpu", [](const ir::Trace& t, const std::string& executor, size_t parts, bool round_every_op) {
     nb::list units;
-    for (const codegen::TranslationUnit& unit : codegen::cpu_translation_units(t, executor, parts)) {
+    const auto rounding = round_every_op ? codegen::HalfRounding::EveryOp : codegen::HalfRounding::AtStores;
+    for (const codegen::TranslationUnit& unit : codegen::cpu_translation_units(t, executor, parts, rounding)) {
       nb::list kernels;
       for (const codegen::KernelSignature& k : unit.kernels) {
         std::vector<PyProxy> ins, outs;
@@ -409,11 +410,12 @@ NB_MODULE(_core, m) {
       units.append(nb::make_tuple(unit.source, kernels));
     }
     return units;
-  }, nb::arg("trace"), nb::arg("executor"), nb::arg("parts") = 1,
+  }, nb::arg("trace"), nb::arg("executor"), nb::arg("parts") = 1, nb::arg("round_every_op") = true,
      "The CPU fusions of `executor` as at most `parts` C++ translation units of consecutive kernels, balanced by "
      "their prim counts (so that they compile in parallel): [(source, [(kernel name, [input proxies], [output "
      "proxies], [size arguments: (input index or -1, dim, is a stride, value)])])], empty if the trace has no "
-     "fusions (codegen::cpu_translation_units).");
+     "fusions (codegen::cpu_translation_units). `round_every_op`: float16/bfloat16 values are rounded after "
+     "every op, as eager does; False: only where stored or converted, float32 in between (a backward's kernels).");
 
   // ---- the GPU: the CUDA dialect, NVRTC, the driver (each loaded by dlopen only when called) ----
   m.def("render_cuda", [](const ir::Trace& t, const std::string& executor) {

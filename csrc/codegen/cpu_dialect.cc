@@ -32,7 +32,8 @@ const std::string kParallelFor = "#pragma omp parallel for num_threads(nthreads)
 // op-expression table (cpu_expressions.h).
 class KernelWriter {
  public:
-  KernelWriter(const ir::Trace& t, const KernelPlan& p, const Schedule& s) : t_(t), p_(p), s_(s) {
+  KernelWriter(const ir::Trace& t, const KernelPlan& p, const Schedule& s, HalfRounding rounding)
+      : t_(t), p_(p), s_(s), round_every_op_(rounding == HalfRounding::EveryOp) {
     for (size_t d = 0; d < p.domain.size(); ++d) index_names_.push_back("i" + std::to_string(d));
     for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
     for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
@@ -300,8 +301,11 @@ class KernelWriter {
       const std::string T = compute_type(dtype(v));
       e = row.expr(ExprArgs{dtype(v), in_dtype, operands, T, ir::is_floating(in_dtype), T == "float" ? "f" : ""});
     }
-    // Rounded after every op, as eager does; index-only prims pass their operand's value on unchanged.
-    if (is_half(dtype(v)) && plan_table().at(op).role != PrimRole::IndexOnly) e = round_to(dtype(v), e);
+    // Rounded after every op, as eager does (or, AtStores, only by a conversion: stores round anyway);
+    // index-only prims pass their operand's value on unchanged.
+    if (is_half(dtype(v)) && plan_table().at(op).role != PrimRole::IndexOnly &&
+        (round_every_op_ || op == PrimId::convert_element_type))
+      e = round_to(dtype(v), e);
     scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
     scope.defined.insert(v);
   }
@@ -482,7 +486,8 @@ class KernelWriter {
     }
     std::string result = "(" + compute_type(dtype(v)) + ")" + acc;
     if (r.nan_flag) result = "(" + nan + " ? (" + compute_type(dtype(v)) + ")NAN : " + result + ")";
-    scope.lines += "const " + compute_type(dtype(v)) + " " + var(v) + " = " + round_to(dtype(v), result) + ";\n";
+    if (round_every_op_) result = round_to(dtype(v), result);
+    scope.lines += "const " + compute_type(dtype(v)) + " " + var(v) + " = " + result + ";\n";
     scope.defined.insert(v);
   }
 
@@ -613,6 +618,7 @@ class KernelWriter {
   const KernelPlan& p_;
   mutable std::unordered_map<ProxyId, size_t> local_;  // see local()
   const Schedule& s_;
+  const bool round_every_op_;  // HalfRounding::EveryOp
   std::map<ProxyId, const ir::BoundSymbol*> producer_;
   std::map<ProxyId, size_t> input_index_;
   std::set<std::string> reductions_;
@@ -671,11 +677,11 @@ class KernelWriter {
 
 }  // namespace
 
-std::string render_cpu_module(const ir::Trace& t, const std::vector<CpuKernel>& kernels) {
+std::string render_cpu_module(const ir::Trace& t, const std::vector<CpuKernel>& kernels, HalfRounding rounding) {
   std::set<std::string> reductions;
   std::string code;
   for (const CpuKernel& k : kernels) {
-    KernelWriter w(t, *k.plan, *k.schedule);
+    KernelWriter w(t, *k.plan, *k.schedule, rounding);
     code += "\n" + w.write(k.name);
     reductions.insert(w.reductions().begin(), w.reductions().end());
   }
@@ -700,7 +706,8 @@ std::string render_cpu_module(const ir::Trace& t, const std::vector<CpuKernel>& 
 }
 
 std::string render_cpu_module(const ir::Trace& t,
-                              const std::vector<std::pair<const KernelPlan*, std::string>>& kernels) {
+                              const std::vector<std::pair<const KernelPlan*, std::string>>& kernels,
+                              HalfRounding rounding) {
   std::vector<Schedule> schedules;
   schedules.reserve(kernels.size());
   std::vector<CpuKernel> all;
@@ -708,7 +715,7 @@ std::string render_cpu_module(const ir::Trace& t,
     schedules.push_back(schedule_kernel(t, *plan));
     all.push_back({plan, &schedules.back(), name});
   }
-  return render_cpu_module(t, all);
+  return render_cpu_module(t, all, rounding);
 }
 
 }  // namespace thunder::codegen

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "codegen/expressions.h"
 #include "codegen/kernel_plan.h"
 #include "codegen/schedule.h"
 
@@ -29,12 +30,14 @@ struct CpuKernel {
 /// where args holds the plan's input pointers then its output pointers, all contiguous (except trace
 /// inputs with recorded strides, read in place), then the number of threads to use (an integer cast to a
 /// pointer; the caller passes torch.get_num_threads()). It returns 0, or 1 if an index (take_along_axis)
-/// was out of range. float16/bfloat16 values compute in float32 and round to their dtype after every op,
-/// as eager PyTorch does.
-std::string render_cpu_module(const ir::Trace& trace, const std::vector<CpuKernel>& kernels);
+/// was out of range. float16/bfloat16 values compute in float32 and round to their dtype after every op, as
+/// eager PyTorch does (HalfRounding::EveryOp), or only where they are stored or converted (AtStores).
+std::string render_cpu_module(const ir::Trace& trace, const std::vector<CpuKernel>& kernels,
+                              HalfRounding rounding = HalfRounding::EveryOp);
 
 /// The same, each plan with its CPU schedule (schedule_kernel).
 std::string render_cpu_module(const ir::Trace& trace,
-                              const std::vector<std::pair<const KernelPlan*, std::string>>& kernels);
+                              const std::vector<std::pair<const KernelPlan*, std::string>>& kernels,
+                              HalfRounding rounding = HalfRounding::EveryOp);
 
 }  // namespace thunder::codegen

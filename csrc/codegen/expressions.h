@@ -22,6 +22,15 @@ struct ExprArgs {
   const std::string& c() const { return x.at(2); }
 };
 
+/// Where a kernel rounds a float16/bfloat16 value it computes (in float32) to its dtype.
+///  - EveryOp: after every op, as eager PyTorch does op by op (inference, and a training step's forward).
+///  - AtStores: only where it leaves the kernel (stores) and at explicit conversions (convert_element_type to a
+///    half-precision dtype); between ops inside a kernel the float32 value is used as it is. A backward's kernels
+///    are rendered so: their ops come from VJP rules, not from the user's program, and eager's derivative
+///    kernels compute each op's gradient formula in float32 too (tanh_backward is `g * (1 - y * y)` rounded
+///    once). Rounding after every op cost a bfloat16 GPT-2 backward 3-4x its float32 kernel time.
+enum class HalfRounding { EveryOp, AtStores };
+
 /// A number as a literal of `type` in either dialect: "(float)0.5", "(int64_t)3LL", "(float)NAN"; a bool or
 /// int keeps its kind, typed like every number (a prim's number follows its tensor's dtype).
 std::string literal(const ir::Value& v, const std::string& type);

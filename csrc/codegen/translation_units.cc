@@ -50,7 +50,8 @@ TranslationUnit cuda_translation_unit(const ir::Trace& t, const std::string& exe
   return unit;
 }
 
-std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& t, const std::string& executor, size_t parts) {
+std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& t, const std::string& executor, size_t parts,
+                                                   HalfRounding rounding) {
   std::vector<KernelPlan> plans;
   std::vector<KernelSignature> signatures;
   plan_fusions(t, executor, plans, signatures);
@@ -74,7 +75,7 @@ std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& t, const std
       size += plans[end].symbols.size();
       ++end;
     }
-    unit.source = render_cpu_module(t, kernels);
+    unit.source = render_cpu_module(t, kernels, rounding);
     units.push_back(std::move(unit));
     begin = end;
     done += size;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/expressions.h"
 #include "codegen/kernel_plan.h"
 #include "ir/trace.h"
 
@@ -30,8 +31,10 @@ struct TranslationUnit {
 
 /// The fusions of `executor` in `trace`, each planned, scheduled and rendered in the C++ dialect, as at most
 /// `parts` translation units of consecutive kernels, balanced by their prim counts; empty if the trace has
-/// no fusions. std::logic_error if a fusion no longer plans as one kernel.
-std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& trace, const std::string& executor, size_t parts);
+/// no fusions. std::logic_error if a fusion no longer plans as one kernel. `rounding`: where half-precision
+/// values are rounded (expressions.h; a backward trace's kernels are rendered with AtStores).
+std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& trace, const std::string& executor, size_t parts,
+                                                   HalfRounding rounding = HalfRounding::EveryOp);
 
 /// The fusions of `executor` in `trace`, each planned (the same plans as on the CPU), scheduled for a GPU and
 /// rendered in the CUDA dialect, as one translation unit (NVRTC compiles in-process); an empty source if the

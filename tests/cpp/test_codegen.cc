@@ -99,6 +99,19 @@ uint16_t bf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// A float rounded to the nearest bfloat16 (ties to even; no NaN here), and a bfloat16's value.
+uint16_t bf16_rounded(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+}
+float bf16_float(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 class Codegen : public ::testing::Test {
  protected:
   ir::Trace trace;
@@ -116,7 +129,8 @@ class Codegen : public ::testing::Test {
     return plan_kernel(trace, trace.symbols, live, why);
   }
 
-  std::string render(const KernelPlan& p) { return render_cpu_module(trace, {{&p, "kernel"}}); }
+  HalfRounding rounding = HalfRounding::EveryOp;  // how render() renders
+  std::string render(const KernelPlan& p) { return render_cpu_module(trace, {{&p, "kernel"}}, rounding); }
   // The kernel's own code, without the prelude.
   std::string kernel_code(const KernelPlan& p) {
     const std::string all = render(p);
@@ -284,6 +298,49 @@ TEST_F(Codegen, SliceUpdateOfBFloat16RoundsLikeEveryOtherOp) {
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = bf16(static_cast<float>(i) * 0.75f - 20.0f);
   for (size_t i = 0; i < 32; ++i) box.push_back(static_cast<uint16_t>(xs[i] ^ 0x8000));  // negated: the sign bit
   EXPECT_EQ(run<uint16_t>(*p, {{x.proxy(), xs}})[0], updated(xs, 16, box, 16, {2, 0}, {1, 1}));
+}
+
+TEST_F(Codegen, HalfRoundingAtStoresKeepsFloat32BetweenOps) {
+  // x * x + x in bfloat16: rounded after the product as eager does (EveryOp), or only where stored (AtStores,
+  // a backward's kernels); a conversion to bfloat16 rounds in both.
+  Value x = input(DType::BFloat16, {2, 8});
+  Value sum = prim("add", {prim("mul", {x, x}), x});
+  Value back = prim("convert_element_type", {prim("convert_element_type", {sum, Value(DType::Float32)}),
+                                             Value(DType::BFloat16)});
+  auto p = plan({sum, back});
+  ASSERT_TRUE(p);
+  std::vector<uint16_t> xs(16);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = bf16(1.0f + static_cast<float>(i) / 128.0f);  // x * x needs 16 bits
+  std::vector<uint16_t> every_op(16), at_stores(16);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float v = bf16_float(xs[i]);
+    every_op[i] = bf16_rounded(bf16_float(bf16_rounded(v * v)) + v);
+    at_stores[i] = bf16_rounded(v * v + v);
+  }
+  ASSERT_NE(every_op, at_stores);  // the inputs tell the two apart
+  const std::string rounded = kernel_code(*p);
+  EXPECT_NE(rounded.find("bf16_round((float)(v0 * v0))"), std::string::npos) << rounded;
+  EXPECT_EQ(run<uint16_t>(*p, {{x.proxy(), xs}})[0], every_op);
+  rounding = HalfRounding::AtStores;
+  const std::string code = kernel_code(*p);
+  EXPECT_EQ(code.find("bf16_round((float)(v0 * v0))"), std::string::npos) << code;
+  EXPECT_NE(code.find("bf16_round((float)("), std::string::npos) << code;  // the conversion
+  const auto outs = run<uint16_t>(*p, {{x.proxy(), xs}});
+  EXPECT_EQ(outs[0], at_stores);
+  EXPECT_EQ(outs[1], at_stores);
+}
+
+TEST_F(Codegen, ABoolBecomesANumberByASelect) {
+  // GCC 12 does not vectorize a loop converting a bool to float with a cast; it does with a select.
+  Value x = input(DType::Float32, {4, 8});
+  Value out = prim("convert_element_type", {prim("gt", {x, Value(0.0)}), Value(DType::Float32)});
+  auto p = plan({out});
+  ASSERT_TRUE(p);
+  const std::string code = kernel_code(*p);
+  EXPECT_NE(code.find("? (float)1 : (float)0)"), std::string::npos) << code;
+  std::vector<float> xs(32), expected(32);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i) - 15.5f, expected[i] = xs[i] > 0 ? 1.0f : 0.0f;
+  EXPECT_EQ(run<float>(*p, {{x.proxy(), xs}})[0], expected);
 }
 
 TEST_F(Codegen, NarrowDtypesKeepASliceUpdateStridedAlongTheInnermostDimOutside) {

@@ -159,12 +159,13 @@ def _run_passes(trace, passes, evaluator, tables, namespace, views, pass_seconds
     return views[-1].trace
 
 
-def _lower(trace, executors, namespace, kernels):
+def _lower(trace, executors, namespace, kernels, round_every_op=True):
     """Generates, compiles and loads the fusion executors' kernels of an execution trace into namespace (which
-    then exports them: printed traces import them from the kernel registry)."""
+    then exports them: printed traces import them from the kernel registry). ``round_every_op=False`` for a
+    backward trace: its kernels keep half-precision values in float32 between ops (see Executor)."""
     for ex in executors:
         if ex.fusion and ex.lower is not None:
-            launchers, units = ex.lower(trace)
+            launchers, units = ex.lower(trace, round_every_op=round_every_op)
             namespace.update(launchers)
             namespace.export(launchers)
             if units:
@@ -176,13 +177,20 @@ def _requires_grad(trace):
 
 
 #: Why a graph keeps torch's autograd although thunder's could differentiate it (None: nothing holds it back).
-def _autodiff_held_back(trace, imported=None):
-    # Measured (docs/benchmarks.md): GPT-2's bf16 training step ran at 0.64x eager with thunder's backward (its
-    # half-precision backward kernels are slow), 1.01x with torch's. Until they are tuned, half precision stays.
-    half = {to_torch(trace.meta(p)[0]) for p in trace.inputs if trace.meta(p)[0] != "number"} & \
-        {torch.float16, torch.bfloat16}
-    if half:
-        return "half-precision graphs keep torch autograd for now: thunder's backward kernels are slower there"
+def _autodiff_held_back(trace, imported=None, executors=()):
+    # Half precision (docs/autodiff.md, "Half precision"): with the CPU fusion executor, thunder's backward is the
+    # faster one (a bfloat16 GPT-2 training step 1.46x eager against 0.99x with torch's autograd; its kernels keep
+    # float32 between ops). Without it each prim of the backward is a torch op of its own, slower than torch's
+    # derivative kernels (0.80x against 0.92x); on other devices it is not measured yet.
+    half = [m for m in (trace.meta(p) for p in trace.inputs) if m[0] != "number" and
+            to_torch(m[0]) in (torch.float16, torch.bfloat16)]
+    if half and not (all(m[2] == "cpu" for m in half) and
+                     any(ex.fusion and "cpu" in ex.devices for ex in executors)):
+        return "half-precision graphs keep torch autograd without the CPU fusion executor (slower there)"
+    # A graph inside an autocast region entered before it whose ops could not be written as casts: their dtypes
+    # come from autocast's state, which an op the backward recomputes (the generic rule) would not see.
+    if getattr(imported, "under_autocast", False):
+        return "the graph runs inside a torch.autocast region entered before it, and not every op is written as casts"
     # Outputs that share memory are made again as views of the graph's results after the call, replaying in-place
     # ops too; on the outputs of an autograd.Function (made with grad off) autograd forbids that.
     if getattr(imported, "output_views", None):
@@ -234,7 +242,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
     trace = _run_passes(imported.trace, passes[:split_at], evaluator, tables, namespace, views, pass_seconds, index)
     kernels = {}
     program, autodiff = None, None
-    held_back = _autodiff_held_back(trace, imported) if split_at < len(passes) else None
+    held_back = _autodiff_held_back(trace, imported, executors) if split_at < len(passes) else None
     if held_back:
         autodiff = f"torch ({held_back})"
         logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, held_back)
@@ -256,7 +264,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
                 backward = _run_passes(backward, ["cse", "dce"] + passes[split_at:], evaluator, tables,
                                        backward_namespace, backward_views, pass_seconds, index, "backward ")
                 if lower:
-                    _lower(backward, executors, backward_namespace, kernels)
+                    _lower(backward, executors, backward_namespace, kernels, round_every_op=False)
                 autodiff = "thunder"
                 program = (backward_views, grad_outputs, saved, vjp)
                 trace = forward

@@ -15,8 +15,10 @@ class Executor:
 
     A *fusion* executor claims prims (and torch-level ops whose decompositions
     it can run whole) for its kernels; the core's fusion pass groups them into
-    fusion symbols, and ``lower(trace)`` returns the callables that run those
-    (a dict from each fusion's printed name to a Python callable).
+    fusion symbols, and ``lower(trace, round_every_op=True)`` returns the callables that run those
+    (a dict from each fusion's printed name to a Python callable). ``round_every_op=False`` (a backward trace)
+    lets its kernels keep float16/bfloat16 values in float32 between ops, rounding where they are stored or
+    converted (``codegen::HalfRounding`` in csrc/codegen/expressions.h); an executor may ignore it.
 
     Its claim policy, applied by the core's claiming pass (which knows no executor's rules):
 

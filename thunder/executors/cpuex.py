@@ -152,13 +152,15 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes=()):
 KERNELS_PER_UNIT = 4
 
 
-def lower(trace):
+def lower(trace, round_every_op=True):
     """Compiles the trace's CPU fusions, in parallel compiler processes when there are many; returns
-    ({fusion name: launcher}, [(kernel module, its C++ source)])."""
+    ({fusion name: launcher}, [(kernel module, its C++ source)]). ``round_every_op``: float16/bfloat16 values
+    are rounded after every op, as eager does; False (a backward trace): only where they are stored or
+    converted, float32 in between."""
     global last_source
     count = sum(1 for b in trace.symbols if b.executor == "cpu" and b.callee.startswith("cpu_fusion"))
     parts = max(1, min(os.cpu_count() or 1, count // KERNELS_PER_UNIT))
-    units = _core.render_cpu(trace, "cpu", parts)
+    units = _core.render_cpu(trace, "cpu", parts, round_every_op)
     if not units:
         return {}, []
     directory = cache_dir()

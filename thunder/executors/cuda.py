@@ -39,10 +39,10 @@ def _recording_executor(traces):
     """The CPU fusion executor with a lower() that records each lowered trace and compiles nothing."""
     from thunder.executors.cpuex import cpu_executor
 
-    def lower(trace):
+    def lower(trace, round_every_op=True):
         traces.append(trace)
         launchers = {}
-        for _, kernels in _core.render_cpu(trace, "cpu", 1):
+        for _, kernels in _core.render_cpu(trace, "cpu", 1, round_every_op):
             for name, _, outs, _ in kernels:
                 metas = [trace.meta(p) for p in outs]
 

@@ -116,8 +116,9 @@ def compile_source(source, arch=None, directory=None):
     return image
 
 
-def lower(trace):
-    """Compiles the trace's CUDA fusions; returns ({fusion name: launcher}, [(image, source)])."""
+def lower(trace, round_every_op=True):
+    """Compiles the trace's CUDA fusions; returns ({fusion name: launcher}, [(image, source)]). The CUDA dialect
+    rounds float16/bfloat16 values after every op whatever ``round_every_op`` says (not yet measured there)."""
     global last_source
     source, kernels = _core.render_cuda(trace, "cuda")
     if not kernels:

@@ -70,6 +70,9 @@ class ImportedGraph:
     branch_sites: list = field(default_factory=list)  # ids of the converted branches compiled (see branches)
     #: Outputs that eager returns as views of another output's or an input's memory (see OutputViews).
     output_views: list = field(default_factory=list)
+    #: The graph runs inside a torch.autocast region entered before it (a graph break inside the `with` block) and
+    #: its ops were not written as casts: their dtypes come from autocast's state at run time.
+    under_autocast: bool = False
     #: For a trace with symbolic sizes (``import_graph(..., symbolic=True)``): (size symbol's proxy id, the
     #: position of the graph input that is its value) per symbol; :meth:`bind` gives them values.
     size_inputs: list = field(default_factory=list)
@@ -328,8 +331,24 @@ def source_of(node):
     return ""
 
 
+class _AutocastNotExplicit(Exception):
+    """An autocast region this importer cannot write as casts (see _Importer._autocast_op)."""
+
+
+#: torch's CPU autocast lists (aten/src/ATen/autocast_mode.cpp), by the names the FX graph calls them: ops whose
+#: floating operands are cast to the region's dtype, and ops whose operands are cast to float32.
+_AUTOCAST_LOWER = {"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "conv1d", "conv2d", "conv3d",
+                   "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu",
+                   "scaled_dot_product_attention", "__matmul__"}
+_AUTOCAST_FLOAT32 = {"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+                     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
+                     "margin_ranking_loss", "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss",
+                     "multilabel_margin_loss", "multi_margin_loss", "triplet_margin_loss", "ctc_loss", "prod",
+                     "cdist", "polar", "stft", "grid_sample", "quantile", "nanquantile", "avg_pool3d"}
+
+
 class _Importer:
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs, symbolic=False):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, symbolic=False, explicit_autocast=True):
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.symbolic = symbolic
@@ -340,6 +359,16 @@ class _Importer:
         self.namespace = {}      # opaque callables by printed name
         self.fallbacks = []
         self.sets_global_state = False
+        # torch.autocast regions written into the trace as casts (see _autocast_call): the lower-precision dtype of
+        # each open region, innermost last.
+        self.explicit_autocast = explicit_autocast
+        self.autocast = []
+        # A graph Dynamo starts inside a region (after a graph break within the `with` block; its guards fix the
+        # autocast state) is all inside it.
+        self.outer_autocast = torch.is_autocast_enabled("cpu")
+        if self.outer_autocast and explicit_autocast:
+            self.autocast.append(torch.get_autocast_dtype("cpu"))
+        self.opaque_calls = 0    # ops imported as opaque torch calls
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
         self.opaque_view_seen = False  # an opaque op made a view: later writes are not lowered (see _opaque)
         self.region_sites = {}   # branch_begin node -> its site
@@ -491,8 +520,13 @@ class _Importer:
                         for i, _ in group.members:
                             out[i] = self.env[base]
                     out = tuple(out)
+                if self.explicit_autocast and self.outer_autocast:
+                    self.autocast.pop()
+                if self.autocast:
+                    raise _AutocastNotExplicit("a graph break inside an autocast region")
                 return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state,
-                                     self.branch_sites, views, self.size_inputs)
+                                     self.branch_sites, views, size_inputs=self.size_inputs,
+                                     under_autocast=self.outer_autocast and not self.explicit_autocast)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -529,11 +563,18 @@ class _Importer:
         if node.op == "call_function" and node.target in global_state.CALLEES:
             if self.regions:
                 raise branches.BranchRejected(self.regions[-1][0], "it changes grad mode, autocast or inference mode")
+            if self._autocast_call(node):
+                return None
             return self._global_state(node)
         if self.regions:
             self._check_in_branch(node)
         if self.selects:
             self._check_selected_names(node)
+        if self.autocast:
+            return self._autocast_op(node)
+        return self._call_op(node)
+
+    def _call_op(self, node):
         written = self._write(node)
         if written is not _NOT_A_WRITE:
             return written
@@ -819,6 +860,76 @@ class _Importer:
                 raise _core.NotNative(f"metadata mismatch: core says {(dtype, shape, device)}, Dynamo says {want}")
             self.builder.set_requires_grad(proxy, bool(e.requires_grad))
 
+    # -- torch.autocast regions, written into the trace as casts --
+    #
+    # Inside `with torch.autocast("cpu", dtype=torch.bfloat16):` torch casts the floating operands of the ops on
+    # its lower-precision list (linear, matmul, ...) to bfloat16 and those of its float32 list (the losses) to
+    # float32; every other op runs on its operands as they come. Dynamo records the region as calls that set the
+    # global autocast state, which the trace would keep as effects (then torch's autograd differentiates the graph).
+    # Instead, each op of the region is imported with those casts made explicit (``ltorch.to``) and the region's
+    # calls are dropped: the trace computes the region's dtypes itself, and thunder differentiates it. An op of the
+    # region that cannot be imported so (an opaque op, or one whose dtype Dynamo reports otherwise) abandons this:
+    # the graph is imported again with the region's calls kept as effects (import_graph).
+
+    def _autocast_call(self, node):
+        """Handles an autocast enter or exit call as a region of casts; False if it is another call, or if
+        explicit autocast is off."""
+        enter, exit_ = torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast
+        if not self.explicit_autocast or node.target not in (enter, exit_):
+            return False
+        if node.target is exit_:
+            if not self.autocast:
+                raise _AutocastNotExplicit("an autocast exit without its enter")
+            self.autocast.pop()
+            return True
+        names = ("device_type", "dtype", "enabled", "cache_enabled")
+        params = dict(zip(names, node.args))
+        params.update(node.kwargs)
+        device, dtype, enabled = params.get("device_type"), params.get("dtype"), params.get("enabled", True)
+        if device != "cpu" or enabled is not True:  # a region turning autocast off matters under an outer one
+            raise _AutocastNotExplicit(f"autocast on {device!r}, enabled={enabled!r}")
+        if self.autocast:  # nested regions: not written as casts
+            raise _AutocastNotExplicit("an autocast region inside another")
+        if dtype is None:
+            dtype = torch.get_autocast_dtype("cpu")
+        if dtype not in (torch.bfloat16, torch.float16):
+            raise _AutocastNotExplicit(f"autocast to {dtype}")
+        self.autocast.append(dtype)
+        return True
+
+    def _autocast_op(self, node):
+        """An op inside an enabled autocast region: its floating operands cast as autocast would, then imported
+        natively; _AutocastNotExplicit if it cannot be (see above)."""
+        if node.op == "call_function" and node.target is operator.getitem:
+            return self._call_op(node)
+        name = _target_name(node).rsplit(".", 1)[-1]
+        if name in _AUTOCAST_LOWER:
+            dtype = self.autocast[-1]
+        elif name in _AUTOCAST_FLOAT32:
+            dtype = torch.float32
+        else:
+            dtype = None
+        opaque = self.opaque_calls
+        saved = {}
+        try:
+            if dtype is not None:
+                for a in node.all_input_nodes:
+                    v = self.env.get(a)
+                    if a in saved or not isinstance(v, _core.Proxy):
+                        continue
+                    meta = self.builder.meta(v)
+                    have = None if meta[0] == "number" else dtypes.to_torch(meta[0])
+                    if have is None or not have.is_floating_point or have in (torch.float64, dtype):
+                        continue
+                    saved[a] = v
+                    self.env[a] = self.builder.call("ltorch", "to", [v, dtypes.to_core(dtype)], {})
+            out = self._call_op(node)
+        finally:
+            self.env.update(saved)
+        if self.opaque_calls > opaque:  # an opaque torch call, which would run without autocast
+            raise _AutocastNotExplicit(f"{_target_name(node)} is not imported natively")
+        return out
+
     def _global_state(self, node):
         """A call that sets grad mode, inference mode or autocast: an effect, in place (see global_state)."""
         callee = global_state.CALLEES[node.target]
@@ -861,6 +972,7 @@ class _Importer:
         # An opaque op whose result is a view (x.T, x.diagonal(), x.unfold(...)): the functionalization cannot
         # follow writes through it, nor replay it after a write to its base. It runs as an effect (pending writes
         # land before it), and the writes after it stay in place, as opaque effects, so that it sees them.
+        self.opaque_calls += 1
         view = _is_view(node.meta.get("example_value")) or _aliases_an_argument(node)
         if view:
             self.opaque_view_seen = True
@@ -1244,4 +1356,8 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, symbolic=False) -> Im
         UnsupportedGraph: the graph uses something a trace cannot express (symbolic shapes unless ``symbolic``,
             sizes that are not polynomials in the size inputs, dtypes the core lacks, unusual FX node kinds).
     """
-    return _Importer(gm, example_inputs, symbolic).run()
+    try:
+        return _Importer(gm, example_inputs, symbolic).run()
+    except _AutocastNotExplicit as e:
+        logger.debug("thunder: an autocast region stays global state (its ops keep torch's autocast): %s", e)
+        return _Importer(gm, example_inputs, symbolic, explicit_autocast=False).run()
