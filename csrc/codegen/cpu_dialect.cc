@@ -33,7 +33,7 @@ const std::string kParallelFor = "#pragma omp parallel for num_threads(nthreads)
 class KernelWriter {
  public:
   KernelWriter(const ir::Trace& t, const KernelPlan& p, const Schedule& s, HalfRounding rounding)
-      : t_(t), p_(p), s_(s), round_every_op_(rounding == HalfRounding::EveryOp) {
+      : t_(t), p_(p), s_(s), sizes_(t, p), round_every_op_(rounding == HalfRounding::EveryOp) {
     for (size_t d = 0; d < p.domain.size(); ++d) index_names_.push_back("i" + std::to_string(d));
     for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
     for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
@@ -171,50 +171,10 @@ class KernelWriter {
     return out.empty() ? "0" : out;
   }
 
-  // The stride of v's dim i as a factor ("" for 1): the product of its extents inside it (contiguous), each
-  // a literal or a size argument (KernelPlan::generic_dim); for a trace input read in place, its stride
-  // argument in a shape-generic kernel (0 and 1 stay literal: they are the layout), else the literal.
-  std::string stride(ProxyId v, size_t i) const {
-    const std::vector<int64_t>& known = t_.proxy(v).strides;  // a non-contiguous trace input, read in place
-    const std::vector<int64_t>& shape = shape_of(t_, v);
-    auto literal = [](int64_t n) { return n == 1 ? std::string() : std::to_string(n) + "LL"; };
-    if (!known.empty() && (!p_.shape_generic() || known[i] == 0 || known[i] == 1)) return literal(known[i]);
-    if (!known.empty()) return "s" + std::to_string(input_index_.at(v)) + "_" + std::to_string(i);
-    // v's own sizes along dims whose extents are literals (a slice's source is longer than the domain there).
-    int64_t n = 1;
-    std::vector<int> dims;
-    for (size_t j = i + 1; j < shape.size(); ++j) {
-      const int d = p_.align.at(v)[j];
-      if (shape[j] != 1 && d >= 0 && p_.generic_dim(d)) dims.push_back(d);
-      else n *= shape[j];
-    }
-    return product(n, dims);
-  }
-
-  // A domain dim's extent: its size argument where it is one (KernelPlan::generic_dim), else the literal.
-  std::string extent(int d) const {
-    return p_.generic_dim(d) ? "n" + std::to_string(d) : std::to_string(p_.domain[d]) + "LL";
-  }
-
-  // The product of the extents of `dims` ("" if none), parenthesized if it has several factors.
-  std::string extent_product(const std::vector<int>& dims) const {
-    int64_t n = 1;
-    std::vector<int> generic;
-    for (int d : dims)
-      if (p_.generic_dim(d)) generic.push_back(d);
-      else n *= p_.domain[d];
-    return product(n, generic);
-  }
-
-  // n times the extents of `dims` (size arguments): "" for 1, parenthesized if it has several factors.
-  std::string product(int64_t n, const std::vector<int>& dims) const {
-    std::vector<std::string> factors;
-    if (n != 1) factors.push_back(std::to_string(n) + "LL");
-    for (int d : dims) factors.push_back(extent(d));
-    std::string out;
-    for (const std::string& f : factors) out += (out.empty() ? "" : " * ") + f;
-    return factors.size() > 1 ? "(" + out + ")" : out;
-  }
+  // Sizes as literals or size arguments (SizeTexts).
+  std::string stride(ProxyId v, size_t i) const { return sizes_.stride(v, i); }
+  std::string extent(int d) const { return sizes_.extent(d); }
+  std::string extent_product(const std::vector<int>& dims) const { return sizes_.extent_product(dims); }
 
   std::string store_line(ProxyId v, size_t slot, Scope& scope, const std::string& ind) {
     emit(v, scope);
@@ -618,6 +578,7 @@ class KernelWriter {
   const KernelPlan& p_;
   mutable std::unordered_map<ProxyId, size_t> local_;  // see local()
   const Schedule& s_;
+  SizeTexts sizes_;
   const bool round_every_op_;  // HalfRounding::EveryOp
   std::map<ProxyId, const ir::BoundSymbol*> producer_;
   std::map<ProxyId, size_t> input_index_;

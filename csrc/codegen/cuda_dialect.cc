@@ -115,7 +115,7 @@ int reduction_count(const KernelPlan& p) {
 // from the op-expression table (cuda_expressions.h).
 class CudaWriter {
  public:
-  CudaWriter(const ir::Trace& t, const KernelPlan& p, const GpuSchedule& s) : t_(t), p_(p), s_(s) {
+  CudaWriter(const ir::Trace& t, const KernelPlan& p, const GpuSchedule& s) : t_(t), p_(p), s_(s), sizes_(t, p) {
     for (size_t d = 0; d < p.domain.size(); ++d) index_names_.push_back("i" + std::to_string(d));
     for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
     for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
@@ -161,27 +161,10 @@ class CudaWriter {
   }
   const std::string& index(int d) const { return index_names_[d]; }
 
-  std::string extent(int d) const {
-    return p_.generic_dim(d) ? "n" + std::to_string(d) : ll(p_.domain[d]);
-  }
-  // The product of the extents of `dims` ("" if none).
-  std::string extent_product(const std::vector<int>& dims) const {
-    int64_t n = 1;
-    std::vector<int> generic;
-    for (int d : dims)
-      if (p_.generic_dim(d)) generic.push_back(d);
-      else n *= p_.domain[d];
-    return product(n, generic);
-  }
-  // n times the extents of `dims` (size arguments): "" for 1, parenthesized if it has several factors.
-  std::string product(int64_t n, const std::vector<int>& dims) const {
-    std::vector<std::string> factors;
-    if (n != 1) factors.push_back(ll(n));
-    for (int d : dims) factors.push_back(extent(d));
-    std::string out;
-    for (const std::string& f : factors) out += (out.empty() ? "" : " * ") + f;
-    return factors.size() > 1 ? "(" + out + ")" : out;
-  }
+  // Sizes as literals or size arguments (SizeTexts).
+  std::string extent(int d) const { return sizes_.extent(d); }
+  std::string extent_product(const std::vector<int>& dims) const { return sizes_.extent_product(dims); }
+  std::string stride(ProxyId v, size_t i) const { return sizes_.stride(v, i); }
   std::string count(const std::vector<int>& dims) const {
     const std::string e = extent_product(dims);
     return e.empty() ? "1LL" : e;
@@ -213,22 +196,6 @@ class CudaWriter {
     return out;
   }
 
-  // The stride of v's dim i as a factor ("" for 1), as in the C++ dialect.
-  std::string stride(ProxyId v, size_t i) const {
-    const std::vector<int64_t>& known = t_.proxy(v).strides;
-    const std::vector<int64_t>& shape = shape_of(t_, v);
-    auto literal = [](int64_t n) { return n == 1 ? std::string() : ll(n); };
-    if (!known.empty() && (!p_.shape_generic() || known[i] == 0 || known[i] == 1)) return literal(known[i]);
-    if (!known.empty()) return "s" + std::to_string(input_index_.at(v)) + "_" + std::to_string(i);
-    int64_t n = 1;
-    std::vector<int> dims;
-    for (size_t j = i + 1; j < shape.size(); ++j) {
-      const int d = p_.align.at(v)[j];
-      if (shape[j] != 1 && d >= 0 && p_.generic_dim(d)) dims.push_back(d);
-      else n *= shape[j];
-    }
-    return product(n, dims);
-  }
 
   std::string offset(ProxyId v) const {
     if (linear_ && dense_value(t_, p_, v)) return "L";  // laid out as the domain: the flat index
@@ -576,6 +543,7 @@ class CudaWriter {
   const KernelPlan& p_;
   mutable std::unordered_map<ProxyId, size_t> local_;  // see local()
   const GpuSchedule& s_;
+  SizeTexts sizes_;
   std::map<ProxyId, const ir::BoundSymbol*> producer_;
   std::map<ProxyId, size_t> input_index_;
   std::vector<std::string> index_names_;

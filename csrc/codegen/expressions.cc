@@ -22,4 +22,46 @@ std::string literal(const ir::Value& v, const std::string& type) {
   return "(" + type + ")" + buf;
 }
 
+SizeTexts::SizeTexts(const ir::Trace& t, const KernelPlan& p) : t_(t), p_(p) {
+  for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
+}
+
+std::string SizeTexts::extent(int d) const {
+  return p_.generic_dim(d) ? "n" + std::to_string(d) : std::to_string(p_.domain[d]) + "LL";
+}
+
+std::string SizeTexts::extent_product(const std::vector<int>& dims) const {
+  int64_t n = 1;
+  std::vector<int> generic;
+  for (int d : dims)
+    if (p_.generic_dim(d)) generic.push_back(d);
+    else n *= p_.domain[d];
+  return product(n, generic);
+}
+
+std::string SizeTexts::stride(ProxyId v, size_t i) const {
+  const std::vector<int64_t>& known = t_.proxy(v).strides;  // a non-contiguous trace input, read in place
+  if (!known.empty() && (!p_.shape_generic() || known[i] == 0 || known[i] == 1))
+    return known[i] == 1 ? std::string() : std::to_string(known[i]) + "LL";
+  if (!known.empty()) return "s" + std::to_string(input_index_.at(v)) + "_" + std::to_string(i);
+  const std::vector<int64_t> shape = shape_of(t_, v);
+  int64_t n = 1;
+  std::vector<int> dims;
+  for (size_t j = i + 1; j < shape.size(); ++j) {
+    const int d = p_.align.at(v)[j];
+    if (shape[j] != 1 && d >= 0 && p_.generic_dim(d)) dims.push_back(d);
+    else n *= shape[j];
+  }
+  return product(n, dims);
+}
+
+std::string SizeTexts::product(int64_t n, const std::vector<int>& dims) const {
+  std::vector<std::string> factors;
+  if (n != 1) factors.push_back(std::to_string(n) + "LL");
+  for (int d : dims) factors.push_back(extent(d));
+  std::string out;
+  for (const std::string& f : factors) out += (out.empty() ? "" : " * ") + f;
+  return factors.size() > 1 ? "(" + out + ")" : out;
+}
+
 }  // namespace thunder::codegen

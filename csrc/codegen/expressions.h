@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_plan.h"
 #include "ir/trace.h"
 
 namespace thunder::codegen {
@@ -30,6 +31,29 @@ struct ExprArgs {
 ///    kernels compute each op's gradient formula in float32 too (tanh_backward is `g * (1 - y * y)` rounded
 ///    once). Rounding after every op cost a bfloat16 GPT-2 backward 3-4x its float32 kernel time.
 enum class HalfRounding { EveryOp, AtStores };
+
+/// How both dialects write a kernel's sizes: literals where the plan fixes them, the size arguments
+/// (size_arguments: `n<d>`, `s<k>_<i>`) where it takes them (KernelPlan::generic_dim).
+class SizeTexts {
+ public:
+  SizeTexts(const ir::Trace& t, const KernelPlan& p);
+  /// Domain dim d's extent: "n<d>", or the literal "<n>LL".
+  std::string extent(int d) const;
+  /// The product of the extents of `dims`: the literal ones multiplied into one factor; "" if it is 1,
+  /// parenthesized if it has several factors.
+  std::string extent_product(const std::vector<int>& dims) const;
+  /// The stride of v's dim i as a factor ("" for 1): the product of v's extents inside it (contiguous: v's own
+  /// size along a literal dim, a slice's source being longer than the domain there); for a trace input read in
+  /// place, its stride argument in a shape-generic kernel (0 and 1 stay literal: they are the layout), else
+  /// the literal.
+  std::string stride(ProxyId v, size_t i) const;
+
+ private:
+  std::string product(int64_t n, const std::vector<int>& dims) const;
+  const ir::Trace& t_;
+  const KernelPlan& p_;
+  std::map<ProxyId, size_t> input_index_;
+};
 
 /// A number as a literal of `type` in either dialect: "(float)0.5", "(int64_t)3LL", "(float)NAN"; a bool or
 /// int keeps its kind, typed like every number (a prim's number follows its tensor's dtype).

@@ -199,6 +199,15 @@ int64_t canonical_dim(std::string_view op, int64_t dim, int64_t ndim) {
   return dim < 0 ? dim + n : dim;
 }
 
+void require_same_shape(std::string_view op, const ir::Shape& a, const ir::Shape& b, const std::string& what) {
+  if (a == b) return;
+  bool undecided = a.size() == b.size();
+  for (size_t i = 0; undecided && i < a.size(); ++i)
+    undecided = a[i] == b[i] || !a[i].is_constant() || !b[i].is_constant();
+  if (undecided) throw ir::SymbolicShapeError(std::string(op) + ": " + what);
+  fail(op, what);
+}
+
 ir::Shape broadcast_shapes(std::string_view op, const ir::Shape& a, const ir::Shape& b) {
   size_t n = std::max(a.size(), b.size());
   ir::Shape out(n);

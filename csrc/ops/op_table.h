@@ -103,6 +103,9 @@ std::string shape_string(const std::vector<int64_t>& shape);
 /// Wraps a possibly negative dim into [0, ndim); OpError naming `op` if out of range.
 int64_t canonical_dim(std::string_view op, int64_t dim, int64_t ndim);
 /// torch's broadcast of two shapes; OpError naming `op` if incompatible.
+/// OpError(what) naming `op` if the shapes differ in rank or in a pair of integer sizes; SymbolicShapeError if they
+/// differ only where a size is symbolic (sizes that may be equal at run time).
+void require_same_shape(std::string_view op, const ir::Shape& a, const ir::Shape& b, const std::string& what);
 /// Sizes not provably equal nor 1 raise SymbolicShapeError.
 ir::Shape broadcast_shapes(std::string_view op, const ir::Shape& a, const ir::Shape& b);
 

@@ -26,17 +26,6 @@ void require_equal(std::string_view op, const Dim& x, const Dim& y, const std::s
   fail(op, what);
 }
 
-// OpError(what) naming `op` if the shapes differ in rank or in a pair of integer sizes; SymbolicShapeError if they
-// differ only where a size is symbolic (sizes that may be equal at run time).
-void require_same_shape(std::string_view op, const Shape& a, const Shape& b, const std::string& what) {
-  if (a == b) return;
-  bool undecided = a.size() == b.size();
-  for (size_t i = 0; undecided && i < a.size(); ++i)
-    undecided = a[i] == b[i] || !a[i].is_constant() || !b[i].is_constant();
-  if (undecided) throw ir::SymbolicShapeError(std::string(op) + ": " + what);
-  fail(op, what);
-}
-
 // ---- convolution ----
 
 Value conv(Builder& b, const Args& a, int64_t nd, bool transposed) {

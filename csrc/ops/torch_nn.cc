@@ -37,17 +37,6 @@ Value softmax(Builder& b, const Args& a, bool log) {
   return cast(b, r, out);
 }
 
-// OpError(what) naming `op` if the shapes differ in rank or in a pair of integer sizes; SymbolicShapeError if they
-// differ only where a size is symbolic (sizes that may be equal at run time).
-void require_same_shape(std::string_view op, const Shape& a, const Shape& b, const std::string& what) {
-  if (a == b) return;
-  bool undecided = a.size() == b.size();
-  for (size_t i = 0; undecided && i < a.size(); ++i)
-    undecided = a[i] == b[i] || !a[i].is_constant() || !b[i].is_constant();
-  if (undecided) throw ir::SymbolicShapeError(std::string(op) + ": " + what);
-  fail(op, what);
-}
-
 std::vector<int64_t> trailing_dims(std::string_view op, const TensorMeta& m, const Value& normalized_shape) {
   Shape ns = normalized_shape.as_dims();
   const std::string what =
