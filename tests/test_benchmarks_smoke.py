@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import thunder.benchmarks as bench
 from thunder.executors import executor_sets
 
@@ -39,3 +41,26 @@ def test_workload_definitions_do_not_need_this_thunder():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert int(p.stdout.strip()) > 20
+
+
+def test_shapes_benchmark_runs_and_reports_every_row(tmp_path):
+    """python -m thunder.benchmarks.shapes --quick, one tiny model, eager and thunder (Inductor's cold compiles
+    alone take ~35 s here): the sweep and generate rows and the targets."""
+    pytest.importorskip("transformers")
+    from thunder.benchmarks import shapes
+
+    out = tmp_path / "shapes.json"
+    report = shapes.run(quick=True, models=["gpt2"], json_path=out, contenders=("eager", "thunder"), log=lambda msg: None)
+    sweep, gen = report["sweep"]["gpt2"], report["generate"]["gpt2"]
+    assert set(sweep["contenders"]) == set(gen) == {"eager", "thunder"}
+    for name, row in sweep["contenders"].items():
+        assert row["total_s"] > 0 and len(row["steady_s"]) == len(sweep["lengths"]) == 2, name
+        assert row["max_rel_err"] < 1e-3, (name, row["max_rel_err"])
+    assert len(sweep["static_best_cpu_s"]) == len(sweep["thunder_best_cpu_s"]) == 2
+    assert all(r["tokens_match"] and r["first_s"] > 0 for r in gen.values()), gen
+    assert sweep["contenders"]["thunder"]["breakdown"]["eager_calls"] == 0
+    assert [g[1] for g in sweep["static_graphs"]] == [0, 0]  # the reference is static: no symbolic graph
+    assert json.loads(out.read_text())["meta"]["quick"] is True
+    table = shapes.format_markdown(report)
+    for needle in ("| gpt2 | eager |", "| gpt2 | thunder |", "gpt2 sweep", "gpt2 generate", "steady state per token"):
+        assert needle in table, needle
