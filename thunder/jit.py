@@ -100,7 +100,7 @@ class _Jitted:
         state = self._state
         state.calls += 1
         graphs, breaks = len(state.graphs), len(state.graph_breaks)
-        ran = sum(g.calls for g in state.graphs)
+        ran = state.graph_calls
         token = current_state.set(state)  # graph breaks Dynamo reports during this call are attributed to state
         record = branches.TraceRecord() if self._converted else None
         previous = branches.set_tracing_record(record) if record else None
@@ -134,7 +134,7 @@ class _Jitted:
             self._settle_branches(record)
         if len(state.graphs) > graphs:
             state.cache_misses += 1
-        elif sum(g.calls for g in state.graphs) > ran:
+        elif state.graph_calls > ran:
             state.cache_hits += 1
         else:  # no graph ran: Dynamo ran the function uncompiled (a limit, a skipped frame, nothing to capture)
             state.eager_calls += 1
@@ -195,7 +195,7 @@ class _Jitted:
             return False
         stack = getattr(error, "real_stack", None)
         code = self._code
-        if not stack or code is None or sum(g.calls for g in self._state.graphs) != graphs_ran:
+        if not stack or code is None or self._state.graph_calls != graphs_ran:
             return False
         return (stack[0].filename, stack[0].name) == (code.co_filename, code.co_name)
 

@@ -71,6 +71,7 @@ class JitState:
     cache_hits: int = 0
     cache_misses: int = 0
     eager_calls: int = 0                              # calls that ran no graph: Dynamo ran the function uncompiled
+    graph_calls: int = 0                              # runs of its graphs, all together (the sum of their calls)
     branches: dict = field(default_factory=dict)      # (file, line, code) -> branches.BranchSite of each `if`
     dynamo_stopped: str = ""                          # why Dynamo stopped compiling this function ("" if it did not)
     symbolic_graphs: int = 0                          # graphs Dynamo captured with symbolic sizes (specialized per shape)
@@ -264,6 +265,12 @@ def _as_captured(gm):
     return (lambda *args: branches.run_exactly(gm, *args)) if branches.has_markers(gm) else gm.forward
 
 
+def _count_graph_call(state, also):
+    state.graph_calls += 1
+    if also is not None:
+        also.graph_calls += 1
+
+
 def _run_eagerly(state, index, gm, error, also=None, shapes=None):
     """The callable for a graph thunder could not compile: gm, run by torch as Dynamo captured it (listed in
     ``state``, and in ``also`` if given; ``shapes`` as for _compile_graph)."""
@@ -278,6 +285,7 @@ def _run_eagerly(state, index, gm, error, also=None, shapes=None):
 
     def run_eager(*args):
         eager.calls += 1
+        _count_graph_call(state, also)
         return forward(*args)
     return run_eager
 
@@ -453,6 +461,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None):
 
         def run_planned(*args):
             compiled.calls += 1
+            _count_graph_call(state, also)
             return forward(*args)
         return run_planned
     _log_compiled(state, compiled, imported)
@@ -463,6 +472,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None):
 
     def run(*args):
         compiled.calls += 1
+        _count_graph_call(state, also)
         try:
             return fn(*args)
         except Exception as e:
