@@ -1,13 +1,14 @@
-"""Graphs with symbolic shapes: compiled once per concrete shape, at the call that first brings it.
+"""Graphs with symbolic shapes: their shape signatures, and the per-shape re-trace where no symbolic trace exists.
 
 With ``dynamic=None`` (static first, dynamic once a dimension changes) or ``dynamic=True``, Dynamo hands the
 backend a graph whose sizes are symbols (``torch.SymInt``): its inputs include the sizes (``s0``), tensors have
 symbolic shapes, and size arithmetic is in the graph (``x.size(1) * 2``). Dynamo's guards decide which calls the
-graph serves; thunder's IR has integer dimensions, so each concrete *shape signature* that reaches the graph
-(every tensor argument's shape and strides, every number argument's value) is compiled on its own:
-:func:`specialize` copies the graph, propagates metadata for the concrete arguments, and replaces every
-symbolic number in it by its value. Kernels take their sizes as arguments where the code generator supports it,
-so a new shape re-traces (milliseconds) rather than re-compiles C++.
+graph serves. thunder imports such a graph once with symbolic sizes (``fx_import.import_graph(...,
+symbolic=True)``) and compiles it per concrete *shape signature* (:func:`signature`: every tensor argument's shape
+and strides, every number argument's value) with the sizes bound. Where that import is impossible (a size that is
+not a polynomial in the size inputs, ``s0 // 2``), :func:`specialize` makes a static copy of the graph for each
+signature instead: it propagates metadata for the concrete arguments and replaces every symbolic number in it by
+its value.
 """
 import torch
 import torch.fx
