@@ -61,7 +61,10 @@ Dim operator*(const Dim& a, const Dim& b) {
 }
 
 Dim Dim::divide(const Dim& d, std::string_view op) const {
-  if (is_constant() && d.is_constant()) return Dim(d.constant_ == 0 ? 0 : constant_ / d.constant_);
+  if (is_constant() && d.is_constant()) {
+    if (d.constant_ == 0) throw std::invalid_argument(std::string(op) + ": division of a size by zero");
+    return Dim(constant_ / d.constant_);
+  }
   if (*this == d) return Dim(1);
   if (d.is_constant() && d.constant_ != 0) {
     bool exact = constant_ % d.constant_ == 0;

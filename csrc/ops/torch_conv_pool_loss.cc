@@ -41,6 +41,8 @@ Value conv(Builder& b, const Args& a, int64_t nd, bool transposed) {
   const Shape in(x.shape.end() - nd, x.shape.end());
   const Dim channels = x.shape[batched ? 1 : 0];
   std::vector<int64_t> stride = expand_param(op, a[3], nd, "stride");
+  for (int64_t st : stride)
+    if (st <= 0) fail(op, "non-positive stride is not supported (got " + std::to_string(st) + ")");
   Shape out_shape;
   if (batched) out_shape.push_back(x.shape[0]);
   if (!transposed) {

@@ -122,7 +122,7 @@ Value sdpa(Builder& b, const Args& a) {
   Value key = k, value = v;
   if (a[7].as_bool() && qm.ndim() >= 3 && qm.shape[qm.ndim() - 3] != km.shape[km.ndim() - 3]) {
     const Dim hq = qm.shape[qm.ndim() - 3], hk = km.shape[km.ndim() - 3];
-    if (hq.is_constant() && hk.is_constant() && *hq.constant() % *hk.constant() != 0)
+    if (hk == 0 || (hq.is_constant() && hk.is_constant() && *hq.constant() % *hk.constant() != 0))
       fail("ltorch.scaled_dot_product_attention", "query heads must be a multiple of key heads");
     const Dim groups = hq.divide(hk, "ltorch.scaled_dot_product_attention");
     // Each key/value head serves hq / hk consecutive query heads (torch's repeat_interleave on the head dim).
