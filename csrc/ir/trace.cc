@@ -7,10 +7,7 @@ namespace thunder::ir {
 
 bool Seq::operator==(const Seq& o) const { return kind == o.kind && items == o.items; }
 
-Value Value::ints(const std::vector<int64_t>& xs) {
-  std::vector<Value> items(xs.begin(), xs.end());
-  return tuple(std::move(items));
-}
+Value Value::ints(const std::vector<int64_t>& xs) { return dims(dims_of(xs)); }
 
 Value Value::dims(const Shape& xs) {
   std::vector<Value> items(xs.begin(), xs.end());
@@ -187,22 +184,16 @@ Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values) {
       throw std::invalid_argument("bind_sizes: no value for the size symbol " + trace.proxy(id).name);
     return Dim(it->second);
   };
-  auto bind = [&](const Value& v) {
-    return map_proxies(v, [&](ProxyId id) { return values.count(id) ? Value(value_of(id)) : Value(ProxyRef{id}); });
-  };
-  std::function<BoundSymbol(const BoundSymbol&)> bind_symbol = [&](const BoundSymbol& b) {
-    BoundSymbol out = b;
-    for (Value& a : out.args) a = bind(a);
-    for (auto& kv : out.kwargs) kv.second = bind(kv.second);
-    for (BoundSymbol& sub : out.subsymbols) sub = bind_symbol(sub);
-    return out;
+  // A size symbol becomes its value wherever it is read: as a proxy or inside a symbolic size.
+  const std::function<Value(ProxyId)> bound = [&](ProxyId id) {
+    return values.count(id) ? Value(value_of(id)) : Value(ProxyRef{id});
   };
   Trace out = trace;
   for (ProxyInfo& p : out.proxies)
     if (p.is_tensor)
       for (Dim& d : p.tensor.shape) d = d.substitute(value_of);
-  for (BoundSymbol& b : out.symbols) b = bind_symbol(b);
-  out.output = bind(out.output);
+  for (BoundSymbol& b : out.symbols) b = substitute_inputs(b, bound);
+  out.output = map_proxies(out.output, bound);
   return out;
 }
 
