@@ -1,10 +1,12 @@
 // Reverse-mode autodiff: one functional trace becomes a forward trace and a backward trace (see passes.h).
 #include <algorithm>
 #include <functional>
+#include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ops/vjp.h"
+#include "passes/min_cut.h"
 #include "passes/passes.h"
 
 namespace thunder::passes {
@@ -197,74 +199,76 @@ class Differentiator {
   }
 
  private:
-  // Rematerialization, greedy and local: a saved value made by a cheap symbol (elementwise and shape ops) is
-  // recomputed in the backward, next to its first reader (place_near_use) -- where the fusion pass fuses the
-  // recomputation into the backward's kernels -- when the symbol's inputs the backward would newly have to save take no more bytes than what it
-  // stops saving (trace inputs are free: they are alive anyway). So a broadcast of a saved mean, or a GELU's
-  // intermediates computed from a saved matmul result, are recomputed, not saved. (A min-cut over the whole
-  // joint graph would find more.) Returns the new saved values; adds the recomputation to the backward.
+  // Rematerialization: which forward values the backward saves, and which it recomputes from them, chosen by a
+  // minimum cut (the formulation of AOTAutograd's partitioner, Chen et al. 2016's checkpointing as a cut). Each
+  // forward value v is two nodes joined by an edge of v's bytes (cutting it: save v); every input of a symbol
+  // feeds each of its outputs with no limit; values the backward reads drain into the sink; the trace inputs
+  // (alive anyway: free to save) and the values of symbols too costly to recompute -- reductions, matmuls,
+  // opaque ops, anything not `cheap` -- come from the source. A minimum cut saves the fewest bytes from which
+  // everything the backward reads can be made: a GELU's output is recomputed from its saved input, a dropout's
+  // uniforms from the 0-d seed, a LayerNorm's normalized values from its input, mean and rstd. Of cuts of equal
+  // size the one nearest the backward is taken, so a value is recomputed only when that saves bytes. The
+  // recomputation is placed next to its first reader (place_near_use), where the fusion pass fuses it into the
+  // backward's kernels. Returns the saved values; adds the recomputation to the backward.
   std::vector<ProxyId> rematerialize(const Trace& fwd, const std::vector<ProxyId>& saved) {
     // A write the forward makes in place (prims.copy_to, through a view) changes values a recomputation would
     // not see: then nothing is recomputed.
     for (const BoundSymbol& b : fwd.symbols)
       if (b.sym->has(ir::kEffect)) return saved;
-    std::unordered_set<ProxyId> inputs(fwd.inputs.begin(), fwd.inputs.end());
     std::unordered_map<ProxyId, size_t> producer;  // value -> the forward symbol computing it
     for (size_t i = 0; i < fwd.symbols.size(); ++i) defined_by(fwd.symbols[i], i, producer);
-    auto bytes = [&](ProxyId id) -> int64_t {
+    // Nodes: 0 the source, 1 the sink, then an (in, out) pair per value.
+    std::unordered_map<ProxyId, size_t> node;
+    std::vector<ProxyId> values;
+    auto node_of = [&](ProxyId id) {
+      auto [it, fresh] = node.emplace(id, 2 + 2 * values.size());
+      if (fresh) values.push_back(id);
+      return it->second;
+    };
+    for (ProxyId id : fwd.inputs) node_of(id);
+    for (const BoundSymbol& b : fwd.symbols)
+      for (const std::vector<ProxyId>& ids : {b.input_proxies(), b.output_proxies()})
+        for (ProxyId id : ids) node_of(id);
+    for (ProxyId id : saved) node_of(id);
+    const std::unordered_set<ProxyId> inputs(fwd.inputs.begin(), fwd.inputs.end());
+    std::vector<bool> recomputable(fwd.symbols.size());
+    for (size_t i = 0; i < fwd.symbols.size(); ++i) recomputable[i] = cheap(fwd.symbols[i]);
+    FlowGraph graph(2 + 2 * values.size());
+    for (ProxyId id : values) {
+      const size_t n = node.at(id);
       const ir::ProxyInfo& p = fwd.proxy(id);
-      if (!p.is_tensor || inputs.count(id)) return 0;
-      return p.tensor.numel().value("rematerialization") * ir::item_size(p.tensor.dtype);
-    };
-    std::vector<ProxyId> order = saved;  // saved values, in order of first appearance
-    std::unordered_set<ProxyId> kept(saved.begin(), saved.end());
-    std::vector<bool> recompute(fwd.symbols.size(), false);
-    auto recomputed = [&](ProxyId id) {
-      auto it = producer.find(id);
-      return it != producer.end() && recompute[it->second];
-    };
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t k = 0; k < order.size(); ++k) {
-        const ProxyId id = order[k];
-        auto it = producer.find(id);
-        if (!kept.count(id) || inputs.count(id) || it == producer.end() || recompute[it->second]) continue;
-        const BoundSymbol& b = fwd.symbols[it->second];
-        if (!cheap(b)) continue;
-        // An input made from (almost) nothing -- a dropout's uniforms, from a 0-d seed -- is regenerated with b
-        // rather than saved: what it costs is what its own inputs cost.
-        std::vector<size_t> regenerated;
-        auto input_cost = [&](ProxyId x) -> int64_t {
-          if (kept.count(x) || recomputed(x)) return 0;
-          auto px = producer.find(x);
-          if (px == producer.end() || !regenerable(fwd, fwd.symbols[px->second])) return bytes(x);
-          regenerated.push_back(px->second);
-          int64_t c = 0;
-          for (ProxyId y : fwd.symbols[px->second].input_proxies())
-            if (!kept.count(y) && !recomputed(y)) c += bytes(y);
-          return c;
-        };
-        int64_t cost = 0, gain = 0;
-        for (ProxyId x : b.input_proxies()) cost += input_cost(x);
-        for (ProxyId o : kept)
-          if (producer.count(o) && producer.at(o) == it->second) gain += bytes(o);
-        if (cost > gain) continue;
-        changed = true;
-        for (size_t s : regenerated) {
-          recompute[s] = true;
-          for (ProxyId y : fwd.symbols[s].input_proxies())
-            if (!recomputed(y) && kept.insert(y).second) order.push_back(y);
-        }
-        recompute[it->second] = true;
-        for (auto o = kept.begin(); o != kept.end();)
-          o = producer.count(*o) && recompute[producer.at(*o)] ? kept.erase(o) : std::next(o);
-        for (ProxyId x : b.input_proxies())
-          if (!recomputed(x) && kept.insert(x).second) order.push_back(x);
-      }
+      const bool free = inputs.count(id) || !p.is_tensor;
+      graph.add_edge(n, n + 1, free ? 0 : p.tensor.numel().value("rematerialization") * ir::item_size(p.tensor.dtype));
+      auto made = producer.find(id);
+      if (inputs.count(id) || made == producer.end() || !recomputable[made->second])
+        graph.add_edge(0, n, FlowGraph::kInfinite);
     }
-    std::vector<ProxyId> result;
-    for (ProxyId id : order)
-      if (kept.count(id) && !recomputed(id)) result.push_back(id);
+    for (const BoundSymbol& b : fwd.symbols)
+      for (ProxyId x : b.input_proxies())
+        for (ProxyId o : b.output_proxies()) graph.add_edge(node.at(x) + 1, node.at(o), FlowGraph::kInfinite);
+    for (ProxyId id : saved) graph.add_edge(node.at(id) + 1, 1, FlowGraph::kInfinite);
+    graph.max_flow(0, 1);
+    const std::vector<bool> sink_side = graph.sink_side(1);
+    // The symbols the backward runs again: those making what it reads, back to the values the forward computes
+    // (those on the source's side of the cut), which it saves.
+    std::vector<bool> recompute(fwd.symbols.size(), false);
+    std::vector<ProxyId> result, pending(saved.rbegin(), saved.rend());
+    std::unordered_set<ProxyId> seen;
+    while (!pending.empty()) {
+      const ProxyId id = pending.back();
+      pending.pop_back();
+      if (!seen.insert(id).second) continue;
+      auto made = producer.find(id);
+      if (!sink_side[node.at(id)] || inputs.count(id) || made == producer.end()) {
+        result.push_back(id);
+        continue;
+      }
+      if (!recomputable[made->second]) throw std::logic_error("rematerialization: a minimum cut recomputes " +
+                                                              fwd.proxy(id).name + ", which is not recomputable");
+      recompute[made->second] = true;
+      const std::vector<ProxyId> reads = fwd.symbols[made->second].input_proxies();
+      pending.insert(pending.end(), reads.rbegin(), reads.rend());
+    }
     std::vector<BoundSymbol> symbols;
     for (size_t i = 0; i < fwd.symbols.size(); ++i)
       if (recompute[i]) symbols.push_back(fwd.symbols[i]);
@@ -319,15 +323,6 @@ class Differentiator {
       return b.sym->level == ir::Level::Prim &&
              (b.sym->has(ir::kElementwise) || b.sym->has(ir::kShape) || b.sym->has(ir::kCreation));
     return std::all_of(b.subsymbols.begin(), b.subsymbols.end(), cheap);
-  }
-
-  // A creation prim whose tensor inputs are single elements (uniform_philox of a seed, full, iota): it is made
-  // from almost nothing, so a value it makes is regenerated where needed, never saved for its bytes.
-  static bool regenerable(const Trace& t, const BoundSymbol& b) {
-    if (b.sym->level != ir::Level::Prim || !b.sym->has(ir::kCreation) || !cheap(b)) return false;
-    for (ProxyId x : b.input_proxies())
-      if (t.proxy(x).is_tensor && t.tensor(x).numel() > 1) return false;
-    return true;
   }
 
   void accumulate(ProxyId id, Value g) {

@@ -7,6 +7,7 @@
 #include "ir/printer.h"
 #include "ops/op_table.h"
 #include "ops/vjp.h"
+#include "passes/min_cut.h"
 #include "passes/passes.h"
 
 namespace thunder::passes {
@@ -154,6 +155,61 @@ TEST_F(Autodiff, CloneTakesTheGradientThrough) {
   EXPECT_TRUE(fb.rules[0].generic.empty());  // prims.clone has a rule: no autograd_vjp
   EXPECT_TRUE(fb.backward.symbols.empty());
   EXPECT_EQ(fb.backward.output.items()[0].proxy(), fb.backward.inputs.back());  // the output's gradient itself
+}
+
+TEST_F(Autodiff, AMinimumCutSavesOneInputOfTwoRecomputedValues) {
+  // The backward reads exp(m) and sin(m) (the weight gradients) and m (sin's derivative): saving m alone, and
+  // recomputing both from it, saves half the bytes. A choice made value by value would need a tie to find it.
+  Value a = input({4, 8}), w = input({8, 8}), w2 = input({8, 2}), w3 = input({8, 2});
+  Value m = b.torch("matmul", {a, w});
+  Value p = b.torch("exp", {m}), q = b.torch("sin", {m});
+  trace.output = Value::tuple({b.torch("add", {b.torch("matmul", {p, w2}), b.torch("matmul", {q, w3})})});
+  ForwardBackward fb = split_forward_backward(trace);
+  EXPECT_NO_THROW(ir::verify(fb.forward));
+  EXPECT_NO_THROW(ir::verify(fb.backward));
+  const std::vector<ProxyId>& reads = fb.backward.inputs;
+  EXPECT_NE(std::find(reads.begin(), reads.end(), m.proxy()), reads.end());
+  EXPECT_EQ(std::find(reads.begin(), reads.end(), p.proxy()), reads.end());
+  EXPECT_EQ(std::find(reads.begin(), reads.end(), q.proxy()), reads.end());
+  EXPECT_TRUE(contains(callees(fb.backward), "ltorch.exp"));
+  EXPECT_TRUE(contains(callees(fb.backward), "ltorch.sin"));
+  EXPECT_FALSE(contains(callees(fb.backward), "ltorch.matmul"));
+}
+
+TEST_F(Autodiff, AValueIsRecomputedOnlyWhenThatSavesBytes) {
+  // y = m + 1 takes as many bytes as m: saving y or m costs the same, and y is saved (nothing recomputed).
+  Value a = input({4, 8}), w = input({8, 8}), w2 = input({8, 2});
+  Value m = b.torch("matmul", {a, w});
+  Value y = b.torch("add", {m, 1.0});
+  trace.output = Value::tuple({b.torch("matmul", {y, w2})});
+  ForwardBackward fb = split_forward_backward(trace);
+  const std::vector<ProxyId>& reads = fb.backward.inputs;
+  EXPECT_NE(std::find(reads.begin(), reads.end(), y.proxy()), reads.end());
+  EXPECT_EQ(std::find(reads.begin(), reads.end(), m.proxy()), reads.end());
+}
+
+TEST(FlowGraph, MaximumFlowAndTheCutNearestTheSink) {
+  // 0 -> 2 (3), 0 -> 3 (2), 2 -> 3 (5), 2 -> 1 (2), 3 -> 1 (3): the maximum flow is 5.
+  FlowGraph g(4);
+  g.add_edge(0, 2, 3);
+  g.add_edge(0, 3, 2);
+  g.add_edge(2, 3, 5);
+  g.add_edge(2, 1, 2);
+  g.add_edge(3, 1, 3);
+  EXPECT_EQ(g.max_flow(0, 1), 5);
+  // Both the cut at the source's edges and the one at the sink's cost 5: the sink's side is the sink alone.
+  EXPECT_EQ(g.sink_side(1), (std::vector<bool>{false, true, false, false}));
+  EXPECT_THROW(g.add_edge(0, 4, 1), std::out_of_range);
+}
+
+TEST(FlowGraph, AChainIsCutAtItsNarrowestEdge) {
+  FlowGraph g(5);  // 0 -> 2 -> 3 -> 4 -> 1 with capacities inf, 7, 4, 9
+  g.add_edge(0, 2, FlowGraph::kInfinite);
+  g.add_edge(2, 3, 7);
+  g.add_edge(3, 4, 4);
+  g.add_edge(4, 1, 9);
+  EXPECT_EQ(g.max_flow(0, 1), 4);
+  EXPECT_EQ(g.sink_side(1), (std::vector<bool>{false, true, false, false, true}));
 }
 
 TEST(VjpTable, KeyedByOpIdentity) {
