@@ -87,6 +87,25 @@ def test_compile_stats_fields():
     assert [g["calls"] for g in stats.graphs] == [2, 1]
 
 
+def test_stage_seconds_cover_every_stage_of_a_training_program():
+    """The unit of compilation is a program: its every stage -- the joint passes, the autodiff and the
+    rematerialization, each trace's passes, codegen and compile -- is timed, in the order it ran."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.GELU(), nn.LayerNorm(4))
+    jitted = thunder.jit(model)
+    jitted(torch.randn(2, 4)).sum().backward()
+    g = thunder.compile_stats(jitted).graphs[0]
+    stages = list(g["stage_seconds"])
+    assert g["backward"] == "thunder"
+    for stage in ("autodiff", "rematerialization", "fusion", "backward fusion", "backward cpu codegen",
+                  "backward cpu compile", "cpu codegen", "cpu compile", "python"):
+        assert stage in stages, stages
+    assert stages.index("autodiff") < stages.index("rematerialization") < stages.index("backward cpu codegen")
+    assert stages[-1] == "python"
+    assert all(s >= 0 for s in g["stage_seconds"].values())
+    assert sum(g["stage_seconds"].values()) <= g["compile_seconds"]
+    assert set(g["pass_seconds"]) < set(stages)
+
+
 def test_last_traces_names_and_provenance():
     jitted = thunder.jit(fn)
     jitted(*args())

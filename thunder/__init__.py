@@ -139,7 +139,11 @@ def compile_stats(jitted) -> CompileStats:
 
     Each graph is a dict: ``index``, ``compiled`` (False for a graph thunder could not compile, which
     runs with torch as Dynamo captured it), ``reason`` (why it runs uncompiled; None if compiled),
-    ``calls``, ``compile_seconds``, ``pass_seconds``, ``aliased_calls`` (calls run as captured because an input
+    ``calls``, ``compile_seconds`` (the whole compile), ``pass_seconds`` (each pass; for a graph thunder
+    differentiates, ``autodiff``, ``rematerialization`` and the backward's passes, ``"backward <pass>"``),
+    ``stage_seconds`` (every stage in the order it ran: the passes, then per fusion executor ``"<executor> codegen"``
+    and ``"<executor> compile"`` (the compiler or the kernel cache; the backward's prefixed ``"backward "``) and
+    ``"python"``, the execution traces made Python functions), ``aliased_calls`` (calls run as captured because an input
     aliased one the graph writes), ``symbolic`` and ``shapes`` (for the specialization of a graph Dynamo captured
     with symbolic sizes: that graph's number, 1, 2, ..., and the shapes it was compiled for; None for a graph
     captured with static shapes; ``dynamo_graphs`` counts the graphs Dynamo captured, ``symbolic_graphs`` those
@@ -167,6 +171,7 @@ def compile_stats(jitted) -> CompileStats:
         graphs.append({"index": g.index, "compiled": compiled, "reason": None if compiled else g.reason,
                        "calls": g.calls, "compile_seconds": g.compile_seconds if compiled else None,
                        "pass_seconds": dict(g.pass_seconds) if compiled else {},
+                       "stage_seconds": g.stage_seconds if compiled else {},
                        "aliased_calls": g.aliased_calls if compiled else 0,
                        "backward": g.autodiff if compiled else None,
                        "vjp": _compile.vjp_rules(getattr(g, "vjp", [])) if compiled else {},

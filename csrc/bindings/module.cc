@@ -376,10 +376,13 @@ NB_MODULE(_core, m) {
           double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           nb::list rules;
           for (const passes::VjpUse& u : fb.rules) rules.append(nb::make_tuple(u.op, u.rule, u.generic));
-          return nb::make_tuple(fb.forward, fb.backward, fb.grad_outputs, fb.saved, seconds, rules);
+          nb::dict stages;
+          stages["autodiff"] = seconds - fb.rematerialization_seconds;
+          stages["rematerialization"] = fb.rematerialization_seconds;
+          return nb::make_tuple(fb.forward, fb.backward, fb.grad_outputs, fb.saved, stages, rules);
         }, nb::arg("trace"),
         "Reverse-mode autodiff of a functional trace: (forward, backward, grad_outputs, number of saved values, "
-        "seconds, rules); see passes::split_forward_backward. `rules` says how each top-level symbol whose result "
+        "seconds per stage {'autodiff', 'rematerialization'}, rules); see passes::split_forward_backward. `rules` says how each top-level symbol whose result "
         "requires grad is differentiated: (op, rule, generic), rule 'own' (its VJP rule), 'decomposition' (its "
         "decomposition's rules; `generic` lists the symbols inside it the generic rule differentiates) or 'generic' "
         "(torch.autograd on that op alone). Raises NotDifferentiable naming the op it cannot differentiate.");

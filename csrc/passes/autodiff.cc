@@ -1,5 +1,6 @@
 // Reverse-mode autodiff: one functional trace becomes a forward trace and a backward trace (see passes.h).
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <stdexcept>
 #include <unordered_map>
@@ -183,8 +184,11 @@ class Differentiator {
     fb.forward = t_;
     fb.forward.provenance = "Forward (returns the outputs and the values the backward saves)";
     expose(fb.forward.symbols, saved);  // the composites that compute saved values inside, opened
+    const auto remat_start = std::chrono::steady_clock::now();
     saved = rematerialize(fb.forward, saved);
     expose(fb.forward.symbols, saved);
+    fb.rematerialization_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - remat_start).count();
     bwd_.inputs = saved;
     bwd_.inputs.insert(bwd_.inputs.end(), grad_inputs.begin(), grad_inputs.end());
     fb.saved = saved.size();

@@ -139,6 +139,7 @@ struct ForwardBackward {
   std::vector<size_t> grad_outputs;
   size_t saved = 0;
   std::vector<VjpUse> rules;  // one per top-level symbol whose result requires grad, in trace order
+  double rematerialization_seconds = 0;  // of the split's time, the minimum cut and the recomputation it places
 };
 
 /// Reverse-mode autodiff (docs/autodiff.md): walks the symbols whose outputs require grad backwards, from the

@@ -1,4 +1,5 @@
 """Compiling one captured graph: import, passes, execution callable."""
+import inspect
 import time
 from dataclasses import dataclass, field
 
@@ -69,7 +70,7 @@ class CompiledGraph:
     traces: list                  # TraceView per stage: the imported trace, then one per pass
     fn: object                    # the execution trace's Python function
     compile_seconds: float
-    pass_seconds: dict
+    pass_seconds: dict            # stage -> seconds: each pass, the autodiff and rematerialization ("backward <pass>")
     fallbacks: list               # (node, target, reason) of ops imported as opaque
     calls: int = 0
     aliased_calls: int = 0        # calls whose inputs aliased a tensor the graph writes: run as captured instead
@@ -89,6 +90,15 @@ class CompiledGraph:
     #: could not be made (retraced: why), the graph traced again for the shapes (thunder.frontend.specialize);
     #: None for a graph captured with static shapes.
     shapes: tuple = None
+    #: stage -> seconds of what follows the passes: "<executor> codegen" (rendering its kernels' source),
+    #: "<executor> compile" (the compiler, or the kernel cache), "python" (the execution trace made a Python
+    #: function); a backward's are prefixed "backward ".
+    lowering_seconds: dict = field(default_factory=dict)
+
+    @property
+    def stage_seconds(self):
+        """Every stage's seconds, in the order they ran: the passes, then the lowering."""
+        return {**self.pass_seconds, **self.lowering_seconds}
 
     @property
     def execution_trace(self):
@@ -159,13 +169,21 @@ def _run_passes(trace, passes, evaluator, tables, namespace, views, pass_seconds
     return views[-1].trace
 
 
-def _lower(trace, executors, namespace, kernels, round_every_op=True):
+def _lower(trace, executors, namespace, kernels, seconds, round_every_op=True, prefix=""):
     """Generates, compiles and loads the fusion executors' kernels of an execution trace into namespace (which
-    then exports them: printed traces import them from the kernel registry). ``round_every_op=False`` for a
-    backward trace: its kernels keep half-precision values in float32 between ops (see Executor)."""
+    then exports them: printed traces import them from the kernel registry), recording each executor's
+    "codegen" and "compile" seconds in ``seconds`` (keys prefixed with ``prefix``). ``round_every_op=False`` for
+    a backward trace: its kernels keep half-precision values in float32 between ops (see Executor)."""
     for ex in executors:
         if ex.fusion and ex.lower is not None:
-            launchers, units = ex.lower(trace, round_every_op=round_every_op)
+            stages, start = {}, time.perf_counter()
+            if "seconds" in inspect.signature(ex.lower).parameters:
+                launchers, units = ex.lower(trace, round_every_op=round_every_op, seconds=stages)
+            else:  # an executor that does not time its stages: codegen and compile as one
+                launchers, units = ex.lower(trace, round_every_op=round_every_op)
+                stages["lowering"] = time.perf_counter() - start
+            for stage, s in stages.items():
+                seconds[f"{prefix}{ex.name} {stage}"] = s
             namespace.update(launchers)
             namespace.export(launchers)
             if units:
@@ -235,7 +253,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
     if symbolic is not None:
         views = [TraceView(symbolic.trace, namespace, "Imported from the FX graph, sizes symbolic"),
                  TraceView(imported.trace, namespace, "Sizes bound to the call's")]
-    pass_seconds = {}
+    pass_seconds, lowering_seconds = {}, {}
     passes = list(passes)
     split_at = passes.index("claim") if "claim" in passes and torch.is_grad_enabled() and \
         _requires_grad(imported.trace) else len(passes)
@@ -254,7 +272,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
             logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, e)
         else:
             if grad_outputs:
-                pass_seconds["autodiff"] = seconds
+                pass_seconds.update(seconds)  # autodiff, rematerialization
                 views.append(TraceView(forward, namespace, "autodiff (forward)", saves=True))
                 backward_namespace = namespace.copy_for()
                 backward_namespace.export()
@@ -264,17 +282,19 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
                 backward = _run_passes(backward, ["cse", "dce"] + passes[split_at:], evaluator, tables,
                                        backward_namespace, backward_views, pass_seconds, index, "backward ")
                 if lower:
-                    _lower(backward, executors, backward_namespace, kernels, round_every_op=False)
+                    _lower(backward, executors, backward_namespace, kernels, lowering_seconds, round_every_op=False,
+                           prefix="backward ")
                 autodiff = "thunder"
                 program = (backward_views, grad_outputs, saved, vjp)
                 trace = forward
     if program is None:
         trace = _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
     if lower:
-        _lower(trace, executors, namespace, kernels)
+        _lower(trace, executors, namespace, kernels, lowering_seconds)
+    python_start = time.perf_counter()
     fn = debug.debug_runner(views[-1].python_callable(), debug_mode) if lower else None
     graph = CompiledGraph(index, views, fn, 0.0, pass_seconds, imported.fallbacks,
-                          output_views=getattr(imported, "output_views", []))
+                          output_views=getattr(imported, "output_views", []), lowering_seconds=lowering_seconds)
     graph.kernels = kernels
     graph.autodiff = autodiff
     if program is not None:
@@ -292,6 +312,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
         graph.fn = training_callable(fn, backward_fn, grad_outputs,
                                      None if writes else (split.python_callable(), backward_views[0].python_callable()),
                                      random=any(b.draws_random_numbers for b in split.symbols))
+    if lower:
+        lowering_seconds["python"] = time.perf_counter() - python_start
     graph.compile_seconds = time.perf_counter() - start
     return graph
 

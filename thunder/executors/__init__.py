@@ -18,7 +18,9 @@ class Executor:
     fusion symbols, and ``lower(trace, round_every_op=True)`` returns the callables that run those
     (a dict from each fusion's printed name to a Python callable). ``round_every_op=False`` (a backward trace)
     lets its kernels keep float16/bfloat16 values in float32 between ops, rounding where they are stored or
-    converted (``codegen::HalfRounding`` in csrc/codegen/expressions.h); an executor may ignore it.
+    converted (``codegen::HalfRounding`` in csrc/codegen/expressions.h); an executor may ignore it. A ``lower``
+    that takes ``seconds=`` (a dict) records there the wall time of its stages (``"codegen"``, ``"compile"``),
+    which ``compile_stats`` reports as ``"<executor> codegen"``; otherwise its whole call is ``"<executor> lowering"``.
 
     Its claim policy, applied by the core's claiming pass (which knows no executor's rules):
 

@@ -19,6 +19,7 @@ empties it. The compiler is killed after ``$THUNDER_COMPILE_TIMEOUT`` seconds
 import concurrent.futures
 import math
 import os
+import time
 
 import torch
 import torch.utils.dlpack
@@ -152,17 +153,22 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes=()):
 KERNELS_PER_UNIT = 4
 
 
-def lower(trace, round_every_op=True):
+def lower(trace, round_every_op=True, seconds=None):
     """Compiles the trace's CPU fusions, in parallel compiler processes when there are many; returns
     ({fusion name: launcher}, [(kernel module, its C++ source)]). ``round_every_op``: float16/bfloat16 values
     are rounded after every op, as eager does; False (a backward trace): only where they are stored or
-    converted, float32 in between."""
+    converted, float32 in between. ``seconds``, a dict, receives the wall time of "codegen" (the sources
+    rendered) and "compile" (the compiler processes, or the kernel cache, and the launchers)."""
     global last_source
+    seconds = {} if seconds is None else seconds
+    start = time.perf_counter()
     count = sum(1 for b in trace.symbols if b.executor == "cpu" and b.callee.startswith("cpu_fusion"))
     parts = max(1, min(os.cpu_count() or 1, count // KERNELS_PER_UNIT))
     units = _core.render_cpu(trace, "cpu", parts, round_every_op)
+    seconds["codegen"] = time.perf_counter() - start
     if not units:
         return {}, []
+    start = time.perf_counter()
     directory = cache_dir()
     if len(units) == 1:
         modules = [load_module(units[0][0], directory)]
@@ -181,6 +187,7 @@ def lower(trace, round_every_op=True):
         launchers.update({name: _launcher(name, module, source, trace, ins, outs, sizes)
                           for name, ins, outs, sizes in kernels})
     last_source = "\n".join(source for source, _ in units)
+    seconds["compile"] = time.perf_counter() - start
     return launchers, [(module, source) for module, (source, _) in zip(modules, units)]
 
 

@@ -39,7 +39,7 @@ def _recording_executor(traces):
     """The CPU fusion executor with a lower() that records each lowered trace and compiles nothing."""
     from thunder.executors.cpuex import cpu_executor
 
-    def lower(trace, round_every_op=True):
+    def lower(trace, round_every_op=True, seconds=None):
         traces.append(trace)
         launchers = {}
         for _, kernels in _core.render_cpu(trace, "cpu", 1, round_every_op):

@@ -15,6 +15,7 @@ Nothing CUDA is loaded until a trace has a ``cuda`` fusion: NVRTC (``libnvrtc.so
 """
 import importlib.util
 import os
+import time
 
 import torch
 
@@ -116,13 +117,19 @@ def compile_source(source, arch=None, directory=None):
     return image
 
 
-def lower(trace, round_every_op=True):
+def lower(trace, round_every_op=True, seconds=None):
     """Compiles the trace's CUDA fusions; returns ({fusion name: launcher}, [(image, source)]). The CUDA dialect
-    rounds float16/bfloat16 values after every op whatever ``round_every_op`` says (not yet measured there)."""
+    rounds float16/bfloat16 values after every op whatever ``round_every_op`` says (not yet measured there).
+    ``seconds``, a dict, receives the wall time of "codegen" and "compile" (NVRTC or the cache, the module, the
+    launchers)."""
     global last_source
+    seconds = {} if seconds is None else seconds
+    start = time.perf_counter()
     source, kernels = _core.render_cuda(trace, "cuda")
+    seconds["codegen"] = time.perf_counter() - start
     if not kernels:
         return {}, []
+    start = time.perf_counter()
     image = compile_source(source)
     if image.cache_hit:
         logger.debug("thunder: cuda kernels %s loaded from the cache", image.path)
@@ -134,6 +141,7 @@ def lower(trace, round_every_op=True):
     launchers = {name: _launcher(name, module, source, trace, ins, outs, sizes, block, grid, workspace)
                  for name, ins, outs, sizes, block, grid, workspace in kernels}
     last_source = source
+    seconds["compile"] = time.perf_counter() - start
     return launchers, [(image, source)]
 
 
