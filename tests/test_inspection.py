@@ -96,6 +96,7 @@ def test_stage_seconds_cover_every_stage_of_a_training_program():
     g = thunder.compile_stats(jitted).graphs[0]
     stages = list(g["stage_seconds"])
     assert g["backward"] == "thunder"
+    assert stages[0] == "import"
     for stage in ("autodiff", "rematerialization", "fusion", "backward fusion", "backward cpu codegen",
                   "backward cpu compile", "cpu codegen", "cpu compile", "python"):
         assert stage in stages, stages

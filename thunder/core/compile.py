@@ -94,11 +94,14 @@ class CompiledGraph:
     #: "<executor> compile" (the compiler, or the kernel cache), "python" (the execution trace made a Python
     #: function); a backward's are prefixed "backward ".
     lowering_seconds: dict = field(default_factory=dict)
+    #: stage -> seconds of what came before the passes: "import" (the FX graph made a trace) or, for a
+    #: specialization of a graph with symbolic sizes, "bind sizes".
+    import_seconds: dict = field(default_factory=dict)
 
     @property
     def stage_seconds(self):
-        """Every stage's seconds, in the order they ran: the passes, then the lowering."""
-        return {**self.pass_seconds, **self.lowering_seconds}
+        """Every stage's seconds, in the order they ran: the import, the passes, then the lowering."""
+        return {**self.import_seconds, **self.pass_seconds, **self.lowering_seconds}
 
     @property
     def execution_trace(self):
@@ -216,7 +219,8 @@ def _autodiff_held_back(trace, imported=None, executors=()):
     return None
 
 
-def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mode=None, lower=True, symbolic=None):
+def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mode=None, lower=True, symbolic=None,
+                  import_seconds=None):
     """Runs the passes on an imported trace and builds the execution callable.
 
     When grad mode is on and an output requires grad, the graph is compiled as a training program: the passes up
@@ -236,6 +240,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
             generated or compiled and nothing is made callable (the result's ``fn`` is None).
         symbolic: the import with symbolic sizes whose sizes ``imported`` binds (shown as the first trace), or
             None.
+        import_seconds: the stages that made ``imported`` ({"import": seconds} or {"bind sizes": seconds}), counted
+            in the graph's ``compile_seconds`` and first in its ``stage_seconds``.
     Returns:
         CompiledGraph.
     """
@@ -314,7 +320,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
                                      random=any(b.draws_random_numbers for b in split.symbols))
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
-    graph.compile_seconds = time.perf_counter() - start
+    graph.import_seconds = dict(import_seconds or {})
+    graph.compile_seconds = time.perf_counter() - start + sum(graph.import_seconds.values())
     return graph
 
 

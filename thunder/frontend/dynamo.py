@@ -9,6 +9,7 @@ import linecache
 import logging
 import re
 import sys
+import time
 import traceback
 import weakref
 from dataclasses import dataclass, field
@@ -437,9 +438,11 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None):
     index = len(state.graphs)
     symbolic = imported
     try:
+        start = time.perf_counter()
         imported = import_graph(gm, example_inputs) if symbolic is None else symbolic.bind(example_inputs)
+        front = {"import" if symbolic is None else "bind sizes": time.perf_counter() - start}
         compiled = compile_trace(imported, state.executors, state.passes, index, state.debug,
-                                 lower=not state.plan_only, symbolic=symbolic)
+                                 lower=not state.plan_only, symbolic=symbolic, import_seconds=front)
     except branches.BranchRejected as e:
         # A branch thunder.jit converted, seen while Dynamo compiles: Dynamo runs the frame eagerly (see branches).
         if isinstance(e.site, int) and shapes is None:
