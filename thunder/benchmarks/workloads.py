@@ -342,7 +342,8 @@ def _model_builder(arch, mode, batch, dtype):
         if mode == "train":
             return Case(model, (ids,), {"labels": ids, "use_cache": False}, train=True, output=_loss,
                         grads=list(model.parameters()), dtype=dtype)
-        return Case(model, (ids,), {"use_cache": False}, no_grad=True, output=_logits, dtype=dtype)
+        # "gradinfer": inference that forgot torch.no_grad() -- parameters require grad, no backward follows
+        return Case(model, (ids,), {"use_cache": False}, no_grad=mode == "infer", output=_logits, dtype=dtype)
     return build
 
 
@@ -379,11 +380,14 @@ def all_workloads() -> list[Workload]:
                                description=f"{k}, {elems * 4 // 1024 if elems < 2**18 else elems * 4 // 2**20} {'KiB' if elems < 2**18 else 'MiB'} per float32 tensor"))
     for arch in ("gpt2", "llama"):
         for dname, dtype in _DTYPES.items():
-            for mode, batch in (("infer", 1), ("infer", 8), ("train", 8)):
+            modes = (("infer", 1), ("infer", 8), ("gradinfer", 8), ("train", 8)) if dname == "f32" else \
+                (("infer", 1), ("infer", 8), ("train", 8))
+            for mode, batch in modes:
+                what = {"infer": "forward under no_grad", "gradinfer": "forward with grad on, no backward",
+                        "train": "forward+backward"}[mode]
                 ws.append(Workload(f"model/{arch}/{mode}_b{batch}/{dname}", "model",
                                    _model_builder(arch, mode, batch, dtype),
-                                   description=f"HF {arch}, 4 layers, hidden 256, seq {MODEL_SEQ}, "
-                                               f"{'forward+backward' if mode == 'train' else 'forward'}"))
+                                   description=f"HF {arch}, 4 layers, hidden 256, seq {MODEL_SEQ}, {what}"))
     for w in ws:
         w.quick = w.name in _QUICK
     return ws
