@@ -49,7 +49,7 @@ def test_training_forward_and_backward_traces_run_as_printed():
     backward = thunder.last_backward_traces(jitted)
     assert backward and "cpu_fusion" in str(backward[-1])
     for view in backward:
-        grads = run_printed(view, *saved, torch.ones(8))
+        grads = run_printed(view, list(saved), torch.ones(8))  # the backward empties the list of saved values
         assert_same(grads[0], a.grad)
     # the forward's and the backward's kernels are both "cpu_fusion0" in their traces, under distinct registry names
     forward_kernel = next(l for l in str(forward).splitlines() if " as cpu_fusion0" in l)

@@ -270,6 +270,8 @@ NB_MODULE(_core, m) {
   nb::class_<ir::Trace>(m, "Trace", "A straight-line program over proxies; prints as runnable Python.")
       .def_ro("symbols", &ir::Trace::symbols)
       .def_ro("provenance", &ir::Trace::provenance)
+      .def_ro("boxed_inputs", &ir::Trace::boxed_inputs,
+              "How many of the first inputs the function takes in one list it empties (a backward's saved values).")
       .def_prop_ro("inputs", [](const ir::Trace& t) {
         std::vector<PyProxy> out;
         for (ir::ProxyId id : t.inputs) out.push_back(PyProxy{id});

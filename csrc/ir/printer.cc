@@ -1,5 +1,6 @@
 #include "ir/printer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -158,9 +159,16 @@ std::string to_python(const Trace& t, const PrintOptions& opt) {
   os << "import operator\nimport torch\nfrom thunder.executors.torchex import prims, ltorch\n";
   for (const std::string& line : opt.imports) os << line << "\n";
   os << "\n";
+  const size_t boxed = std::min(t.boxed_inputs, t.inputs.size());
   os << "def " << t.name << "(";
-  for (size_t i = 0; i < t.inputs.size(); ++i) os << (i ? ", " : "") << t.proxy(t.inputs[i]).name;
+  if (boxed) os << "boxed";
+  for (size_t i = boxed; i < t.inputs.size(); ++i) os << (i ? ", " : "") << t.proxy(t.inputs[i]).name;
   os << "):\n";
+  if (boxed) {
+    os << "  # boxed: a list of the first " << boxed << " inputs, emptied here so that each is freed after its last use\n  ";
+    for (size_t i = 0; i < boxed; ++i) os << t.proxy(t.inputs[i]).name << (i + 1 < boxed || boxed == 1 ? ", " : " ");
+    os << "= boxed\n  boxed.clear()\n";
+  }
   for (ProxyId id : t.inputs) os << "  # " << t.proxy(id).name << ": " << metadata_string(t, t.proxy(id)) << "\n";
   std::string last_source;
   for (const BoundSymbol& b : t.symbols) {

@@ -165,6 +165,7 @@ Trace Trace::empty_copy(std::string why) const {
   t.proxies = proxies;
   t.inputs = inputs;
   t.name = name;
+  t.boxed_inputs = boxed_inputs;
   t.provenance = std::move(why);
   return t;
 }

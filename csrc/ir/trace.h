@@ -123,6 +123,10 @@ struct Trace {
   std::string name = "computation";
   /// One line saying which pass made this trace and how long it took.
   std::string provenance;
+  /// The first `boxed_inputs` inputs arrive in one list, which the function empties as it unpacks them: then
+  /// its `del` of such a value frees it (a positional argument stays alive, held by the caller, until the call
+  /// returns). A backward takes its saved values so, each freed after its last use (docs/autodiff.md).
+  size_t boxed_inputs = 0;
 
   const ProxyInfo& proxy(ProxyId id) const { return proxies.at(static_cast<size_t>(id)); }
   const TensorMeta& tensor(ProxyId id) const;

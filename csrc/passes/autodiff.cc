@@ -190,6 +190,7 @@ class Differentiator {
     fb.rematerialization_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - remat_start).count();
     bwd_.inputs = saved;
+    bwd_.boxed_inputs = saved.size();
     bwd_.inputs.insert(bwd_.inputs.end(), grad_inputs.begin(), grad_inputs.end());
     fb.saved = saved.size();
     std::vector<Value> saved_values;

@@ -314,9 +314,12 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
         graph.grad_outputs = list(grad_outputs)
         split = next(v for v in views if v.name == "autodiff (forward)")
         writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
-        backward_fn = debug.debug_runner(backward_views[-1].python_callable(), debug_mode)
+        backward_fn = _taking_saved_list(backward_views[-1], debug.debug_runner(backward_views[-1].python_callable(),
+                                                                                 debug_mode))
         graph.fn = training_callable(fn, backward_fn, grad_outputs,
-                                     None if writes else (split.python_callable(), backward_views[0].python_callable()),
+                                     None if writes else (split.python_callable(),
+                                                          _taking_saved_list(backward_views[0],
+                                                                             backward_views[0].python_callable())),
                                      random=any(b.draws_random_numbers for b in split.symbols))
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
@@ -325,9 +328,22 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
     return graph
 
 
+def _taking_saved_list(view, fn):
+    """A backward trace's function as the training program calls it, ``fn(saved_list, *grads)``: as printed where
+    the trace takes its saved values boxed, in one list (``Trace.boxed_inputs``); else (it saves nothing) fn
+    called without the empty list."""
+    if view.trace.boxed_inputs:
+        return fn
+
+    def without_saved(saved, *grads):
+        return fn(*grads)
+    return without_saved
+
+
 class _TrainingProgram(torch.autograd.Function):
     """A compiled forward and backward as one autograd node: forward(*args) -> (outputs, saved values);
-    backward(*saved, *grads of the outputs that require grad) -> one gradient per argument.
+    backward([saved values], *grads of the outputs that require grad) -> one gradient per argument (it empties the
+    list, freeing each saved value after its last use).
 
     A backward with create_graph=True (a second derivative) needs a backward autograd can differentiate: it runs
     the program's uncompiled traces with torch ops instead -- the forward again, recording, for saved values that
@@ -366,11 +382,16 @@ class _TrainingProgram(torch.autograd.Function):
                 with torch.random.fork_rng(devices=[]):
                     torch.set_rng_state(ctx.rng_state)
                     _, saved = forward(*ctx.args)
-            return (None, *backward(*saved, *grads))
+            return (None, *backward(list(saved), *grads))
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if v is None else v for v in ctx.saved_layout]
+        del tensors
+        # Unless retain_graph=True, ctx lets go of the saved tensors now rather than after this call, and the
+        # backward empties the list it takes them in (Trace.boxed_inputs): each is freed after its last use, as
+        # eager's autograd frees a node's saved tensors once that node has run.
+        ctx.maybe_clear_saved_tensors()
         try:
-            return (None, *program.backward(*saved, *grads))
+            return (None, *program.backward(saved, *grads))
         except Exception as e:
             debug.annotate(e)  # the backward trace's line and the user's line it came from
             raise
