@@ -895,27 +895,73 @@ def _worker(task):
     return task, run_task(task)
 
 
+def _died(task):
+    return [Outcome(task.op, task.dtype, task.check, -1, "fail",
+                    detail="the worker process running this task died (a crash in the op, torch or thunder)")]
+
+
+def _sweep_in_processes(task_list, jobs, done, worker=_worker):
+    """Runs tasks in ``jobs`` worker processes (``worker(task) -> (task, outcomes)``, a module-level function),
+    calling ``done(task, outcomes)`` for each; never waits forever on a worker that died. A multiprocessing.Pool loses a task whose worker dies and waits for it forever; a
+    ProcessPoolExecutor fails every task in flight (BrokenProcessPool). So at most ``jobs`` tasks are in flight,
+    and when a worker dies, those tasks are run again one at a time in a fresh pool: the one that kills its worker
+    alone is recorded as failed (_died), the others run normally."""
+    import collections
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    # forkserver: fresh workers fork from a process that has imported thunder and torch already (a worker is
+    # replaced after 50 tasks, bounding what Dynamo's caches hold; "fork" cannot be combined with that).
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    pending, suspects = collections.deque(task_list), collections.deque()
+    while pending or suspects:
+        in_flight = {}
+        isolating = bool(suspects)
+        pool = cf.ProcessPoolExecutor(jobs, mp_context=ctx, max_tasks_per_child=50)
+        try:
+            while suspects:  # one at a time: a death is that task's
+                in_flight = {pool.submit(worker, suspects[0]): suspects[0]}
+                done(*next(iter(in_flight)).result())
+                suspects.popleft()
+            isolating = False
+            while pending or in_flight:
+                while pending and len(in_flight) < jobs:
+                    task = pending.popleft()
+                    in_flight[pool.submit(worker, task)] = task
+                finished, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
+                for future in finished:
+                    result = future.result()
+                    del in_flight[future]
+                    done(*result)
+        except cf.process.BrokenProcessPool:
+            if isolating:
+                done(suspects[0], _died(suspects[0]))
+                suspects.popleft()
+            else:
+                suspects.extend(in_flight.values())
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
 def sweep(task_list, jobs=1, progress=True, results_path=None):
-    """Runs tasks (in `jobs` processes); returns {task: [Outcome]}."""
+    """Runs tasks (in `jobs` processes); returns {task: [Outcome]}. A task whose worker process dies is a failure
+    ("the worker process ... died"), and the sweep goes on."""
     results = {}
     start = time.perf_counter()
     sink = open(results_path, "w") if results_path else None
+
+    def done(task, outs):
+        results[task] = outs
+        _record(sink, task, outs)
+        if progress and len(results) % 100 == 1:
+            print(f"[{len(results) - 1}/{len(task_list)}] {time.perf_counter() - start:.0f}s", file=sys.stderr,
+                  flush=True)
     if jobs > 1:
-        import multiprocessing as mp
-        ctx = mp.get_context("fork")
-        with ctx.Pool(jobs, maxtasksperchild=50) as pool:
-            it = pool.imap_unordered(_worker, task_list, chunksize=1)
-            for n, (task, outs) in enumerate(it):
-                results[task] = outs
-                _record(sink, task, outs)
-                if progress and n % 100 == 0:
-                    print(f"[{n}/{len(task_list)}] {time.perf_counter() - start:.0f}s", file=sys.stderr, flush=True)
+        _sweep_in_processes(task_list, jobs, done)
     else:
         for n, task in enumerate(task_list):
-            results[task] = run_task(task)
-            _record(sink, task, results[task])
-            if progress and n % 100 == 0:
-                print(f"[{n}/{len(task_list)}] {time.perf_counter() - start:.0f}s", file=sys.stderr, flush=True)
+            done(task, run_task(task))
             if n % 200 == 199:
                 torch._dynamo.reset()
     if sink:
