@@ -298,7 +298,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
     if lower:
         _lower(trace, executors, namespace, kernels, lowering_seconds)
     python_start = time.perf_counter()
-    fn = debug.debug_runner(views[-1].python_callable(), debug_mode) if lower else None
+    runner = _without_autocast if getattr(imported, "autocast_written_out", False) else (lambda f: f)
+    fn = runner(debug.debug_runner(views[-1].python_callable(), debug_mode)) if lower else None
     graph = CompiledGraph(index, views, fn, 0.0, pass_seconds, imported.fallbacks,
                           output_views=getattr(imported, "output_views", []), lowering_seconds=lowering_seconds)
     graph.kernels = kernels
@@ -314,18 +315,27 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
         graph.grad_outputs = list(grad_outputs)
         split = next(v for v in views if v.name == "autodiff (forward)")
         writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
-        backward_fn = _taking_saved_list(backward_views[-1], debug.debug_runner(backward_views[-1].python_callable(),
-                                                                                 debug_mode))
+        backward_fn = _taking_saved_list(backward_views[-1], runner(debug.debug_runner(
+            backward_views[-1].python_callable(), debug_mode)))
         graph.fn = training_callable(fn, backward_fn, grad_outputs,
-                                     None if writes else (split.python_callable(),
+                                     None if writes else (runner(split.python_callable()),
                                                           _taking_saved_list(backward_views[0],
-                                                                             backward_views[0].python_callable())),
+                                                                             runner(backward_views[0].python_callable()))),
                                      random=any(b.draws_random_numbers for b in split.symbols))
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
     graph.import_seconds = dict(import_seconds or {})
     graph.compile_seconds = time.perf_counter() - start + sum(graph.import_seconds.values())
     return graph
+
+
+def _without_autocast(fn):
+    """fn run with CPU autocast off: the program of a graph whose autocast regions are written as casts
+    (``ImportedGraph.autocast_written_out``), called while the user's region is on."""
+    def run(*args):
+        with torch.autocast("cpu", enabled=False):
+            return fn(*args)
+    return run
 
 
 def _taking_saved_list(view, fn):

@@ -14,6 +14,7 @@ import math
 import operator
 import os
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import torch
@@ -73,6 +74,10 @@ class ImportedGraph:
     #: The graph runs inside a torch.autocast region entered before it (a graph break inside the `with` block) and
     #: its ops were not written as casts: their dtypes come from autocast's state at run time.
     under_autocast: bool = False
+    #: The graph runs inside a torch.autocast region entered before it and its ops were written as casts: the
+    #: trace's dtypes are the region's, so its program runs with autocast off (torch ops must not cast again: an op
+    #: of a region turning autocast off computes in float32).
+    autocast_written_out: bool = False
     #: For a trace with symbolic sizes (``import_graph(..., symbolic=True)``): (size symbol's proxy id, the
     #: position of the graph input that is its value) per symbol; :meth:`bind` gives them values.
     size_inputs: list = field(default_factory=list)
@@ -360,7 +365,7 @@ class _Importer:
         self.fallbacks = []
         self.sets_global_state = False
         # torch.autocast regions written into the trace as casts (see _autocast_call): the lower-precision dtype of
-        # each open region, innermost last.
+        # each open region (None: a region turning autocast off), innermost last; the innermost decides.
         self.explicit_autocast = explicit_autocast
         self.autocast = []
         # A graph Dynamo starts inside a region (after a graph break within the `with` block; its guards fix the
@@ -526,7 +531,8 @@ class _Importer:
                     raise _AutocastNotExplicit("a graph break inside an autocast region")
                 return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state,
                                      self.branch_sites, views, size_inputs=self.size_inputs,
-                                     under_autocast=self.outer_autocast and not self.explicit_autocast)
+                                     under_autocast=self.outer_autocast and not self.explicit_autocast,
+                                     autocast_written_out=self.outer_autocast and self.explicit_autocast)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -868,8 +874,11 @@ class _Importer:
     # global autocast state, which the trace would keep as effects (then torch's autograd differentiates the graph).
     # Instead, each op of the region is imported with those casts made explicit (``ltorch.to``) and the region's
     # calls are dropped: the trace computes the region's dtypes itself, and thunder differentiates it. An op of the
-    # region that cannot be imported so (an opaque op, or one whose dtype Dynamo reports otherwise) abandons this:
-    # the graph is imported again with the region's calls kept as effects (import_graph).
+    # region not imported natively (an opaque op, or one whose dtype Dynamo reports otherwise) is called under the
+    # region's own autocast state (_call_under_autocast), also when the backward recomputes it. Regions nest, the
+    # innermost deciding; one with enabled=False (HF Llama's rotary embedding, inside the user's region) casts
+    # nothing. A region the casts cannot express (another device, a dtype other than float16/bfloat16, a graph break
+    # inside it) abandons this: the graph is imported again with the region's calls kept as effects (import_graph).
 
     def _autocast_call(self, node):
         """Handles an autocast enter or exit call as a region of casts; False if it is another call, or if
@@ -886,10 +895,11 @@ class _Importer:
         params = dict(zip(names, node.args))
         params.update(node.kwargs)
         device, dtype, enabled = params.get("device_type"), params.get("dtype"), params.get("enabled", True)
-        if device != "cpu" or enabled is not True:  # a region turning autocast off matters under an outer one
+        if device != "cpu" or enabled not in (True, False):
             raise _AutocastNotExplicit(f"autocast on {device!r}, enabled={enabled!r}")
-        if self.autocast:  # nested regions: not written as casts
-            raise _AutocastNotExplicit("an autocast region inside another")
+        if enabled is False:  # a region turning autocast off (HF Llama's rotary embedding): its ops cast nothing
+            self.autocast.append(None)
+            return True
         if dtype is None:
             dtype = torch.get_autocast_dtype("cpu")
         if dtype not in (torch.bfloat16, torch.float16):
@@ -898,18 +908,19 @@ class _Importer:
         return True
 
     def _autocast_op(self, node):
-        """An op inside an enabled autocast region: its floating operands cast as autocast would, then imported
-        natively; _AutocastNotExplicit if it cannot be (see above)."""
+        """An op inside an autocast region: its floating operands cast as the innermost region would, then imported
+        (natively, or as an opaque call under the region's autocast state: see above)."""
         if node.op == "call_function" and node.target is operator.getitem:
             return self._call_op(node)
         name = _target_name(node).rsplit(".", 1)[-1]
-        if name in _AUTOCAST_LOWER:
+        if self.autocast[-1] is None:  # inside a region that turns autocast off
+            dtype = None
+        elif name in _AUTOCAST_LOWER:
             dtype = self.autocast[-1]
         elif name in _AUTOCAST_FLOAT32:
             dtype = torch.float32
         else:
             dtype = None
-        opaque = self.opaque_calls
         saved = {}
         try:
             if dtype is not None:
@@ -926,8 +937,6 @@ class _Importer:
             out = self._call_op(node)
         finally:
             self.env.update(saved)
-        if self.opaque_calls > opaque:  # an opaque torch call, which would run without autocast
-            raise _AutocastNotExplicit(f"{_target_name(node)} is not imported natively")
         return out
 
     def _global_state(self, node):
@@ -981,7 +990,15 @@ class _Importer:
                                                                "select between (an opaque in-place op or a call made "
                                                                "for what it does)")
         target = node.target
-        if node.op == "call_method":
+        if self.explicit_autocast and self.autocast:
+            # Inside an autocast region written as casts, the region's calls are dropped, so the op would run under
+            # whatever autocast state the call finds (and again so when the backward recomputes it): it runs under
+            # the region's own state instead.
+            fn = getattr(torch.Tensor, target, None) if node.op == "call_method" else target
+            if fn is None:
+                fn = lambda self_, *a, _name=target, **k: getattr(self_, _name)(*a, **k)  # noqa: E731
+            callee = self._register(functools.partial(_call_under_autocast, fn, self.autocast[-1]), "_autocast").text
+        elif node.op == "call_method":
             if hasattr(torch.Tensor, target):
                 callee = f"torch.Tensor.{target}"
             else:
@@ -997,6 +1014,13 @@ class _Importer:
 
 
 _NOT_A_WRITE = object()
+
+
+def _call_under_autocast(fn, region_dtype, /, *args, **kwargs):
+    """fn(*args, **kwargs) with CPU autocast as the region the op was captured in set it: to ``region_dtype``, or
+    off (None). An opaque op of an autocast region written as casts (see _Importer._autocast_call)."""
+    with torch.autocast("cpu", dtype=region_dtype or torch.bfloat16, enabled=region_dtype is not None):
+        return fn(*args, **kwargs)
 
 
 def _is_view(example):
