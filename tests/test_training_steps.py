@@ -91,6 +91,28 @@ def test_three_optimizer_steps_match_eager(name):
         [(g["index"], g["backward"]) for g in stats.graphs]
 
 
+def check_as_accurate_as_eager(steps, grad_dtype):
+    """``steps``: {"thunder" | "eager" | "f32": (module, run)}, ``run()`` one forward (returning the loss) of that
+    module. The thunder step's loss and gradients must be as close to the float32 step's as eager's are; each
+    gradient of dtype ``grad_dtype``. Returns nothing; asserts."""
+    losses = {}
+    for key, (_, run) in steps.items():
+        loss = run()
+        loss.backward()
+        losses[key] = loss.float().item()
+    assert abs(losses["thunder"] - losses["f32"]) <= 2 * abs(losses["eager"] - losses["f32"]) + 1e-2 * abs(losses["f32"])
+    model, eager, f32 = (steps[k][0] for k in ("thunder", "eager", "f32"))
+    floor = 1e-3 * max(q.grad.abs().max().item() for q in f32.parameters())
+    errors = {"thunder": [], "eager": []}
+    for (pname, p), e, r in zip(model.named_parameters(), eager.parameters(), f32.parameters()):
+        assert p.grad is not None and p.grad.dtype == grad_dtype, pname
+        errors["thunder"].append(relative_error(p.grad.float(), r.grad, floor))
+        errors["eager"].append(relative_error(e.grad.float(), r.grad, floor))
+        assert errors["thunder"][-1] <= 3 * errors["eager"][-1] + 2e-2, (pname, errors["thunder"][-1], errors["eager"][-1])
+    mean = {k: sum(v) / len(v) for k, v in errors.items()}
+    assert mean["thunder"] <= 1.5 * mean["eager"] + 1e-2, mean
+
+
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_bfloat16_step_is_as_accurate_as_eager(name):
     """A bfloat16 training step of GPT-2 and Llama, differentiated by thunder (half-precision graphs are no longer
@@ -103,21 +125,9 @@ def test_bfloat16_step_is_as_accurate_as_eager(name):
     eager, f32 = copy.deepcopy(model), copy.deepcopy(model).float()
     jitted = thunder.jit(model)
     args, kwargs = batch(0)
-    losses = {}
-    for key, module, call in (("thunder", model, jitted), ("eager", eager, eager), ("f32", f32, f32)):
-        loss = call(*args, **kwargs).loss
-        loss.backward()
-        losses[key] = loss.float().item()
-    assert abs(losses["thunder"] - losses["f32"]) <= 2 * abs(losses["eager"] - losses["f32"]) + 1e-2 * abs(losses["f32"])
-    floor = 1e-3 * max(q.grad.abs().max().item() for q in f32.parameters())
-    errors = {"thunder": [], "eager": []}
-    for (pname, p), e, r in zip(model.named_parameters(), eager.parameters(), f32.parameters()):
-        assert p.grad is not None and p.grad.dtype == torch.bfloat16, pname
-        errors["thunder"].append(relative_error(p.grad.float(), r.grad, floor))
-        errors["eager"].append(relative_error(e.grad.float(), r.grad, floor))
-        assert errors["thunder"][-1] <= 3 * errors["eager"][-1] + 2e-2, (pname, errors["thunder"][-1], errors["eager"][-1])
-    mean = {k: sum(v) / len(v) for k, v in errors.items()}
-    assert mean["thunder"] <= 1.5 * mean["eager"] + 1e-2, mean
+    check_as_accurate_as_eager({key: (module, lambda call=call: call(*args, **kwargs).loss) for key, module, call in
+                                (("thunder", model, jitted), ("eager", eager, eager), ("f32", f32, f32))},
+                               torch.bfloat16)
     stats = thunder.compile_stats(jitted)
     assert stats.graphs and all(g["backward"] == "thunder" for g in stats.graphs), \
         [(g["index"], g["backward"]) for g in stats.graphs]
@@ -135,22 +145,13 @@ def test_a_step_under_autocast_is_differentiated_by_thunder(name):
     eager, f32 = copy.deepcopy(model), copy.deepcopy(model)
     jitted = thunder.jit(model)
     args, kwargs = batch(0)
-    losses = {}
-    for key, call in (("thunder", jitted), ("eager", eager), ("f32", f32)):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=key != "f32"):
-            loss = call(*args, **kwargs).loss
-        loss.backward()
-        losses[key] = loss.item()
-    assert abs(losses["thunder"] - losses["f32"]) <= 2 * abs(losses["eager"] - losses["f32"]) + 1e-2 * abs(losses["f32"])
-    floor = 1e-3 * max(q.grad.abs().max().item() for q in f32.parameters())
-    errors = {"thunder": [], "eager": []}
-    for (pname, p), e, r in zip(model.named_parameters(), eager.parameters(), f32.parameters()):
-        assert p.grad is not None and p.grad.dtype == torch.float32, pname
-        errors["thunder"].append(relative_error(p.grad, r.grad, floor))
-        errors["eager"].append(relative_error(e.grad, r.grad, floor))
-        assert errors["thunder"][-1] <= 3 * errors["eager"][-1] + 2e-2, (pname, errors["thunder"][-1], errors["eager"][-1])
-    mean = {k: sum(v) / len(v) for k, v in errors.items()}
-    assert mean["thunder"] <= 1.5 * mean["eager"] + 1e-2, mean
+
+    def under_autocast(call):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return call(*args, **kwargs).loss
+    check_as_accurate_as_eager({"thunder": (model, lambda: under_autocast(jitted)),
+                                "eager": (eager, lambda: under_autocast(eager)),
+                                "f32": (f32, lambda: f32(*args, **kwargs).loss)}, torch.float32)
     stats = thunder.compile_stats(jitted)
     assert stats.graphs and all(g["backward"] == "thunder" for g in stats.graphs), \
         [(g["index"], g["backward"]) for g in stats.graphs]
