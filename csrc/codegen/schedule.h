@@ -6,8 +6,11 @@
 // several partial results, whether a row's costly values are kept in a buffer for a later pass over the
 // row, and how float sums accumulate. Every choice is made by size class (which side of each threshold
 // below the kernel's sizes lie), never by exact size, so a shape-generic kernel (its sizes arguments, see
-// KernelPlan::generic_dim) renders the same for every shape of its class. A dialect renderer (cpu_dialect.h) writes the plan as its schedule
-// says and makes no such decision itself; another target gets its own schedule from the same plan.
+// KernelPlan::generic_dim) renders the same for every shape of its class. A choice that costs nothing to make
+// in the kernel is not a class: whether the outer loops run in parallel is tested at run time against the
+// element count (`parallel_by_size`), so a model's kernels do not compile again when a sequence grows past
+// the grain. A dialect renderer (cpu_dialect.h) writes the plan as its schedule says and makes no such
+// decision itself; another target gets its own schedule from the same plan.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +45,13 @@ struct ScheduleLimits {
 struct Schedule {
   /// Loop order: the domain dims outside R (outermost first), then those in R (the row's loops).
   std::vector<int> outer, inner;
-  /// The loops over the outer dims run in parallel (the kernel is above the grain and has more than one row).
+  /// The loops over the outer dims are parallel loops (the kernel has more than one row and is above the
+  /// grain, or its element count is not known until run time: see parallel_by_size).
   bool parallel = false;
+  /// The element count is a product of size arguments: the parallel loops run in parallel only where it
+  /// reaches the grain, tested at run time (OpenMP's `if` clause; below it they run on the calling thread,
+  /// for about 0.3 us more than plain loops), so one source serves sizes on both sides of the grain.
+  bool parallel_by_size = false;
   /// One row above the grain: the loops over R run in parallel instead, with OpenMP's reductions.
   bool parallel_inner = false;
   /// Kernels without reductions: where the innermost loop is split into pieces (the remaps' range bounds

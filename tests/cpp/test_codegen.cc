@@ -594,11 +594,11 @@ class Schedules : public Codegen {
   std::set<ProxyId> reductions_;
 };
 
-TEST_F(Schedules, ShortRowsRunOnOneThreadAndKeepTheirExpInARowBuffer) {
+TEST_F(Schedules, ShortRowsKeepTheirExpInARowBufferAndTestTheGrainAtRunTime) {
   const Schedule s = softmax(4, 64);
   EXPECT_EQ(s.outer, (std::vector<int>{0}));
   EXPECT_EQ(s.inner, (std::vector<int>{1}));
-  EXPECT_FALSE(s.parallel);
+  EXPECT_TRUE(s.parallel && s.parallel_by_size);  // on one thread at these sizes, decided by the kernel
   EXPECT_FALSE(s.parallel_inner);
   EXPECT_FALSE(s.stream);
   EXPECT_TRUE(s.lane_reductions.empty());  // rows under 256 elements: OpenMP's reduction clauses
@@ -608,7 +608,7 @@ TEST_F(Schedules, ShortRowsRunOnOneThreadAndKeepTheirExpInARowBuffer) {
 
 TEST_F(Schedules, ManyLongRowsRunInParallelAndReduceInLanes) {
   const Schedule s = softmax(64, 1024);
-  EXPECT_TRUE(s.parallel);
+  EXPECT_TRUE(s.parallel && s.parallel_by_size);
   EXPECT_FALSE(s.parallel_inner);
   EXPECT_EQ(s.lane_reductions, reductions_);
   EXPECT_GE(s.row_cache, 1024);
@@ -664,11 +664,13 @@ TEST(ShapeGeneric, OneSizeClassRendersOneSourceWithItsSizesAsArguments) {
   EXPECT_NE(small.find("const int64_t n1 = (int64_t)(intptr_t)args[4];"), std::string::npos) << small;
   EXPECT_NE(small.find("in0[i0 * n1 + i1]"), std::string::npos) << small;
   EXPECT_EQ(small.find("8LL"), std::string::npos) << small;
-  // Other size classes: rows reduced in lanes, a kernel above the grain in parallel.
+  // Whether the rows run in parallel is the kernel's own test of its element count, not a size class.
+  EXPECT_NE(small.find("if(parallel: (n0 * n1) >= 32768LL)"), std::string::npos) << small;
+  // Another size class: rows reduced in lanes; above the grain, the same source.
   const std::string lanes = sin_sum_kernel(4, 256);
   EXPECT_NE(lanes, small);
   EXPECT_EQ(sin_sum_kernel(4, 1000), lanes);
-  EXPECT_NE(sin_sum_kernel(256, 256), lanes);
+  EXPECT_EQ(sin_sum_kernel(256, 256), lanes);
 }
 
 TEST(ShapeGeneric, OneCompiledKernelRunsEveryLengthOfItsClass) {
