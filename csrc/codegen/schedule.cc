@@ -54,8 +54,7 @@ Schedule schedule_kernel(const ir::Trace& t, const KernelPlan& p, const Schedule
     if (p.element_level(v)) element_outputs.push_back(v);
   s.stream = !element_outputs.empty() && !s.parallel_inner &&
              streams(t, p, element_outputs, s.inner.back(), limits.stream_bytes);
-  if (!s.parallel_inner && length <= limits.row_cache)
-    s.row_cache = length < limits.row_cache_short ? limits.row_cache_short : limits.row_cache;
+  if (!s.parallel_inner && length <= limits.row_cache) s.row_cache = limits.row_cache;
   s.float_accumulation = length <= limits.float_accumulation;
   const bool long_rows = p.domain[s.inner.back()] >= limits.lane_minimum;
   for (const ir::BoundSymbol& b : p.symbols)
