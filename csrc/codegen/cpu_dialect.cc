@@ -651,10 +651,18 @@ class KernelWriter {
 std::string render_cpu_module(const ir::Trace& t, const std::vector<CpuKernel>& kernels, HalfRounding rounding) {
   std::set<std::string> reductions;
   std::string code;
+  // A model's layers repeat their fusions, which render alike (values are numbered per kernel): each text is
+  // written once and the repeats are aliases of it. GCC folds identical functions itself, but not the OpenMP
+  // regions outlined from them, so every parallel kernel's loops were optimized once per layer.
+  std::map<std::string, std::string> first_with;  // a kernel's text after its name -> the kernel written with it
   for (const CpuKernel& k : kernels) {
     KernelWriter w(t, *k.plan, *k.schedule, rounding);
-    code += "\n" + w.write(k.name);
+    const std::string text = w.write(k.name);
     reductions.insert(w.reductions().begin(), w.reductions().end());
+    const auto [first, added] = first_with.emplace(text.substr(text.find('(')), k.name);
+    code += "\n" + (added ? text
+                           : "extern \"C\" int " + k.name + "(void* const* args) __attribute__((alias(\"" +
+                                 first->second + "\")));\n");
   }
   std::string declares;
   for (const std::string& r : reductions) {

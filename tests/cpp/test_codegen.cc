@@ -694,6 +694,31 @@ TEST(ShapeGeneric, OneCompiledKernelRunsEveryLengthOfItsClass) {
   }
 }
 
+TEST(ShapeGeneric, RepeatedKernelsAreWrittenOnceAndAliased) {
+  // A model's layers repeat their fusions: the second is an alias of the first, and runs as it does.
+  ir::Trace t;
+  Builder b{t};
+  Value x(ir::ProxyRef{b.add_input_tensor(TensorMeta{DType::Float32, {3, 5}})});
+  Value y = b.prim("sum", {b.prim("mul", {b.prim("sin", {x}), Value(2.0)}), Value::ints({1})});
+  auto p = plan_kernel(t, t.symbols, {y.proxy()});
+  ASSERT_TRUE(p);
+  const std::string source = render_cpu_module(t, {{&*p, "layer0"}, {&*p, "layer1"}});
+  EXPECT_NE(source.find("extern \"C\" int layer1(void* const* args) __attribute__((alias(\"layer0\")));"),
+            std::string::npos) << source;
+  TempDir dir;
+  runtime::CompileOptions options;
+  options.cache_dir = dir.path;
+  auto module = runtime::load_module(source, options);
+  std::vector<float> in = iota_floats(15, 0.25f, -1.0f), out0(3), out1(3);
+  for (auto [name, out] : {std::pair{"layer0", &out0}, std::pair{"layer1", &out1}}) {
+    std::vector<void*> args = {in.data(), out->data(), reinterpret_cast<void*>(intptr_t{1})};
+    for (const SizeArgument& a : size_arguments(t, *p)) args.push_back(reinterpret_cast<void*>(intptr_t{a.value}));
+    ASSERT_EQ(reinterpret_cast<runtime::Kernel>(module->symbol(name))(args.data()), 0);
+  }
+  EXPECT_EQ(out0, out1);
+  EXPECT_NEAR(out0[1], 2.0 * (std::sin(0.25) + std::sin(0.5) + std::sin(0.75) + std::sin(1.0) + std::sin(1.25)), 1e-4);
+}
+
 // ---- counter-based random numbers (prims.uniform_philox) ----
 
 // Known-answer vectors of Philox4x32-10 (Salmon et al., SC '11, as published with Random123): counter, key,
