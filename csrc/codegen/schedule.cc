@@ -33,8 +33,9 @@ Schedule schedule_kernel(const ir::Trace& t, const KernelPlan& p, const Schedule
     (p.reduced[d] ? length : rows) *= p.domain[d];
     total *= p.domain[d];
   }
-  bool sized_at_run_time = false;
-  for (size_t d = 0; d < p.domain.size(); ++d) sized_at_run_time = sized_at_run_time || p.generic_dim(static_cast<int>(d));
+  bool sized_at_run_time = false;  // the element count is a product of size arguments
+  for (size_t d = 0; d < p.domain.size(); ++d)
+    sized_at_run_time = sized_at_run_time || p.generic_dim(static_cast<int>(d));
   const bool large = total >= limits.grain;
   if (!p.has_reduction()) {
     s.parallel = large || sized_at_run_time;

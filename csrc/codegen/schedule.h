@@ -8,9 +8,10 @@
 // below the kernel's sizes lie), never by exact size, so a shape-generic kernel (its sizes arguments, see
 // KernelPlan::generic_dim) renders the same for every shape of its class. Choices that cost nothing to make
 // in the kernel are not classes: whether the outer loops run in parallel is tested at run time against the
-// element count (`parallel_by_size`), and a row buffer always has room for the longest row kept, so a model's
-// kernels do not compile again when a sequence grows past the grain or past a few hundred. A dialect renderer (cpu_dialect.h) writes the plan as its schedule says and makes no such
-// decision itself; another target gets its own schedule from the same plan.
+// element count (`parallel_by_size`), so a model's kernels do not compile again when a sequence grows past
+// the grain, and a row buffer always has room for the longest row kept. A dialect renderer (cpu_dialect.h)
+// writes the plan as its schedule says and makes no such decision itself; another target gets its own
+// schedule from the same plan.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +27,8 @@ struct ScheduleLimits {
   /// Elements below which a kernel runs on one thread.
   int64_t grain = 32768;
   /// Longest row whose libmvec values are kept in a row buffer for a later pass over the row; every buffer
-  /// has room for that many elements, whatever the row's length, so that rows shorter and longer than a
-  /// few hundred elements share one source (an unused part of a stack array costs nothing).
+  /// has room for that many elements, whatever the row's length, so that its length is no size class (the
+  /// unused part of a stack array costs nothing measurable).
   int64_t row_cache = 8192;
   /// A floating-point reduction whose innermost reduced dim has at least `lane_minimum` elements
   /// accumulates in `lanes` partial results (several SIMD registers): one accumulator register would make
