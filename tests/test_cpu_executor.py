@@ -267,7 +267,7 @@ def _sweep(monkeypatch, fn, make_inputs, sizes):
 
 def test_one_compiled_kernel_serves_every_length_of_a_size_class(monkeypatch):
     # Sizes are kernel arguments, not literals, and the schedule is chosen by size class: rows of 8 to 64
-    # elements (one thread, no lanes, the same row buffer) are one kernel, compiled once.
+    # elements (no lanes, the same row buffer) are one kernel, compiled once.
     compiles, units = _sweep(monkeypatch, lambda x: (x.sin() * 2).sum(-1), lambda n: (torch.randn(4, n),),
                              range(8, 65))
     assert units == 1 and compiles <= 1
@@ -284,10 +284,25 @@ def test_strided_inputs_pass_their_strides_to_one_kernel(monkeypatch):
 
 
 def test_size_classes_get_their_own_kernels(monkeypatch):
-    # Rows from 256 elements on reduce in 64 lanes, from 32K elements in all the kernel runs in parallel:
-    # each size class is a kernel of its own, each correct.
-    _, units = _sweep(monkeypatch, lambda x: torch.softmax(x, -1), lambda n: (torch.randn(n, 300),), [4, 8, 200, 300])
+    # Rows from 256 elements on reduce in 64 lanes: each size class is a kernel of its own, each correct.
+    _, units = _sweep(monkeypatch, lambda x: torch.softmax(x, -1), lambda n: (torch.randn(4, n),), [8, 200, 300, 400])
     assert units == 2
+
+
+def test_the_grain_is_tested_at_run_time_not_a_size_class(monkeypatch):
+    # From 32K elements on the rows run in parallel: an `if` clause on the element count, so kernels below
+    # and above the grain (4 x 300 to 300 x 300 elements) are one source, compiled once, each size correct
+    # on several threads.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        compiles, units = _sweep(monkeypatch, lambda x: torch.softmax(x, -1), lambda n: (torch.randn(n, 300),),
+                                 [4, 8, 200, 300])
+        assert units == 1 and compiles <= 1
+        compiles, units = _sweep(monkeypatch, lambda x: x.exp() * 2, lambda n: (torch.randn(n, 64),), [4, 600, 900])
+        assert units == 1 and compiles <= 1
+    finally:
+        torch.set_num_threads(threads)
 
 
 _COMPILE_IN_A_NEW_PROCESS = """

@@ -107,16 +107,16 @@ class KernelWriter {
       }
       piece_.reset();
       const std::vector<int> rest(outer.begin(), outer.end() - 1);
-      std::string pragma = s_.parallel ? kParallelFor + collapse(rest.size()) + " schedule(static)" : "";
+      std::string pragma = s_.parallel ? parallel_for(rest.size()) : "";
       body = loops(rest, hoisted + text, pragma, "  ", false);
     } else if (s_.stream) {
-      std::string pragma = s_.parallel ? kParallelFor + collapse(keep) + " schedule(static)" : "";
+      std::string pragma = s_.parallel ? parallel_for(keep) : "";
       body = streamed_loops(outer, all, nullptr, pragma, "  ");
     } else {
       Scope scope;
       std::string stores;
       for (size_t i : all) stores += store_line(p_.outputs[i], i, scope, "    ");
-      std::string pragma = s_.parallel && outer.size() > 0 ? kParallelFor + collapse(keep) + " schedule(static)" : "";
+      std::string pragma = s_.parallel && outer.size() > 0 ? parallel_for(keep) : "";
       body = loops(outer, scope.lines + stores, pragma, "  ", true, "#pragma omp simd", hoisted);
     }
     hoisted_ = nullptr;
@@ -146,8 +146,18 @@ class KernelWriter {
       row.lines += loops(s_.inner, inner_scope.lines + inner_stores,
                          s_.parallel_inner ? kParallelFor + collapse(s_.inner.size()) : "", "", true);
     }
-    std::string pragma = s_.parallel ? kParallelFor + collapse(s_.outer.size()) + " schedule(static)" : "";
+    std::string pragma = s_.parallel ? parallel_for(s_.outer.size()) : "";
     return loops(s_.outer, indent(row.lines + stores, "  "), pragma, "  ", false);
+  }
+
+  // The pragma of the parallel loops over the outer dims (the outermost `n` of them collapsed into one). With
+  // the element count known only at run time, they run in parallel from the grain on (Schedule::parallel_by_size).
+  std::string parallel_for(size_t n) const {
+    const std::string pragma = kParallelFor + collapse(n) + " schedule(static)";
+    if (!s_.parallel_by_size) return pragma;
+    std::vector<int> all(p_.domain.size());
+    for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int>(d);
+    return pragma + " if(parallel: " + extent_product(all) + " >= " + std::to_string(s_.limits.grain) + "LL)";
   }
 
   DType dtype(ProxyId v) const { return t_.tensor(v).dtype; }
@@ -641,10 +651,18 @@ class KernelWriter {
 std::string render_cpu_module(const ir::Trace& t, const std::vector<CpuKernel>& kernels, HalfRounding rounding) {
   std::set<std::string> reductions;
   std::string code;
+  // A model's layers repeat their fusions, which render alike (values are numbered per kernel): each text is
+  // written once and the repeats are aliases of it. GCC folds identical functions itself, but not the OpenMP
+  // regions outlined from them, so every parallel kernel's loops were optimized once per layer.
+  std::map<std::string, std::string> first_with;  // a kernel's text after its name -> the kernel written with it
   for (const CpuKernel& k : kernels) {
     KernelWriter w(t, *k.plan, *k.schedule, rounding);
-    code += "\n" + w.write(k.name);
+    const std::string text = w.write(k.name);
     reductions.insert(w.reductions().begin(), w.reductions().end());
+    const auto [first, added] = first_with.emplace(text.substr(text.find('(')), k.name);
+    code += "\n" + (added ? text
+                           : "extern \"C\" int " + k.name + "(void* const* args) __attribute__((alias(\"" +
+                                 first->second + "\")));\n");
   }
   std::string declares;
   for (const std::string& r : reductions) {

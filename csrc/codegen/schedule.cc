@@ -33,23 +33,29 @@ Schedule schedule_kernel(const ir::Trace& t, const KernelPlan& p, const Schedule
     (p.reduced[d] ? length : rows) *= p.domain[d];
     total *= p.domain[d];
   }
+  bool sized_at_run_time = false;  // the element count is a product of size arguments
+  for (size_t d = 0; d < p.domain.size(); ++d)
+    sized_at_run_time = sized_at_run_time || p.generic_dim(static_cast<int>(d));
   const bool large = total >= limits.grain;
   if (!p.has_reduction()) {
-    s.parallel = large;
+    s.parallel = large || sized_at_run_time;
+    s.parallel_by_size = sized_at_run_time;
     if (s.outer.size() > 1) s.cuts = p.range_bounds(s.outer.back());
     if (s.cuts.size() >= kMaxLoopPieces) s.cuts.clear();  // selects instead: the code would grow with every piece
     s.stream = s.cuts.empty() && !s.outer.empty() && streams(t, p, p.outputs, s.outer.back(), limits.stream_bytes);
     return s;
   }
-  s.parallel = large && rows > 1;
+  // One row stays a class of its own: above the grain its reductions split across threads, below it they
+  // run in lanes and keep row buffers -- another loop nest, not a test.
+  s.parallel = rows > 1 && (large || sized_at_run_time);
+  s.parallel_by_size = s.parallel && sized_at_run_time;
   s.parallel_inner = large && rows == 1;
   std::vector<ProxyId> element_outputs;
   for (ProxyId v : p.outputs)
     if (p.element_level(v)) element_outputs.push_back(v);
   s.stream = !element_outputs.empty() && !s.parallel_inner &&
              streams(t, p, element_outputs, s.inner.back(), limits.stream_bytes);
-  if (!s.parallel_inner && length <= limits.row_cache)
-    s.row_cache = length < limits.row_cache_short ? limits.row_cache_short : limits.row_cache;
+  if (!s.parallel_inner && length <= limits.row_cache) s.row_cache = limits.row_cache;
   s.float_accumulation = length <= limits.float_accumulation;
   const bool long_rows = p.domain[s.inner.back()] >= limits.lane_minimum;
   for (const ir::BoundSymbol& b : p.symbols)

@@ -6,8 +6,12 @@
 // several partial results, whether a row's costly values are kept in a buffer for a later pass over the
 // row, and how float sums accumulate. Every choice is made by size class (which side of each threshold
 // below the kernel's sizes lie), never by exact size, so a shape-generic kernel (its sizes arguments, see
-// KernelPlan::generic_dim) renders the same for every shape of its class. A dialect renderer (cpu_dialect.h) writes the plan as its schedule
-// says and makes no such decision itself; another target gets its own schedule from the same plan.
+// KernelPlan::generic_dim) renders the same for every shape of its class. Choices that cost nothing to make
+// in the kernel are not classes: whether the outer loops run in parallel is tested at run time against the
+// element count (`parallel_by_size`), so a model's kernels do not compile again when a sequence grows past
+// the grain, and a row buffer always has room for the longest row kept. A dialect renderer (cpu_dialect.h)
+// writes the plan as its schedule says and makes no such decision itself; another target gets its own
+// schedule from the same plan.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +26,10 @@ namespace thunder::codegen {
 struct ScheduleLimits {
   /// Elements below which a kernel runs on one thread.
   int64_t grain = 32768;
-  /// Longest row whose libmvec values are kept in a row buffer for a later pass over the row; the buffer
-  /// has room for the longest row of its size class: `row_cache_short` elements (rows shorter than that),
-  /// or `row_cache`.
-  int64_t row_cache = 8192, row_cache_short = 256;
+  /// Longest row whose libmvec values are kept in a row buffer for a later pass over the row; every buffer
+  /// has room for that many elements, whatever the row's length, so that its length is no size class (the
+  /// unused part of a stack array costs nothing measurable).
+  int64_t row_cache = 8192;
   /// A floating-point reduction whose innermost reduced dim has at least `lane_minimum` elements
   /// accumulates in `lanes` partial results (several SIMD registers): one accumulator register would make
   /// each vector add wait for the previous one, and the pass would be latency-bound.
@@ -42,8 +46,13 @@ struct ScheduleLimits {
 struct Schedule {
   /// Loop order: the domain dims outside R (outermost first), then those in R (the row's loops).
   std::vector<int> outer, inner;
-  /// The loops over the outer dims run in parallel (the kernel is above the grain and has more than one row).
+  /// The loops over the outer dims are parallel loops (the kernel has more than one row and is above the
+  /// grain, or its element count is not known until run time: see parallel_by_size).
   bool parallel = false;
+  /// The element count is a product of size arguments: the parallel loops run in parallel only where it
+  /// reaches the grain, tested at run time (OpenMP's `if` clause; below it they run on the calling thread,
+  /// for about 0.3 us more than plain loops), so one source serves sizes on both sides of the grain.
+  bool parallel_by_size = false;
   /// One row above the grain: the loops over R run in parallel instead, with OpenMP's reductions.
   bool parallel_inner = false;
   /// Kernels without reductions: where the innermost loop is split into pieces (the remaps' range bounds
@@ -54,8 +63,8 @@ struct Schedule {
   bool stream = false;
   /// The reductions (their outputs) that accumulate in `limits.lanes` partial results.
   std::set<ProxyId> lane_reductions;
-  /// Length of the row buffers keeping libmvec values for a later pass over the row (the longest row of
-  /// the size class); 0: none.
+  /// Length of the row buffers keeping libmvec values for a later pass over the row (the longest row kept:
+  /// `limits.row_cache`); 0: none.
   int64_t row_cache = 0;
   /// Float sums accumulate in float (else double).
   bool float_accumulation = true;

@@ -594,11 +594,11 @@ class Schedules : public Codegen {
   std::set<ProxyId> reductions_;
 };
 
-TEST_F(Schedules, ShortRowsRunOnOneThreadAndKeepTheirExpInARowBuffer) {
+TEST_F(Schedules, ShortRowsKeepTheirExpInARowBufferAndTestTheGrainAtRunTime) {
   const Schedule s = softmax(4, 64);
   EXPECT_EQ(s.outer, (std::vector<int>{0}));
   EXPECT_EQ(s.inner, (std::vector<int>{1}));
-  EXPECT_FALSE(s.parallel);
+  EXPECT_TRUE(s.parallel && s.parallel_by_size);  // on one thread at these sizes, decided by the kernel
   EXPECT_FALSE(s.parallel_inner);
   EXPECT_FALSE(s.stream);
   EXPECT_TRUE(s.lane_reductions.empty());  // rows under 256 elements: OpenMP's reduction clauses
@@ -608,7 +608,7 @@ TEST_F(Schedules, ShortRowsRunOnOneThreadAndKeepTheirExpInARowBuffer) {
 
 TEST_F(Schedules, ManyLongRowsRunInParallelAndReduceInLanes) {
   const Schedule s = softmax(64, 1024);
-  EXPECT_TRUE(s.parallel);
+  EXPECT_TRUE(s.parallel && s.parallel_by_size);
   EXPECT_FALSE(s.parallel_inner);
   EXPECT_EQ(s.lane_reductions, reductions_);
   EXPECT_GE(s.row_cache, 1024);
@@ -663,12 +663,14 @@ TEST(ShapeGeneric, OneSizeClassRendersOneSourceWithItsSizesAsArguments) {
   EXPECT_EQ(sizes[1].value, 8);
   EXPECT_NE(small.find("const int64_t n1 = (int64_t)(intptr_t)args[4];"), std::string::npos) << small;
   EXPECT_NE(small.find("in0[i0 * n1 + i1]"), std::string::npos) << small;
-  EXPECT_EQ(small.find("8LL"), std::string::npos) << small;
-  // Other size classes: rows reduced in lanes, a kernel above the grain in parallel.
+  EXPECT_EQ(small.find(" 8LL"), std::string::npos) << small;  // (the grain, 32768LL, ends in 8LL)
+  // Whether the rows run in parallel is the kernel's own test of its element count, not a size class.
+  EXPECT_NE(small.find("if(parallel: (n0 * n1) >= 32768LL)"), std::string::npos) << small;
+  // Another size class: rows reduced in lanes; above the grain, the same source.
   const std::string lanes = sin_sum_kernel(4, 256);
   EXPECT_NE(lanes, small);
   EXPECT_EQ(sin_sum_kernel(4, 1000), lanes);
-  EXPECT_NE(sin_sum_kernel(256, 256), lanes);
+  EXPECT_EQ(sin_sum_kernel(256, 256), lanes);
 }
 
 TEST(ShapeGeneric, OneCompiledKernelRunsEveryLengthOfItsClass) {
@@ -690,6 +692,31 @@ TEST(ShapeGeneric, OneCompiledKernelRunsEveryLengthOfItsClass) {
       EXPECT_NEAR(out[r], expected, 1e-4 * (1 + std::abs(expected))) << n;
     }
   }
+}
+
+TEST(ShapeGeneric, RepeatedKernelsAreWrittenOnceAndAliased) {
+  // A model's layers repeat their fusions: the second is an alias of the first, and runs as it does.
+  ir::Trace t;
+  Builder b{t};
+  Value x(ir::ProxyRef{b.add_input_tensor(TensorMeta{DType::Float32, {3, 5}})});
+  Value y = b.prim("sum", {b.prim("mul", {b.prim("sin", {x}), Value(2.0)}), Value::ints({1})});
+  auto p = plan_kernel(t, t.symbols, {y.proxy()});
+  ASSERT_TRUE(p);
+  const std::string source = render_cpu_module(t, {{&*p, "layer0"}, {&*p, "layer1"}});
+  EXPECT_NE(source.find("extern \"C\" int layer1(void* const* args) __attribute__((alias(\"layer0\")));"),
+            std::string::npos) << source;
+  TempDir dir;
+  runtime::CompileOptions options;
+  options.cache_dir = dir.path;
+  auto module = runtime::load_module(source, options);
+  std::vector<float> in = iota_floats(15, 0.25f, -1.0f), out0(3), out1(3);
+  for (auto [name, out] : {std::pair{"layer0", &out0}, std::pair{"layer1", &out1}}) {
+    std::vector<void*> args = {in.data(), out->data(), reinterpret_cast<void*>(intptr_t{1})};
+    for (const SizeArgument& a : size_arguments(t, *p)) args.push_back(reinterpret_cast<void*>(intptr_t{a.value}));
+    ASSERT_EQ(reinterpret_cast<runtime::Kernel>(module->symbol(name))(args.data()), 0);
+  }
+  EXPECT_EQ(out0, out1);
+  EXPECT_NEAR(out0[1], 2.0 * (std::sin(0.25) + std::sin(0.5) + std::sin(0.75) + std::sin(1.0) + std::sin(1.25)), 1e-4);
 }
 
 // ---- counter-based random numbers (prims.uniform_philox) ----
