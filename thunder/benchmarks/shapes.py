@@ -7,7 +7,9 @@ CPU with one torch thread (``torch.set_num_threads(1)``), the three contenders s
 ``eager``     the model itself;
 ``inductor``  ``torch.compile`` with its default settings (backend Inductor, ``dynamic=None``);
 ``thunder``   ``thunder.jit`` with its default settings (``dynamic=None``: static shapes first, then one trace with
-              symbolic sizes, its sizes bound per new shape).
+              symbolic sizes, its sizes bound per new shape);
+``thunder-dynamic``  ``thunder.jit(..., dynamic=True)``: symbolic sizes from the first call, so Dynamo traces the
+              model once (not in the default set: ``--contenders eager,thunder,thunder-dynamic``).
 
 Length sweep (per model): input ids of shape (1, L) for L = 8, 16, ..., 128, three calls at each length through
 one compiled object, under ``torch.no_grad()``. Reported: the total wall time of all calls, compiles included;
@@ -55,6 +57,7 @@ import torch
 from thunder.benchmarks import workloads as W
 
 CONTENDERS = ("eager", "inductor", "thunder")
+OPTIONAL_CONTENDERS = ("thunder-dynamic",)  # run when named in --contenders
 SWEEP_BAR_S = 3.0                  # the sweep's bar for 16 lengths: 1/10 of 16 x 1.2-2.9 s (each length's compile
                                    # when issue 15 was filed), about 3 s
 STATIC_TOLERANCE = 1.10            # the steady state within 10% of a static compile
@@ -151,6 +154,8 @@ def _compile(name, target, dynamic=None):
     if name == "inductor":
         return torch.compile(target)
     import thunder
+    if name == "thunder-dynamic":
+        dynamic = True
     return thunder.jit(target) if dynamic is None else thunder.jit(target, dynamic=dynamic)
 
 
@@ -350,11 +355,11 @@ def run(quick=False, models=None, json_path=None, threads=1, contenders=CONTENDE
         quick: tiny models, two lengths, 10 tokens (checks that it runs; the figures mean nothing).
         models: names among ``gpt2``, ``llama`` (default both).
         threads: torch CPU threads for the run (restored after).
-        contenders: names among ``CONTENDERS`` (eager is always run: the reference).
+        contenders: names among ``CONTENDERS`` and ``OPTIONAL_CONTENDERS`` (eager is always run: the reference).
         parts: ``"sweep"``, ``"generate"`` or both.
     """
     factories = _models(quick)
-    contenders = ["eager"] + [c for c in CONTENDERS if c in contenders and c != "eager"]
+    contenders = ["eager"] + [c for c in CONTENDERS + OPTIONAL_CONTENDERS if c in contenders and c != "eager"]
     names = list(models or factories)
     lengths = [8, 16] if quick else list(range(8, 129, 8))
     new_tokens = 10 if quick else 100
@@ -510,7 +515,7 @@ def main(argv=None):
     p.add_argument("--models", default=None, help="comma-separated among gpt2, llama (default both)")
     p.add_argument("--json", default=None, help="write the report as JSON")
     p.add_argument("--markdown", default=None, help="write the tables as Markdown")
-    p.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated among eager, inductor, thunder")
+    p.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated among eager, inductor, thunder, thunder-dynamic")
     p.add_argument("--parts", default="sweep,generate", help="comma-separated among sweep, generate")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     a = p.parse_args(argv)
