@@ -526,6 +526,28 @@ std::unordered_map<std::string, Rule> torch_rules() {
     }
     return {Value(), gw};
   };
+  // linear(x, w, bias): over all the rows of x at once, and the weight's gradient in the weight's own [out, in]
+  // layout, g^T x. Its decomposition, matmul(x, w.t()), gives (x^T g)^T: a transposed view, which torch's
+  // autograd copies into the parameter's layout at every step (a Llama training step: 29 such copies).
+  r["linear"] = [](Ctx& c) -> Grads {
+    const Value &x = c.arg(0), &w = c.arg(1);
+    const Shape xs = c.meta(x).shape, ws = c.meta(w).shape;
+    const Dim in = xs.back(), out = ws.size() == 2 ? ws[0] : Dim(1);
+    const Dim rows = ir::product(Shape(xs.begin(), xs.end() - 1));
+    auto as = [&](const Value& v, const Shape& shape) {
+      return c.meta(v).shape == shape ? v : c.prim("reshape", {v, Value::dims(shape)});
+    };
+    Value g_rows = as(c.g, {rows, out});
+    Value w2 = as(w, {out, in});
+    Grads grads(3);
+    if (c.differentiable(0)) grads[0] = as(c.prim("matmul", {g_rows, w2}), xs);
+    if (c.differentiable(1)) {
+      Value g_t = c.prim("transpose", {g_rows, Value::ints({1, 0})});
+      grads[1] = as(c.prim("matmul", {g_t, as(x, {rows, in})}), ws);
+    }
+    if (c.differentiable(2)) grads[2] = c.sum_to(c.g, c.meta(c.arg(2)).shape);
+    return grads;
+  };
   // softmax / log_softmax (input, dim, dtype), from the output alone, in the math type of half precision:
   // softmax: out * (g - sum(g * out)); log_softmax: g - exp(out) * sum(g). One saved value, where the
   // decomposition's own rules would save its exponentials and sums.

@@ -193,7 +193,7 @@ def lower(trace, round_every_op=True, seconds=None):
 
 #: Claims every prim the code generator handles (csrc/codegen/kernel_plan.cc), on CPU tensors of every dtype
 #: but the complex ones (generated kernels have no complex arithmetic); matmuls, and the ops built on them such
-#: as linear and attention, stay with torch's BLAS.
+#: as linear and attention, stay with the torch executor (oneDNN or torch's BLAS: docs/cpu_executor.md, "Matmuls").
 cpu_executor = Executor("cpu", {f"prims.{n}": "" for n in _core.fusible_prims()}, {}, fusion=True, lower=lower,
                         devices=("cpu",),
                         dtypes=tuple(d for n, d in _core.DType.__members__.items() if not n.startswith("complex")),

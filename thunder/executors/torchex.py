@@ -8,6 +8,7 @@ run here with torch eager, which is what makes every trace a runnable program.
 import functools
 import math
 import operator
+import os
 import types
 
 import torch
@@ -107,6 +108,72 @@ def uniform_philox(shape, seed, offset, dtype, device):
         bits = _UNIFORM_BITS[dtype]
         u = (w0 >> (32 - bits)).to(torch.float32) * 2.0**-bits
     return u.to(dtype).reshape(tuple(shape))
+
+
+# ---- matmuls: float32 products on the CPU through oneDNN where torch's BLAS is slower ----
+#
+# torch's float32 mm on the CPU is MKL's sgemm, which on AMD processors runs its AVX2 code (2026-12-02, AMD EPYC
+# family 26, one thread: [512, 256] @ [256, 768] 2.1 ms, 94 GFLOPS), while oneDNN's matmul, which torch ships too,
+# uses AVX-512 (0.92 ms, 219 GFLOPS; 2.2-2.4x at every shape and operand layout of the GPT-2 and Llama training
+# steps, transposed operands included). Both accumulate in float32. oneDNN's fixed cost per call is about 12 us
+# (MKL's 1 us), so small products stay with torch; so do products that record autograd (the oneDNN op has no
+# derivative: create_graph reruns and torch's own autograd see torch's ops) and every other dtype and device.
+_ONEDNN_LINEAR = (torch.ops.mkldnn._linear_pointwise.default
+                  if torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+                  and os.environ.get("THUNDER_ONEDNN_MATMUL", "1") != "0" else None)
+_ONEDNN_MIN_ROWS = 8           # below, a matrix-vector-like product: sgemm is faster
+_ONEDNN_MIN_MACS = 1 << 21     # [128, 128] @ [128, 128]: where oneDNN's fixed cost is paid back
+
+
+def _dense_2d(t):
+    """A matrix oneDNN reads in place: row-major or column-major (a transposed view of a row-major one)."""
+    return t.dim() == 2 and (t.is_contiguous() or t.mT.is_contiguous())
+
+
+def _onednn_linear(x, w, bias):
+    """``x @ w.mT + bias`` (``torch.nn.functional.linear``) through oneDNN, or None where torch should compute
+    it (see above). ``x`` is [..., K] (row-major, or a column-major matrix), ``w`` [N, K], ``bias`` None or [N]."""
+    if _ONEDNN_LINEAR is None or x.dtype != torch.float32 or w.dtype != torch.float32 or x.device.type != "cpu" \
+            or w.device.type != "cpu" or x.dim() < 2 or not _dense_2d(w) or not (x.is_contiguous() or _dense_2d(x)):
+        return None
+    n, k = w.shape
+    if x.shape[-1] != k or n == 0 or k == 0:
+        return None
+    rows = x.numel() // k
+    if rows < _ONEDNN_MIN_ROWS or rows * k * n < _ONEDNN_MIN_MACS:
+        return None
+    if bias is not None and (bias.dtype != torch.float32 or bias.device.type != "cpu" or bias.shape != (n,)
+                             or not bias.is_contiguous()):
+        return None
+    if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (bias is not None and bias.requires_grad)):
+        return None
+    return _ONEDNN_LINEAR(x, w, bias, "none", [], "")
+
+
+def _matmul(a, b):
+    """prims.matmul: torch.matmul; a batch of rows times a matrix through oneDNN where that is faster."""
+    if isinstance(b, torch.Tensor) and b.dim() == 2 and isinstance(a, torch.Tensor):
+        out = _onednn_linear(a, b.mT, None)
+        if out is not None:
+            return out
+    return torch.matmul(a, b)
+
+
+def _linear(input, weight, bias=None):
+    """ltorch.linear: torch.nn.functional.linear, through oneDNN where that is faster."""
+    out = _onednn_linear(input, weight, bias) if isinstance(weight, torch.Tensor) and isinstance(input, torch.Tensor) \
+        and (bias is None or isinstance(bias, torch.Tensor)) else None
+    return torch.nn.functional.linear(input, weight, bias) if out is None else out
+
+
+def _addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """ltorch.addmm: torch.addmm; a bias vector plus a product (GPT-2's Conv1D) through oneDNN where faster."""
+    if beta == 1 and alpha == 1 and isinstance(input, torch.Tensor) and input.dim() == 1 \
+            and isinstance(mat1, torch.Tensor) and isinstance(mat2, torch.Tensor) and mat1.dim() == 2 and mat2.dim() == 2:
+        out = _onednn_linear(mat1, mat2.mT, input)
+        if out is not None:
+            return out
+    return torch.addmm(input, mat1, mat2, beta=beta, alpha=alpha)
 
 
 def _reduce(fn):
@@ -230,7 +297,7 @@ def _make_prims():
         prod=_prod, amax=lambda a, dims: torch.amax(a, dim=tuple(dims)) if len(dims) else a.clone(),
         amin=lambda a, dims: torch.amin(a, dim=tuple(dims)) if len(dims) else a.clone(),
         var=lambda a, dims, correction: torch.var(a, dim=tuple(dims), correction=correction),
-        argmax=_arg(torch.argmax), argmin=_arg(torch.argmin), matmul=torch.matmul, full=full, iota=iota,
+        argmax=_arg(torch.argmax), argmin=_arg(torch.argmin), matmul=_matmul, full=full, iota=iota,
         random_seed=random_seed, uniform_philox=uniform_philox,
         take=lambda a, index, dim: torch.index_select(a, dim, index.reshape(-1)).reshape(
             a.shape[:dim] + index.shape + a.shape[dim + 1:]) if index.dim() == 0 else torch.index_select(a, dim, index),
@@ -293,7 +360,7 @@ _LTORCH_OVERRIDES = {
 
 
 #: torch-level ops implemented here, in Python (no torch callable has their signature and semantics).
-_LTORCH_PYTHON = {"copy_": _copy_}
+_LTORCH_PYTHON = {"copy_": _copy_, "linear": _linear, "addmm": _addmm}
 
 
 def _resolve(expr):

@@ -1,0 +1,71 @@
+"""The torch executor's float32 CPU matmuls (prims.matmul, ltorch.linear, ltorch.addmm) go through oneDNN where
+torch's BLAS is slower (thunder/executors/torchex.py says when): same results as torch's within float32
+rounding, in every operand layout the training steps use, and torch's own ops wherever autograd records."""
+import pytest
+import torch
+
+from thunder.executors import torchex
+from thunder.executors.torchex import ltorch, prims
+
+pytestmark = pytest.mark.skipif(torchex._ONEDNN_LINEAR is None, reason="torch without oneDNN")
+
+
+def _close(out, expected):
+    scale = expected.abs().max().item()
+    assert out.shape == expected.shape and out.dtype == expected.dtype
+    assert (out - expected).abs().max().item() <= 1e-5 * scale
+
+
+def _layouts(rows, cols):
+    """The matrix as row-major, column-major (a transposed view) and a row-major slice with an offset."""
+    wide = torch.randn(rows, cols + 3)
+    return [torch.randn(rows, cols), torch.randn(cols, rows).mT, wide[:, 3:]]
+
+
+@pytest.mark.parametrize("a_layout", range(3))
+@pytest.mark.parametrize("b_layout", range(3))
+def test_matmul_in_every_layout(monkeypatch, a_layout, b_layout):
+    calls = []
+    monkeypatch.setattr(torchex, "_ONEDNN_LINEAR", lambda *args: calls.append(1) or torch.ops.mkldnn._linear_pointwise(*args))
+    a, b = _layouts(192, 128)[a_layout], _layouts(128, 160)[b_layout]
+    _close(prims.matmul(a, b), torch.matmul(a.double(), b.double()).float())
+    dense = {0, 1}
+    assert len(calls) == (a_layout in dense and b_layout in dense)  # a strided slice is left to torch
+
+
+def test_batched_rows_linear_and_addmm():
+    x, w, bias = torch.randn(8, 64, 256), torch.randn(688, 256), torch.randn(688)
+    _close(prims.matmul(x, w.mT), torch.matmul(x, w.mT))
+    _close(ltorch.linear(x, w), torch.nn.functional.linear(x, w))
+    _close(ltorch.linear(x, w, bias), torch.nn.functional.linear(x, w, bias))
+    m, k = torch.randn(512, 256), torch.randn(256, 768)
+    b = torch.randn(768)
+    _close(ltorch.addmm(b, m, k), torch.addmm(b, m, k))
+    # Scaled or with a matrix for input: torch's addmm.
+    _close(ltorch.addmm(b, m, k, beta=0.5, alpha=2), torch.addmm(b, m, k, beta=0.5, alpha=2))
+    full = torch.randn(512, 768)
+    _close(ltorch.addmm(full, m, k), torch.addmm(full, m, k))
+
+
+@pytest.mark.parametrize("case", ["small", "vector", "float64", "recording", "batched_b", "empty"])
+def test_left_to_torch(monkeypatch, case):
+    monkeypatch.setattr(torchex, "_ONEDNN_LINEAR", lambda *args: pytest.fail("should have run torch's matmul"))
+    a, b = torch.randn(512, 256), torch.randn(256, 768)
+    if case == "small":
+        a, b = torch.randn(64, 64), torch.randn(64, 64)
+    elif case == "vector":
+        a = torch.randn(1, 256)
+    elif case == "float64":
+        a, b = a.double(), b.double()
+    elif case == "recording":
+        b.requires_grad_()
+    elif case == "batched_b":
+        a, b = torch.randn(4, 128, 256), torch.randn(4, 256, 768)
+    elif case == "empty":
+        a, b = torch.randn(512, 0), torch.randn(0, 768)
+    out = prims.matmul(a, b)
+    if out.numel():
+        _close(out, torch.matmul(a, b))
+    if case == "recording":  # the product stays differentiable by torch's autograd (create_graph reruns)
+        out.sum().backward()
+        assert b.grad is not None
