@@ -141,7 +141,8 @@ def compile_stats(jitted) -> CompileStats:
     runs with torch as Dynamo captured it), ``reason`` (why it runs uncompiled; None if compiled),
     ``calls``, ``compile_seconds`` (the whole compile), ``pass_seconds`` (each pass; for a graph thunder
     differentiates, ``autodiff``, ``rematerialization`` and the backward's passes, ``"backward <pass>"``),
-    ``stage_seconds`` (every stage in the order it ran: the passes, then per fusion executor ``"<executor> codegen"``
+    ``stage_seconds`` (every stage in the order it ran: ``"import"`` or, for a graph with symbolic sizes,
+    ``"bind sizes"``, the passes, then per fusion executor ``"<executor> codegen"``
     and ``"<executor> compile"`` (the compiler or the kernel cache; the backward's prefixed ``"backward "``) and
     ``"python"``, the execution traces made Python functions), ``aliased_calls`` (calls run as captured because an input
     aliased one the graph writes), ``symbolic`` and ``shapes`` (for the specialization of a graph Dynamo captured

@@ -902,8 +902,9 @@ def _died(task):
 
 def _sweep_in_processes(task_list, jobs, done, worker=_worker):
     """Runs tasks in ``jobs`` worker processes (``worker(task) -> (task, outcomes)``, a module-level function),
-    calling ``done(task, outcomes)`` for each; never waits forever on a worker that died. A multiprocessing.Pool loses a task whose worker dies and waits for it forever; a
-    ProcessPoolExecutor fails every task in flight (BrokenProcessPool). So at most ``jobs`` tasks are in flight,
+    calling ``done(task, outcomes)`` for each; never waits forever on a worker that died. A multiprocessing.Pool
+    loses a task whose worker dies and waits for it forever; a ProcessPoolExecutor fails every task in flight
+    (BrokenProcessPool). So at most ``jobs`` tasks are in flight,
     and when a worker dies, those tasks are run again one at a time in a fresh pool: the one that kills its worker
     alone is recorded as failed (_died), the others run normally."""
     import collections

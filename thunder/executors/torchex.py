@@ -132,14 +132,11 @@ def _dense_2d(t):
 
 def _onednn_linear(x, w, bias):
     """``x @ w.mT + bias`` (``torch.nn.functional.linear``) through oneDNN, or None where torch should compute
-    it (see above). ``x`` is [..., K] (row-major, or a column-major matrix), ``w`` [N, K], ``bias`` None or [N]."""
-    # The size test first: it turns small products away in a few attribute reads (a tiny MLP's three linears
-    # paid 2 us a call for the other tests before it).
-    if _ONEDNN_LINEAR is None or w.dim() != 2:
-        return None
+    it (see above). ``x`` is [..., K] (row-major, or a column-major matrix), ``w`` [N, K], ``bias`` None or [N].
+    Only the wrappers below call it, after the size test in their conditions: oneDNN is loaded, ``w`` is a matrix
+    and the product has at least ``_ONEDNN_MIN_MACS`` multiply-adds (so K and N are not 0)."""
     n, k = w.shape
-    rows = x.numel() // k if k else 0
-    if rows < _ONEDNN_MIN_ROWS or rows * k * n < _ONEDNN_MIN_MACS:
+    if x.numel() // k < _ONEDNN_MIN_ROWS:
         return None
     if x.dtype != torch.float32 or w.dtype != torch.float32 or x.device.type != "cpu" or w.device.type != "cpu" \
             or x.dim() < 2 or x.shape[-1] != k or not _dense_2d(w) or not (x.is_contiguous() or _dense_2d(x)):
@@ -152,9 +149,9 @@ def _onednn_linear(x, w, bias):
     return _ONEDNN_LINEAR(x, w, bias, "none", [], "")
 
 
-# Each wrapper first tests the product's size, the number of multiply-adds being the left operand's element count
-# times the right one's columns: a small product (a tiny MLP's) goes to torch after two attribute reads, where the
-# full test cost ~0.8 us a call.
+# Each wrapper first tests the product's size, written out in its condition, the number of multiply-adds being the
+# left operand's element count times the right one's columns (and oneDNN loaded): a small product (a tiny MLP's)
+# goes to torch after two attribute reads, where the full test cost ~0.8 us a call.
 
 def _matmul(a, b):
     """prims.matmul: torch.matmul; a batch of rows times a matrix through oneDNN where that is faster."""

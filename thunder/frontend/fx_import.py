@@ -990,20 +990,17 @@ class _Importer:
                                                                "select between (an opaque in-place op or a call made "
                                                                "for what it does)")
         target = node.target
+        method = None  # a method torch.Tensor does not define, called by name
+        if node.op == "call_method" and not hasattr(torch.Tensor, target):
+            method = lambda self_, *a, _name=target, **k: getattr(self_, _name)(*a, **k)  # noqa: E731
         if self.explicit_autocast and self.autocast:
             # Inside an autocast region written as casts, the region's calls are dropped, so the op would run under
             # whatever autocast state the call finds (and again so when the backward recomputes it): it runs under
             # the region's own state instead.
-            fn = getattr(torch.Tensor, target, None) if node.op == "call_method" else target
-            if fn is None:
-                fn = lambda self_, *a, _name=target, **k: getattr(self_, _name)(*a, **k)  # noqa: E731
+            fn = method or (getattr(torch.Tensor, target) if node.op == "call_method" else target)
             callee = self._register(functools.partial(_call_under_autocast, fn, self.autocast[-1]), "_autocast").text
         elif node.op == "call_method":
-            if hasattr(torch.Tensor, target):
-                callee = f"torch.Tensor.{target}"
-            else:
-                fn = lambda self_, *a, _name=target, **k: getattr(self_, _name)(*a, **k)  # noqa: E731
-                callee = self._register(fn, "_method").text
+            callee = f"torch.Tensor.{target}" if method is None else self._register(method, "_method").text
         else:
             callee = _qualified_name(target) or self._register(target, "_opaque").text
         args = self._unwrap(self._arg(list(node.args)))
