@@ -73,6 +73,34 @@ def test_a_graph_whose_sizes_are_not_polynomials_is_traced_again_per_shape():
     assert "traced again: " in thunder.summary(jitted)
 
 
+class _ScaledNorm(nn.Module):
+    """Float attributes (eps, a scale, a dropout probability): under dynamic=True Dynamo passes each as a 0-d
+    tensor and reads it with .item() in the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(8, eps=1e-5)
+        self.drop = nn.Dropout(0.1)
+        self.scale = 0.125
+
+    def forward(self, x):
+        return self.drop(self.norm(x) * self.scale).sum(-1)
+
+
+def test_float_attributes_read_at_run_time_keep_the_symbolic_import():
+    model = _ScaledNorm().eval()
+    jitted = thunder.jit(model, dynamic=True)
+    with torch.no_grad():
+        for n in (3, 5, 7):
+            x = torch.randn(n, 8)
+            assert_same(jitted(x), model(x))
+    stats = thunder.compile_stats(jitted)
+    assert len(stats.graphs) == 3 and all(g["compiled"] and g["retraced"] is None for g in stats.graphs), stats
+    final = str(thunder.last_traces(jitted)[-1])
+    assert "dropout" not in final  # not training: the input, whatever p is (and p is not read)
+    assert final.count("torch.Tensor.item(") == 2, final  # eps and the scale, read at each call
+
+
 def test_a_shape_seen_again_is_a_cache_hit():
     jitted = thunder.jit(lambda x: x.exp() + 1, dynamic=True)
     for n in (3, 5, 3, 5):

@@ -258,7 +258,12 @@ void register_torch_nn() {
   // kRandom: two dropouts of one tensor draw two masks (CSE must not merge them).
   def_decomposed("dropout", ir::kRandom,
                  {kInput, opt("p", Value(0.5)), opt("training", Value(true)), opt("inplace", Value(false))},
-                 [](Builder& b, const Args& a) { return dropout(b, a[0], a[1].as_double(), a[2].as_bool(), a[3].as_bool()); });
+                 [](Builder& b, const Args& a) {
+                   // Not training: the input, whatever p is (a number read at run time under dynamic=True, where
+                   // Dynamo passes a module's float attributes as 0-d tensors).
+                   if (a[1].is_proxy() && !a[2].as_bool() && !a[3].as_bool()) return a[0];
+                   return dropout(b, a[0], a[1].as_double(), a[2].as_bool(), a[3].as_bool());
+                 });
 }
 
 }  // namespace thunder::ops

@@ -168,7 +168,11 @@ Trace claim_executors(const Trace& t, const PassContext& ctx) {
     if (ex.fusion) open = data_movers_to_open(t, t.symbols, outputs, ex);
   for (size_t i = 0; i < t.symbols.size(); ++i)
     claim_into(t, t.symbols[i], ctx, !outputs_require_grad(t, t.symbols[i]), out.symbols, open.count(i) > 0);
-  return out;
+  // A composite claimed through its decomposition leaves the values only it read dead (dropout's p, read at run
+  // time under dynamic=True, when not training): they go too.
+  Trace pruned = dead_code_elimination(out, ctx);
+  pruned.provenance = out.provenance;
+  return pruned;
 }
 
 Trace release_dead_values(const Trace& t, const PassContext&) {

@@ -359,6 +359,7 @@ class _Importer:
         self.symbolic = symbolic
         self.symbols = {}        # Dynamo's size symbol (sympy) -> its _core.Dim, with symbolic=True
         self.size_inputs = []    # (symbol's proxy id, input position)
+        self.data_numbers = set()  # nodes whose numbers come from tensor data (x.item()), not from sizes
         self.builder = _core.TraceBuilder()
         self.env = {}            # fx node -> core value (proxy, number, tuple of proxies, ...)
         self.namespace = {}      # opaque callables by printed name
@@ -553,8 +554,18 @@ class _Importer:
         self.size_inputs.append((proxy.id, position))
         return self.symbols[expr]
 
+    def _reads_data(self, node) -> bool:
+        """Whether node's number is read from tensor data (``x.item()``: Dynamo passes a float module attribute
+        or argument as a 0-d tensor under ``dynamic=True``) or computed from one. Such a number is a value of the
+        call, computed at run time like in a static graph, not a size."""
+        if node.op == "call_method" and node.target == "item" or \
+                any(n in self.data_numbers for n in node.all_input_nodes):
+            self.data_numbers.add(node)
+            return True
+        return False
+
     def _call(self, node):
-        if self.symbolic and _has_symbolic_number(node.meta.get("example_value")):
+        if self.symbolic and _has_symbolic_number(node.meta.get("example_value")) and not self._reads_data(node):
             # Size arithmetic (x.size(1) * 2, x.size()): the core computes with the sizes it stands for, no symbol.
             return self._sizes(node, node.meta["example_value"])
         # Indexing a multi-output node selects one of its proxies: no symbol needed.
