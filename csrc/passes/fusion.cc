@@ -83,26 +83,44 @@ void compact(std::vector<Group>& groups, std::vector<int>& group_of) {
 }
 
 // The values of `members` read after them (by other symbols or as trace outputs).
-std::set<ProxyId> live_out(const Trace& t, const std::vector<size_t>& members) {
-  std::set<ProxyId> produced, used_outside;
-  std::set<size_t> in(members.begin(), members.end());
-  for (size_t i : members)
-    for (ProxyId id : t.symbols[i].output_proxies()) produced.insert(id);
-  for (size_t i = 0; i < t.symbols.size(); ++i) {
-    if (in.count(i)) continue;
-    for (ProxyId id : t.symbols[i].input_proxies())
-      if (produced.count(id)) used_outside.insert(id);
+// Who reads each value of a trace, made once per fusion pass: a group's live-out values are asked for at every
+// candidate join and merge, and scanning the whole trace for each (as this once did) was most of the pass.
+class Readers {
+ public:
+  explicit Readers(const Trace& t) {
+    for (size_t i = 0; i < t.symbols.size(); ++i)
+      for (ProxyId id : t.symbols[i].input_proxies()) readers_[id].push_back(i);
+    ir::for_each_proxy(t.output, [&](ProxyId id) { readers_[id].push_back(kTraceOutput); });
   }
-  ir::for_each_proxy(t.output, [&](ProxyId id) {
-    if (produced.count(id)) used_outside.insert(id);
-  });
-  return used_outside;
-}
+  /// The symbols reading `id` (kTraceOutput for the trace's output), in order; none for a value no one reads.
+  const std::vector<size_t>& of(ProxyId id) const {
+    static const std::vector<size_t> kNone;
+    auto it = readers_.find(id);
+    return it == readers_.end() ? kNone : it->second;
+  }
+  /// The values `members` (sorted symbol indices) make that a symbol outside them, or the trace's output, reads.
+  std::set<ProxyId> live_out(const Trace& t, const std::vector<size_t>& members) const {
+    std::set<ProxyId> out;
+    for (size_t i : members)
+      for (ProxyId id : t.symbols[i].output_proxies())
+        for (size_t r : of(id))
+          if (r == kTraceOutput || !std::binary_search(members.begin(), members.end(), r)) {
+            out.insert(id);
+            break;
+          }
+    return out;
+  }
+  static constexpr size_t kTraceOutput = static_cast<size_t>(-1);
 
-std::optional<codegen::KernelPlan> plan_for(const Trace& t, const std::vector<size_t>& members) {
+ private:
+  std::unordered_map<ProxyId, std::vector<size_t>> readers_;
+};
+
+// The plan of one kernel computing `members` (sorted symbol indices), or none if they do not make one.
+std::optional<codegen::KernelPlan> plan_for(const Trace& t, const Readers& readers, const std::vector<size_t>& members) {
   std::vector<ir::BoundSymbol> syms;
   for (size_t i : members) syms.push_back(t.symbols[i]);
-  return codegen::plan_kernel(t, syms, live_out(t, members));
+  return codegen::plan_kernel(t, syms, readers.live_out(t, members));
 }
 
 // Gives a symbol the fusion executor could not fuse to the next executor that claims it.
@@ -130,7 +148,7 @@ ir::BoundSymbol reclaim(const ir::BoundSymbol& b, const PassContext& ctx, const 
 constexpr size_t kMaxHoist = 48;
 bool hoists_far(const Group& g, size_t i) { return i > g.members.back() + kMaxHoist; }
 
-void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& group_of,
+void merge_groups(const Trace& t, const Readers& readers, std::vector<Group>& groups, std::vector<int>& group_of,
                   const std::unordered_map<ProxyId, size_t>& producer,
                   const std::unordered_map<ProxyId, std::set<int>>& depends, GroupDeps& group_deps,
                   const std::vector<int>& segment) {
@@ -142,12 +160,10 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
   // at the start of the backward, alive until the end.)
   const std::set<ProxyId> inputs(t.inputs.begin(), t.inputs.end());
   std::function<int(int)> find = [&](int g) { return parent[g] == g ? g : parent[g] = find(parent[g]); };
-  auto reads = [&](const Group& g) {
-    std::set<ProxyId> r;
-    for (size_t i : g.members)
-      for (ProxyId id : t.symbols[i].input_proxies()) r.insert(id);
-    return r;
-  };
+  std::vector<std::set<ProxyId>> reads(groups.size());  // the values each group reads, kept up to date on merges
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t i : groups[g].members)
+      for (ProxyId id : t.symbols[i].input_proxies()) reads[g].insert(id);
   // A member of `g` reading a value made outside a and b that depends on `other` closes a cycle.
   auto path_through_outside = [&](int g, int a, int b, int other) {
     for (size_t i : groups[g].members)
@@ -170,7 +186,7 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
     if (find(static_cast<int>(a)) != static_cast<int>(a)) continue;
     for (size_t b = a + 1; b < groups.size(); ++b) {
       if (find(static_cast<int>(b)) != static_cast<int>(b)) continue;
-      std::set<ProxyId> ra = reads(groups[a]), rb = reads(groups[b]);
+      const std::set<ProxyId>&ra = reads[a], &rb = reads[b];
       bool related = false;
       for (ProxyId id : rb) {
         auto p = producer.find(id);
@@ -189,9 +205,10 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
       std::vector<size_t> merged = groups[a].members;
       merged.insert(merged.end(), groups[b].members.begin(), groups[b].members.end());
       std::sort(merged.begin(), merged.end());
-      if (!plan_for(t, merged)) continue;
+      if (!plan_for(t, readers, merged)) continue;
       groups[a].members = merged;
       groups[b].members.clear();
+      reads[a].insert(reads[b].begin(), reads[b].end());
       parent[ib] = ia;
       group_deps.merge(ia, ib);
       for (size_t i : merged) group_of[i] = ia;
@@ -206,22 +223,18 @@ void merge_groups(const Trace& t, std::vector<Group>& groups, std::vector<int>& 
 // into the one kernel that reads its result, when no one else reads that result: there it costs nothing
 // (it is index arithmetic), where as an output of the first kernel it would be written out in full. (A
 // Llama's RoPE cos/sin, broadcast per layer, otherwise left the first layer's kernel as eight copies.)
-void sink_data_movers(const Trace& t, std::vector<Group>& groups, std::vector<int>& group_of,
+void sink_data_movers(const Trace& t, const Readers& readers, std::vector<Group>& groups, std::vector<int>& group_of,
                       const std::vector<int>& segment) {
-  std::unordered_map<ProxyId, std::vector<size_t>> readers;
-  for (size_t i = 0; i < t.symbols.size(); ++i)
-    for (ProxyId id : t.symbols[i].input_proxies()) readers[id].push_back(i);
-  std::set<ProxyId> trace_outputs;
-  ir::for_each_proxy(t.output, [&](ProxyId id) { trace_outputs.insert(id); });
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t k = groups[g].members.size(); k-- > 0;) {
       const size_t i = groups[g].members[k];
       const ir::BoundSymbol& b = t.symbols[i];
       if (computes(b) || b.output_proxies().size() != 1) continue;
       const ProxyId out = b.output_proxies()[0];
-      if (trace_outputs.count(out) || readers[out].empty()) continue;
+      const std::vector<size_t>& read_by = readers.of(out);
+      if (read_by.empty() || std::count(read_by.begin(), read_by.end(), Readers::kTraceOutput)) continue;
       int target = -1;
-      for (size_t r : readers[out]) {
+      for (size_t r : read_by) {
         const int h = group_of[r];
         if (h < 0 || h == static_cast<int>(g) || (target >= 0 && h != target)) target = -2;
         if (target == -2) break;
@@ -231,7 +244,7 @@ void sink_data_movers(const Trace& t, std::vector<Group>& groups, std::vector<in
       std::vector<size_t> grown = groups[target].members, shrunk = groups[g].members;
       grown.insert(std::upper_bound(grown.begin(), grown.end(), i), i);
       shrunk.erase(shrunk.begin() + static_cast<std::ptrdiff_t>(k));
-      if (!plan_for(t, grown) || (!shrunk.empty() && !plan_for(t, shrunk))) continue;
+      if (!plan_for(t, readers, grown) || (!shrunk.empty() && !plan_for(t, readers, shrunk))) continue;
       groups[target].members = std::move(grown);
       groups[g].members = std::move(shrunk);
       group_of[i] = target;
@@ -272,6 +285,7 @@ static Trace fuse_for(const Trace& t, const PassContext& ctx, const ExecutorTabl
     keep_unfused[k] = true;
     for (ProxyId id : b.input_proxies()) mutated.insert(id);
   }
+  const Readers readers(t);
   std::vector<int> group_of(n, -1);
   std::vector<Group> groups;
   std::unordered_map<ProxyId, size_t> producer;
@@ -301,7 +315,7 @@ static Trace fuse_for(const Trace& t, const PassContext& ctx, const ExecutorTabl
         if (cycle) continue;
         std::vector<size_t> grown = groups[g].members;
         grown.push_back(i);
-        if (!plan_for(t, grown)) continue;
+        if (!plan_for(t, readers, grown)) continue;
         groups[g].members = grown;
         group_of[i] = g;
         break;
@@ -318,8 +332,8 @@ static Trace fuse_for(const Trace& t, const PassContext& ctx, const ExecutorTabl
       depends[id] = deps;
     }
   }
-  merge_groups(t, groups, group_of, producer, depends, group_deps, segment);
-  sink_data_movers(t, groups, group_of, segment);
+  merge_groups(t, readers, groups, group_of, producer, depends, group_deps, segment);
+  sink_data_movers(t, readers, groups, group_of, segment);
   // Build the fused symbols; a group without arithmetic, or that does not
   // plan, goes back to the other executors symbol by symbol.
   std::vector<ir::BoundSymbol> nodes;  // one per group or unfused symbol
@@ -329,7 +343,7 @@ static Trace fuse_for(const Trace& t, const PassContext& ctx, const ExecutorTabl
   for (const Group& g : groups) {
     bool any_compute = false;
     for (size_t i : g.members) any_compute |= computes(t.symbols[i]);
-    auto plan = any_compute ? plan_for(t, g.members) : std::nullopt;
+    auto plan = any_compute ? plan_for(t, readers, g.members) : std::nullopt;
     if (!plan) {
       for (size_t i : g.members) group_of[i] = -1;
       continue;
