@@ -351,7 +351,7 @@ with torch.no_grad():
 trace = compiled_graphs(jitted)[-1].execution_trace.trace
 launchers, modules = cpuex.lower(trace)
 (launcher,) = launchers.values()
-assert launcher.__globals__["module"] is modules[0][0]
+assert launcher.module is modules[0][0]
 del modules
 gc.collect()
 torch.testing.assert_close(launcher(x), x.exp() + 1)

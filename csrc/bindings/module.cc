@@ -498,7 +498,8 @@ NB_MODULE(_core, m) {
 
   nb::class_<runtime::Module>(m, "KernelModule",
                               "A compiled, loaded shared object of kernels; unloaded (dlclose) when the last reference "
-                              "to it goes, so whatever keeps one of its kernel addresses must keep it.")
+                              "to it goes, so whatever keeps one of its kernel addresses must keep it.",
+                              nb::is_weak_referenceable())
       .def_ro("path", &runtime::Module::path)
       .def_ro("key", &runtime::Module::key)
       .def_ro("command", &runtime::Module::command)

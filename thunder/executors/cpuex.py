@@ -17,9 +17,11 @@ empties it. The compiler is killed after ``$THUNDER_COMPILE_TIMEOUT`` seconds
 (default 300). See docs/cpu_executor.md.
 """
 import concurrent.futures
+import functools
 import math
 import os
 import time
+import weakref
 
 import torch
 import torch.utils.dlpack
@@ -91,62 +93,89 @@ _DLPACK_DTYPES = {torch.bool: 6, torch.bfloat16: 4, torch.float16: 2, torch.floa
                   torch.uint8: 1, torch.int8: 0, torch.int16: 0, torch.int32: 0, torch.int64: 0}
 
 
-def _allocation(name, shape, dtype, namespace):
-    """The launcher's expression for a fresh, uninitialized output tensor (adding what it needs to namespace)."""
+def _allocation(name, shape, dtype, values):
+    """The launcher's expression for a fresh, uninitialized output tensor; the per-launcher objects it names
+    (its shape, a prototype tensor) go into ``values``."""
     itemsize = torch.empty((), dtype=dtype).element_size()
     if math.prod(shape) * itemsize >= POOLED_OUTPUT_BYTES and dtype in _DLPACK_DTYPES:
-        return f"from_dlpack(pooled({tuple(shape)}, {_DLPACK_DTYPES[dtype]}, {itemsize * 8}))"
-    namespace[f"prototype_{name}"] = torch.empty(tuple(shape), dtype=dtype)
-    # The shape in the text too: the launcher's registry name is a digest of its text and the kernel's
-    # source, which (sizes being arguments) is the same for every shape of a size class.
-    return f"empty_like(prototype_{name})  # {tuple(shape)} {dtype}"
+        values[f"shape_{name}"] = tuple(shape)
+        return f"from_dlpack(pooled(shape_{name}, {_DLPACK_DTYPES[dtype]}, {itemsize * 8}))"
+    values[f"prototype_{name}"] = torch.empty(tuple(shape), dtype=dtype)
+    return f"empty_like(prototype_{name})"
 
 
-def _size_argument(params, size):
-    """The launcher's expression for one size argument of a shape-generic kernel: a size is the number itself
-    (a launcher serves the one shape its trace was lowered for, as its outputs' allocation does: guards, or the
-    specialization of a graph with symbolic sizes, fix the shapes; reading it from the tensor cost ~60 ns), a
-    strided trace input's stride is read from the tensor."""
+def _size_argument(params, size, values):
+    """The launcher's expression for one size argument of a shape-generic kernel: a size is a number the
+    launcher is made with (it serves the one shape its trace was lowered for, as its outputs' allocation does:
+    guards, or the specialization of a graph with symbolic sizes, fix the shapes; reading it from the tensor
+    cost ~60 ns), a strided trace input's stride is read from the tensor."""
     index, dim, stride, value = size
-    return f"{params[index]}.stride({dim})" if stride and index >= 0 else str(value)
+    if stride and index >= 0:
+        return f"{params[index]}.stride({dim})"
+    values[f"s{len(values)}"] = value
+    return f"s{len(values) - 1}"
 
 
-def _launcher(name, module, source, trace, inputs, outputs, sizes=()):
+#: What every launcher's text refers to besides its own values.
+_LAUNCHER_GLOBALS = {"launch": _core.launch, "threads": torch.get_num_threads, "index_error": _index_error,
+                     "empty_like": torch.empty_like, "pooled": _core.pooled_capsule,
+                     "from_dlpack": torch.utils.dlpack.from_dlpack}
+
+
+@functools.lru_cache(maxsize=1024)
+def _launcher_factory(text):
+    """The function that makes launchers of one text, given the kernel, its module and the launcher's values:
+    the text is compiled once, and a new shape of a shape-generic kernel only binds new values (compiling
+    each launcher cost ~0.3 ms, 27 of them at each new length of a GPT-2). The source stays readable in
+    tracebacks while the factory or a launcher it made lives."""
+    filename = debug.register_source(text, "kernel launcher")
+    namespace = dict(_LAUNCHER_GLOBALS)
+    exec(compile(text, filename, "exec"), namespace)
+    make = namespace["make"]
+    debug.release_source_with(make, filename)
+    return make
+
+
+def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=()):
     """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous
     (a copy only if one is not; a non-contiguous trace input is read in place, its strides passed to the
     kernel or, where 0 or 1, written into it, which the guards fix), allocates the outputs, launches the
     kernel with the data pointers, torch's thread count and the sizes a shape-generic kernel takes as
     arguments (``sizes``: see ``thunder._core.render_cpu``), and returns the output (a tuple of them if
-    several). It holds the kernel's module: the module is unloaded when no launcher (or compiled graph) uses
-    it any more."""
-    namespace = {"launch": _core.launch, "kernel": module.symbol(name), "module": module,  # keeps it loaded
-                 "threads": torch.get_num_threads,
-                 "index_error": _index_error, "empty_like": torch.empty_like,
-                 "pooled": _core.pooled_capsule, "from_dlpack": torch.utils.dlpack.from_dlpack}
+    several). ``source_digest`` is the digest of the kernel's translation unit. It holds the kernel's module:
+    the module is unloaded when no launcher (or compiled graph) uses it any more."""
+    values = {}  # the names the text binds per launcher: output shapes or prototypes, sizes
     params = [f"a{i}" for i in range(len(inputs))]
-    lines = [f"def {name}({', '.join(params)}):"]
+    lines = [f"    def {name}({', '.join(params)}):"]
     for a, p in zip(params, inputs):
         if not trace.strides(p):
-            lines.append(f"    if not {a}.is_contiguous(): {a} = {a}.contiguous()")
+            lines.append(f"        if not {a}.is_contiguous(): {a} = {a}.contiguous()")
     outs = [f"o{k}" for k in range(len(outputs))]
     for o, p in zip(outs, outputs):
         dtype, shape, _, _ = trace.meta(p)
-        lines.append(f"    {o} = {_allocation(o, shape, to_torch(dtype), namespace)}")
-    pointers = [f"{x}.data_ptr()" for x in params + outs] + ["threads()"] + [_size_argument(params, z) for z in sizes]
-    lines.append(f"    if launch(kernel, ({', '.join(pointers)},)):")
-    lines.append(f"        raise index_error({name!r})")
-    lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
-    text = "\n".join(lines) + "\n"
+        lines.append(f"        {o} = {_allocation(o, shape, to_torch(dtype), values)}")
+    sizes = [_size_argument(params, z, values) for z in sizes]
+    pointers = [f"{x}.data_ptr()" for x in params + outs] + ["threads()"] + sizes
+    lines.append(f"        if launch(kernel, ({', '.join(pointers)},)):")
+    lines.append(f"            raise index_error({name!r})")
+    lines.append(f"        return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
+    lines.append(f"    return {name}")
+    text = "\n".join([f"def make({', '.join(['kernel', *values])}):"] + lines) + "\n"
+    launcher = _launcher_factory(text)(module.symbol(name), *values.values())
+    launcher.module = module  # keeps it loaded
     # Its name in the kernel registry (printed traces import it by that name): the kernel's name and a digest
-    # of what it runs, the same for the same kernel in every process.
-    registry_name = f"{name}_{registry.digest(source + text)}"
-    filename = debug.register_source(text, f"kernel launcher {registry_name}")
-    exec(compile(text, filename, "exec"), namespace)
-    launcher = namespace[name]
-    launcher.registry_name = registry_name
-    debug.release_source_with(launcher, filename)
+    # of what it runs -- the kernel's source, the launcher's text and the values it binds -- the same for the
+    # same kernel in every process.
+    bound = ", ".join(f"{k}={tuple(v.shape) if isinstance(v, torch.Tensor) else v}" for k, v in values.items())
+    launcher.registry_name = f"{name}_{registry.digest(source_digest + text + bound)}"
+    launcher.values = bound  # what this launcher binds (the sizes, the outputs' shapes), for inspection
     return launcher
 
+
+#: The kernel modules this process has loaded, by (translation unit, cache directory), while something uses them:
+#: a unit lowered again (each new length of a graph with symbolic sizes lowers the same shape-generic kernels) is
+#: not looked up, read and verified in the cache again.
+_loaded = weakref.WeakValueDictionary()
 
 #: Kernels per translation unit below which a trace's kernels are not split across compiler processes
 #: (each process pays the compiler's start-up and the headers again).
@@ -170,21 +199,28 @@ def lower(trace, round_every_op=True, seconds=None):
         return {}, []
     start = time.perf_counter()
     directory = cache_dir()
-    if len(units) == 1:
-        modules = [load_module(units[0][0], directory)]
-    else:  # load_module releases the GIL while the compiler runs
-        with concurrent.futures.ThreadPoolExecutor(len(units)) as pool:
-            modules = list(pool.map(lambda unit: load_module(unit[0], directory), units))
+    modules = [_loaded.get((source, directory)) for source, _ in units]
+    missing = [k for k, m in enumerate(modules) if m is None]
+    if len(missing) == 1:
+        modules[missing[0]] = load_module(units[missing[0]][0], directory)
+    elif missing:  # load_module releases the GIL while the compiler runs
+        with concurrent.futures.ThreadPoolExecutor(len(missing)) as pool:
+            for k, m in zip(missing, pool.map(lambda k: load_module(units[k][0], directory), missing)):
+                modules[k] = m
     launchers = {}
-    for module, (source, kernels) in zip(modules, units):
-        if module.cache_hit:
+    for k, (module, (source, kernels)) in enumerate(zip(modules, units)):
+        _loaded[(source, directory)] = module
+        if k not in missing:
+            logger.debug("thunder: cpu kernels %s already loaded", module.path)
+        elif module.cache_hit:
             logger.debug("thunder: cpu kernels %s loaded from the cache", module.path)
         else:
             logger.debug("thunder: compiled cpu kernels in %.0f ms with: %s", module.compile_seconds * 1e3,
                          module.command)
         if trace_enabled():  # whole kernel sources only at TRACE: DEBUG stays readable
             log_trace("thunder: cpu kernel source (%s):\n%s", module.path, source)
-        launchers.update({name: _launcher(name, module, source, trace, ins, outs, sizes)
+        source_digest = registry.digest(source, 64)
+        launchers.update({name: _launcher(name, module, source_digest, trace, ins, outs, sizes)
                           for name, ins, outs, sizes in kernels})
     last_source = "\n".join(source for source, _ in units)
     seconds["compile"] = time.perf_counter() - start
