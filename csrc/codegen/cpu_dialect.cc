@@ -27,6 +27,7 @@ using namespace cpu;
 
 // Every parallel loop runs on the caller's thread count, passed after the kernel's pointers.
 const std::string kParallelFor = "#pragma omp parallel for num_threads(nthreads)";
+const std::string kBySize = " if(parallel: ";  // the clause of a nest parallel only from the grain on
 
 // Writes one kernel: the plan's loop nest as its schedule orders it, each value's expression from the
 // op-expression table (cpu_expressions.h).
@@ -157,7 +158,7 @@ class KernelWriter {
     if (!s_.parallel_by_size) return pragma;
     std::vector<int> all(p_.domain.size());
     for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int>(d);
-    return pragma + " if(parallel: " + extent_product(all) + " >= " + std::to_string(s_.limits.grain) + "LL)";
+    return pragma + kBySize + extent_product(all) + " >= " + std::to_string(s_.limits.grain) + "LL)";
   }
 
   DType dtype(ProxyId v) const { return t_.tensor(v).dtype; }
@@ -560,6 +561,12 @@ class KernelWriter {
                     const std::string& ind, bool simd_inner, const std::string& simd = "#pragma omp simd",
                     const std::string& before_inner = "") const {
     if (dims.empty()) return indent(body, ind);
+    if (const size_t at = pragma.find(kBySize); at != std::string::npos) {
+      const std::string condition = pragma.substr(at + kBySize.size(), pragma.size() - at - kBySize.size() - 1);
+      const size_t at_collapse = pragma.find(" collapse(");
+      const size_t n = at_collapse == std::string::npos ? 1 : std::stoul(pragma.substr(at_collapse + 10));
+      if (n == 1 || n < dims.size()) return loops_by_size(dims, n, condition, body, ind, simd_inner, simd, before_inner);
+    }
     std::string out, close;
     // When the parallel pragma collapses the whole nest, the innermost loop is part of it:
     // then it is one `parallel for simd`, with no separate simd pragma inside.
@@ -582,6 +589,47 @@ class KernelWriter {
       close = pad + "}\n" + close;
     }
     return out + indent(body, ind + std::string(2 * dims.size(), ' ')) + close;
+  }
+
+  // A loop nest that runs in parallel only from the grain on (Schedule::parallel_by_size), its outermost `n` dims
+  // the parallel ones: the nest is a function of a range of their flat index, called once for the whole range
+  // below the grain or with one thread, and by each thread of a team for its static share otherwise. (An OpenMP `if(parallel:
+  // ...)` clause that is false still starts a team of one thread: ~0.45 us a launch, more than a small
+  // kernel's work; the function is not inlined, so the nest is compiled once.)
+  std::string loops_by_size(const std::vector<int>& dims, size_t n, const std::string& condition,
+                            const std::string& body, const std::string& ind, bool simd_inner, const std::string& simd,
+                            const std::string& before_inner) const {
+    const std::vector<int> parallel(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(n));
+    const std::vector<int> rest(dims.begin() + static_cast<std::ptrdiff_t>(n), dims.end());
+    const std::string count = n == 1 ? extent(dims[0]) : extent_product(parallel);
+    std::string nest;
+    if (n == 1) {
+      const std::string i = "i" + std::to_string(dims[0]);
+      if (rest.empty() && simd_inner) nest += simd + "\n";
+      nest += "for (int64_t " + i + " = lo; " + i + " < hi; ++" + i + ") {\n";
+    } else {
+      nest += "for (int64_t flat = lo; flat < hi; ++flat) {\n  int64_t rem = flat;\n";
+      for (size_t k = n; k-- > 0;) {
+        const std::string i = "i" + std::to_string(dims[k]);
+        nest += k == 0 ? "  const int64_t " + i + " = rem;\n"
+                       : "  const int64_t " + i + " = rem % " + extent(dims[k]) + ";\n  rem /= " + extent(dims[k]) + ";\n";
+      }
+    }
+    nest += loops(rest, body, "", "  ", simd_inner, simd, before_inner) + "}\n";
+    return indent("{\n"
+                  "  auto part = [&](int64_t lo, int64_t hi) __attribute__((noinline)) {\n" +
+                      indent(nest, "    ") +
+                  "  };\n"
+                  "  if (nthreads > 1 && " + condition + ") {\n"
+                  "    #pragma omp parallel num_threads(nthreads)\n"
+                  "    {\n"
+                  "      const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();\n"
+                  "      part(" + count + " * t / threads, " + count + " * (t + 1) / threads);\n"
+                  "    }\n"
+                  "  } else {\n"
+                  "    part(0, " + count + ");\n"
+                  "  }\n"
+                  "}\n", ind);
   }
 
   const ir::Trace& t_;

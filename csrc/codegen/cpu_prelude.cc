@@ -48,6 +48,9 @@ THUNDER_LIMITS(double, -__DBL_MAX__, __DBL_MAX__)
   _Pragma("omp declare simd notinbranch") float name##f(float); \
   _Pragma("omp declare simd notinbranch") double name(double);
 extern "C" {
+// libgomp's, for a loop nest that starts a team only from the grain on (KernelWriter::loops_by_size in cpu_dialect.cc).
+int omp_get_thread_num(void);
+int omp_get_num_threads(void);
 THUNDER_VECTOR_MATH(exp) THUNDER_VECTOR_MATH(exp2) THUNDER_VECTOR_MATH(log) THUNDER_VECTOR_MATH(log2)
 THUNDER_VECTOR_MATH(log10) THUNDER_VECTOR_MATH(log1p) THUNDER_VECTOR_MATH(expm1) THUNDER_VECTOR_MATH(cos)
 THUNDER_VECTOR_MATH(tan) THUNDER_VECTOR_MATH(asin) THUNDER_VECTOR_MATH(acos) THUNDER_VECTOR_MATH(atan)

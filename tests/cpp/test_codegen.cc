@@ -664,8 +664,11 @@ TEST(ShapeGeneric, OneSizeClassRendersOneSourceWithItsSizesAsArguments) {
   EXPECT_NE(small.find("const int64_t n1 = (int64_t)(intptr_t)args[4];"), std::string::npos) << small;
   EXPECT_NE(small.find("in0[i0 * n1 + i1]"), std::string::npos) << small;
   EXPECT_EQ(small.find(" 8LL"), std::string::npos) << small;  // (the grain, 32768LL, ends in 8LL)
-  // Whether the rows run in parallel is the kernel's own test of its element count, not a size class.
-  EXPECT_NE(small.find("if(parallel: (n0 * n1) >= 32768LL)"), std::string::npos) << small;
+  // Whether the rows run in parallel is the kernel's own test of its element count, not a size class: below
+  // the grain the rows' function is called directly, no OpenMP team is started.
+  EXPECT_NE(small.find("if (nthreads > 1 && (n0 * n1) >= 32768LL) {"), std::string::npos) << small;
+  EXPECT_NE(small.find("part(0, n0);"), std::string::npos) << small;
+  EXPECT_EQ(small.find("if(parallel:"), std::string::npos) << small;
   // Another size class: rows reduced in lanes; above the grain, the same source.
   const std::string lanes = sin_sum_kernel(4, 256);
   EXPECT_NE(lanes, small);
