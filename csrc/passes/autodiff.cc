@@ -35,7 +35,8 @@ std::string qualified(const BoundSymbol& b) {
 // Whether b's first argument is a float16/bfloat16 tensor on the CPU. There torch's fused attention backward is slow:
 // in bfloat16 ([8, 4, 64, 64], one thread) its forward and backward took 4.8 ms where the decomposition's batched
 // matmuls and softmax take 1.3 ms together (in float32 both about 2 ms, and the fused one saves memory), so half
-// precision attention on the CPU is differentiated through its decomposition.
+// precision attention on the CPU is differentiated by thunder: from its rows' log-sum-exps where torch's fused
+// forward kernel takes it (attention_by_logsumexp), else through its decomposition.
 bool half_on_cpu(const Trace& t, const BoundSymbol& b) {
   if (b.args.empty() || !b.args[0].is_proxy() || !t.proxy(b.args[0].proxy()).is_tensor) return false;
   const ir::TensorMeta& m = t.tensor(b.args[0].proxy());
