@@ -29,7 +29,8 @@ Value nll_loss_of(Builder& b, const Value& logp, const Value& target, const Valu
                   const std::string& reduction);
 /// Attention's keys and values (scaled_dot_product_attention's k and v) with each head repeated for the
 /// hq / hk consecutive query heads it serves, where enable_gqa is set and the query has more heads (grouped-query
-/// attention, as torch's repeat_interleave on the head dim); otherwise k and v.
+/// attention, as torch's repeat_interleave on the head dim); otherwise k and v. OpError unless q and k are at least
+/// 2-D (it comes first: attention_scale reads q's last dim).
 std::pair<Value, Value> attention_heads(Builder& b, const Value& q, const Value& k, const Value& v, bool enable_gqa);
 /// Attention's scale: `scale`, or 1 / sqrt(E) for None (E the query's last dim).
 double attention_scale(Builder& b, const Value& q, const Value& scale);

@@ -116,6 +116,7 @@ Value dropout(Builder& b, const Value& x, double p, bool training, bool inplace)
 
 std::pair<Value, Value> attention_heads(Builder& b, const Value& q, const Value& k, const Value& v, bool enable_gqa) {
   const TensorMeta qm = b.meta(q), km = b.meta(k);
+  if (qm.ndim() < 2 || km.ndim() < 2) fail("ltorch.scaled_dot_product_attention", "query and key must be at least 2-D");
   if (!enable_gqa || qm.ndim() < 3 || km.ndim() < 3 || qm.shape[qm.ndim() - 3] == km.shape[km.ndim() - 3]) return {k, v};
   const Dim hq = qm.shape[qm.ndim() - 3], hk = km.shape[km.ndim() - 3];
   if (hk == 0 || (hq.is_constant() && hk.is_constant() && *hq.constant() % *hk.constant() != 0))

@@ -503,6 +503,8 @@ class Differentiator {
 }  // namespace
 
 ForwardBackward split_forward_backward(const Trace& t) {
+  auto by_logsumexp = [&](const BoundSymbol& b) { return attention_by_logsumexp(t, b); };
+  if (std::none_of(t.symbols.begin(), t.symbols.end(), by_logsumexp)) return Differentiator(t).run();
   const Trace with_logsumexp = with_attention_logsumexp(t);
   return Differentiator(with_logsumexp).run();
 }
