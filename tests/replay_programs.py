@@ -1,10 +1,10 @@
 """The replay check: generated kernel sources and final traces of a fixed set of programs.
 
 A refactor of the compiler (op tables, passes, code generation) must change what it generates only where it
-means to. This module compiles a fixed set of programs -- softmax, LayerNorm, RoPE, cross-entropy, GELU and dropout in
-float32 and bfloat16 (inference, and forward with inputs that require grad), the seed's two examples, GPT-2 --
-and records, per program, every compiled graph's final execution trace and the kernels the fusion executors
-generated (without the shared preamble of math helpers), in ``tests/replay/<program>.txt``.
+means to. This module compiles a fixed set of programs -- softmax, LayerNorm, RoPE, cross-entropy, GELU, dropout
+and causal attention in float32 and bfloat16 (inference, and forward with inputs that require grad), the seed's two
+examples, GPT-2 -- and records, per program, every compiled graph's final execution trace and the kernels the
+fusion executors generated (without the shared preamble of math helpers), in ``tests/replay/<program>.txt``.
 ``tests/test_replay.py`` compares a fresh recording with the stored one; after an intended change, record again::
 
     python tests/replay_programs.py            # rewrites tests/replay/*.txt
@@ -52,6 +52,10 @@ def dropout_residual(x):
     return x + F.dropout(F.gelu(x), 0.1, training=True)
 
 
+def causal_attention(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 def _kernel_cases(dtype, grad):
     g = torch.Generator().manual_seed(0)
 
@@ -65,7 +69,8 @@ def _kernel_cases(dtype, grad):
             "rope": (rope, (randn(2, 16, 16), torch.cat((half, half), -1).cos(), torch.cat((half, half), -1).sin())),
             "cross_entropy": (cross_entropy, (randn(8, 32), target)),
             "gelu": (gelu, (randn(8, 32),)),
-            "dropout": (dropout_residual, (randn(8, 32),))}
+            "dropout": (dropout_residual, (randn(8, 32),)),
+            "attention": (causal_attention, (randn(2, 2, 8, 4), randn(2, 2, 8, 4), randn(2, 2, 8, 4)))}
 
 
 def _seed_cases():

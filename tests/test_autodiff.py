@@ -399,18 +399,54 @@ def test_attention_is_differentiated_whole_by_torch():
     assert "prims.matmul" not in backward
 
 
-def test_half_precision_attention_on_the_cpu_goes_through_its_decomposition():
-    # torch's fused CPU attention backward is slow in bfloat16 (4.8 ms against 1.3 ms for the decomposition's
-    # matmuls and softmax, forward and backward, at [8, 4, 64, 64]): there the decomposition is differentiated.
-    def attention(q, k, v):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True).tanh()
+def _attention_case(case, dtype):
+    """(fn, q, k, v, mask): attention over [2, 4, 6, 16] queries and 8 keys as `case` sets it up; the masks hide a
+    whole row of scores (row 1), which attends to nothing (zeros)."""
+    hk = 2 if case == "gqa" else 4
+    q, k, v = leaf(2, 4, 6, 16, dtype=dtype), leaf(2, hk, 8, 16, seed=1, dtype=dtype), leaf(2, hk, 8, 16, seed=2, dtype=dtype)
+    keep = torch.rand(6, 8, generator=torch.Generator().manual_seed(3)) > 0.3
+    keep[1] = False
+    keep[:, 0] |= torch.arange(6) != 1  # every other row keeps a key
+    mask = {"bool_mask": keep, "float_mask": torch.zeros(2, 1, 6, 8, dtype=dtype).masked_fill(~keep, float("-inf")),
+            "float_mask_grad": leaf(6, 8, seed=4, dtype=dtype)}.get(case)
+    if case == "gqa":
+        return (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).tanh()), q, k, v
+    if case == "causal":
+        return (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3).tanh()), q, k, v
+    return (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m).tanh()), q, k, v, mask
 
-    q, k, v = (leaf(2, 3, 8, 4, dtype=torch.bfloat16, seed=s) for s in range(3))
-    j = grads_equal(attention, q, k, v, rtol=1.6e-2, atol=2e-2)
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("case", ["causal", "bool_mask", "float_mask", "float_mask_grad", "gqa"])
+def test_attention_gradients_equal_eager(case, dtype):
+    # bfloat16: the forward is torch's fused CPU kernel, which also returns the rows' log-sum-exps, and the backward
+    # recomputes the probabilities from them (ltorch.attention_with_logsumexp's rule; nothing [L, S] is saved).
+    # float32: torch's autograd differentiates the attention whole (the generic rule).
+    fn, *args = _attention_case(case, dtype)
+    rtol, atol = (1.6e-2, 2e-2) if dtype == torch.bfloat16 else (None, None)
+    j = grads_equal(fn, *args, rtol=rtol, atol=atol)
     assert backward_of(j) == ["thunder"]
-    backward = str(thunder.last_backward_traces(j)[-1])
-    assert "autograd_vjp(ltorch.scaled_dot_product_attention" not in backward, backward
-    assert "prims.matmul" in backward
+    forward, backward = str(thunder.last_traces(j)[-1]), str(thunder.last_backward_traces(j)[-1])
+    if dtype == torch.bfloat16:
+        assert thunder.compile_stats(j).graphs[0]["vjp"]["ltorch.attention_with_logsumexp"] == "own"
+        assert "ltorch.attention_with_logsumexp(" in forward, forward
+        assert "autograd_vjp(" not in backward, backward
+        saved = re.search(r"return \(\(\w+,\), \((.*)\)\)", forward).group(1).split(", ")
+        square = [n for n in saved if re.search(rf"# {n}: \"cpu \w+\[2, 4, 6, 8\]\"", forward)]
+        assert not square, f"saved attention probabilities: {square}\n{forward}"
+    else:
+        assert "autograd_vjp(ltorch.scaled_dot_product_attention" in backward, backward
+
+
+def test_half_precision_attention_with_dropout_keeps_its_decomposition():
+    # The fused kernel draws its own dropout mask, which the backward could not regenerate: attention with dropout
+    # is differentiated through its decomposition (its mask from the saved seed).
+    q, k, v = (leaf(2, 3, 8, 4, dtype=torch.bfloat16, seed=s) for s in range(3))
+    j = thunder.jit(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.5, is_causal=True))
+    j(q, k, v).sum().backward()
+    assert backward_of(j) == ["thunder"]
+    assert "attention_with_logsumexp" not in str(thunder.last_traces(j)[-1])
+    assert torch.isfinite(q.grad).all()
 
 
 def test_a_weight_applied_to_a_batch_of_rows_gets_its_gradient_from_one_matmul():

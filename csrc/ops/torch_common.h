@@ -2,6 +2,8 @@
 // broadcasting, and registration.
 #pragma once
 
+#include <utility>
+
 #include "ops/op_table.h"
 
 namespace thunder::ops {
@@ -25,6 +27,16 @@ Value cast(Builder& b, const Value& v, DType dtype);
 /// Decomposes into take_along_axis and arithmetic (cross_entropy is nll_loss of log_softmax).
 Value nll_loss_of(Builder& b, const Value& logp, const Value& target, const Value& weight, const Value& ignore_index,
                   const std::string& reduction);
+/// Attention's keys and values (scaled_dot_product_attention's k and v) with each head repeated for the
+/// hq / hk consecutive query heads it serves, where enable_gqa is set and the query has more heads (grouped-query
+/// attention, as torch's repeat_interleave on the head dim); otherwise k and v. OpError unless q and k are at least
+/// 2-D (it comes first: attention_scale reads q's last dim).
+std::pair<Value, Value> attention_heads(Builder& b, const Value& q, const Value& k, const Value& v, bool enable_gqa);
+/// Attention's scale: `scale`, or 1 / sqrt(E) for None (E the query's last dim).
+double attention_scale(Builder& b, const Value& q, const Value& scale);
+/// Attention's scores q k^T * scale in the math type of q's dtype (float32 for half precision), -inf where a
+/// causal or bool mask hides a key, plus a float mask (`mask` None, bool or floating).
+Value attention_scores(Builder& b, const Value& q, const Value& key, const Value& mask, bool is_causal, double scale);
 /// Broadcasts a tensor to `shape` (torch's rules) if it has another shape; numbers pass unchanged.
 Value expand_to(Builder& b, const Value& v, const Shape& shape);
 /// The elementwise prim `prim` over operands promoted and broadcast as torch does.

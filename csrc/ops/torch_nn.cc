@@ -112,49 +112,64 @@ Value dropout(Builder& b, const Value& x, double p, bool training, bool inplace)
   return b.torch("mul", {x, noise});
 }
 
-// softmax(q k^T * scale + mask) v, with an optional causal mask and grouped-query heads; with dropout_p, the
-// attention weights go through dropout before the product with v (as torch's math backend does).
-Value sdpa(Builder& b, const Args& a) {
-  const Value &q = a[0], &k = a[1], &v = a[2], &mask = a[3];
+}  // namespace
+
+std::pair<Value, Value> attention_heads(Builder& b, const Value& q, const Value& k, const Value& v, bool enable_gqa) {
   const TensorMeta qm = b.meta(q), km = b.meta(k);
   if (qm.ndim() < 2 || km.ndim() < 2) fail("ltorch.scaled_dot_product_attention", "query and key must be at least 2-D");
-  const Dim L = qm.shape[qm.ndim() - 2], S = km.shape[km.ndim() - 2], E = qm.shape.back();
-  Value key = k, value = v;
-  if (a[7].as_bool() && qm.ndim() >= 3 && qm.shape[qm.ndim() - 3] != km.shape[km.ndim() - 3]) {
-    const Dim hq = qm.shape[qm.ndim() - 3], hk = km.shape[km.ndim() - 3];
-    if (hk == 0 || (hq.is_constant() && hk.is_constant() && *hq.constant() % *hk.constant() != 0))
-      fail("ltorch.scaled_dot_product_attention", "query heads must be a multiple of key heads");
-    const Dim groups = hq.divide(hk, "ltorch.scaled_dot_product_attention");
-    // Each key/value head serves hq / hk consecutive query heads (torch's repeat_interleave on the head dim).
-    auto repeat_heads = [&](const Value& t) {
-      Shape shape = b.meta(t).shape;
-      int64_t head_dim = static_cast<int64_t>(shape.size()) - 3;
-      Value u = b.torch("unsqueeze", {t, Int(head_dim + 1)});
-      Shape expanded = b.meta(u).shape;
-      expanded[head_dim + 1] = groups;
-      shape[head_dim] = hq;
-      return b.torch("reshape", {b.torch("expand", {u, Value::dims(expanded)}), Value::dims(shape)});
-    };
-    key = repeat_heads(k);
-    value = repeat_heads(v);
-  }
-  double scale = a[6].is_none() ? 1.0 / std::sqrt(static_cast<double>(E.value("ltorch.scaled_dot_product_attention")))
-                                 : a[6].as_double();
-  DType d = qm.dtype;
-  Value qs = cast(b, q, opmath(d)), ks = cast(b, key, opmath(d)), vs = cast(b, value, opmath(d));
+  if (!enable_gqa || qm.ndim() < 3 || km.ndim() < 3 || qm.shape[qm.ndim() - 3] == km.shape[km.ndim() - 3]) return {k, v};
+  const Dim hq = qm.shape[qm.ndim() - 3], hk = km.shape[km.ndim() - 3];
+  if (hk == 0 || (hq.is_constant() && hk.is_constant() && *hq.constant() % *hk.constant() != 0))
+    fail("ltorch.scaled_dot_product_attention", "query heads must be a multiple of key heads");
+  const Dim groups = hq.divide(hk, "ltorch.scaled_dot_product_attention");
+  // Each key/value head serves hq / hk consecutive query heads (torch's repeat_interleave on the head dim).
+  auto repeat_heads = [&](const Value& t) {
+    Shape shape = b.meta(t).shape;
+    int64_t head_dim = static_cast<int64_t>(shape.size()) - 3;
+    Value u = b.torch("unsqueeze", {t, Int(head_dim + 1)});
+    Shape expanded = b.meta(u).shape;
+    expanded[head_dim + 1] = groups;
+    shape[head_dim] = hq;
+    return b.torch("reshape", {b.torch("expand", {u, Value::dims(expanded)}), Value::dims(shape)});
+  };
+  return {repeat_heads(k), repeat_heads(v)};
+}
+
+double attention_scale(Builder& b, const Value& q, const Value& scale) {
+  if (!scale.is_none()) return scale.as_double();
+  const Dim E = b.meta(q).shape.back();
+  return 1.0 / std::sqrt(static_cast<double>(E.value("ltorch.scaled_dot_product_attention")));
+}
+
+Value attention_scores(Builder& b, const Value& q, const Value& key, const Value& mask, bool is_causal, double scale) {
+  const TensorMeta qm = b.meta(q), km = b.meta(key);
+  if (qm.ndim() < 2 || km.ndim() < 2) fail("ltorch.scaled_dot_product_attention", "query and key must be at least 2-D");
+  const Dim L = qm.shape[qm.ndim() - 2], S = km.shape[km.ndim() - 2];
+  const DType d = opmath(qm.dtype);
+  Value qs = cast(b, q, d), ks = cast(b, key, d);
   Value scores = b.torch("mul", {b.torch("matmul", {qs, b.torch("transpose", {ks, Int(-2), Int(-1)})}), Value(scale)});
-  if (a[5].as_bool()) {
+  if (is_causal) {
     if (!mask.is_none()) fail("ltorch.scaled_dot_product_attention", "attn_mask and is_causal cannot both be set");
     Value rows = b.torch("unsqueeze", {b.torch("arange", {Value(L), Value(), Int(1), Value(), Value(ir::Str{qm.device})}), Int(-1)});
     Value cols = b.torch("arange", {Value(S), Value(), Int(1), Value(), Value(ir::Str{qm.device})});
     Value keep = b.torch("le", {cols, rows});
-    scores = b.torch("masked_fill", {scores, b.torch("logical_not", {keep}), Value(-INFINITY)});
-  } else if (!mask.is_none()) {
-    if (b.meta(mask).dtype == DType::Bool)
-      scores = b.torch("masked_fill", {scores, b.torch("logical_not", {mask}), Value(-INFINITY)});
-    else
-      scores = b.torch("add", {scores, cast(b, mask, opmath(d))});
+    return b.torch("masked_fill", {scores, b.torch("logical_not", {keep}), Value(-INFINITY)});
   }
+  if (mask.is_none()) return scores;
+  if (b.meta(mask).dtype == DType::Bool)
+    return b.torch("masked_fill", {scores, b.torch("logical_not", {mask}), Value(-INFINITY)});
+  return b.torch("add", {scores, cast(b, mask, d)});
+}
+
+namespace {
+
+// softmax(q k^T * scale + mask) v, with an optional causal mask and grouped-query heads; with dropout_p, the
+// attention weights go through dropout before the product with v (as torch's math backend does).
+Value sdpa(Builder& b, const Args& a) {
+  const Value &q = a[0], &mask = a[3];
+  const DType d = b.meta(q).dtype;
+  auto [key, value] = attention_heads(b, q, a[1], a[2], a[7].as_bool());
+  Value scores = attention_scores(b, q, key, mask, a[5].as_bool(), attention_scale(b, q, a[6]));
   Value probs = b.torch("softmax", {scores, Int(-1)});
   if (!mask.is_none()) {
     // torch's safe softmax: a row the mask hides entirely attends to nothing (zeros), not NaN.
@@ -162,7 +177,27 @@ Value sdpa(Builder& b, const Args& a) {
     probs = b.torch("where", {b.torch("eq", {row_max, Value(-INFINITY)}), num(0.0), probs});
   }
   if (a[4].as_double() != 0.0) probs = dropout(b, probs, a[4].as_double(), true, false);
-  return cast(b, b.torch("matmul", {probs, vs}), d);
+  return cast(b, b.torch("matmul", {probs, cast(b, value, opmath(d))}), d);
+}
+
+// Attention without dropout and the log-sum-exp of each row of its scores, [..., L] in float32: what torch's
+// fused CPU kernel (aten._scaled_dot_product_flash_attention_for_cpu) returns, and all that the VJP rule of this op
+// reads besides q, k, v and the output (the probabilities are exp(scores - lse), recomputed in the backward). A row
+// the mask hides entirely has the output 0 and the log-sum-exp 0, as the kernel gives.
+Value attention_with_logsumexp(Builder& b, const Args& a) {
+  const Value &q = a[0], &mask = a[3];
+  const DType d = b.meta(q).dtype;
+  auto [key, value] = attention_heads(b, q, a[1], a[2], a[6].as_bool());
+  Value scores = attention_scores(b, q, key, mask, a[4].as_bool(), attention_scale(b, q, a[5]));
+  Value row_max = b.torch("amax", {scores, Value::ints({-1}), Value(true)});
+  Value hidden = b.torch("eq", {row_max, Value(-INFINITY)});
+  Value shift = b.torch("where", {hidden, num(0.0), row_max});
+  Value e = b.torch("exp", {b.torch("sub", {scores, shift})});
+  Value sums = b.torch("sum", {e, Value::ints({-1}), Value(true)});
+  Value probs = b.torch("where", {hidden, num(0.0), b.torch("div", {e, sums})});
+  Value lse = b.torch("where", {hidden, num(0.0), b.torch("add", {b.torch("log", {sums}), shift})});
+  Value out = cast(b, b.torch("matmul", {probs, cast(b, value, opmath(d))}), d);
+  return Value::tuple({out, b.torch("squeeze", {lse, Value::ints({-1})})});
 }
 
 }  // namespace
@@ -246,6 +281,10 @@ void register_torch_nn() {
                  {req("query"), req("key"), req("value"), opt("attn_mask", Value()), opt("dropout_p", Value(0.0)),
                   opt("is_causal", Value(false)), opt("scale", Value()), opt("enable_gqa", Value(false))},
                  sdpa);
+  def_decomposed("attention_with_logsumexp", 0,
+                 {req("query"), req("key"), req("value"), opt("attn_mask", Value()), opt("is_causal", Value(false)),
+                  opt("scale", Value()), opt("enable_gqa", Value(false))},
+                 attention_with_logsumexp);
   def_decomposed("cross_entropy", ir::kReduction,
                  {kInput, req("target"), opt("weight", Value()), opt("size_average", Value()),
                   opt("ignore_index", Int(-100)), opt("reduce", Value()), opt("reduction", Value(ir::Str{"mean"})),

@@ -3,6 +3,8 @@
 // prim have the output's shape and dtype, so most rules are elementwise prims on the gradient.
 #include "ops/vjp.h"
 
+#include "ops/torch_common.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -546,6 +548,54 @@ std::unordered_map<std::string, Rule> torch_rules() {
       grads[1] = as(c.prim("matmul", {g_t, as(x, {rows, in})}), ws);
     }
     if (c.differentiable(2)) grads[2] = c.sum_to(c.g, c.meta(c.arg(2)).shape);
+    return grads;
+  };
+  // attention_with_logsumexp(q, k, v, attn_mask, is_causal, scale, enable_gqa) -> (out, lse): attention's backward
+  // as flash attention computes it (Dao et al., "FlashAttention", 2022), from q, k, v, the output and the rows'
+  // log-sum-exps, in float32: the probabilities P = exp(scores - lse) are recomputed from the scores, elementwise,
+  // where a decomposition differentiated prim by prim would save them (float32, [..., L, S]). With dO the output's
+  // gradient: dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dO * O)) (softmax's backward, rowsum(P * dP) being
+  // rowsum(dO * O)), dQ = dS K * scale, dK = dS^T Q * scale, and a float mask takes dS. A key or value head serving
+  // several query heads (grouped-query attention) sums their gradients. A position the mask hides has the score
+  // -inf, so P = 0 there; a row it hides entirely has lse 0 and takes no gradient.
+  r["attention_with_logsumexp"] = [](Ctx& c) -> Grads {
+    const Value& g = c.g.items()[0];
+    if (!c.g.items()[1].is_none())
+      throw std::invalid_argument("ltorch.attention_with_logsumexp: its log-sum-exp is differentiated nowhere");
+    if (g.is_none()) return {};
+    const Value &q = c.arg(0), &mask = c.arg(3);
+    const DType math = opmath(c.meta(q).dtype);
+    auto [key, value] = attention_heads(c.b, q, c.arg(1), c.arg(2), c.arg(6).as_bool());
+    const double scale = attention_scale(c.b, q, c.arg(5));
+    Value scores = attention_scores(c.b, q, key, mask, c.arg(4).as_bool(), scale);
+    Value lse = c.b.torch("unsqueeze", {c.out().items()[1], Int(-1)});
+    Value probs = c.un("exp", c.b.torch("sub", {scores, lse}));
+    Value dout = c.convert(g, math), out = c.convert(c.out().items()[0], math);
+    auto mT = [&](const Value& x) { return c.b.torch("transpose", {x, Int(-2), Int(-1)}); };
+    auto matmul = [&](const Value& x, const Value& y) { return c.b.torch("matmul", {x, y}); };
+    Value dprobs = matmul(dout, mT(c.convert(value, math)));
+    Value delta = c.b.torch("sum", {c.b.torch("mul", {dout, out}), Value::ints({-1}), Value(true)});
+    Value dscores = c.b.torch("mul", {probs, c.b.torch("sub", {dprobs, delta})});
+    Value dscaled = c.b.torch("mul", {dscores, Value(scale)});
+    // A gradient of the repeated keys or values, [..., hq, S, E], summed over the query heads each head serves.
+    auto per_key_head = [&](const Value& grad, size_t arg) {
+      const Shape& want = c.meta(c.arg(arg)).shape;
+      const Shape& got = c.meta(grad).shape;
+      Value summed = grad;
+      if (got != want) {
+        const size_t h = want.size() - 3;
+        Shape split = want;
+        split.insert(split.begin() + static_cast<std::ptrdiff_t>(h) + 1,
+                     got[h].divide(want[h], "ltorch.attention_with_logsumexp"));
+        summed = c.prim("sum", {c.prim("reshape", {grad, Value::dims(split)}), Value::ints({static_cast<int64_t>(h) + 1})});
+      }
+      return c.convert(summed, c.meta(c.arg(arg)).dtype);
+    };
+    Grads grads(7);
+    if (c.differentiable(0)) grads[0] = c.convert(matmul(dscaled, c.convert(key, math)), c.meta(q).dtype);
+    if (c.differentiable(1)) grads[1] = per_key_head(matmul(mT(dscaled), c.convert(q, math)), 1);
+    if (c.differentiable(2)) grads[2] = per_key_head(matmul(mT(probs), dout), 2);
+    if (c.differentiable(3)) grads[3] = c.convert(c.sum_to(dscores, c.meta(mask).shape), c.meta(mask).dtype);
     return grads;
   };
   // softmax / log_softmax (input, dim, dtype), from the output alone, in the math type of half precision:

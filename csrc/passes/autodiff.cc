@@ -35,11 +35,66 @@ std::string qualified(const BoundSymbol& b) {
 // Whether b's first argument is a float16/bfloat16 tensor on the CPU. There torch's fused attention backward is slow:
 // in bfloat16 ([8, 4, 64, 64], one thread) its forward and backward took 4.8 ms where the decomposition's batched
 // matmuls and softmax take 1.3 ms together (in float32 both about 2 ms, and the fused one saves memory), so half
-// precision attention on the CPU is differentiated through its decomposition.
+// precision attention on the CPU is differentiated by thunder: from its rows' log-sum-exps where torch's fused
+// forward kernel takes it (attention_by_logsumexp), else through its decomposition.
 bool half_on_cpu(const Trace& t, const BoundSymbol& b) {
   if (b.args.empty() || !b.args[0].is_proxy() || !t.proxy(b.args[0].proxy()).is_tensor) return false;
   const ir::TensorMeta& m = t.tensor(b.args[0].proxy());
   return (m.dtype == ir::DType::BFloat16 || m.dtype == ir::DType::Float16) && m.device == "cpu";
+}
+
+// Whether b is an attention that the autodiff computes as ltorch.attention_with_logsumexp: one whose result
+// requires grad, half precision on the CPU (half_on_cpu: where torch's fused backward is slow), without dropout,
+// and within what torch's fused CPU kernel takes -- 4-D query, key and value of one dtype and one head size, no
+// empty sequence (the kernel divides by zero there), a mask that is bool, of the query's dtype or float32, 2-D or
+// 4-D. Its forward is then that kernel (eager's), which also returns the rows' log-sum-exps, and its backward
+// recomputes the probabilities from them (the op's VJP rule) instead of saving them: a GPT-2 layer saved its
+// float32 probabilities, 512 KiB, through the decomposition. Other attentions keep their decomposition.
+bool attention_by_logsumexp(const Trace& t, const BoundSymbol& b) {
+  static const ir::Symbol* const sdpa = &ops::find_op(ir::Level::Torch, "scaled_dot_product_attention")->symbol;
+  if (b.sym != sdpa || !any_output_requires_grad(t, b) || !half_on_cpu(t, b)) return false;
+  auto meta = [&](const Value& v) -> const ir::TensorMeta* {
+    return v.is_proxy() && t.proxy(v.proxy()).is_tensor ? &t.tensor(v.proxy()) : nullptr;
+  };
+  const ir::TensorMeta *q = meta(b.args[0]), *k = meta(b.args[1]), *v = meta(b.args[2]);
+  if (q == nullptr || k == nullptr || v == nullptr) return false;
+  for (const ir::TensorMeta* m : {q, k, v})
+    if (m->ndim() != 4 || m->dtype != q->dtype || m->device != "cpu" || !(m->shape[3] == q->shape[3])) return false;
+  for (const ir::Dim& n : {q->shape[2], k->shape[2], q->shape[3]})
+    if (n.is_constant() && *n.constant() == 0) return false;
+  const Value& dropout_p = b.args[4];
+  if (dropout_p.is_proxy() || dropout_p.is_symbolic() || dropout_p.as_double() != 0.0) return false;
+  if (b.args[3].is_none()) return true;
+  const ir::TensorMeta* mask = meta(b.args[3]);
+  return mask != nullptr && mask->device == "cpu" && (mask->ndim() == 2 || mask->ndim() == 4) &&
+         (mask->dtype == ir::DType::Bool || mask->dtype == q->dtype || mask->dtype == ir::DType::Float32);
+}
+
+// Replaces every proxy `from` in b (arguments, outputs, decomposition) by `to`.
+void rename(BoundSymbol& b, ProxyId from, ProxyId to) {
+  auto f = [&](ProxyId id) { return Value(ProxyRef{id == from ? to : id}); };
+  for (Value& a : b.args) a = ir::map_proxies(a, f);
+  b.output = ir::map_proxies(b.output, f);
+  for (BoundSymbol& s : b.subsymbols) rename(s, from, to);
+}
+
+// t with each attention that attention_by_logsumexp selects made ltorch.attention_with_logsumexp, whose output
+// is the attention's own proxy (its readers unchanged) and whose log-sum-exps are a new one.
+Trace with_attention_logsumexp(const Trace& t) {
+  Trace out = t;
+  out.symbols.clear();
+  ops::Builder builder(out);
+  for (const BoundSymbol& b : t.symbols) {
+    if (!attention_by_logsumexp(t, b)) {
+      out.symbols.push_back(b);
+      continue;
+    }
+    builder.set_source(b.source);  // (query, key, value, attn_mask, is_causal, scale, enable_gqa)
+    const Value made = builder.torch("attention_with_logsumexp", {b.args[0], b.args[1], b.args[2], b.args[3],
+                                                                  b.args[5], b.args[6], b.args[7]});
+    rename(out.symbols.back(), made.items()[0].proxy(), b.output.proxy());
+  }
+  return out;
 }
 
 // The symbols the backward differentiates, in forward order: a symbol with a VJP rule, or else the symbols of its
@@ -447,6 +502,11 @@ class Differentiator {
 
 }  // namespace
 
-ForwardBackward split_forward_backward(const Trace& t) { return Differentiator(t).run(); }
+ForwardBackward split_forward_backward(const Trace& t) {
+  auto by_logsumexp = [&](const BoundSymbol& b) { return attention_by_logsumexp(t, b); };
+  if (std::none_of(t.symbols.begin(), t.symbols.end(), by_logsumexp)) return Differentiator(t).run();
+  const Trace with_logsumexp = with_attention_logsumexp(t);
+  return Differentiator(with_logsumexp).run();
+}
 
 }  // namespace thunder::passes

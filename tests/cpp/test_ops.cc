@@ -684,6 +684,20 @@ TEST_F(Ops, ScaledDotProductAttentionCausalAndMasked) {
   EXPECT_NO_THROW(ir::verify(trace));
 }
 
+TEST_F(Ops, AttentionWithLogsumexpShapes) {
+  // (output, the rows' log-sum-exps in float32): what torch's fused CPU kernel returns; grouped heads repeated
+  Value q = input(DType::BFloat16, {2, 8, 4, 16}), k = input(DType::BFloat16, {2, 2, 6, 16}),
+        v = input(DType::BFloat16, {2, 2, 6, 16});
+  Value r = b.torch("attention_with_logsumexp", {q, k, v}, {{"is_causal", Value(true)}, {"enable_gqa", Value(true)}});
+  ASSERT_TRUE(r.is_seq());
+  EXPECT_EQ(shape(r.items()[0]), (Shape{2, 8, 4, 16}));
+  EXPECT_EQ(dtype(r.items()[0]), DType::BFloat16);
+  EXPECT_EQ(shape(r.items()[1]), (Shape{2, 8, 4}));
+  EXPECT_EQ(dtype(r.items()[1]), DType::Float32);
+  EXPECT_TRUE(contains_symbol(last().subsymbols, "ltorch.masked_fill"));
+  EXPECT_NO_THROW(ir::verify(trace));
+}
+
 TEST_F(Ops, CrossEntropyShapes) {
   Value logits = input(DType::Float32, {4, 10}), target = input(DType::Int64, {4});
   Value loss = b.torch("cross_entropy", {logits, target});

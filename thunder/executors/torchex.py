@@ -183,6 +183,22 @@ def _addmm(input, mat1, mat2, *, beta=1, alpha=1):
     return torch.addmm(input, mat1, mat2, beta=beta, alpha=alpha)
 
 
+def _attention_with_logsumexp(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """ltorch.attention_with_logsumexp: (attention's output, the log-sum-exp of each row of its scores) from
+    torch's fused CPU kernel, the one eager's scaled_dot_product_attention runs there: a bool mask becomes 0 and
+    -inf in the query's dtype, and grouped-query keys and values are repeated per query head, as eager's attention
+    passes them to that kernel. The autodiff uses it only for what the kernel takes (csrc/passes/autodiff.cc:
+    CPU, 4-D, no dropout, a 2-D or 4-D mask)."""
+    if enable_gqa and query.shape[-3] != key.shape[-3]:
+        groups = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(groups, -3), value.repeat_interleave(groups, -3)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device).masked_fill_(
+            attn_mask.logical_not(), float("-inf"))
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, 0.0, is_causal,
+                                                                      attn_mask=attn_mask, scale=scale)
+
+
 def _reduce(fn):
     def reduce(a, dims):
         return fn(a, dim=tuple(dims)) if len(dims) else fn(a, dim=()) if fn is not torch.sum else a.clone()
@@ -367,7 +383,8 @@ _LTORCH_OVERRIDES = {
 
 
 #: torch-level ops implemented here, in Python (no torch callable has their signature and semantics).
-_LTORCH_PYTHON = {"copy_": _copy_, "linear": _linear, "addmm": _addmm}
+_LTORCH_PYTHON = {"copy_": _copy_, "linear": _linear, "addmm": _addmm,
+                  "attention_with_logsumexp": _attention_with_logsumexp}
 
 
 def _resolve(expr):
