@@ -3,6 +3,7 @@ break is reported (reason and the user's source line) and results still equal
 eager."""
 import inspect
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -132,3 +133,31 @@ def test_every_piece_of_a_broken_program_round_trips():
     for x in (torch.randn(4).abs(), -torch.randn(4).abs()):
         jitted = check_program(branchy, x)
         assert len(thunder.compile_stats(jitted).graphs) == 2
+
+
+def test_transformers_once_logging_is_left_out_not_a_graph_break(caplog):
+    # Dynamo cannot trace logging.Logger methods; transformers' once-per-process helpers are left out of the traced
+    # code (thunder/frontend/skipped_logging.py), and thunder says so at INFO.
+    import logging
+
+    transformers_logging = pytest.importorskip("transformers.utils.logging")
+    from thunder.frontend import skipped_logging
+
+    warn = transformers_logging.get_logger("thunder.tests.once")
+
+    class Warns(nn.Module):
+        def forward(self, x):
+            y = x.sin()
+            warn.warning_once("thunder test: configured without a loss type")
+            return y * 2
+
+    model = Warns()
+    jitted = thunder.jit(model)
+    x = torch.randn(4)
+    skipped_logging._said.clear()
+    with caplog.at_level(logging.INFO, logger="thunder"):
+        assert_same(jitted(x), model(x))
+    stats = thunder.compile_stats(jitted)
+    assert stats.graph_breaks == [] and len(stats.graphs) == 1 and stats.graphs[0]["compiled"], stats
+    assert "logging.Logger.warning_once (transformers') is left out of the traced code" in caplog.text
+    assert not any(isinstance(e, skipped_logging._Skipped) for e in torch._dynamo.config.ignore_logging_functions)

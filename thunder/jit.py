@@ -13,7 +13,7 @@ from thunder.core.debug import check_debug
 from thunder.core.log import logger
 from thunder.core.options import check_passes
 from thunder.executors import resolve_executors
-from thunder.frontend import branches
+from thunder.frontend import branches, skipped_logging
 from thunder.frontend.code_copies import forget_shape_history, private_function, private_module, release
 from thunder.frontend.dynamo import (EagerGraph, GraphBreak, JitBackend, JitState, current_state, note_dynamo_stopped,
                                      note_recompile_limit)
@@ -109,6 +109,7 @@ class _Jitted:
         suppress = torch._dynamo.config.suppress_errors
         if record:
             torch._dynamo.config.suppress_errors = True
+        left_out = skipped_logging.leave_out()
         try:
             out = self._compiled(*args, **kwargs)
         except Exception as e:
@@ -126,6 +127,7 @@ class _Jitted:
                 self._annotate(eager_error, args, kwargs)
                 raise eager_error from None
         finally:
+            skipped_logging.restore(left_out)
             current_state.reset(token)
             if record:
                 torch._dynamo.config.suppress_errors = suppress
