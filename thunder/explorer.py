@@ -269,7 +269,7 @@ def _kernels(g):
             if b.name != "fusion":
                 continue
             launcher = namespace.get(b.callee)
-            module = getattr(launcher, "__globals__", {}).get("module")
+            module = getattr(launcher, "module", None)  # the kernel module the launcher keeps loaded
             index = by_path.get(getattr(module, "path", None))
             if index is not None:
                 found[(part, b.callee)] = (units[index], index, _kernel_function(units[index]["source"], b.callee))

@@ -36,7 +36,7 @@ std::set<ProxyId> observable_proxies(const Trace& t) {
   return out;
 }
 
-Trace dead_code_elimination(const Trace& t, const PassContext&) {
+std::vector<bool> needed_symbols(const Trace& t) {
   std::unordered_set<ProxyId> live;
   ir::for_each_proxy(t.output, [&](ProxyId id) { live.insert(id); });
   std::vector<bool> keep(t.symbols.size(), false);
@@ -48,6 +48,11 @@ Trace dead_code_elimination(const Trace& t, const PassContext&) {
     keep[i] = true;
     for (ProxyId id : b.input_proxies()) live.insert(id);
   }
+  return keep;
+}
+
+Trace dead_code_elimination(const Trace& t, const PassContext&) {
+  const std::vector<bool> keep = needed_symbols(t);
   Trace out = t.empty_copy("Dead-code elimination");
   out.output = t.output;
   for (size_t i = 0; i < t.symbols.size(); ++i)

@@ -70,6 +70,8 @@ Trace functionalize(const Trace& t, const PassContext& ctx = {});
 /// Removes symbols whose outputs are unused and that have no effects.
 /// Before: t1 = ltorch.exp(t0); t2 = ltorch.neg(t0); return t2. After: t2 = ltorch.neg(t0); return t2.
 Trace dead_code_elimination(const Trace& t, const PassContext& ctx = {});
+/// Per symbol of t: whether the output or an effect needs it (what dead_code_elimination keeps).
+std::vector<bool> needed_symbols(const Trace& t);
 
 /// Replaces a symbol that repeats an earlier one (same op, same arguments) by
 /// the earlier one's outputs. Effectful symbols are never merged, and nothing

@@ -168,11 +168,23 @@ Trace claim_executors(const Trace& t, const PassContext& ctx) {
     if (ex.fusion) open = data_movers_to_open(t, t.symbols, outputs, ex);
   for (size_t i = 0; i < t.symbols.size(); ++i)
     claim_into(t, t.symbols[i], ctx, !outputs_require_grad(t, t.symbols[i]), out.symbols, open.count(i) > 0);
-  // A composite claimed through its decomposition leaves the values only it read dead (dropout's p, read at run
-  // time under dynamic=True, when not training): they go too.
-  Trace pruned = dead_code_elimination(out, ctx);
-  pruned.provenance = out.provenance;
-  return pruned;
+  // A composite claimed through its decomposition can leave values only it read dead (dropout's p, read at run
+  // time under dynamic=True, when not training): those go, and only those -- code that was dead before claiming
+  // is the DCE pass's, which a pipeline may leave out.
+  std::unordered_set<ProxyId> dead_before;
+  const std::vector<bool> needed_before = needed_symbols(t);
+  for (size_t i = 0; i < t.symbols.size(); ++i)
+    if (!needed_before[i])
+      for (ProxyId id : t.symbols[i].output_proxies()) dead_before.insert(id);
+  const std::vector<bool> needed = needed_symbols(out);
+  std::vector<ir::BoundSymbol> kept;
+  for (size_t i = 0; i < out.symbols.size(); ++i) {
+    const std::vector<ProxyId> made = out.symbols[i].output_proxies();
+    const bool was_live = std::any_of(made.begin(), made.end(), [&](ProxyId id) { return !dead_before.count(id); });
+    if (needed[i] || !was_live || made.empty()) kept.push_back(std::move(out.symbols[i]));
+  }
+  out.symbols = std::move(kept);
+  return out;
 }
 
 Trace release_dead_values(const Trace& t, const PassContext&) {

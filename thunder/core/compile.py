@@ -289,7 +289,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
                                        backward_namespace, backward_views, pass_seconds, index, "backward ")
                 if lower:
                     # The backward's kernels compile in the background while the forward's passes and kernels run.
-                    prefetched = [ex.prefetch(backward, round_every_op=False) for ex in executors
+                    prefetched = [(ex.name, ex.prefetch(backward, round_every_op=False)) for ex in executors
                                   if ex.fusion and ex.prefetch is not None]
                     lowered_backward = (backward, backward_namespace, prefetched)
                 autodiff = "thunder"
@@ -302,9 +302,15 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
         _lower(trace, executors, namespace, forward_kernels, lowering_seconds)
         if lowered_backward is not None:
             backward, backward_namespace, prefetched = lowered_backward
+            loaded = []
+            for name, future in prefetched:  # still compiling: wait for it rather than compile again
+                if future is not None:
+                    waited = time.perf_counter()
+                    loaded.append(future.result())
+                    lowering_seconds[f"backward {name} compile (background, waited)"] = time.perf_counter() - waited
             _lower(backward, executors, backward_namespace, kernels, lowering_seconds, round_every_op=False,
                    prefix="backward ")
-            del prefetched  # the modules stay loaded through the backward's launchers
+            del prefetched, loaded  # the modules stay loaded through the backward's launchers
         for name, units in forward_kernels.items():
             kernels.setdefault(name, []).extend(units)
     python_start = time.perf_counter()

@@ -124,7 +124,7 @@ _LAUNCHER_GLOBALS = {"launch": _core.launch, "threads": torch.get_num_threads, "
 
 @functools.lru_cache(maxsize=1024)
 def _launcher_factory(text):
-    """The function that makes launchers of one text, given the kernel, its module and the launcher's values:
+    """The function that makes launchers of one text, given the kernel's address and the launcher's values:
     the text is compiled once, and a new shape of a shape-generic kernel only binds new values (compiling
     each launcher cost ~0.3 ms, 27 of them at each new length of a GPT-2). The source stays readable in
     tracebacks while the factory or a launcher it made lives."""
@@ -168,7 +168,6 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=()):
     # same kernel in every process.
     bound = ", ".join(f"{k}={tuple(v.shape) if isinstance(v, torch.Tensor) else v}" for k, v in values.items())
     launcher.registry_name = f"{name}_{registry.digest(source_digest + text + bound)}"
-    launcher.values = bound  # what this launcher binds (the sizes, the outputs' shapes), for inspection
     return launcher
 
 
