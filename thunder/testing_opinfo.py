@@ -942,7 +942,7 @@ def _sweep_in_processes(task_list, jobs, done, worker=_worker):
             else:
                 suspects.extend(in_flight.values())
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)  # (wait=False left its thread to fail at exit)
 
 
 def sweep(task_list, jobs=1, progress=True, results_path=None):
