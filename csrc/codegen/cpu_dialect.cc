@@ -593,9 +593,9 @@ class KernelWriter {
 
   // A loop nest that runs in parallel only from the grain on (Schedule::parallel_by_size), its outermost `n` dims
   // the parallel ones: the nest is a function of a range of their flat index, called once for the whole range
-  // below the grain or with one thread, and by each thread of a team for its static share otherwise. (An OpenMP `if(parallel:
-  // ...)` clause that is false still starts a team of one thread: ~0.45 us a launch, more than a small
-  // kernel's work; the function is not inlined, so the nest is compiled once.)
+  // below the grain or with one thread, and by each thread of a team for its static share otherwise. (An OpenMP
+  // `if(parallel: ...)` clause that is false still starts a team of one thread: ~0.45 us a launch, more than a
+  // small kernel's work. The function is not inlined, so the nest is compiled once.)
   std::string loops_by_size(const std::vector<int>& dims, size_t n, const std::string& condition,
                             const std::string& body, const std::string& ind, bool simd_inner, const std::string& simd,
                             const std::string& before_inner) const {
