@@ -253,6 +253,15 @@ def _break_counts(s):
     return text
 
 
+def _count_fast_call(state, graphs):
+    """Counts a call the fast path ran: a cache hit, or a miss where a graph with symbolic sizes compiled a
+    specialization for new shapes (``graphs``: how many graphs there were before the call)."""
+    if len(state.graphs) > graphs:
+        state.cache_misses += 1
+    else:
+        state.cache_hits += 1
+
+
 def _no_graph_reason(s):
     """Why a JitState that was called has no graph: every call ran eagerly, and what is known of the cause."""
     breaks = s.dynamo_stopped or s.graph_breaks
@@ -323,11 +332,8 @@ class ThunderFunction(_Jitted):
             graphs = len(state.graphs)
             out = self._fast_path.call(args)
             if out is not MISS:
-                state.calls += 1  # a cache hit, or a miss where a symbolic graph compiled for new shapes
-                if len(state.graphs) > graphs:
-                    state.cache_misses += 1
-                else:
-                    state.cache_hits += 1
+                state.calls += 1
+                _count_fast_call(state, graphs)
                 return out
         return self._run(args, kwargs)
 
@@ -386,11 +392,8 @@ class ThunderModule(_Jitted, nn.Module):
             graphs = len(state.graphs)
             out = fast.call(args)
             if out is not MISS:
-                state.calls += 1  # a cache hit, or a miss where a symbolic graph compiled for new shapes
-                if len(state.graphs) > graphs:
-                    state.cache_misses += 1
-                else:
-                    state.cache_hits += 1
+                state.calls += 1
+                _count_fast_call(state, graphs)
                 return out
         return nn.Module.__call__(self, *args, **kwargs)
 

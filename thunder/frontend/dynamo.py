@@ -475,9 +475,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None):
 
     def run(*args):
         compiled.calls += 1
-        state.graph_calls += 1  # (_count_graph_call, written out: this runs at every call)
-        if also is not None:
-            also.graph_calls += 1
+        _count_graph_call(state, also)
         try:
             return fn(*args)
         except Exception as e:
