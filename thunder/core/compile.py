@@ -264,8 +264,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
     split_at = passes.index("claim") if "claim" in passes and torch.is_grad_enabled() and \
         _requires_grad(imported.trace) else len(passes)
     trace = _run_passes(imported.trace, passes[:split_at], evaluator, tables, namespace, views, pass_seconds, index)
-    kernels = {}  # the backward's units first, then the forward's
-    program, autodiff, lowered_backward = None, None, None
+    kernels = {}
+    program, autodiff = None, None
     held_back = _autodiff_held_back(trace, imported, executors) if split_at < len(passes) else None
     if held_back:
         autodiff = f"torch ({held_back})"
@@ -288,31 +288,15 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
                 backward = _run_passes(backward, ["cse", "dce"] + passes[split_at:], evaluator, tables,
                                        backward_namespace, backward_views, pass_seconds, index, "backward ")
                 if lower:
-                    # The backward's kernels compile in the background while the forward's passes and kernels run.
-                    prefetched = [(ex.name, ex.prefetch(backward, round_every_op=False)) for ex in executors
-                                  if ex.fusion and ex.prefetch is not None]
-                    lowered_backward = (backward, backward_namespace, prefetched)
+                    _lower(backward, executors, backward_namespace, kernels, lowering_seconds, round_every_op=False,
+                           prefix="backward ")
                 autodiff = "thunder"
                 program = (backward_views, grad_outputs, saved, vjp)
                 trace = forward
     if program is None:
         trace = _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
     if lower:
-        forward_kernels = {}
-        _lower(trace, executors, namespace, forward_kernels, lowering_seconds)
-        if lowered_backward is not None:
-            backward, backward_namespace, prefetched = lowered_backward
-            loaded = []
-            for name, future in prefetched:  # still compiling: wait for it rather than compile again
-                if future is not None:
-                    waited = time.perf_counter()
-                    loaded.append(future.result())
-                    lowering_seconds[f"backward {name} compile (background, waited)"] = time.perf_counter() - waited
-            _lower(backward, executors, backward_namespace, kernels, lowering_seconds, round_every_op=False,
-                   prefix="backward ")
-            del prefetched, loaded  # the modules stay loaded through the backward's launchers
-        for name, units in forward_kernels.items():
-            kernels.setdefault(name, []).extend(units)
+        _lower(trace, executors, namespace, kernels, lowering_seconds)
     python_start = time.perf_counter()
     runner = _without_autocast if getattr(imported, "autocast_written_out", False) else (lambda f: f)
     fn = runner(debug.debug_runner(views[-1].python_callable(), debug_mode)) if lower else None

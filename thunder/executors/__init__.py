@@ -21,9 +21,6 @@ class Executor:
     converted (``codegen::HalfRounding`` in csrc/codegen/expressions.h); an executor may ignore it. A ``lower``
     that takes ``seconds=`` (a dict) records there the wall time of its stages (``"codegen"``, ``"compile"``),
     which ``compile_stats`` reports as ``"<executor> codegen"``; otherwise its whole call is ``"<executor> lowering"``.
-    An optional ``prefetch(trace, round_every_op=True)`` starts compiling a trace's kernels in the background and
-    returns a handle to keep until ``lower`` of that trace has run (a training program's backward kernels compile
-    while the forward's do).
 
     Its claim policy, applied by the core's claiming pass (which knows no executor's rules):
 
@@ -39,7 +36,6 @@ class Executor:
     namespace: dict = field(repr=False, default_factory=dict)
     fusion: bool = False
     lower: object = field(repr=False, default=None)
-    prefetch: object = field(repr=False, default=None)
     devices: tuple = ()
     dtypes: tuple = ()
     closed_by: tuple = ()

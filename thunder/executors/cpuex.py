@@ -189,29 +189,6 @@ def _units(trace, round_every_op):
     return _core.render_cpu(trace, "cpu", parts, round_every_op)
 
 
-#: One background thread compiles prefetched units (its compiler processes run beside the caller's).
-_prefetcher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="thunder-prefetch")
-
-
-def prefetch(trace, round_every_op=True):
-    """Starts compiling the trace's kernels in a background thread (a training program's backward, while the
-    forward's compile); returns the future of their modules. While it is kept, ``lower`` of the same trace
-    takes the modules it loaded instead of compiling them again. A failure is left for ``lower`` to raise."""
-    units = _units(trace, round_every_op)
-    directory = cache_dir()
-
-    def load_all():
-        modules = []
-        for source, _ in units:
-            try:
-                modules.append(load_module(source, directory))
-                _loaded[(source, directory)] = modules[-1]
-            except Exception:  # noqa: BLE001 -- lower compiles it again and raises
-                pass
-        return modules
-    return _prefetcher.submit(load_all) if units else None
-
-
 def lower(trace, round_every_op=True, seconds=None):
     """Compiles the trace's CPU fusions, in parallel compiler processes when there are many; returns
     ({fusion name: launcher}, [(kernel module, its C++ source)]). ``round_every_op``: float16/bfloat16 values
@@ -259,7 +236,6 @@ def lower(trace, round_every_op=True, seconds=None):
 #: but the complex ones (generated kernels have no complex arithmetic); matmuls, and the ops built on them such
 #: as linear and attention, stay with the torch executor (oneDNN or torch's BLAS: docs/cpu_executor.md, "Matmuls").
 cpu_executor = Executor("cpu", {f"prims.{n}": "" for n in _core.fusible_prims()}, {}, fusion=True, lower=lower,
-                        prefetch=prefetch,
                         devices=("cpu",),
                         dtypes=tuple(d for n, d in _core.DType.__members__.items() if not n.startswith("complex")),
                         closed_by=("prims.matmul",))
