@@ -181,7 +181,7 @@ Trace claim_executors(const Trace& t, const PassContext& ctx) {
   for (size_t i = 0; i < out.symbols.size(); ++i) {
     const std::vector<ProxyId> made = out.symbols[i].output_proxies();
     const bool was_live = std::any_of(made.begin(), made.end(), [&](ProxyId id) { return !dead_before.count(id); });
-    if (needed[i] || !was_live || made.empty()) kept.push_back(std::move(out.symbols[i]));
+    if (needed[i] || !was_live) kept.push_back(std::move(out.symbols[i]));
   }
   out.symbols = std::move(kept);
   return out;
