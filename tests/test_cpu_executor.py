@@ -696,3 +696,45 @@ def test_a_float16_product_rounds_before_the_add_that_follows():
     c = torch.tensor(-8.4765625).half()
     out = assert_matches_eager(lambda a, b, c: c.float() + (a * b).float(), a, b, c, kernels=1)
     assert out[0].item() == 1.0625
+
+
+# ---- outputs written over inputs that die in their kernel ----
+
+def _written_over(fn, *args):
+    """fn's result through the CPU executor (checked against eager, inputs unchanged) and how many kernel
+    inputs the generated source reads through an output's pointer."""
+    from thunder.executors import cpuex
+
+    before = [a.clone() for a in args]
+    out = assert_matches_eager(lambda *a: torch.stack(list(fn(*a))) if isinstance(fn(*a), tuple) else fn(*a), *args)
+    for a, b in zip(args, before):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)  # inputs are never written over
+    return out, cpuex.last_source.count("// written over in place")
+
+
+def test_a_kernel_writes_its_output_over_a_product_that_dies_there():
+    x, w, b = torch.randn(8, 32), torch.randn(64, 32), torch.randn(64)
+    _, over = _written_over(lambda x, w, b: torch.relu(F.linear(x, w, b)) * 2 + 1, x, w, b)
+    assert over == 1
+    _, over = _written_over(lambda x, w: torch.tanh(x @ w.t()) + torch.sigmoid(x @ w.t()), x, w)
+    assert over >= 1  # the two products (merged by CSE or not) each die in the kernel
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("a trace input", lambda x, w: x.exp() + 1),
+    ("a product also returned", lambda x, w: (lambda y: (y, y.relu()))(x @ w.t())),
+    ("a product read twice", lambda x, w: (lambda y: y.relu() + y.sum())(x @ w.t())),
+    ("a view of a product", lambda x, w: (x @ w.t()).t().relu()),
+    ("a product of another dtype", lambda x, w: (x @ w.t()).double().exp()),
+    ("a broadcast product", lambda x, w: (x @ w[:1].t()) * x),
+])
+def test_an_output_is_a_new_tensor_unless_the_input_dies_in_the_kernel_and_is_owned(name, fn):
+    x, w = torch.randn(16, 32), torch.randn(32, 32)
+    _, over = _written_over(fn, x, w)
+    assert over == 0, name
+
+
+def test_two_outputs_are_written_over_two_products():
+    x, w1, w2 = torch.randn(8, 16), torch.randn(16, 16), torch.randn(16, 16)
+    out, over = _written_over(lambda x, a, b: ((x @ a).relu() * 2, (x @ b).sigmoid() - (x @ a)), x, w1, w2)
+    assert over >= 1

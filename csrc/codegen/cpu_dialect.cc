@@ -43,15 +43,24 @@ class KernelWriter {
   std::string write(const std::string& name) {
     std::ostringstream os;
     os << "extern \"C\" int " << name << "(void* const* args) {\n";
+    // An output written over an input (KernelPlan::written_over): the input is read through the output's
+    // pointer, so that the two restrict pointers never alias and the compiler sees one array.
+    std::map<size_t, size_t> over;  // input -> output
+    for (size_t i = 0; i < p_.written_over.size(); ++i)
+      if (p_.written_over[i] >= 0) over[static_cast<size_t>(p_.written_over[i])] = i;
     size_t k = 0;
     for (ProxyId id : p_.inputs) {
-      os << "  const " << storage_type(dtype(id)) << "* __restrict in" << k << " = (const " << storage_type(dtype(id))
-         << "*)args[" << k << "];\n";
+      if (!over.count(k))
+        os << "  const " << storage_type(dtype(id)) << "* __restrict in" << k << " = (const "
+           << storage_type(dtype(id)) << "*)args[" << k << "];\n";
       ++k;
     }
     for (size_t i = 0; i < p_.outputs.size(); ++i)
       os << "  " << storage_type(dtype(p_.outputs[i])) << "* __restrict out" << i << " = ("
          << storage_type(dtype(p_.outputs[i])) << "*)args[" << k + i << "];\n";
+    for (const auto& [in, out] : over)
+      os << "  const " << storage_type(dtype(p_.inputs[in])) << "* in" << in << " = out" << out
+         << ";  // written over in place\n";
     // The caller's thread count (torch.get_num_threads()) follows the pointers.
     os << "  const int nthreads = (int)(intptr_t)args[" << k + p_.outputs.size() << "];\n  (void)nthreads;\n";
     // Then the sizes of a shape-generic kernel (see SizeArgument).

@@ -288,6 +288,40 @@ std::vector<int64_t> KernelPlan::range_bounds(int dim) const {
   return {bounds.begin(), bounds.end()};
 }
 
+std::vector<int> written_over(const ir::Trace& t, const KernelPlan& p, const std::set<ProxyId>& dying) {
+  if (dying.empty() || p.has_reduction() || !p.remaps.empty()) return {};
+  for (const ir::BoundSymbol& b : p.symbols) {
+    const PrimRole role = plan_table().at(b.sym->prim).role;
+    if (role != PrimRole::Elementwise && role != PrimRole::IndexOnly && role != PrimRole::Constant) return {};
+  }
+  // The value spans the domain and is indexed by it: its dim i is domain dim i (a dim of one may be broadcast).
+  auto spans_domain = [&](ProxyId v) {
+    const std::vector<int64_t> shape = shape_of(t, v);
+    const std::vector<int>& al = p.align.at(v);
+    if (shape != p.domain) return false;
+    for (size_t i = 0; i < al.size(); ++i)
+      if (al[i] != static_cast<int>(i) && !(al[i] < 0 && shape[i] == 1)) return false;
+    return true;
+  };
+  std::vector<int> over(p.outputs.size(), -1);
+  std::set<size_t> taken;
+  bool any = false;
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    if (!spans_domain(p.outputs[i])) continue;
+    for (size_t k = 0; k < p.inputs.size(); ++k) {
+      const ProxyId in = p.inputs[k];
+      if (taken.count(k) || !dying.count(in) || t.tensor(in).dtype != t.tensor(p.outputs[i]).dtype ||
+          !spans_domain(in))
+        continue;
+      over[i] = static_cast<int>(k);
+      taken.insert(k);
+      any = true;
+      break;
+    }
+  }
+  return any ? over : std::vector<int>{};
+}
+
 std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p) {
   std::vector<SizeArgument> out;
   for (size_t d = 0; d < p.domain.size(); ++d) {

@@ -98,6 +98,8 @@ struct KernelPlan {
   std::map<ProxyId, std::vector<int>> align;  // value dim -> domain dim, or -1 (broadcast)
   std::map<ProxyId, Remap> remaps;            // the output of each slice, cat and slice_update
   std::vector<bool> generic;                  // per domain dim: see generic_dim
+  std::vector<int> written_over;              // per output: the input whose buffer it is written into in place
+                                              // (an index into inputs), or -1: a new tensor (see written_over)
 
   bool has_reduction() const;
   /// Whether the kernel is written for every shape of its size class, every extent an argument: any plan
@@ -150,6 +152,15 @@ struct PrimKind {
 /// The plan table ("kernel plan"): one row per fusible prim, target-neutral; every dialect has a row for
 /// each (for the C++ dialect, cpu_expressions()).
 const ir::PrimTable<PrimKind>& plan_table();
+
+/// Per output of `plan`: the input (an index into plan.inputs) whose buffer the kernel may write that output
+/// into, or -1. `dying` are the inputs the caller may give up (read by nothing after the kernel, owned by no
+/// one else; translation_units.cc decides). An output takes one only where that is the same as writing a new
+/// tensor: a kernel without reductions or remaps, whose every prim computes per element or moves no data
+/// across elements, and an input and output of one dtype with the domain's shape, each read and written at
+/// the same index -- each element of the input is read, at its own index, before the output's element there
+/// is stored. Empty if no output takes one.
+std::vector<int> written_over(const ir::Trace& trace, const KernelPlan& plan, const std::set<ProxyId>& dying);
 
 /// The size arguments of the plan's kernel, in order (none for a kernel that is not shape-generic).
 std::vector<SizeArgument> size_arguments(const ir::Trace& trace, const KernelPlan& plan);

@@ -1,6 +1,7 @@
 #include "codegen/translation_units.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -13,17 +14,55 @@ namespace thunder::codegen {
 
 namespace {
 
-// The plans of the fusions of `executor` in `t`, and their signatures.
+// The tensors each symbol of `t` reads that die there and that no one else holds: read by that symbol alone
+// (a `del` is not a reader), not outputs of the trace, not requiring grad (so that no autograd node saved
+// them), and owned: made by a fusion of `executor` (its launcher allocated them, or wrote them over such a
+// tensor), by a symbol whose output is always new (ir::kFreshOutput), or by a view (ir::kView) of an owned
+// tensor that dies there. Indexed like t.symbols.
+std::vector<std::set<ir::ProxyId>> dying_owned_values(const ir::Trace& t, const std::string& executor) {
+  std::map<ir::ProxyId, size_t> readers, reader;
+  for (size_t i = 0; i < t.symbols.size(); ++i) {
+    if (t.symbols[i].sym->has(ir::kRelease)) continue;
+    for (ir::ProxyId id : t.symbols[i].input_proxies()) ++readers[id], reader[id] = i;
+  }
+  std::set<ir::ProxyId> returned;
+  ir::for_each_proxy(t.output, [&](ir::ProxyId id) { returned.insert(id); });
+  auto dies_at = [&](ir::ProxyId id, size_t i) {
+    return readers[id] == 1 && reader[id] == i && !returned.count(id) && t.proxy(id).is_tensor &&
+           !t.tensor(id).requires_grad;
+  };
+  std::set<ir::ProxyId> owned;
+  std::vector<std::set<ir::ProxyId>> dying(t.symbols.size());
+  for (size_t i = 0; i < t.symbols.size(); ++i) {
+    const ir::BoundSymbol& b = t.symbols[i];
+    const std::vector<ir::ProxyId> ins = b.input_proxies();
+    const bool owns = b.sym->has(ir::kFreshOutput) || (b.sym->level == ir::Level::Fusion && b.executor == executor) ||
+                      (b.sym->has(ir::kView) && !ins.empty() && owned.count(ins[0]) && dies_at(ins[0], i));
+    if (owns)
+      for (ir::ProxyId id : b.output_proxies()) owned.insert(id);
+    for (ir::ProxyId id : ins)
+      if (owned.count(id) && dies_at(id, i)) dying[i].insert(id);
+  }
+  return dying;
+}
+
+// The plans of the fusions of `executor` in `t`, and their signatures; with `reuse`, outputs written over
+// inputs that die in their kernel (KernelPlan::written_over).
 void plan_fusions(const ir::Trace& t, const std::string& executor, std::vector<KernelPlan>& plans,
-                  std::vector<KernelSignature>& signatures) {
-  for (const ir::BoundSymbol& b : t.symbols) {
+                  std::vector<KernelSignature>& signatures, bool reuse = false) {
+  const std::vector<std::set<ir::ProxyId>> dying = reuse ? dying_owned_values(t, executor)
+                                                         : std::vector<std::set<ir::ProxyId>>(t.symbols.size());
+  for (size_t i = 0; i < t.symbols.size(); ++i) {
+    const ir::BoundSymbol& b = t.symbols[i];
     if (b.sym->level != ir::Level::Fusion || b.executor != executor) continue;
     std::set<ir::ProxyId> outs;
     for (ir::ProxyId id : b.output_proxies()) outs.insert(id);
     std::string why;
     auto plan = plan_kernel(t, b.subsymbols, outs, &why);
     if (!plan) throw std::logic_error("fusion " + b.callee + " no longer plans: " + why);
+    plan->written_over = written_over(t, *plan, dying[i]);
     signatures.push_back({b.callee, plan->inputs, plan->outputs, size_arguments(t, *plan)});
+    signatures.back().written_over = plan->written_over;
     plans.push_back(std::move(*plan));
   }
 }
@@ -54,7 +93,7 @@ std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& t, const std
                                                    HalfRounding rounding) {
   std::vector<KernelPlan> plans;
   std::vector<KernelSignature> signatures;
-  plan_fusions(t, executor, plans, signatures);
+  plan_fusions(t, executor, plans, signatures, /*reuse=*/true);
   size_t total = 0;
   for (const KernelPlan& p : plans) total += p.symbols.size();
   std::vector<Schedule> schedules;

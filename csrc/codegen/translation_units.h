@@ -18,6 +18,9 @@ struct KernelSignature {
   std::string name;
   std::vector<ir::ProxyId> inputs, outputs;
   std::vector<SizeArgument> sizes;
+  // CPU kernels: per output, the input whose buffer it is written into, which the launcher passes as that
+  // output (KernelPlan::written_over); empty: every output is a new tensor.
+  std::vector<int> written_over;
   // GPU kernels (cuda_translation_unit): threads per block, blocks for the trace's shapes, and workspace bytes
   // (cuda_workspace_bytes); 0 for CPU kernels.
   int block = 0;
@@ -31,7 +34,9 @@ struct TranslationUnit {
 
 /// The fusions of `executor` in `trace`, each planned, scheduled and rendered in the C++ dialect, as at most
 /// `parts` translation units of consecutive kernels, balanced by their prim counts; empty if the trace has
-/// no fusions. std::logic_error if a fusion no longer plans as one kernel. `rounding`: where half-precision
+/// no fusions. A kernel writes an output into the buffer of an input that dies there where it can
+/// (KernelSignature::written_over): an input read by that fusion alone, not an output of the trace, made by
+/// a fusion of `executor` or by a symbol tagged ir::kFreshOutput, and not requiring grad. std::logic_error if a fusion no longer plans as one kernel. `rounding`: where half-precision
 /// values are rounded (expressions.h; a backward trace's kernels are rendered with AtStores).
 std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& trace, const std::string& executor, size_t parts,
                                                    HalfRounding rounding = HalfRounding::EveryOp);

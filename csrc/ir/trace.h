@@ -57,6 +57,8 @@ enum Tag : uint32_t {
   kView = 1u << 10,        // torch may return a view of its first argument (sharing storage): a write into the
                            // output writes the argument; reshape, transpose, slice, squeeze, broadcast_in_dim,
                            // alias, detach
+  kFreshOutput = 1u << 11,  // its output is always a new tensor, whatever torch's arguments (matmul, linear): a
+                            // kernel may write over it where it dies (translation_units.cc)
 };
 
 /// Prims and torch-level ops come from the op tables; opaque symbols from capture;

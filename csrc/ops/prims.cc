@@ -269,7 +269,7 @@ void register_other_prims() {
       m.dtype = DType::Int64;
       return new_tensor_like(b, m, shape);
     });
-  def("matmul", 0, {req("a"), req("b")}, [](Builder& b, const Args& a) {
+  def("matmul", ir::kFreshOutput, {req("a"), req("b")}, [](Builder& b, const Args& a) {
     // torch.matmul: vectors are promoted to matrices, batch dims broadcast.
     const TensorMeta& x = tensor_arg(b, "matmul", a[0], "a");
     const TensorMeta& y = tensor_arg(b, "matmul", a[1], "b");

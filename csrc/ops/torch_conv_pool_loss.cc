@@ -414,7 +414,7 @@ void register_products() {
     std::string n = name, p = product;
     const char* first = rank2 == 1 ? "mat" : rank1 == 2 ? "mat1" : "batch1";
     const char* second = rank2 == 1 ? "vec" : rank1 == 2 ? "mat2" : "batch2";
-    def_decomposed(name, 0, {kInput, req(first), req(second), opt("beta", Int(1)), opt("alpha", Int(1))},
+    def_decomposed(name, ir::kFreshOutput, {kInput, req(first), req(second), opt("beta", Int(1)), opt("alpha", Int(1))},
                    [n, p, rank1, rank2, batch_sum, scalar_as](Builder& b, const Args& a) {
                      const TensorMeta& m1 = tensor(b, "ltorch." + n, a[1]);
                      const TensorMeta& m2 = tensor(b, "ltorch." + n, a[2]);

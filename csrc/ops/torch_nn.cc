@@ -267,10 +267,10 @@ void register_torch_nn() {
                  layer_norm);
   def_decomposed("rms_norm", ir::kReduction,
                  {kInput, req("normalized_shape"), opt("weight", Value()), opt("eps", Value())}, rms_norm);
-  def_decomposed("linear", 0, {kInput, req("weight"), opt("bias", Value())}, linear);
+  def_decomposed("linear", ir::kFreshOutput, {kInput, req("weight"), opt("bias", Value())}, linear);
   for (const char* name : {"matmul", "mm", "bmm"}) {
     std::string n = name;
-    def_decomposed(name, 0, {kInput, req(n == "matmul" ? "other" : "mat2")}, [n](Builder& b, const Args& a) {
+    def_decomposed(name, ir::kFreshOutput, {kInput, req(n == "matmul" ? "other" : "mat2")}, [n](Builder& b, const Args& a) {
       int64_t want = n == "mm" ? 2 : n == "bmm" ? 3 : -1;
       if (want > 0 && (b.meta(a[0]).ndim() != want || b.meta(a[1]).ndim() != want))
         fail("ltorch." + n, "expected " + std::to_string(want) + "-D tensors");

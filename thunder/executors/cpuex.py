@@ -136,10 +136,11 @@ def _launcher_factory(text):
     return make
 
 
-def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=()):
+def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), written_over=()):
     """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous
     (a copy only if one is not; a non-contiguous trace input is read in place, its strides passed to the
-    kernel or, where 0 or 1, written into it, which the guards fix), allocates the outputs, launches the
+    kernel or, where 0 or 1, written into it, which the guards fix), allocates the outputs (an output
+    ``written_over[i] >= 0`` is that input, which dies in the kernel: ``thunder._core.render_cpu``), launches the
     kernel with the data pointers, torch's thread count and the sizes a shape-generic kernel takes as
     arguments (``sizes``: see ``thunder._core.render_cpu``), and returns the output (a tuple of them if
     several). ``source_digest`` is the digest of the kernel's translation unit. It holds the kernel's module:
@@ -151,9 +152,10 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=()):
         if not trace.strides(p):
             lines.append(f"        if not {a}.is_contiguous(): {a} = {a}.contiguous()")
     outs = [f"o{k}" for k in range(len(outputs))]
-    for o, p in zip(outs, outputs):
+    for k, (o, p) in enumerate(zip(outs, outputs)):
         dtype, shape, _, _ = trace.meta(p)
-        lines.append(f"        {o} = {_allocation(o, shape, to_torch(dtype), values)}")
+        over = written_over[k] if written_over else -1
+        lines.append(f"        {o} = {params[over] if over >= 0 else _allocation(o, shape, to_torch(dtype), values)}")
     sizes = [_size_argument(params, z, values) for z in sizes]
     pointers = [f"{x}.data_ptr()" for x in params + outs] + ["threads()"] + sizes
     lines.append(f"        if launch(kernel, ({', '.join(pointers)},)):")
@@ -225,8 +227,8 @@ def lower(trace, round_every_op=True, seconds=None):
         if trace_enabled():  # whole kernel sources only at TRACE: DEBUG stays readable
             log_trace("thunder: cpu kernel source (%s):\n%s", module.path, source)
         source_digest = registry.digest(source, 64)
-        launchers.update({name: _launcher(name, module, source_digest, trace, ins, outs, sizes)
-                          for name, ins, outs, sizes in kernels})
+        launchers.update({name: _launcher(name, module, source_digest, trace, ins, outs, sizes, over)
+                          for name, ins, outs, sizes, over in kernels})
     last_source = "\n".join(source for source, _ in units)
     seconds["compile"] = time.perf_counter() - start
     return launchers, [(module, source) for module, (source, _) in zip(modules, units)]

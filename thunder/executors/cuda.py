@@ -43,7 +43,7 @@ def _recording_executor(traces):
         traces.append(trace)
         launchers = {}
         for _, kernels in _core.render_cpu(trace, "cpu", 1, round_every_op):
-            for name, _, outs, _ in kernels:
+            for name, _, outs, _, _ in kernels:
                 metas = [trace.meta(p) for p in outs]
 
                 def launcher(*args, metas=metas):
