@@ -1038,6 +1038,25 @@ def load_report(path):
     return out
 
 
+_CARRIED = "- previous report (carried cells): "
+_GRAD_LINES = ("- float64 gradients of native", "- native torch-level ops thunder")
+
+
+def _carried_summary(summary, replaced_grad):
+    """The summary lines of the previous report that a merged report carries, each marked once as the previous
+    report's: not its own run's counts (this run's replace them), nor its count of OpInfos in the report; its
+    gradient lines only if this run has none (``replaced_grad`` False)."""
+    out = []
+    for line in summary:
+        body = line[len(_CARRIED):] if line.startswith(_CARRIED) else line[2:]
+        if line.startswith("- this run") or body.startswith("OpInfos in the report"):
+            continue
+        if replaced_grad and ("- " + body).startswith(_GRAD_LINES):
+            continue
+        out.append(_CARRIED + body)
+    return out
+
+
 def _vjp_kinds(outs):
     """The VJP rules the samples' graphs used (sorted), and the samples thunder's autodiff differentiated."""
     kinds, through = set(), 0
@@ -1095,7 +1114,9 @@ def report(results, path, command, seconds, note="", carried=None):
              f"this run {seconds / 60:.1f} min on {os.cpu_count()} cores). Do not edit by hand.", "", *([note, ""] if note else [])]
     if carried["rows"]:
         lines += ["Cells this run did not produce are carried from the previous report, whose header read:", ""]
-        lines += [f"> {h}" for h in carried["header"] if not h.startswith("Cells this run did not produce")] + [""]
+        # A report that was itself merged quotes its own predecessors: those stay one level deep.
+        lines += [h if h.startswith(">") else f"> {h}" for h in carried["header"]
+                  if not h.startswith("Cells this run did not produce")] + [""]
     lines += ["Every OpInfo of `torch.testing._internal.common_methods_invocations.op_db`, every sample, in the dtypes",
               "float32, float64, bfloat16, float16, int64, int32, bool that it supports on CPU, run through",
               "`thunder.jit` and compared with eager PyTorch (values, dtypes, shapes, aliasing; float64 gradients;",
@@ -1128,14 +1149,14 @@ def report(results, path, command, seconds, note="", carried=None):
     registered = set(_core.native_ops("ltorch"))
     table = native_op_table()
     this_run = "this run: " if carried["rows"] else ""
+    grad_lines = _grad_summary(results, registered)
     lines += ["## Summary", "",
               f"- {this_run}samples: {sum(totals.values())}; passed {totals['pass']}, failed {totals['fail']}, "
               f"skipped {totals['skip']}",
               f"- {this_run}passed samples by path: " + ", ".join(f"{k} {v}" for k, v in sorted(paths.items())),
-              *_grad_summary(results, registered)]
+              *grad_lines]
     if carried["rows"]:
-        lines += [f"- previous report (carried cells): {line[2:]}" for line in carried["summary"]
-                  if not line.startswith(("- this run", "- float64 gradients of native", "- native torch-level ops thunder"))]
+        lines += _carried_summary(carried["summary"], replaced_grad=bool(grad_lines))
         lines += [f"- OpInfos in the report: {len(set(by_op) | set(carried['rows']))}"]
     else:
         lines += [f"- OpInfos: {len(by_op)}; declared native: {len([o for o in by_op if o in NATIVE_OPINFOS])}",
