@@ -34,10 +34,11 @@ struct TranslationUnit {
 
 /// The fusions of `executor` in `trace`, each planned, scheduled and rendered in the C++ dialect, as at most
 /// `parts` translation units of consecutive kernels, balanced by their prim counts; empty if the trace has
-/// no fusions. A kernel writes an output into the buffer of an input that dies there where it can
-/// (KernelSignature::written_over): an input read by that fusion alone, not an output of the trace, made by
-/// a fusion of `executor` or by a symbol tagged ir::kFreshOutput, and not requiring grad. std::logic_error if a fusion no longer plans as one kernel. `rounding`: where half-precision
-/// values are rounded (expressions.h; a backward trace's kernels are rendered with AtStores).
+/// no fusions. std::logic_error if a fusion no longer plans as one kernel. `rounding`: where half-precision
+/// values are rounded (expressions.h; a backward trace's kernels are rendered with AtStores). A kernel writes
+/// an output into the buffer of an input that dies there where it can (KernelSignature::written_over): an
+/// input read by that fusion alone, not an output of the trace, not requiring grad, and made by a fusion of
+/// `executor`, by a symbol tagged ir::kFreshOutput or by a view of such a tensor that dies at the view.
 std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& trace, const std::string& executor, size_t parts,
                                                    HalfRounding rounding = HalfRounding::EveryOp);
 

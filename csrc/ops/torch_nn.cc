@@ -270,12 +270,13 @@ void register_torch_nn() {
   def_decomposed("linear", ir::kFreshOutput, {kInput, req("weight"), opt("bias", Value())}, linear);
   for (const char* name : {"matmul", "mm", "bmm"}) {
     std::string n = name;
-    def_decomposed(name, ir::kFreshOutput, {kInput, req(n == "matmul" ? "other" : "mat2")}, [n](Builder& b, const Args& a) {
-      int64_t want = n == "mm" ? 2 : n == "bmm" ? 3 : -1;
-      if (want > 0 && (b.meta(a[0]).ndim() != want || b.meta(a[1]).ndim() != want))
-        fail("ltorch." + n, "expected " + std::to_string(want) + "-D tensors");
-      return b.prim("matmul", {a[0], a[1]});
-    });
+    def_decomposed(name, ir::kFreshOutput, {kInput, req(n == "matmul" ? "other" : "mat2")},
+                   [n](Builder& b, const Args& a) {
+                     int64_t want = n == "mm" ? 2 : n == "bmm" ? 3 : -1;
+                     if (want > 0 && (b.meta(a[0]).ndim() != want || b.meta(a[1]).ndim() != want))
+                       fail("ltorch." + n, "expected " + std::to_string(want) + "-D tensors");
+                     return b.prim("matmul", {a[0], a[1]});
+                   });
   }
   def_decomposed("scaled_dot_product_attention", 0,
                  {req("query"), req("key"), req("value"), opt("attn_mask", Value()), opt("dropout_p", Value(0.0)),
