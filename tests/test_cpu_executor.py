@@ -738,3 +738,23 @@ def test_two_outputs_are_written_over_two_products():
     x, w1, w2 = torch.randn(8, 16), torch.randn(16, 16), torch.randn(16, 16)
     out, over = _written_over(lambda x, a, b: ((x @ a).relu() * 2, (x @ b).sigmoid() - (x @ a)), x, w1, w2)
     assert over >= 1
+
+
+def test_an_output_written_over_a_view_of_a_product_is_not_a_view():
+    # (a @ b).view(...) dies in the GELU's kernel, which writes its output there: the result is still a tensor of
+    # its own, as eager's is -- detach_() and in-place ops with operands that require grad work on it.
+    def f(a, b):
+        return F.gelu((a @ b).view(2, 4, 12))
+
+    a, b = torch.randn(8, 16), torch.randn(16, 12)
+    jitted = thunder.jit(f, executors=CPU)
+    with torch.no_grad():
+        expected, out = f(a, b), jitted(a, b)
+    torch.testing.assert_close(out, expected)
+    assert "// written over in place" in thunder.executors.cpuex.last_source
+    assert not out._is_view() and out._base is None
+    out.detach_()
+    w = torch.ones(2, 4, 12, requires_grad=True)
+    out.mul_(w)
+    expected.mul_(w)
+    torch.testing.assert_close(out, expected)

@@ -155,3 +155,29 @@ def test_a_step_under_autocast_is_differentiated_by_thunder(name):
     stats = thunder.compile_stats(jitted)
     assert stats.graphs and all(g["backward"] == "thunder" for g in stats.graphs), \
         [(g["index"], g["backward"]) for g in stats.graphs]
+
+
+def test_an_output_written_over_a_viewed_product_can_be_modified_in_place():
+    # The forward's last kernel writes over (x @ w).view(...): the program's output is not a view, so the user may
+    # modify it in place before backward, as in eager -- also in the next graph, after a graph break.
+    def f(x, w):
+        return (x @ w).view(2, 4, 12) * 2 + 1
+
+    def g(x, w):
+        h = torch.tanh(x).view(2, 4, 16) + (x @ w).view(2, 4, 16)
+        print("a graph break")
+        h += 1
+        return h.sum()
+
+    for fn, width in ((f, 12), (g, 16)):
+        x = torch.randn(8, 16)
+        w = torch.randn(16, width, requires_grad=True)
+        w_eager = w.detach().clone().requires_grad_()
+        y, e = thunder.jit(fn)(x, w), fn(x, w_eager)
+        if y.dim():
+            assert not y._is_view()
+            y.mul_(3)
+            e.mul_(3)
+        y.sum().backward()
+        e.sum().backward()
+        torch.testing.assert_close(w.grad, w_eager.grad)

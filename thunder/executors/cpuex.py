@@ -155,7 +155,10 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
     for k, (o, p) in enumerate(zip(outs, outputs)):
         dtype, shape, _, _ = trace.meta(p)
         over = written_over[k] if written_over else -1
-        lines.append(f"        {o} = {params[over] if over >= 0 else _allocation(o, shape, to_torch(dtype), values)}")
+        if over >= 0:  # the input itself; a view of a dead tensor as a tensor of its own, as a new output is
+            lines.append(f"        {o} = {params[over]} if {params[over]}._base is None else {params[over]}.detach()")
+        else:
+            lines.append(f"        {o} = {_allocation(o, shape, to_torch(dtype), values)}")
     sizes = [_size_argument(params, z, values) for z in sizes]
     pointers = [f"{x}.data_ptr()" for x in params + outs] + ["threads()"] + sizes
     lines.append(f"        if launch(kernel, ({', '.join(pointers)},)):")
