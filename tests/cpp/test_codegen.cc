@@ -637,6 +637,53 @@ TEST_F(Schedules, LargeElementwiseOutputsAreStreamedInParallel) {
   EXPECT_TRUE(s.cuts.empty());
 }
 
+// ---- outputs written over inputs that die in the kernel ----
+
+TEST_F(Codegen, AnElementwiseOutputIsWrittenOverADyingInputOfItsDtypeAndShape) {
+  Value x = input(DType::Float32, {4, 8}), bias = input(DType::Float32, {8}), y = input(DType::Float32, {4, 8});
+  Value z = prim("add", {prim("tanh", {x}), prim("broadcast_in_dim", {bias, Value::ints({4, 8}), Value::ints({1})})});
+  auto p = plan({z});
+  ASSERT_TRUE(p);
+  // Only a dying input of the domain's shape and the output's dtype: never the broadcast bias.
+  EXPECT_EQ(written_over(trace, *p, {bias.proxy()}), std::vector<int>{});
+  EXPECT_EQ(written_over(trace, *p, {y.proxy()}), std::vector<int>{});  // not an input of this kernel
+  const std::vector<int> over = written_over(trace, *p, {x.proxy(), bias.proxy()});
+  ASSERT_EQ(over, std::vector<int>{0});
+  p->written_over = over;
+  const std::string code = kernel_code(*p);
+  EXPECT_NE(code.find("const float* in0 = out0;  // written over in place"), std::string::npos) << code;
+  EXPECT_EQ(code.find("__restrict in0"), std::string::npos) << code;
+  // The kernel computes in place: the input's buffer is the output's.
+  std::vector<float> data = iota_floats(32, 0.1f, -1.0f), b8 = iota_floats(8, 1.0f, 0.0f), expected(32);
+  for (size_t i = 0; i < 32; ++i) expected[i] = std::tanh(data[i]) + b8[i % 8];
+  std::vector<void*> args = {data.data(), b8.data(), data.data(), reinterpret_cast<void*>(intptr_t{1})};
+  for (const SizeArgument& a : size_arguments(trace, *p)) args.push_back(reinterpret_cast<void*>(intptr_t{a.value}));
+  TempDir dir;
+  runtime::CompileOptions options;
+  options.cache_dir = dir.path;
+  auto module = runtime::load_module(render(*p), options);
+  ASSERT_EQ(reinterpret_cast<runtime::Kernel>(module->symbol("kernel"))(args.data()), 0);
+  for (size_t i = 0; i < 32; ++i) EXPECT_NEAR(data[i], expected[i], 1e-6f) << i;
+}
+
+TEST_F(Codegen, NoOutputIsWrittenOverAnInputOfAKernelThatReduces) {
+  Value x = input(DType::Float32, {4, 8});
+  Value e = prim("exp", {x});
+  Value s = prim("sum", {e, Value::ints({1})});
+  Value z = prim("div", {e, prim("broadcast_in_dim", {s, Value::ints({4, 8}), Value::ints({0})})});
+  auto p = plan({z});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(written_over(trace, *p, {x.proxy()}), std::vector<int>{});
+}
+
+TEST_F(Codegen, AnOutputOfAnotherDtypeIsANewTensor) {
+  Value x = input(DType::Float32, {4, 8});
+  Value z = prim("convert_element_type", {prim("exp", {x}), Value(DType::Float64)});
+  auto p = plan({z});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(written_over(trace, *p, {x.proxy()}), std::vector<int>{});
+}
+
 // ---- shape-generic kernels ----
 
 // The kernel of (sin(x) * 2).sum(-1) over an [rows, n] float tensor, rendered alone.
