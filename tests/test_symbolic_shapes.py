@@ -220,3 +220,19 @@ def test_a_function_whose_first_call_captures_nothing_says_dynamo_skips_it():
     stats = thunder.compile_stats(jitted)
     assert stats.eager_calls == 3 and "skips its code" in stats.dynamo_stopped
     assert "skips its code" in thunder.summary(jitted)
+
+
+def test_outputs_sharing_memory_compile_when_a_float_argument_becomes_a_graph_input():
+    # Once the float changed, it is a placeholder with no tensor behind it: the import's look for outputs that
+    # view one another skips it (it compared it with a storage and failed, and the graph ran uncompiled).
+    def f(x, k):
+        y = x * k
+        return y, y.t()
+
+    jitted = thunder.jit(f)
+    x = torch.randn(3, 4)
+    for k in (2.0, 3.0, 4.5):
+        for out, expected in zip(jitted(x, k), f(x, k)):
+            assert_same(out, expected)
+    stats = thunder.compile_stats(jitted)
+    assert all(g["compiled"] for g in stats.graphs), [g["reason"] for g in stats.graphs]

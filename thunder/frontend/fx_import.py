@@ -1150,7 +1150,9 @@ def _sharing(node, example_of):
         call, pick = node.args[0], node.args[1]
     memory = _storage(example_of(node))
     args = list(dict.fromkeys(_tensor_nodes((call.args, call.kwargs))))
-    return call, pick, [a for a in args if _storage(example_of(a)) == memory], args
+    # Only tensors share memory (a number's placeholder, a SymFloat, has none: StorageWeakRef cannot compare to it).
+    stored = [(a, _storage(example_of(a))) for a in args] if memory is not None else []
+    return call, pick, [a for a, m in stored if m is not None and m == memory], args
 
 
 def _view_root(node, example_of):
