@@ -410,9 +410,7 @@ NB_MODULE(_core, m) {
         for (ir::ProxyId id : k.outputs) outs.push_back(PyProxy{id});
         nb::list sizes;  // (input index or -1, its dim, a stride rather than a size, the value when the trace was made)
         for (const codegen::SizeArgument& a : k.sizes) sizes.append(nb::make_tuple(a.input, a.input_dim, a.stride, a.value));
-        nb::list over;  // per output: the input index it is written over, or -1 (all -1: none)
-        for (size_t i = 0; i < k.outputs.size(); ++i) over.append(k.written_over.empty() ? -1 : k.written_over[i]);
-        kernels.append(nb::make_tuple(k.name, ins, outs, sizes, over));
+        kernels.append(nb::make_tuple(k.name, ins, outs, sizes, k.written_over));
       }
       units.append(nb::make_tuple(unit.source, kernels));
     }
@@ -421,7 +419,7 @@ NB_MODULE(_core, m) {
      "The CPU fusions of `executor` as at most `parts` C++ translation units of consecutive kernels, balanced by "
      "their prim counts (so that they compile in parallel): [(source, [(kernel name, [input proxies], [output "
      "proxies], [size arguments: (input index or -1, dim, is a stride, value)], [per output: the index of the "
-     "input it is written over in place, or -1])])], empty if the trace has no fusions "
+     "input it is written over in place, or -1; empty if none is])])], empty if the trace has no fusions "
      "(codegen::cpu_translation_units). `round_every_op`: float16/bfloat16 values are rounded after every op, as "
      "eager does; False: only where stored or converted, float32 in between (a backward's kernels).");
 

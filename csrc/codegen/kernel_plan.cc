@@ -305,7 +305,6 @@ std::vector<int> written_over(const ir::Trace& t, const KernelPlan& p, const std
   };
   std::vector<int> over(p.outputs.size(), -1);
   std::set<size_t> taken;
-  bool any = false;
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     if (!spans_domain(p.outputs[i])) continue;
     for (size_t k = 0; k < p.inputs.size(); ++k) {
@@ -315,11 +314,10 @@ std::vector<int> written_over(const ir::Trace& t, const KernelPlan& p, const std
         continue;
       over[i] = static_cast<int>(k);
       taken.insert(k);
-      any = true;
       break;
     }
   }
-  return any ? over : std::vector<int>{};
+  return taken.empty() ? std::vector<int>{} : over;
 }
 
 std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p) {
