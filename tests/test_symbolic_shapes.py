@@ -51,12 +51,54 @@ def test_a_symbolic_graph_is_imported_once_and_its_sizes_bound_at_each_new_shape
     specialized = [g for g in stats.graphs if g["symbolic"] is not None]
     assert len(specialized) == 19 and all(g["compiled"] and g["retraced"] is None for g in specialized)
     assert "(its symbolic trace, sizes bound)" in thunder.summary(jitted)
+    # Its traces: the import with symbolic sizes, the passes on it, the final trace with the call's sizes bound,
+    # and the program that runs (sizes symbolic, the kernels generated from the bound trace).
     traces = thunder.last_traces(jitted)
-    assert traces[0].name == "Imported from the FX graph, sizes symbolic" and traces[1].name == "Sizes bound to the call's"
+    assert traces[0].name == "Imported from the FX graph, sizes symbolic"
+    assert traces[-2].name.startswith("Sizes bound to the call's") and traces[-1].name == traces[-3].name
     symbolic = str(traces[0])
     size = next(line.split(":")[0].strip("# ").strip() for line in symbolic.splitlines() if ': "int"' in line)
     assert f'f32[{size}, 16]' in symbolic and f'f32[{size} - 1, 16]' in symbolic, symbolic
-    assert f'f32[{size}, 16]' not in str(traces[1])
+    assert f'f32[{size}, 16]' not in str(traces[-2]) and 'f32[21, 16]' in str(traces[-2])
+    assert f'f32[{size}, 16]' in str(traces[-1])
+
+
+def test_the_passes_run_once_per_symbolic_graph_and_each_new_shape_only_lowers(monkeypatch):
+    from thunder import _core
+
+    pipelines = []
+    run_pipeline = _core.run_pipeline
+    monkeypatch.setattr(_core, "run_pipeline", lambda *a: pipelines.append(1) or run_pipeline(*a))
+    jitted = thunder.jit(scaled_rows, dynamic=True)
+    for n in (3, 5, 9, 17, 5):
+        x, y = torch.randn(n, 6), torch.randn(n, 6)
+        assert_same(jitted(x, y), scaled_rows(x, y))
+    assert len(pipelines) == 1
+    stats = thunder.compile_stats(jitted)
+    assert len(stats.graphs) == 4 and all(g["compiled"] and g["retraced"] is None for g in stats.graphs)
+    # The first shape's compile counts the passes; the others bind sizes and lower only.
+    assert "fusion" in stats.graphs[0]["stage_seconds"]
+    assert all("fusion" not in g["stage_seconds"] and "bind sizes" in g["stage_seconds"] for g in stats.graphs[1:])
+    # The program that runs is the execution trace with symbolic sizes; the kernels came from the trace bound.
+    traces = thunder.last_traces(jitted)
+    assert "cpu_fusion0(" in str(traces[-1]) and "17" not in str(traces[-1])
+    assert traces[-2].name.startswith("Sizes bound to the call's") and "f32[17, 6]" in str(traces[-2])
+
+
+def test_a_fusion_formed_at_the_first_sizes_that_does_not_plan_at_others_runs_the_passes_for_those(caplog):
+    def column_sums(x):
+        return (x.sin() * 2).sum(0)  # fused while the rows are short; torch sums long rows' columns
+
+    jitted = thunder.jit(column_sums, dynamic=True)
+    with caplog.at_level("INFO", logger="thunder"):
+        for shape in ((3, 4), (3, 40), (5, 6)):
+            x = torch.randn(shape)
+            assert_same(jitted(x), column_sums(x))
+    stats = thunder.compile_stats(jitted)
+    assert all(g["compiled"] for g in stats.graphs) and len(stats.graphs) == 3
+    assert "fusion" in stats.graphs[1]["stage_seconds"] and "fusion" not in stats.graphs[2]["stage_seconds"]
+    assert "the symbolic graph's fusions do not lower at shapes s" in caplog.text, caplog.text
+    assert "no longer plans: a reduction over outer dims of longer rows (40 elements)" in caplog.text
 
 
 def test_a_graph_whose_sizes_are_not_polynomials_is_traced_again_per_shape():
@@ -142,6 +184,32 @@ def test_training_over_changing_batch_sizes_matches_eager_gradients():
         torch.testing.assert_close(p.grad, q.grad, msg=name)
     stats = thunder.compile_stats(jitted)
     assert stats.symbolic_graphs == 1 and all(g["backward"] == "thunder" for g in stats.graphs), stats.graphs
+
+
+def test_a_training_graph_with_symbolic_sizes_is_differentiated_once(monkeypatch):
+    from thunder import _core
+
+    splits = []
+    split = _core.split_forward_backward
+    monkeypatch.setattr(_core, "split_forward_backward", lambda t: splits.append(1) or split(t))
+    torch.manual_seed(0)
+    model, reference = Block(), Block()
+    reference.load_state_dict(model.state_dict())
+    jitted = thunder.jit(model, dynamic=True)
+    for n in (2, 3, 5, 7, 3):
+        x = torch.randn(n, 8)
+        y, expected = jitted(x), reference(x)
+        assert_same(y, expected)
+        y.square().mean().backward()
+        expected.square().mean().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    assert len(splits) == 1
+    stats = thunder.compile_stats(jitted)
+    assert len(stats.graphs) == 4 and all(g["backward"] == "thunder" for g in stats.graphs), stats.graphs
+    assert all("autodiff" not in g["stage_seconds"] for g in stats.graphs[1:])
+    backward = str(thunder.last_backward_traces(jitted)[-1])
+    assert "cpu_fusion" in backward and "f32[7, 8]" in backward, backward  # the last new signature's, bound
 
 
 def test_greedy_generate_of_100_tokens_with_a_growing_kv_cache_compiles_at_most_four_graphs():

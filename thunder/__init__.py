@@ -51,8 +51,9 @@ def jit(fn, *, executors=None, passes=None, debug=None, fullgraph=False, dynamic
         dynamic: as ``torch.compile``'s: ``None`` (the default) captures static shapes first and, once a
             dimension changes, a graph with symbolic sizes; ``True`` symbolic sizes from the start; ``False``
             static shapes only (each new shape is a new Dynamo graph, up to its recompile limit). thunder
-            compiles a graph with symbolic sizes once per shape signature, at the call that brings it
-            (``thunder.frontend.specialize``); kernels are shared across shapes where the code generator allows.
+            runs the passes on a graph with symbolic sizes once and lowers it once per shape signature, at the
+            call that brings it (``thunder.frontend.specialize``); kernels are shared across shapes where the code
+            generator allows.
     Returns:
         :class:`ThunderModule` for a module, :class:`ThunderFunction` otherwise.
     Raises:

@@ -346,6 +346,13 @@ NB_MODULE(_core, m) {
   }, nb::arg("trace"), nb::arg("values"),
      "The trace with its size symbols ({proxy id: int}) bound: every symbolic size an integer; ValueError if a "
      "symbol lacks a value.");
+  m.def("with_size_hints", [](const ir::Trace& t, const std::map<int, int64_t>& values) {
+    ir::Trace out = t;
+    out.size_hints = std::map<ir::ProxyId, int64_t>(values.begin(), values.end());
+    return out;
+  }, nb::arg("trace"), nb::arg("values"),
+     "The trace with size hints ({size symbol's proxy id: int}): code generation's planning inside the passes "
+     "reads symbolic sizes at these values (Trace::size_hints); lowering plans again with the sizes bound.");
   m.def("run_pipeline",
         [](const ir::Trace& t, std::vector<std::string> names, nb::object evaluator,
            std::vector<std::tuple<std::string, std::map<std::string, std::string>, bool, std::vector<std::string>,

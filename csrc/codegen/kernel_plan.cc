@@ -3,6 +3,19 @@
 #include <algorithm>
 
 namespace thunder::codegen {
+
+std::vector<int64_t> shape_of(const ir::Trace& t, ProxyId v) {
+  std::vector<int64_t> out;
+  for (const ir::Dim& d : t.tensor(v).shape) out.push_back(t.at_hints(d, "code generation"));
+  return out;
+}
+
+int64_t numel_of(const ir::Trace& t, ProxyId v) {
+  int64_t n = 1;
+  for (const ir::Dim& d : t.tensor(v).shape) n *= t.at_hints(d, "code generation");
+  return n;
+}
+
 namespace {
 
 using ir::PrimId;
@@ -61,6 +74,14 @@ bool remaps_indices(const ir::BoundSymbol& b) { return has_role(b, PrimRole::Rem
 
 std::vector<int64_t> steps_of(const ir::Value& v, size_t rank) {
   return v.is_none() ? std::vector<int64_t>(rank, 1) : v.as_ints();
+}
+
+// A slice's start indices as integers: their values, or their values at the trace's size hints.
+std::vector<int64_t> starts_of(const ir::Trace& t, const ir::Value& v) {
+  if (!v.is_seq()) return {t.at_hints(v.as_dim(), "code generation")};
+  std::vector<int64_t> out;
+  for (const ir::Value& item : v.items()) out.push_back(t.at_hints(item.as_dim(), "code generation"));
+  return out;
 }
 
 // Whether two alignments of a value of this shape read the same elements: a dim of size 1 reads its one
@@ -157,7 +178,7 @@ bool walk_slice(Walk& w, const ir::BoundSymbol& b) {
   const std::vector<int64_t> out_extent = w.extent.at(out);
   const std::vector<int64_t>& src_shape = shape_of(w.t, src);
   const std::vector<int64_t>& out_shape = shape_of(w.t, out);
-  const std::vector<int64_t> start = b.args[1].as_ints(), step = steps_of(b.args[3], src_shape.size());
+  const std::vector<int64_t> start = starts_of(w.t, b.args[1]), step = steps_of(b.args[3], src_shape.size());
   std::vector<int> al = out_al;
   std::vector<int64_t> e = out_extent;
   RemapCase c{src, {}, {}};
@@ -213,7 +234,7 @@ bool walk_slice_update(Walk& w, const ir::BoundSymbol& b) {
   const std::vector<int64_t> out_extent = w.extent.at(out);
   const std::vector<int64_t>& src_shape = shape_of(w.t, src);
   const std::vector<int64_t>& out_shape = shape_of(w.t, out);
-  const std::vector<int64_t> start = b.args[2].as_ints(), step = steps_of(b.args[4], src_shape.size());
+  const std::vector<int64_t> start = starts_of(w.t, b.args[2]), step = steps_of(b.args[4], src_shape.size());
   std::vector<int64_t> e = out_extent;
   RemapCase c{src, {}, {}};
   for (size_t i = 0; i < src_shape.size(); ++i) {
@@ -351,6 +372,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   p.symbols = symbols;
   std::set<ProxyId> produced;
   const ir::TensorMeta* reduction_input = nullptr;
+  ProxyId reduction_symbol = -1;  // the proxy reduction_input describes
   std::vector<int64_t> rdims;
   std::string device;
   for (const ir::BoundSymbol& b : symbols) {
@@ -359,6 +381,9 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     if (kind == nullptr) return fail(why, "prims." + n + " is not fusible"), std::nullopt;
     for (ProxyId id : b.input_proxies()) {
       const ir::ProxyInfo& info = t.proxy(id);
+      // A size symbol (in a shape argument, or read as a number) is planned at its hint; the trace is lowered
+      // with it bound to an integer, so the kernel does not take it.
+      if (!info.is_tensor && t.size_hints.count(id)) continue;
       if (!info.is_tensor) return fail(why, "number proxies as kernel inputs"), std::nullopt;
       if (!produced.count(id) && std::find(p.inputs.begin(), p.inputs.end(), id) == p.inputs.end()) p.inputs.push_back(id);
     }
@@ -373,11 +398,13 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     }
     if (kind->operands == Operands::FloatOnly) {
       for (ProxyId id : b.input_proxies())
-        if (!ir::is_floating(t.tensor(id).dtype)) return fail(why, "prims." + n + " on integers"), std::nullopt;
+        if (t.proxy(id).is_tensor && !ir::is_floating(t.tensor(id).dtype))
+          return fail(why, "prims." + n + " on integers"), std::nullopt;
     }
     if (kind->operands == Operands::IntegerOnly) {
       for (ProxyId id : b.input_proxies())
-        if (ir::is_floating(t.tensor(id).dtype)) return fail(why, "prims." + n + " on floating-point tensors"), std::nullopt;
+        if (t.proxy(id).is_tensor && ir::is_floating(t.tensor(id).dtype))
+          return fail(why, "prims." + n + " on floating-point tensors"), std::nullopt;
     }
     if (kind->role == PrimRole::Reduction) {
       const ir::TensorMeta& in = t.tensor(b.args[0].proxy());
@@ -391,11 +418,12 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       // stride, one kept column at a time (1.2 ms against torch's 0.1 ms there); torch sums those.
       int64_t kept_inside = 1;
       for (int64_t d = dims.back() + 1; d < static_cast<int64_t>(in.shape.size()); ++d)
-        kept_inside *= in.shape[d].value("code generation");
+        kept_inside *= t.at_hints(in.shape[d], "code generation");
       if (kept_inside >= kMinStridedKept)
         return fail(why, "a reduction over outer dims of longer rows (" + std::to_string(kept_inside) + " elements)"),
                std::nullopt;
       reduction_input = &in;
+      reduction_symbol = b.args[0].proxy();
       rdims = dims;
     }
   }
@@ -423,7 +451,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
 
   // The domain: the reductions' input shape, else the largest output's shape (a slice's source may be larger).
   if (reduction_input) {
-    p.domain = ir::concrete(reduction_input->shape, "code generation");
+    p.domain = shape_of(t, reduction_symbol);
   } else {
     int64_t best = -1;
     for (ProxyId id : p.outputs)
@@ -477,7 +505,10 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       w.read_over(out, p.domain);  // stored over the whole domain
     const std::vector<int> out_al = p.align.at(out);
     const std::vector<int64_t> out_extent = w.extent.at(out);
-    auto arg_tensor = [&](size_t i) { return i < b.args.size() && b.args[i].is_proxy(); };
+    // (A number proxy among the arguments is a size symbol, planned at its hint: a scalar once the sizes are bound.)
+    auto arg_tensor = [&](size_t i) {
+      return i < b.args.size() && b.args[i].is_proxy() && t.proxy(b.args[i].proxy()).is_tensor;
+    };
     if (role == PrimRole::Remap) {
       const bool ok = b.is(PrimId::slice) ? walk_slice(w, b) : b.is(PrimId::cat) ? walk_cat(w, b) : walk_slice_update(w, b);
       if (!ok) return std::nullopt;

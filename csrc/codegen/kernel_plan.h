@@ -29,13 +29,12 @@ namespace thunder::codegen {
 
 using ir::ProxyId;
 
-/// The shape of tensor `v` as integers: code generation has no symbolic sizes (its kernels take sizes as
-/// arguments, but plans them from one concrete shape); ir::SymbolicShapeError for a symbolic one.
-inline std::vector<int64_t> shape_of(const ir::Trace& t, ProxyId v) {
-  return ir::concrete(t.tensor(v).shape, "code generation");
-}
+/// The shape of tensor `v` as integers: code generation plans from one concrete shape (its kernels take sizes as
+/// arguments). A symbolic size is evaluated at the trace's size hints (Trace::size_hints), if it has them;
+/// ir::SymbolicShapeError if it has none.
+std::vector<int64_t> shape_of(const ir::Trace& t, ProxyId v);
 /// The element count of tensor `v`, an integer (as shape_of).
-inline int64_t numel_of(const ir::Trace& t, ProxyId v) { return t.tensor(v).numel().value("code generation"); }
+int64_t numel_of(const ir::Trace& t, ProxyId v);
 
 /// Inside an operand's evaluation, the index of domain dim `dim` becomes
 /// (i * scale + offset) / divisor, i being the index it had outside (scale 0:

@@ -160,12 +160,21 @@ ProxyId Trace::new_number(NumberType type) {
   return id;
 }
 
+int64_t Trace::at_hints(const Dim& d, std::string_view op) const {
+  if (d.is_constant() || size_hints.empty()) return d.value(op);
+  return d.substitute([&](ProxyId id) {
+    auto it = size_hints.find(id);
+    return it == size_hints.end() ? Dim::symbol(id) : Dim(it->second);
+  }).value(op);
+}
+
 Trace Trace::empty_copy(std::string why) const {
   Trace t;
   t.proxies = proxies;
   t.inputs = inputs;
   t.name = name;
   t.boxed_inputs = boxed_inputs;
+  t.size_hints = size_hints;
   t.provenance = std::move(why);
   return t;
 }
@@ -190,6 +199,7 @@ Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values) {
     return values.count(id) ? Value(value_of(id)) : Value(ProxyRef{id});
   };
   Trace out = trace;
+  out.size_hints.clear();
   for (ProxyInfo& p : out.proxies)
     if (p.is_tensor)
       for (Dim& d : p.tensor.shape) d = d.substitute(value_of);

@@ -129,9 +129,16 @@ struct Trace {
   /// its `del` of such a value frees it (a positional argument stays alive, held by the caller, until the call
   /// returns). A backward takes its saved values so, each freed after its last use (docs/autodiff.md).
   size_t boxed_inputs = 0;
+  /// For a trace with symbolic sizes compiled once for every shape: a value of each size symbol (one call's), which
+  /// code generation's planning reads where it needs integers (codegen::shape_of). Decisions made at these values
+  /// are checked again when the trace is lowered with its sizes bound; bind_sizes drops them.
+  std::map<ProxyId, int64_t> size_hints;
 
   const ProxyInfo& proxy(ProxyId id) const { return proxies.at(static_cast<size_t>(id)); }
   const TensorMeta& tensor(ProxyId id) const;
+  /// `d` as an integer: its value, or its value at the size hints; SymbolicShapeError naming `op` where it has a
+  /// symbol without a hint.
+  int64_t at_hints(const Dim& d, std::string_view op) const;
   /// Adds a proxy and names it deterministically ("t12" for tensors, "i12"/"f12"/"b12" for numbers).
   ProxyId new_tensor(TensorMeta meta);
   ProxyId new_number(NumberType type);

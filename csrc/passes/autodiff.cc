@@ -298,7 +298,10 @@ class Differentiator {
       const size_t n = node.at(id);
       const ir::ProxyInfo& p = fwd.proxy(id);
       const bool free = inputs.count(id) || !p.is_tensor;
-      graph.add_edge(n, n + 1, free ? 0 : p.tensor.numel().value("rematerialization") * ir::item_size(p.tensor.dtype));
+      // A symbolic size weighs as much as it does at the size hints (a graph compiled once for every shape).
+      const int64_t bytes =
+          free ? 0 : fwd.at_hints(p.tensor.numel(), "rematerialization") * ir::item_size(p.tensor.dtype);
+      graph.add_edge(n, n + 1, bytes);
       auto made = producer.find(id);
       if (inputs.count(id) || made == producer.end() || !recomputable[made->second])
         graph.add_edge(0, n, FlowGraph::kInfinite);

@@ -116,11 +116,16 @@ class Readers {
   std::unordered_map<ProxyId, std::vector<size_t>> readers_;
 };
 
-// The plan of one kernel computing `members` (sorted symbol indices), or none if they do not make one.
+// The plan of one kernel computing `members` (sorted symbol indices), or none if they do not make one -- also
+// where planning them needs an integer the trace leaves symbolic (a size with no hint).
 std::optional<codegen::KernelPlan> plan_for(const Trace& t, const Readers& readers, const std::vector<size_t>& members) {
   std::vector<ir::BoundSymbol> syms;
   for (size_t i : members) syms.push_back(t.symbols[i]);
-  return codegen::plan_kernel(t, syms, readers.live_out(t, members));
+  try {
+    return codegen::plan_kernel(t, syms, readers.live_out(t, members));
+  } catch (const ir::SymbolicShapeError&) {
+    return std::nullopt;
+  }
 }
 
 // Gives a symbol the fusion executor could not fuse to the next executor that claims it.

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "codegen/kernel_plan.h"
 #include "ir/dim.h"
 #include "ir/printer.h"
 #include "ir/trace.h"
@@ -127,6 +128,41 @@ TEST_F(SymbolicOps, TracesPrintSizesAsExpressionsOfTheirSymbols) {
   const std::string sym = trace.proxy(trace.inputs[0]).name;
   EXPECT_NE(text.find("(12*" + sym + ", 64)"), std::string::npos) << text;
   EXPECT_NE(text.find("f32[" + sym + ", 768]"), std::string::npos) << text;
+}
+
+// A graph's passes run once on its symbolic trace (thunder.core.compile.SymbolicPlan): a kernel is planned from
+// the trace's size hints, its size symbols in shape arguments are not kernel inputs, and the trace bound to sizes
+// (what is lowered) has no hints.
+TEST_F(SymbolicOps, KernelsArePlannedAtTheTracesSizeHints) {
+  // x - x.sum(-1, keepdim=True): the reshape to [s, 1] and the broadcast back name the size symbol s.
+  Value rows = b.prim("reshape", {b.prim("sum", {x, Value::ints({1})}), Value::dims({s, 1})});
+  Value y = b.prim("sub", {x, b.prim("broadcast_in_dim", {rows, Value::dims({s, 768}), Value::ints({0, 1})})});
+  const std::set<ir::ProxyId> live{y.proxy()};
+  EXPECT_FALSE(codegen::plan_kernel(trace, trace.symbols, live));  // the symbol would be a kernel input
+  const ir::ProxyId symbol = trace.inputs[0];
+  trace.size_hints = {{symbol, 5}};
+  std::string why;
+  const auto plan = codegen::plan_kernel(trace, trace.symbols, live, &why);
+  ASSERT_TRUE(plan) << why;
+  EXPECT_EQ(plan->domain, (std::vector<int64_t>{5, 768}));
+  EXPECT_EQ(plan->inputs, (std::vector<ir::ProxyId>{x.proxy()}));  // not the size symbol
+  EXPECT_EQ(trace.empty_copy("a pass").size_hints, trace.size_hints);
+  const ir::Trace bound = ir::bind_sizes(trace, {{symbol, 7}});
+  EXPECT_TRUE(bound.size_hints.empty());
+  EXPECT_EQ(codegen::plan_kernel(bound, bound.symbols, live)->domain, (std::vector<int64_t>{7, 768}));
+}
+
+TEST_F(SymbolicOps, SlicesWithSymbolicBoundsArePlannedAtTheHints) {
+  // x[-1:] * 2: the slice starts at s - 1.
+  Value last = b.prim("slice", {x, Value::dims({s - 1, 0}), Value::dims({s, 768}), Value()});
+  Value y = b.prim("mul", {last, Value(2.0)});
+  const std::set<ir::ProxyId> live{y.proxy()};
+  EXPECT_FALSE(codegen::plan_kernel(trace, trace.symbols, live));  // without hints: not a kernel
+  trace.size_hints = {{trace.inputs[0], 5}};
+  std::string why;
+  const auto plan = codegen::plan_kernel(trace, trace.symbols, live, &why);
+  ASSERT_TRUE(plan) << why;
+  EXPECT_EQ(plan->domain, (std::vector<int64_t>{1, 768}));
 }
 
 }  // namespace

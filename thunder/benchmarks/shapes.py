@@ -20,8 +20,8 @@ compiled and warmed for that one length. Because a single call is noisy on a sha
 static call alternates the two, 40 calls each per length, and takes the best CPU time of each
 (``time.process_time``, which a descheduled process does not accumulate); the third call of the sweep is reported
 too. For thunder it also reports where the time of a
-new shape goes: the bind of the symbolic trace's sizes (``ImportedGraph.bind``, timed by wrapping it), the passes
-(``compile_stats(j).graphs[i]["pass_seconds"]``) and the rest of ``compile_seconds`` (kernel lowering: generating
+new shape goes: the bind of the symbolic trace's sizes (stage ``"bind sizes"``), the passes (run once per symbolic
+graph, ``compile_stats(j).graphs[i]["pass_seconds"]``) and the rest of ``compile_seconds`` (kernel lowering: generating
 and compiling kernels, making the program), and whether any specialization was traced again (``"retraced"``).
 
 Generate (per model): ``model.generate`` of 100 new tokens, greedy (``do_sample=False``, ``min_new_tokens=100``),
@@ -114,26 +114,19 @@ def _raised_recompile_limits(limit=256):
                 setattr(cfg, a, v)
 
 
-class _BindTimer:
-    """Times ``ImportedGraph.bind`` (binding a symbolic trace's sizes to a call's) and the import of a graph with
-    symbolic sizes (``thunder.frontend.dynamo._import_symbolic``) while active."""
+class _ImportTimer:
+    """Times the import of a graph with symbolic sizes (``thunder.frontend.dynamo._import_symbolic``) while
+    active."""
 
     def __init__(self):
-        self.seconds, self.import_seconds = [], []
+        self.import_seconds = []
 
     @contextlib.contextmanager
     def active(self):
-        from thunder.frontend import dynamo, fx_import
+        from thunder.frontend import dynamo
 
-        original_bind, original_import = fx_import.ImportedGraph.bind, dynamo._import_symbolic
+        original_import = dynamo._import_symbolic
         timer = self
-
-        def bind(graph, args):
-            t0 = time.perf_counter()
-            try:
-                return original_bind(graph, args)
-            finally:
-                timer.seconds.append(time.perf_counter() - t0)
 
         def import_symbolic(*args, **kwargs):
             t0 = time.perf_counter()
@@ -141,11 +134,11 @@ class _BindTimer:
                 return original_import(*args, **kwargs)
             finally:
                 timer.import_seconds.append(time.perf_counter() - t0)
-        fx_import.ImportedGraph.bind, dynamo._import_symbolic = bind, import_symbolic
+        dynamo._import_symbolic = import_symbolic
         try:
             yield self
         finally:
-            fx_import.ImportedGraph.bind, dynamo._import_symbolic = original_bind, original_import
+            dynamo._import_symbolic = original_import
 
 
 def _compile(name, target, dynamic=None):
@@ -200,7 +193,7 @@ def _thunder_breakdown(jitted, timer):
             "retraced": sorted({g["retraced"] for g in bound if g["retraced"]}),
             "retraced_graphs": sum(1 for g in bound if g["retraced"]),
             "static": summary(static), "bound": summary(bound),
-            "bind_s": sum(timer.seconds), "binds": len(timer.seconds),
+            "bind_s": sum(g["stage_seconds"].get("bind sizes", 0.0) for g in bound), "binds": len(bound),
             "symbolic_import_s": sum(timer.import_seconds), "symbolic_imports": len(timer.import_seconds),
             "per_graph": [{"index": g["index"], "symbolic": g["symbolic"], "shapes": str(g["shapes"]),
                            "compile_s": g["compile_seconds"], "passes_s": sum(g["pass_seconds"].values()),
@@ -229,7 +222,7 @@ def length_sweep(factory, lengths, calls=3, reps=40, static=True, contenders=CON
     out = {"lengths": list(lengths), "calls": calls, "contenders": {}}
     for name in contenders:
         torch._dynamo.reset()
-        timer = _BindTimer()
+        timer = _ImportTimer()
         with _fresh_caches(), timer.active(), torch.no_grad():
             fn = _compile(name, model)
             first, steady, steady_cpu, total, err = [], [], [], 0.0, 0.0
@@ -307,7 +300,7 @@ def generate_bench(factory, new_tokens=100, prompt=8, runs=5, contenders=CONTEND
         expected, _ = timed_generate(reference)
     for name in contenders:
         torch._dynamo.reset()
-        timer = _BindTimer()
+        timer = _ImportTimer()
         with _fresh_caches(), timer.active(), torch.no_grad():
             if name != "eager":
                 model.forward = _compile(name, model.forward)

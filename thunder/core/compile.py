@@ -219,6 +219,22 @@ def _autodiff_held_back(trace, imported=None, executors=()):
     return None
 
 
+def _pass_context(imported, executors):
+    """The namespace a graph's traces run in (exported), the constant folder's evaluator and the executor tables
+    the passes take."""
+    constants = []
+    namespace = TraceNamespace({"torch": torch, "prims": prims, "ltorch": ltorch, "_constants": constants,
+                                "autograd_vjp": autograd_vjp}, graph_digest=digest(imported.trace.python()))
+    for ex in executors:
+        namespace.update(ex.namespace)
+    namespace.update(imported.namespace)
+    namespace.export()
+    evaluator = _constant_evaluator(namespace, constants)
+    tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices), list(ex.dtypes), list(ex.closed_by))
+              for ex in executors]
+    return namespace, evaluator, tables
+
+
 def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mode=None, lower=True, symbolic=None,
                   import_seconds=None):
     """Runs the passes on an imported trace and builds the execution callable.
@@ -246,35 +262,50 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
         CompiledGraph.
     """
     start = time.perf_counter()
-    constants = []
-    namespace = TraceNamespace({"torch": torch, "prims": prims, "ltorch": ltorch, "_constants": constants,
-                                "autograd_vjp": autograd_vjp}, graph_digest=digest(imported.trace.python()))
-    for ex in executors:
-        namespace.update(ex.namespace)
-    namespace.update(imported.namespace)
-    namespace.export()
-    evaluator = _constant_evaluator(namespace, constants)
-    tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices), list(ex.dtypes), list(ex.closed_by)) for ex in executors]
+    namespace, evaluator, tables = _pass_context(imported, executors)
     views = [TraceView(imported.trace, namespace, "Imported from the FX graph")]
     if symbolic is not None:
         views = [TraceView(symbolic.trace, namespace, "Imported from the FX graph, sizes symbolic"),
                  TraceView(imported.trace, namespace, "Sizes bound to the call's")]
-    pass_seconds, lowering_seconds = {}, {}
+    passed = _run_all_passes(imported, imported.trace, executors, passes, index, namespace, evaluator, tables, views)
+    graph = _graph_of(passed, imported, executors, index, debug_mode, lower)
+    graph.import_seconds = dict(import_seconds or {})
+    graph.compile_seconds = time.perf_counter() - start + sum(graph.import_seconds.values())
+    return graph
+
+
+@dataclass
+class _Passed:
+    """A graph after the passes: its traces and, where thunder differentiates it, its backward's."""
+
+    views: list                 # TraceView per stage; the last is the execution trace (the forward's, in training)
+    pass_seconds: dict
+    autodiff: str = None        # as CompiledGraph.autodiff
+    backward_views: list = None  # the backward's TraceViews when thunder differentiates the graph
+    grad_outputs: list = field(default_factory=list)
+    vjp: list = field(default_factory=list)
+
+
+def _run_all_passes(imported, trace, executors, passes, index, namespace, evaluator, tables, views):
+    """The passes on ``trace`` (``imported``'s, or it with size hints), appending a TraceView per pass to
+    ``views``. When grad mode is on and an output requires grad, the passes up to claiming run on the joint trace,
+    thunder's autodiff splits it into a forward and a backward (unless it cannot, or holds back: then torch's
+    autograd differentiates the graph's ops), and the remaining passes run on each. Returns a _Passed."""
+    pass_seconds = {}
     passes = list(passes)
     split_at = passes.index("claim") if "claim" in passes and torch.is_grad_enabled() and \
-        _requires_grad(imported.trace) else len(passes)
-    trace = _run_passes(imported.trace, passes[:split_at], evaluator, tables, namespace, views, pass_seconds, index)
-    kernels = {}
-    program, autodiff = None, None
+        _requires_grad(trace) else len(passes)
+    trace = _run_passes(trace, passes[:split_at], evaluator, tables, namespace, views, pass_seconds, index)
+    passed = _Passed(views, pass_seconds)
     held_back = _autodiff_held_back(trace, imported, executors) if split_at < len(passes) else None
     if held_back:
-        autodiff = f"torch ({held_back})"
+        passed.autodiff = f"torch ({held_back})"
         logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, held_back)
     elif split_at < len(passes):
         try:
             forward, backward, grad_outputs, saved, seconds, vjp = _core.split_forward_backward(trace)
         except _core.NotDifferentiable as e:
-            autodiff = f"torch ({e})"
+            passed.autodiff = f"torch ({e})"
             logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, e)
         else:
             if grad_outputs:
@@ -283,50 +314,142 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
                 backward_namespace = namespace.copy_for()
                 backward_namespace.export()
                 backward_views = [TraceView(backward, backward_namespace, "autodiff (backward)")]
-                forward = _run_passes(forward, passes[split_at:], evaluator, tables, namespace, views, pass_seconds,
-                                      index, saves=True)
-                backward = _run_passes(backward, ["cse", "dce"] + passes[split_at:], evaluator, tables,
-                                       backward_namespace, backward_views, pass_seconds, index, "backward ")
-                if lower:
-                    _lower(backward, executors, backward_namespace, kernels, lowering_seconds, round_every_op=False,
-                           prefix="backward ")
-                autodiff = "thunder"
-                program = (backward_views, grad_outputs, saved, vjp)
-                trace = forward
-    if program is None:
-        trace = _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
+                _run_passes(forward, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index,
+                            saves=True)
+                _run_passes(backward, ["cse", "dce"] + passes[split_at:], evaluator, tables, backward_namespace,
+                            backward_views, pass_seconds, index, "backward ")
+                passed.autodiff, passed.backward_views = "thunder", backward_views
+                passed.grad_outputs, passed.vjp = list(grad_outputs), list(vjp)
+                return passed
+    _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
+    return passed
+
+
+#: The name of the trace a specialization of a SymbolicPlan generates its kernels from.
+BOUND_SIZES = "Sizes bound to the call's (its kernels are generated from it)"
+
+
+def _bound(view, sizes, namespace=None):
+    """``view`` with its trace's size symbols bound to ``sizes`` ({proxy id: int}), in ``namespace`` (default:
+    the view's)."""
+    return TraceView(_core.bind_sizes(view.trace, sizes), view.namespace if namespace is None else namespace,
+                     BOUND_SIZES, subsymbols=view.subsymbols, saves=view.saves)
+
+
+def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None, pass_seconds=None, program=None):
+    """The CompiledGraph of a graph after the passes: its fusions' kernels generated and compiled (``lower``;
+    False: planned only, nothing callable) and its execution traces made Python functions -- in training, one
+    ``torch.autograd.Function`` running the forward and the backward.
+
+    ``sizes`` ({size symbol's proxy id: int}): the traces have symbolic sizes (a SymbolicPlan's) and are lowered
+    with these bound, each in a namespace of its own (its kernels' launchers are this signature's); its
+    ``import_seconds`` are the binding's. ``program``: the execution trace's program compiled from its symbolic
+    trace (a code object defining ``computation``), run with this signature's kernels instead of the bound trace's
+    (not in training). ``pass_seconds``: the passes' seconds to report (default: ``passed``'s)."""
+    kernels, lowering_seconds = {}, {}
+    views, backward_views = passed.views, passed.backward_views
+    bind_start = time.perf_counter()
+    if sizes is not None:
+        final = views[-1]
+        views = views + [_bound(final, sizes, final.namespace.copy_for())]
+        if program is not None:  # the program that runs: the symbolic trace, with this signature's kernels
+            views.append(TraceView(final.trace, views[-1].namespace, final.name, subsymbols=final.subsymbols))
+        if backward_views:
+            backward_views = backward_views + [_bound(backward_views[-1], sizes,
+                                                      backward_views[-1].namespace.copy_for())]
+    bind_seconds = time.perf_counter() - bind_start
+    if lower and backward_views:
+        _lower(backward_views[-1].trace, executors, backward_views[-1].namespace, kernels, lowering_seconds,
+               round_every_op=False, prefix="backward ")
     if lower:
-        _lower(trace, executors, namespace, kernels, lowering_seconds)
+        _lower(views[-1 if program is None else -2].trace, executors, views[-1].namespace, kernels,
+               lowering_seconds)
     python_start = time.perf_counter()
     runner = _without_autocast if getattr(imported, "autocast_written_out", False) else (lambda f: f)
-    fn = runner(debug.debug_runner(views[-1].python_callable(), debug_mode)) if lower else None
-    graph = CompiledGraph(index, views, fn, 0.0, pass_seconds, imported.fallbacks,
-                          output_views=getattr(imported, "output_views", []), lowering_seconds=lowering_seconds)
-    graph.kernels = kernels
-    graph.autodiff = autodiff
     if program is not None:
-        graph.vjp = [(op, rule, tuple(generic)) for op, rule, generic in program[3]]
-    if program is not None and not lower:
-        graph.backward_traces = program[0]
-        graph.grad_outputs = list(program[1])
-    elif program is not None:
-        backward_views, grad_outputs, saved, _ = program
+        scope = dict(views[-1].namespace)
+        exec(program, scope)
+        fn = runner(debug.debug_runner(scope["computation"], debug_mode))
+    else:
+        fn = runner(debug.debug_runner(views[-1].python_callable(), debug_mode)) if lower else None
+    graph = CompiledGraph(index, views, fn, 0.0, passed.pass_seconds if pass_seconds is None else pass_seconds,
+                          imported.fallbacks, output_views=getattr(imported, "output_views", []),
+                          lowering_seconds=lowering_seconds)
+    graph.kernels = kernels
+    graph.autodiff = passed.autodiff
+    if backward_views is not None:
+        graph.vjp = [(op, rule, tuple(generic)) for op, rule, generic in passed.vjp]
         graph.backward_traces = backward_views
-        graph.grad_outputs = list(grad_outputs)
+        graph.grad_outputs = list(passed.grad_outputs)
+    if backward_views is not None and lower:
         split = next(v for v in views if v.name == "autodiff (forward)")
+        unsplit_backward = backward_views[0]
+        if sizes is not None:
+            split, unsplit_backward = _bound(split, sizes), _bound(unsplit_backward, sizes)
         writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
         backward_fn = _taking_saved_list(backward_views[-1], runner(debug.debug_runner(
             backward_views[-1].python_callable(), debug_mode)))
-        graph.fn = training_callable(fn, backward_fn, grad_outputs,
+        graph.fn = training_callable(fn, backward_fn, passed.grad_outputs,
                                      None if writes else (runner(split.python_callable()),
-                                                          _taking_saved_list(backward_views[0],
-                                                                             runner(backward_views[0].python_callable()))),
+                                                          _taking_saved_list(unsplit_backward,
+                                                                             runner(unsplit_backward.python_callable()))),
                                      random=any(b.draws_random_numbers for b in split.symbols))
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
-    graph.import_seconds = dict(import_seconds or {})
-    graph.compile_seconds = time.perf_counter() - start + sum(graph.import_seconds.values())
+    if sizes is not None:
+        graph.import_seconds = {"bind sizes": bind_seconds}
     return graph
+
+
+class SymbolicPlan:
+    """A graph with symbolic sizes after the passes, made once for every shape its guards admit: passes, claiming,
+    fusion and, in training, thunder's autodiff run on the trace whose sizes are polynomials in the size symbols
+    (``s0``, ``12*s0``), with one call's sizes as hints where planning a kernel or weighing a saved value needs
+    integers (``thunder._core.with_size_hints``). Each shape signature then only lowers it (:meth:`lower`): the
+    final trace with its sizes bound is planned again kernel by kernel -- a fusion formed at the hints that does
+    not plan at other sizes raises there, and that signature is compiled on its own -- and the execution trace's
+    program, compiled once from its symbolic trace, runs with that signature's kernels (a training graph's forward
+    and backward run as bound).
+
+    Args:
+        imported: the graph's import with symbolic sizes (``ImportedGraph.size_inputs`` non-empty).
+        hints: {size symbol's proxy id: the value of one call}.
+    Raises:
+        thunder._core.SymbolicShapeError (a pass needs a size the polynomials do not settle), or whatever a pass
+        raises.
+    """
+
+    def __init__(self, imported, executors, passes, index, hints):
+        start = time.perf_counter()
+        self.imported, self.executors = imported, executors
+        namespace, evaluator, tables = _pass_context(imported, executors)
+        views = [TraceView(imported.trace, namespace, "Imported from the FX graph, sizes symbolic")]
+        trace = _core.with_size_hints(imported.trace, hints)
+        self.passed = _run_all_passes(imported, trace, executors, passes, index, namespace, evaluator, tables, views)
+        self.program = None
+        if self.passed.backward_views is None:
+            # The execution trace's program, without the imports of its kernels (each signature binds its own).
+            final = views[-1]
+            source = final.trace.python(subsymbols=final.subsymbols)
+            filename = debug.register_source(source, f"trace {final.name}")
+            self.program = compile(source, filename, "exec")
+            debug.release_source_with(self, filename)
+        self.seconds = time.perf_counter() - start
+        self.lowered = 0  # signatures lowered so far
+
+    def lower(self, args, index, debug_mode=None):
+        """The CompiledGraph of one call's shapes: the final traces with the sizes of ``args`` (the graph's
+        arguments) bound, their kernels generated (from the kernel cache where another shape made them), and the
+        program run with them. The first signature's graph counts the passes in its ``compile_seconds`` and
+        ``pass_seconds``. Raises what code generation raises for a fusion that does not plan at these sizes."""
+        start = time.perf_counter()
+        sizes = {proxy: int(args[position]) for proxy, position in self.imported.size_inputs}
+        first = self.lowered == 0
+        graph = _graph_of(self.passed, self.imported, self.executors, index, debug_mode, True, sizes,
+                          pass_seconds=dict(self.passed.pass_seconds) if first else {}, program=self.program)
+        self.lowered += 1
+        graph.compile_seconds = time.perf_counter() - start + (self.seconds if first else 0.0)
+        return graph
 
 
 def _without_autocast(fn):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from thunder.core import debug
-from thunder.core.compile import compile_trace
+from thunder.core.compile import SymbolicPlan, compile_trace
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES
 from thunder.executors import default_executors
@@ -386,17 +386,19 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
 
 def _symbolic_graph(state, gm, also):
     """The callable for a graph with symbolic sizes. It is imported once as it is (one trace whose sizes are
-    polynomials in its size inputs, ``import_graph(..., symbolic=True)``); each new shape signature
-    (specialize.signature) binds that trace's sizes to the call's and compiles the result at the call that brings
-    it -- passes, claiming and fusion run again, kernels (which take their sizes as arguments) come from the
-    cache. A graph the core cannot import with symbolic sizes (a size that is not a polynomial in the size inputs,
-    a non-contiguous input) is traced again per signature instead (specialize.specialize). A signature that cannot
-    be compiled runs gm as captured."""
+    polynomials in its size inputs, ``import_graph(..., symbolic=True)``), and the passes run on that trace once
+    (compile.SymbolicPlan); each new shape signature (specialize.signature) binds the final trace's sizes to the
+    call's and lowers it at the call that brings it -- kernels (which take their sizes as arguments) come from the
+    cache. Where the passes cannot run with symbolic sizes (a size a pass must know), each signature binds the
+    imported trace's sizes and runs them. A graph the core cannot import with symbolic sizes
+    (a size that is not a polynomial in the size inputs, a non-contiguous input) is traced again per signature
+    instead (specialize.specialize). A signature that cannot be compiled runs gm as captured."""
     state.symbolic_graphs += 1
     number = state.symbolic_graphs
     specializations = {}
     free = specialize.free_inputs(gm)
     symbolic = []  # the symbolic import, or the reason there is none, after the first call
+    planned = []   # the symbolic import after the passes (compile.SymbolicPlan), or why there is none
 
     def run(*args):
         key = specialize.signature(args, free)
@@ -405,8 +407,12 @@ def _symbolic_graph(state, gm, also):
             shapes = specialize.describe(gm, args)
             if not symbolic:
                 symbolic.append(_import_symbolic(gm, args, number))
+            if not isinstance(symbolic[0], str) and not planned:
+                planned.append(_plan_symbolic(state, symbolic[0], args, number))
             if not isinstance(symbolic[0], str):
-                fn = _compile_graph(state, gm, args, also, shapes=(number, shapes, None), imported=symbolic[0])
+                plan = planned[0] if not isinstance(planned[0], str) else None
+                fn = _compile_graph(state, gm, args, also, shapes=(number, shapes, None), imported=symbolic[0],
+                                    plan=plan)
             else:
                 try:
                     concrete = specialize.specialize(gm, args)
@@ -430,19 +436,45 @@ def _import_symbolic(gm, args, number):
         return reason
 
 
-def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None):
+def _plan_symbolic(state, imported, args, number):
+    """The passes run once on a graph's symbolic import (compile.SymbolicPlan), or why they cannot be (then each
+    shape signature runs them with its sizes bound)."""
+    if state.plan_only:
+        return "thunder.examine plans each shape"
+    try:
+        values = {proxy: int(args[position]) for proxy, position in imported.size_inputs}
+        return SymbolicPlan(imported, state.executors, state.passes, len(state.graphs), values)
+    except Exception as e:  # noqa: BLE001 -- any failure: the passes run per shape
+        reason = f"{type(e).__name__}: {e}"
+        logger.info("thunder: symbolic graph %d runs the passes for each shape: they cannot run with symbolic "
+                    "sizes (%s)", number, reason)
+        return reason
+
+
+def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, plan=None):
     """The callable for a graph with static shapes: compiled by thunder, or gm run as captured when that fails.
     ``shapes`` is (symbolic graph number, shapes, why it was traced again or None) for a specialization of a
     symbolic graph; ``imported`` that graph's symbolic import, whose sizes are bound to ``example_inputs``' (none:
-    gm is imported)."""
+    gm is imported); ``plan`` its compile.SymbolicPlan, lowered for these sizes (where that fails, the sizes are
+    bound to the import and the passes run for them)."""
     index = len(state.graphs)
     symbolic = imported
+    compiled = None
+    if plan is not None:
+        try:
+            compiled = plan.lower(example_inputs, index, state.debug)
+        except Exception as e:  # noqa: BLE001 -- these sizes run the passes on their own
+            logger.info("thunder: graph %d: the symbolic graph's fusions do not lower at shapes %s (%s: %s); "
+                        "the passes run for these sizes", index, shapes[1] if shapes else "?", type(e).__name__, e)
     try:
-        start = time.perf_counter()
-        imported = import_graph(gm, example_inputs) if symbolic is None else symbolic.bind(example_inputs)
-        front = {"import" if symbolic is None else "bind sizes": time.perf_counter() - start}
-        compiled = compile_trace(imported, state.executors, state.passes, index, state.debug,
-                                 lower=not state.plan_only, symbolic=symbolic, import_seconds=front)
+        if compiled is not None:
+            imported = symbolic  # what follows reads what the import found, the same at every size
+        else:
+            start = time.perf_counter()
+            imported = import_graph(gm, example_inputs) if symbolic is None else symbolic.bind(example_inputs)
+            front = {"import" if symbolic is None else "bind sizes": time.perf_counter() - start}
+            compiled = compile_trace(imported, state.executors, state.passes, index, state.debug,
+                                     lower=not state.plan_only, symbolic=symbolic, import_seconds=front)
     except branches.BranchRejected as e:
         # A branch thunder.jit converted, seen while Dynamo compiles: Dynamo runs the frame eagerly (see branches).
         if isinstance(e.site, int) and shapes is None:

@@ -4,11 +4,11 @@ With ``dynamic=None`` (static first, dynamic once a dimension changes) or ``dyna
 backend a graph whose sizes are symbols (``torch.SymInt``): its inputs include the sizes (``s0``), tensors have
 symbolic shapes, and size arithmetic is in the graph (``x.size(1) * 2``). Dynamo's guards decide which calls the
 graph serves. thunder imports such a graph once with symbolic sizes (``fx_import.import_graph(...,
-symbolic=True)``) and compiles it per concrete *shape signature* (:func:`signature`: every tensor argument's shape
-and strides, every number argument's value) with the sizes bound. Where that import is impossible (a size that is
-not a polynomial in the size inputs, ``s0 // 2``), :func:`specialize` makes a static copy of the graph for each
-signature instead: it propagates metadata for the concrete arguments and replaces every symbolic number in it by
-its value.
+symbolic=True)``), runs the passes on it once, and lowers it per concrete *shape signature* (:func:`signature`:
+every tensor argument's shape and strides, every number argument's value) with the sizes bound. Where that import
+is impossible (a size that is not a polynomial in the size inputs, ``s0 // 2``), :func:`specialize` makes a static
+copy of the graph for each signature instead: it propagates metadata for the concrete arguments and replaces every
+symbolic number in it by its value.
 """
 import torch
 import torch.fx
