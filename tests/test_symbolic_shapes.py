@@ -101,6 +101,21 @@ def test_a_fusion_formed_at_the_first_sizes_that_does_not_plan_at_others_runs_th
     assert "no longer plans: a reduction over outer dims of longer rows (40 elements)" in caplog.text
 
 
+def test_an_int_argument_dynamo_specializes_to_one_keeps_the_symbolic_import():
+    # Under dynamic=True an int argument of 1 (generate's logits_to_keep) is a size input whose value Dynamo fixed:
+    # a constant of the trace, not a reason to trace the graph again at every shape.
+    def last_rows(x, k):
+        return x[-k:].sin() * x.shape[0]
+
+    jitted = thunder.jit(last_rows, dynamic=True)
+    for n, k in ((4, 1), (6, 1), (6, 3), (9, 1), (9, 2)):
+        x = torch.randn(n, 3)
+        assert_same(jitted(x, k), last_rows(x, k))
+    stats = thunder.compile_stats(jitted)
+    assert stats.symbolic_graphs == 2 and len(stats.graphs) == 5
+    assert all(g["compiled"] and g["retraced"] is None for g in stats.graphs), stats.graphs
+
+
 def test_a_graph_whose_sizes_are_not_polynomials_is_traced_again_per_shape():
     def halves(x):
         return x.view(x.shape[0] * 2, -1).sum(0)  # Dynamo's size of the view: s1 // 2

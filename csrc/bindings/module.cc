@@ -6,6 +6,7 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/set.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/string.h>
@@ -406,10 +407,11 @@ NB_MODULE(_core, m) {
   "How thunder's autodiff differentiates the torch-level op `name`: 'own' (its VJP rule), 'decomposition' (the "
   "rules of the prims it decomposes into), 'torch' (whole, by torch.autograd, although it decomposes) or "
   "'generic' (whole, by torch.autograd: no decomposition). Raises KeyError for an unknown op.");
-  m.def("render_cpu", [](const ir::Trace& t, const std::string& executor, size_t parts, bool round_every_op) {
+  m.def("render_cpu", [](const ir::Trace& t, const std::string& executor, size_t parts, bool round_every_op,
+                         const std::set<std::string>& loaded) {
     nb::list units;
     const auto rounding = round_every_op ? codegen::HalfRounding::EveryOp : codegen::HalfRounding::AtStores;
-    for (const codegen::TranslationUnit& unit : codegen::cpu_translation_units(t, executor, parts, rounding)) {
+    for (const codegen::TranslationUnit& unit : codegen::cpu_translation_units(t, executor, parts, rounding, loaded)) {
       nb::list kernels;
       for (const codegen::KernelSignature& k : unit.kernels) {
         std::vector<PyProxy> ins, outs;
@@ -417,18 +419,21 @@ NB_MODULE(_core, m) {
         for (ir::ProxyId id : k.outputs) outs.push_back(PyProxy{id});
         nb::list sizes;  // (input index or -1, its dim, a stride rather than a size, the value when the trace was made)
         for (const codegen::SizeArgument& a : k.sizes) sizes.append(nb::make_tuple(a.input, a.input_dim, a.stride, a.value));
-        kernels.append(nb::make_tuple(k.name, ins, outs, sizes, k.written_over));
+        kernels.append(nb::make_tuple(k.name, ins, outs, sizes, k.written_over, k.key));
       }
       units.append(nb::make_tuple(unit.source, kernels));
     }
     return units;
   }, nb::arg("trace"), nb::arg("executor"), nb::arg("parts") = 1, nb::arg("round_every_op") = true,
+     nb::arg("loaded") = std::set<std::string>{},
      "The CPU fusions of `executor` as at most `parts` C++ translation units of consecutive kernels, balanced by "
      "their prim counts (so that they compile in parallel): [(source, [(kernel name, [input proxies], [output "
      "proxies], [size arguments: (input index or -1, dim, is a stride, value)], [per output: the index of the "
-     "input it is written over in place, or -1; empty if none is])])], empty if the trace has no fusions "
-     "(codegen::cpu_translation_units). `round_every_op`: float16/bfloat16 values are rounded after every op, as "
-     "eager does; False: only where stored or converted, float32 in between (a backward's kernels).");
+     "input it is written over in place, or -1; empty if none is], key)])], empty if the trace has no fusions "
+     "(codegen::cpu_translation_units). A kernel's key is its text apart from its name: kernels whose key "
+     "is in `loaded` are in no unit but the last, whose source is ''. `round_every_op`: float16/bfloat16 values "
+     "are rounded after every op, as eager does; False: only where stored or converted, float32 in between (a "
+     "backward's kernels).");
 
   // ---- the GPU: the CUDA dialect, NVRTC, the driver (each loaded by dlopen only when called) ----
   m.def("render_cuda", [](const ir::Trace& t, const std::string& executor) {

@@ -705,6 +705,11 @@ class KernelWriter {
 
 }  // namespace
 
+std::string cpu_kernel_key(const ir::Trace& t, const CpuKernel& k, HalfRounding rounding) {
+  const std::string text = KernelWriter(t, *k.plan, *k.schedule, rounding).write(k.name);
+  return text.substr(text.find('('));
+}
+
 std::string render_cpu_module(const ir::Trace& t, const std::vector<CpuKernel>& kernels, HalfRounding rounding) {
   std::set<std::string> reductions;
   std::string code;

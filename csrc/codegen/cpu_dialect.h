@@ -35,6 +35,11 @@ struct CpuKernel {
 std::string render_cpu_module(const ir::Trace& trace, const std::vector<CpuKernel>& kernels,
                               HalfRounding rounding = HalfRounding::EveryOp);
 
+/// What a kernel's text is apart from its name: kernels with equal keys compute alike, and one compiled function
+/// serves them all (render_cpu_module writes a repeat as an alias of the first; a process reuses a kernel it
+/// loaded for another trace: thunder/executors/cpuex.py).
+std::string cpu_kernel_key(const ir::Trace& trace, const CpuKernel& kernel, HalfRounding rounding = HalfRounding::EveryOp);
+
 /// The same, each plan with its CPU schedule (schedule_kernel).
 std::string render_cpu_module(const ir::Trace& trace,
                               const std::vector<std::pair<const KernelPlan*, std::string>>& kernels,

@@ -61,7 +61,7 @@ void plan_fusions(const ir::Trace& t, const std::string& executor, std::vector<K
     auto plan = plan_kernel(t, b.subsymbols, outs, &why);
     if (!plan) throw std::logic_error("fusion " + b.callee + " no longer plans: " + why);
     plan->written_over = written_over(t, *plan, dying[i]);
-    signatures.push_back({b.callee, plan->inputs, plan->outputs, size_arguments(t, *plan), plan->written_over});
+    signatures.push_back({b.callee, plan->inputs, plan->outputs, size_arguments(t, *plan), plan->written_over, ""});
     plans.push_back(std::move(*plan));
   }
 }
@@ -89,14 +89,27 @@ TranslationUnit cuda_translation_unit(const ir::Trace& t, const std::string& exe
 }
 
 std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& t, const std::string& executor, size_t parts,
-                                                   HalfRounding rounding) {
+                                                   HalfRounding rounding, const std::set<std::string>& loaded) {
+  std::vector<KernelPlan> all_plans;
+  std::vector<KernelSignature> all_signatures;
+  plan_fusions(t, executor, all_plans, all_signatures, /*reuse=*/true);
   std::vector<KernelPlan> plans;
   std::vector<KernelSignature> signatures;
-  plan_fusions(t, executor, plans, signatures, /*reuse=*/true);
+  std::vector<Schedule> schedules;
+  TranslationUnit reused;  // the kernels already compiled: no source
+  for (size_t i = 0; i < all_plans.size(); ++i) {
+    Schedule schedule = schedule_kernel(t, all_plans[i]);
+    all_signatures[i].key = cpu_kernel_key(t, {&all_plans[i], &schedule, all_signatures[i].name}, rounding);
+    if (loaded.count(all_signatures[i].key)) {
+      reused.kernels.push_back(std::move(all_signatures[i]));
+      continue;
+    }
+    plans.push_back(std::move(all_plans[i]));
+    signatures.push_back(std::move(all_signatures[i]));
+    schedules.push_back(std::move(schedule));
+  }
   size_t total = 0;
   for (const KernelPlan& p : plans) total += p.symbols.size();
-  std::vector<Schedule> schedules;
-  for (const KernelPlan& p : plans) schedules.push_back(schedule_kernel(t, p));
 
   std::vector<TranslationUnit> units;
   parts = std::max<size_t>(1, std::min(parts, plans.size()));
@@ -118,6 +131,7 @@ std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& t, const std
     begin = end;
     done += size;
   }
+  if (!reused.kernels.empty()) units.push_back(std::move(reused));
   return units;
 }
 

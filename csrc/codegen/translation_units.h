@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct KernelSignature {
   // CPU kernels: per output, the input whose buffer it is written into, which the launcher passes as that
   // output (KernelPlan::written_over); empty: every output is a new tensor.
   std::vector<int> written_over;
+  // CPU kernels: what its text is apart from its name (cpu_kernel_key).
+  std::string key;
   // GPU kernels (cuda_translation_unit): threads per block, blocks for the trace's shapes, and workspace bytes
   // (cuda_workspace_bytes); 0 for CPU kernels.
   int block = 0;
@@ -39,8 +42,11 @@ struct TranslationUnit {
 /// an output into the buffer of an input that dies there where it can (KernelSignature::written_over): an
 /// input read by that fusion alone, not an output of the trace, not requiring grad, and made by a fusion of
 /// `executor`, by a symbol tagged ir::kFreshOutput or by a view of such a tensor that dies at the view.
+/// Kernels whose key is in `loaded` (a process has them compiled already) go into no unit: they come last, in
+/// a unit with an empty source.
 std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& trace, const std::string& executor, size_t parts,
-                                                   HalfRounding rounding = HalfRounding::EveryOp);
+                                                   HalfRounding rounding = HalfRounding::EveryOp,
+                                                   const std::set<std::string>& loaded = {});
 
 /// The fusions of `executor` in `trace`, each planned (the same plans as on the CPU), scheduled for a GPU and
 /// rendered in the CUDA dialect, as one translation unit (NVRTC compiles in-process); an empty source if the

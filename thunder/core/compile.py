@@ -172,15 +172,20 @@ def _run_passes(trace, passes, evaluator, tables, namespace, views, pass_seconds
     return views[-1].trace
 
 
-def _lower(trace, executors, namespace, kernels, seconds, round_every_op=True, prefix=""):
+def _lower(trace, executors, namespace, kernels, seconds, round_every_op=True, prefix="", compiled=None):
     """Generates, compiles and loads the fusion executors' kernels of an execution trace into namespace (which
     then exports them: printed traces import them from the kernel registry), recording each executor's
     "codegen" and "compile" seconds in ``seconds`` (keys prefixed with ``prefix``). ``round_every_op=False`` for
-    a backward trace: its kernels keep half-precision values in float32 between ops (see Executor)."""
+    a backward trace: its kernels keep half-precision values in float32 between ops (see Executor).
+    ``compiled``: the kernels the jitted function's other graphs compiled, for an executor that reuses them
+    (``thunder.executors.cpuex.lower``)."""
     for ex in executors:
         if ex.fusion and ex.lower is not None:
             stages, start = {}, time.perf_counter()
-            if "seconds" in inspect.signature(ex.lower).parameters:
+            parameters = inspect.signature(ex.lower).parameters
+            if "compiled" in parameters:
+                launchers, units = ex.lower(trace, round_every_op=round_every_op, seconds=stages, compiled=compiled)
+            elif "seconds" in parameters:
                 launchers, units = ex.lower(trace, round_every_op=round_every_op, seconds=stages)
             else:  # an executor that does not time its stages: codegen and compile as one
                 launchers, units = ex.lower(trace, round_every_op=round_every_op)
@@ -236,7 +241,7 @@ def _pass_context(imported, executors):
 
 
 def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mode=None, lower=True, symbolic=None,
-                  import_seconds=None):
+                  import_seconds=None, compiled_kernels=None):
     """Runs the passes on an imported trace and builds the execution callable.
 
     When grad mode is on and an output requires grad, the graph is compiled as a training program: the passes up
@@ -258,6 +263,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
             None.
         import_seconds: the stages that made ``imported`` ({"import": seconds} or {"bind sizes": seconds}), counted
             in the graph's ``compile_seconds`` and first in its ``stage_seconds``.
+        compiled_kernels: the kernels the jitted function's other graphs compiled, reused where this graph's
+            compute alike (``thunder.executors.cpuex.lower``), and to which this graph's are added; None: no reuse.
     Returns:
         CompiledGraph.
     """
@@ -268,7 +275,7 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
         views = [TraceView(symbolic.trace, namespace, "Imported from the FX graph, sizes symbolic"),
                  TraceView(imported.trace, namespace, "Sizes bound to the call's")]
     passed = _run_all_passes(imported, imported.trace, executors, passes, index, namespace, evaluator, tables, views)
-    graph = _graph_of(passed, imported, executors, index, debug_mode, lower)
+    graph = _graph_of(passed, imported, executors, index, debug_mode, lower, compiled_kernels=compiled_kernels)
     graph.import_seconds = dict(import_seconds or {})
     graph.compile_seconds = time.perf_counter() - start + sum(graph.import_seconds.values())
     return graph
@@ -336,7 +343,8 @@ def _bound(view, sizes, namespace=None):
                      BOUND_SIZES, subsymbols=view.subsymbols, saves=view.saves)
 
 
-def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None, pass_seconds=None, program=None):
+def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None, pass_seconds=None, program=None,
+              compiled_kernels=None):
     """The CompiledGraph of a graph after the passes: its fusions' kernels generated and compiled (``lower``;
     False: planned only, nothing callable) and its execution traces made Python functions -- in training, one
     ``torch.autograd.Function`` running the forward and the backward.
@@ -345,7 +353,8 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
     with these bound, each in a namespace of its own (its kernels' launchers are this signature's); its
     ``import_seconds`` are the binding's. ``program``: the execution trace's program compiled from its symbolic
     trace (a code object defining ``computation``), run with this signature's kernels instead of the bound trace's
-    (not in training). ``pass_seconds``: the passes' seconds to report (default: ``passed``'s)."""
+    (not in training). ``pass_seconds``: the passes' seconds to report (default: ``passed``'s).
+    ``compiled_kernels``: as compile_trace's."""
     kernels, lowering_seconds = {}, {}
     views, backward_views = passed.views, passed.backward_views
     bind_start = time.perf_counter()
@@ -360,10 +369,10 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
     bind_seconds = time.perf_counter() - bind_start
     if lower and backward_views:
         _lower(backward_views[-1].trace, executors, backward_views[-1].namespace, kernels, lowering_seconds,
-               round_every_op=False, prefix="backward ")
+               round_every_op=False, prefix="backward ", compiled=compiled_kernels)
     if lower:
         _lower(views[-1 if program is None else -2].trace, executors, views[-1].namespace, kernels,
-               lowering_seconds)
+               lowering_seconds, compiled=compiled_kernels)
     python_start = time.perf_counter()
     runner = _without_autocast if getattr(imported, "autocast_written_out", False) else (lambda f: f)
     if program is not None:
@@ -414,14 +423,15 @@ class SymbolicPlan:
     Args:
         imported: the graph's import with symbolic sizes (``ImportedGraph.size_inputs`` non-empty).
         hints: {size symbol's proxy id: the value of one call}.
+        compiled_kernels: as compile_trace's.
     Raises:
         thunder._core.SymbolicShapeError (a pass needs a size the polynomials do not settle), or whatever a pass
         raises.
     """
 
-    def __init__(self, imported, executors, passes, index, hints):
+    def __init__(self, imported, executors, passes, index, hints, compiled_kernels=None):
         start = time.perf_counter()
-        self.imported, self.executors = imported, executors
+        self.imported, self.executors, self.compiled_kernels = imported, executors, compiled_kernels
         namespace, evaluator, tables = _pass_context(imported, executors)
         views = [TraceView(imported.trace, namespace, "Imported from the FX graph, sizes symbolic")]
         trace = _core.with_size_hints(imported.trace, hints)
@@ -446,7 +456,8 @@ class SymbolicPlan:
         sizes = {proxy: int(args[position]) for proxy, position in self.imported.size_inputs}
         first = self.lowered == 0
         graph = _graph_of(self.passed, self.imported, self.executors, index, debug_mode, True, sizes,
-                          pass_seconds=dict(self.passed.pass_seconds) if first else {}, program=self.program)
+                          pass_seconds=dict(self.passed.pass_seconds) if first else {}, program=self.program,
+                          compiled_kernels=self.compiled_kernels)
         self.lowered += 1
         graph.compile_seconds = time.perf_counter() - start + (self.seconds if first else 0.0)
         return graph

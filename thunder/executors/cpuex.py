@@ -136,15 +136,16 @@ def _launcher_factory(text):
     return make
 
 
-def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), written_over=()):
+def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), written_over=(), symbol=None):
     """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous
     (a copy only if one is not; a non-contiguous trace input is read in place, its strides passed to the
     kernel or, where 0 or 1, written into it, which the guards fix), allocates the outputs (an output
     ``written_over[i] >= 0`` is that input, which dies in the kernel: ``thunder._core.render_cpu``), launches the
     kernel with the data pointers, torch's thread count and the sizes a shape-generic kernel takes as
     arguments (``sizes``: see ``thunder._core.render_cpu``), and returns the output (a tuple of them if
-    several). ``source_digest`` is the digest of the kernel's translation unit. It holds the kernel's module:
-    the module is unloaded when no launcher (or compiled graph) uses it any more."""
+    several). ``source_digest`` is the digest of the kernel's translation unit, ``symbol`` its name there (default:
+    ``name``; another graph's kernel that computes alike). It holds the kernel's module: the module is unloaded
+    when no launcher (or compiled graph) uses it any more."""
     values = {}  # the names the text binds per launcher: output shapes or prototypes, sizes
     params = [f"a{i}" for i in range(len(inputs))]
     lines = [f"    def {name}({', '.join(params)}):"]
@@ -166,13 +167,14 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
     lines.append(f"        return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
     lines.append(f"    return {name}")
     text = "\n".join([f"def make({', '.join(['kernel', *values])}):"] + lines) + "\n"
-    launcher = _launcher_factory(text)(module.symbol(name), *values.values())
+    launcher = _launcher_factory(text)(module.symbol(symbol or name), *values.values())
     launcher.module = module  # keeps it loaded
     # Its name in the kernel registry (printed traces import it by that name): the kernel's name and a digest
     # of what it runs -- the kernel's source, the launcher's text and the values it binds -- the same for the
     # same kernel in every process.
     bound = ", ".join(f"{k}={tuple(v.shape) if isinstance(v, torch.Tensor) else v}" for k, v in values.items())
-    launcher.registry_name = f"{name}_{registry.digest(source_digest + text + bound)}"
+    other = "" if symbol in (None, name) else f" as {symbol}"  # another graph's kernel, named so in its unit
+    launcher.registry_name = f"{name}_{registry.digest(source_digest + text + bound + other)}"
     return launcher
 
 
@@ -186,40 +188,61 @@ _loaded = weakref.WeakValueDictionary()
 KERNELS_PER_UNIT = 4
 
 
-def _units(trace, round_every_op):
+def _units(trace, round_every_op, loaded=()):
     """The trace's CPU kernels rendered as translation units, as many as there are cores for (at least
-    KERNELS_PER_UNIT kernels each): [(source, kernels)]."""
+    KERNELS_PER_UNIT kernels each), leaving out the kernels whose key is in ``loaded``: [(source, kernels)]."""
     count = sum(1 for b in trace.symbols if b.executor == "cpu" and b.callee.startswith("cpu_fusion"))
     parts = max(1, min(os.cpu_count() or 1, count // KERNELS_PER_UNIT))
-    return _core.render_cpu(trace, "cpu", parts, round_every_op)
+    return _core.render_cpu(trace, "cpu", parts, round_every_op, set(loaded))
 
 
-def lower(trace, round_every_op=True, seconds=None):
+def lower(trace, round_every_op=True, seconds=None, compiled=None):
     """Compiles the trace's CPU fusions, in parallel compiler processes when there are many; returns
     ({fusion name: launcher}, [(kernel module, its C++ source)]). ``round_every_op``: float16/bfloat16 values
     are rounded after every op, as eager does; False (a backward trace): only where they are stored or
     converted, float32 in between. ``seconds``, a dict, receives the wall time of "codegen" (the sources
-    rendered) and "compile" (the compiler processes, or the kernel cache, and the launchers)."""
+    rendered) and "compile" (the compiler processes, or the kernel cache, and the launchers).
+
+    ``compiled``: a dict of the kernels compiled for other traces of one jitted function (its other graphs and
+    shapes), by key (``thunder._core.render_cpu``: a kernel's text apart from its name) and cache directory:
+    (its module, held weakly, its name there, its unit's source). A kernel found there is not compiled again
+    (a model's static first graph and its graph with symbolic sizes, or a prefill and a decode step, share most
+    kernels, which differ only in their names and their units' partition); the trace's other kernels are, and are
+    added to it."""
     global last_source
     seconds = {} if seconds is None else seconds
     start = time.perf_counter()
-    units = _units(trace, round_every_op)
+    directory = cache_dir()
+    reusable = {}  # key -> (module, name, source) of a kernel compiled for another trace
+    for (key, where), (module, name, source) in list((compiled or {}).items()):
+        if module() is None:
+            del compiled[(key, where)]
+        elif where == directory:
+            reusable[key] = (module(), name, source)
+    units = _units(trace, round_every_op, reusable)
     seconds["codegen"] = time.perf_counter() - start
     if not units:
         return {}, []
     start = time.perf_counter()
-    directory = cache_dir()
-    modules = [_loaded.get((source, directory)) for source, _ in units]
-    missing = [k for k, m in enumerate(modules) if m is None]
+    modules = [_loaded.get((source, directory)) if source else None for source, _ in units]
+    missing = [k for k, m in enumerate(modules) if m is None and units[k][0]]
     if len(missing) == 1:
         modules[missing[0]] = load_module(units[missing[0]][0], directory)
     elif missing:  # load_module releases the GIL while the compiler runs
         with concurrent.futures.ThreadPoolExecutor(len(missing)) as pool:
             for k, m in zip(missing, pool.map(lambda k: load_module(units[k][0], directory), missing)):
                 modules[k] = m
-    launchers = {}
+    launchers, used = {}, {}
     for k, (module, (source, kernels)) in enumerate(zip(modules, units)):
+        if not source:  # kernels compiled for another trace
+            for name, ins, outs, sizes, over, key in kernels:
+                module, symbol, source = reusable[key]
+                used[id(module)] = (module, source)
+                launchers[name] = _launcher(name, module, registry.digest(source, 64), trace, ins, outs, sizes, over,
+                                            symbol=symbol)
+            continue
         _loaded[(source, directory)] = module
+        used[id(module)] = (module, source)
         if k not in missing:
             logger.debug("thunder: cpu kernels %s already loaded", module.path)
         elif module.cache_hit:
@@ -230,11 +253,13 @@ def lower(trace, round_every_op=True, seconds=None):
         if trace_enabled():  # whole kernel sources only at TRACE: DEBUG stays readable
             log_trace("thunder: cpu kernel source (%s):\n%s", module.path, source)
         source_digest = registry.digest(source, 64)
-        launchers.update({name: _launcher(name, module, source_digest, trace, ins, outs, sizes, over)
-                          for name, ins, outs, sizes, over in kernels})
-    last_source = "\n".join(source for source, _ in units)
+        for name, ins, outs, sizes, over, key in kernels:
+            launchers[name] = _launcher(name, module, source_digest, trace, ins, outs, sizes, over)
+            if compiled is not None:
+                compiled[(key, directory)] = (weakref.ref(module), name, source)
+    last_source = "\n".join(source for _, source in used.values())
     seconds["compile"] = time.perf_counter() - start
-    return launchers, [(module, source) for module, (source, _) in zip(modules, units)]
+    return launchers, list(used.values())
 
 
 #: Claims every prim the code generator handles (csrc/codegen/kernel_plan.cc), on CPU tensors of every dtype

@@ -79,6 +79,8 @@ class JitState:
     debug: str = None                                 # thunder.jit's debug mode (None, "pdb")
     plan_only: bool = False                           # thunder.examine: graphs are planned, not compiled; they run
                                                       # as captured
+    #: The kernels its graphs compiled, which its later graphs reuse (thunder.executors.cpuex.lower's ``compiled``).
+    compiled_kernels: dict = field(default_factory=dict, repr=False)
 
     def __repr__(self):  # Dynamo prints the backend, a partial holding this, in its recompile messages
         return f"<JitState of {self.name}: {len(self.graphs)} graphs>"
@@ -443,7 +445,8 @@ def _plan_symbolic(state, imported, args, number):
         return "thunder.examine plans each shape"
     try:
         values = {proxy: int(args[position]) for proxy, position in imported.size_inputs}
-        return SymbolicPlan(imported, state.executors, state.passes, len(state.graphs), values)
+        return SymbolicPlan(imported, state.executors, state.passes, len(state.graphs), values,
+                            compiled_kernels=state.compiled_kernels)
     except Exception as e:  # noqa: BLE001 -- any failure: the passes run per shape
         reason = f"{type(e).__name__}: {e}"
         logger.info("thunder: symbolic graph %d runs the passes for each shape: they cannot run with symbolic "
@@ -474,7 +477,8 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
             imported = import_graph(gm, example_inputs) if symbolic is None else symbolic.bind(example_inputs)
             front = {"import" if symbolic is None else "bind sizes": time.perf_counter() - start}
             compiled = compile_trace(imported, state.executors, state.passes, index, state.debug,
-                                     lower=not state.plan_only, symbolic=symbolic, import_seconds=front)
+                                     lower=not state.plan_only, symbolic=symbolic, import_seconds=front,
+                                     compiled_kernels=state.compiled_kernels)
     except branches.BranchRejected as e:
         # A branch thunder.jit converted, seen while Dynamo compiles: Dynamo runs the frame eagerly (see branches).
         if isinstance(e.site, int) and shapes is None:

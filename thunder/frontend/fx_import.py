@@ -544,6 +544,11 @@ class _Importer:
         import sympy
 
         expr = example.node.expr
+        if isinstance(expr, sympy.Integer):
+            # Dynamo specialized it (an int argument of 0 or 1 under dynamic=True: generate's logits_to_keep=1), and
+            # its guards fix the value: a constant of the trace; the input stays (the calling convention).
+            self.builder.add_input_number(_number_type(example))
+            return int(expr)
         if not isinstance(expr, sympy.Symbol):
             raise UnsupportedGraph(f"size input {node.name} = {expr}")
         if expr in self.symbols:  # a second input with the same size (Dynamo gives equal sizes one symbol)
