@@ -236,10 +236,10 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None):
     for k, (module, (source, kernels)) in enumerate(zip(modules, units)):
         if not source:  # kernels compiled for another trace
             for name, ins, outs, sizes, over, key in kernels:
-                module, symbol, source = reusable[key]
-                used[id(module)] = (module, source)
-                launchers[name] = _launcher(name, module, registry.digest(source, 64), trace, ins, outs, sizes, over,
-                                            symbol=symbol)
+                owner, symbol, owner_source = reusable[key]
+                used[id(owner)] = (owner, owner_source)
+                launchers[name] = _launcher(name, owner, registry.digest(owner_source, 64), trace, ins, outs, sizes,
+                                            over, symbol=symbol)
             continue
         _loaded[(source, directory)] = module
         used[id(module)] = (module, source)
