@@ -9,6 +9,7 @@ from torch import nn
 
 import thunder
 from conftest import assert_same
+from thunder.jit import compiled_graphs
 
 
 def scaled_rows(x, y):
@@ -156,6 +157,9 @@ def test_float_attributes_read_at_run_time_keep_the_symbolic_import():
     final = str(thunder.last_traces(jitted)[-1])
     assert "dropout" not in final  # not training: the input, whatever p is (and p is not read)
     assert final.count("torch.Tensor.item(") == 2, final  # eps and the scale, read at each call
+    # ... and passed to the one kernel of the norm, the scale and the sum (a kernel takes run-time numbers)
+    computed = [b.callee for b in compiled_graphs(jitted)[-1].execution_trace.symbols if b.executor]
+    assert computed == ["torch.Tensor.item", "torch.Tensor.item", "cpu_fusion0"], computed
 
 
 def test_a_shape_seen_again_is_a_cache_hit():
@@ -280,6 +284,22 @@ def test_a_float_argument_that_changes_is_read_at_run_time():
     stats = thunder.compile_stats(jitted)
     assert all(g["compiled"] for g in stats.graphs), stats.graphs
     assert len(stats.graphs) == 4  # (4, 2.0) static; (4, 3.0) with the float as a tensor; then lengths 5 and 6
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_float_read_at_run_time_is_an_argument_of_the_one_kernel(dtype):
+    # Each value is right, over half-precision tensors too: eager's add, sub and comparisons round a Python
+    # number to the tensor's dtype first, its mul and div read it unrounded.
+    def f(x, t):
+        y = torch.where(x > t, x * t, x - t)
+        return (y + t).softmax(-1) / t
+
+    jitted = thunder.jit(f)
+    for t in (0.3, 0.7, -1.1, 0.1234567):
+        x = torch.randn(5, 33).to(dtype)
+        assert_same(jitted(x, t), f(x, t))
+    computed = [b.callee for b in compiled_graphs(jitted)[-1].execution_trace.symbols if b.executor]
+    assert computed == ["torch.Tensor.item", "cpu_fusion0"], computed
 
 
 def test_a_new_wrapper_does_not_inherit_an_earlier_ones_dynamic_sizes():

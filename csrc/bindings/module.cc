@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 
 #include "codegen/kernel_plan.h"
@@ -187,7 +188,7 @@ std::string level_name(const ir::Symbol& s) {
 }
 
 nb::tuple meta_tuple(const ir::ProxyInfo& p) {
-  if (!p.is_tensor) return nb::make_tuple("number", static_cast<int>(p.number));
+  if (!p.is_tensor) return nb::make_tuple("number", ir::number_type_name(p.number));
   return nb::make_tuple(p.tensor.dtype, shape_to_py(p.tensor.shape), p.tensor.device, p.tensor.requires_grad);
 }
 
@@ -281,7 +282,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("output", [](const ir::Trace& t) { return to_py(t.output); })
       .def("name_of", [](const ir::Trace& t, PyProxy p) { return t.proxy(p.id).name; })
       .def("meta", [](const ir::Trace& t, PyProxy p) { return meta_tuple(t.proxy(p.id)); },
-           "(dtype, shape, device, requires_grad) of a tensor proxy; ('number', type) of a number proxy.")
+           "(dtype, shape, device, requires_grad) of a tensor proxy; ('number', 'bool' | 'int' | 'float' | 'complex') of a number proxy.")
       .def("strides", [](const ir::Trace& t, PyProxy p) { return t.proxy(p.id).strides; },
            "The element strides of a non-contiguous trace input; [] for any other proxy.")
       .def("python", [](const ir::Trace& t, bool subsymbols, bool sources, std::vector<std::string> imports) {
@@ -554,14 +555,22 @@ NB_MODULE(_core, m) {
     const size_t n = nb::len(pointers);
     std::vector<void*> args(n);
     for (size_t i = 0; i < n; ++i) {
-      args[i] = PyLong_AsVoidPtr(pointers[i].ptr());
+      PyObject* o = pointers[i].ptr();
+      if (PyFloat_CheckExact(o)) {  // a run-time number: its bits (the kernel copies them back into a double)
+        const double d = PyFloat_AS_DOUBLE(o);
+        static_assert(sizeof(double) == sizeof(void*));
+        std::memcpy(&args[i], &d, sizeof d);
+        continue;
+      }
+      args[i] = PyLong_AsVoidPtr(o);
       if (PyErr_Occurred()) throw nb::python_error();
     }
     nb::gil_scoped_release release;
     return fn(args.data());
   }, nb::arg("kernel"), nb::arg("pointers"),
-     "Runs a kernel on raw pointers (a tuple of ints): its inputs, then its outputs, then the thread count. Returns "
-     "the kernel's status: 0, or 1 if an index was out of range.");
+     "Runs a kernel on its arguments (a tuple): the data pointers of its inputs and outputs, the thread count, its "
+     "sizes (ints), then its run-time numbers (ints, or floats passed as their bits). Returns the kernel's status: "
+     "0, or 1 if an index was out of range.");
 
   // Large kernel outputs come from the buffer pool, handed to torch as a DLPack capsule (torch's
   // from_dlpack takes it); the tensor's deleter gives the buffer back.

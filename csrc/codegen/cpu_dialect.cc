@@ -67,6 +67,15 @@ class KernelWriter {
     size_t at = k + p_.outputs.size() + 1;
     for (const SizeArgument& a : size_arguments(t_, p_))
       os << "  const int64_t " << a.name << " = (int64_t)(intptr_t)args[" << at++ << "];\n";
+    // Then the numbers computed at run time (KernelPlan::scalars): a float passed as its bits, an int or a bool
+    // as itself.
+    for (size_t k = 0; k < p_.scalars.size(); ++k) {
+      const std::string x = scalar_name(k);
+      if (t_.proxy(p_.scalars[k]).number == ir::NumberType::Float)
+        os << "  double " << x << ";\n  std::memcpy(&" << x << ", &args[" << at++ << "], sizeof " << x << ");\n";
+      else
+        os << "  const int64_t " << x << " = (int64_t)(intptr_t)args[" << at++ << "];\n";
+    }
     os << "  int error = 0;  // set when an index is out of range\n";
     const std::string body = p_.has_reduction() ? row_loops() : element_loops();
     // Streaming stores are weakly ordered: fence them before the caller reads the outputs (each worker
@@ -264,16 +273,16 @@ class KernelWriter {
     const size_t n = row.operands < 0 ? b.args.size() : std::min<size_t>(b.args.size(), row.operands);
     for (size_t i = 0; i < n; ++i) {
       const ir::Value& a = b.args[i];
-      if (a.is_proxy()) {
+      if (a.is_proxy() && t_.proxy(a.proxy()).is_tensor) {
         emit(a.proxy(), scope);
         operands.push_back(var(a.proxy()));
         if (op != PrimId::where || i > 0) in_dtype = dtype(a.proxy());
       } else {
-        operands.push_back("");  // typed below, once the operand dtype is known
+        operands.push_back("");  // a number: typed below, once the operand dtype is known
       }
     }
     for (size_t i = 0; i < operands.size(); ++i)
-      if (operands[i].empty()) operands[i] = number_operand(op, b.args[i], in_dtype);
+      if (operands[i].empty()) operands[i] = number_operand(op, number_text(p_, b.args[i], compute_type(in_dtype)), in_dtype);
     std::string e = op == PrimId::pow && b.args[1].is_number()
                         ? small_power(operands[0], b.args[1].as_double(), compute_type(dtype(v)))
                         : "";

@@ -60,8 +60,7 @@ std::string round_to(DType d, const std::string& e) {
 // first, so over float16/bfloat16 it is rounded to that precision -- except in mul and the divisions, whose CPU
 // kernels read it unrounded in float32 (x * 0.1 computes float(x) * 0.1f; see second_operand_in_opmath in
 // ops/torch_elementwise.cc for the same rule with a 0-dim tensor).
-std::string number_operand(PrimId op, const ir::Value& v, DType in) {
-  const std::string e = literal(v, compute_type(in));
+std::string number_operand(PrimId op, const std::string& e, DType in) {
   const bool unrounded = op == PrimId::mul || op == PrimId::div || op == PrimId::floor_divide;
   return is_half(in) && !unrounded ? round_to(in, e) : e;
 }

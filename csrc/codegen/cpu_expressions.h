@@ -22,8 +22,9 @@ std::string load(ir::DType d, const std::string& lvalue);
 std::string store(ir::DType d, const std::string& v);
 /// A float computed for a half-precision value, rounded to that precision (as eager rounds after every op).
 std::string round_to(ir::DType d, const std::string& e);
-/// A Python number operand of an elementwise prim `op` over tensors of dtype `in`.
-std::string number_operand(ir::PrimId op, const ir::Value& v, ir::DType in);
+/// A number operand of an elementwise prim `op` over tensors of dtype `in`, from `number`, its expression in
+/// the compute type of `in` (number_text: a literal or a run-time number).
+std::string number_operand(ir::PrimId op, const std::string& number, ir::DType in);
 /// x ** e as torch's pow kernel special-cases it (multiplications, a square root, a reciprocal); "" otherwise.
 std::string small_power(const std::string& a, double e, const std::string& T);
 

@@ -129,6 +129,9 @@ class CudaWriter {
     for (size_t k = 0; k < p_.outputs.size(); ++k)
       params.push_back(storage_type(dtype(p_.outputs[k])) + "* __restrict__ out" + std::to_string(k));
     for (const SizeArgument& a : size_arguments(t_, p_)) params.push_back("const int64_t " + a.name);
+    for (size_t k = 0; k < p_.scalars.size(); ++k)  // numbers computed at run time (KernelPlan::scalars)
+      params.push_back((t_.proxy(p_.scalars[k]).number == ir::NumberType::Float ? "const double " : "const int64_t ") +
+                       scalar_name(k));
     if (cuda_workspace_bytes(p_, s_) > 0) params.push_back("unsigned char* __restrict__ workspace");
     std::string head = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(s_.block) + ") " + name + "(";
     for (size_t i = 0; i < params.size(); ++i) head += (i ? ",\n    " : "") + params[i];
@@ -390,16 +393,16 @@ class CudaWriter {
     const size_t n = row.operands < 0 ? b.args.size() : std::min<size_t>(b.args.size(), row.operands);
     for (size_t i = 0; i < n; ++i) {
       const ir::Value& a = b.args[i];
-      if (a.is_proxy()) {
+      if (a.is_proxy() && t_.proxy(a.proxy()).is_tensor) {
         emit(a.proxy(), scope);
         operands.push_back(var(a.proxy()));
         if (op != PrimId::where || i > 0) in_dtype = dtype(a.proxy());
       } else {
-        operands.push_back("");
+        operands.push_back("");  // a number
       }
     }
     for (size_t i = 0; i < operands.size(); ++i)
-      if (operands[i].empty()) operands[i] = number_operand(op, b.args[i], in_dtype);
+      if (operands[i].empty()) operands[i] = number_operand(op, number_text(p_, b.args[i], compute_type(in_dtype)), in_dtype);
     std::string e = op == PrimId::pow && b.args[1].is_number() ? small_power(operands[0], b.args[1].as_double(), T) : "";
     if (e.empty()) e = row.expr(ExprArgs{dtype(v), in_dtype, operands, T, ir::is_floating(in_dtype), T == "float" ? "f" : ""});
     const bool half = dtype(v) == DType::Float16 || dtype(v) == DType::BFloat16;

@@ -54,8 +54,7 @@ std::string round_to(DType d, const std::string& e) {
 
 // ATen's CUDA kernels for add, sub, mul and div read a Python number operand in float32 unrounded
 // (opmath kernels with the scalar's original value); other ops convert it to the tensor's dtype first.
-std::string number_operand(PrimId op, const ir::Value& v, DType in) {
-  const std::string e = literal(v, compute_type(in));
+std::string number_operand(PrimId op, const std::string& e, DType in) {
   const bool unrounded = op == PrimId::add || op == PrimId::sub || op == PrimId::mul || op == PrimId::div;
   return is_half(in) && !unrounded ? round_to(in, e) : e;
 }

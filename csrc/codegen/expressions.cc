@@ -6,8 +6,10 @@
 
 #include "codegen/expressions.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 namespace thunder::codegen {
 
@@ -20,6 +22,13 @@ std::string literal(const ir::Value& v, const std::string& type) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", d);
   return "(" + type + ")" + buf;
+}
+
+std::string number_text(const KernelPlan& p, const ir::Value& v, const std::string& type) {
+  if (!v.is_proxy()) return literal(v, type);
+  const auto it = std::find(p.scalars.begin(), p.scalars.end(), v.proxy());
+  if (it == p.scalars.end()) throw std::logic_error("a number that is not an argument of the kernel");
+  return "(" + type + ")" + scalar_name(static_cast<size_t>(it - p.scalars.begin()));
 }
 
 SizeTexts::SizeTexts(const ir::Trace& t, const KernelPlan& p) : t_(t), p_(p) {

@@ -59,4 +59,10 @@ class SizeTexts {
 /// int keeps its kind, typed like every number (a prim's number follows its tensor's dtype).
 std::string literal(const ir::Value& v, const std::string& type);
 
+/// A number argument of one of the plan's prims as an expression of `type`, in either dialect: its literal, or
+/// for a number computed at run time (KernelPlan::scalars) the kernel's argument `x<k>` converted ("(float)x0").
+std::string number_text(const KernelPlan& p, const ir::Value& v, const std::string& type);
+/// The name of the plan's k-th run-time number among a kernel's arguments.
+inline std::string scalar_name(size_t k) { return "x" + std::to_string(k); }
+
 }  // namespace thunder::codegen

@@ -384,7 +384,14 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       // A size symbol (in a shape argument, or read as a number) is planned at its hint; the trace is lowered
       // with it bound to an integer, so the kernel does not take it.
       if (!info.is_tensor && t.size_hints.count(id)) continue;
-      if (!info.is_tensor) return fail(why, "number proxies as kernel inputs"), std::nullopt;
+      // Any other number is computed at run time: a kernel argument, where it is an operand of arithmetic.
+      if (!info.is_tensor) {
+        if (kind->role != PrimRole::Elementwise || b.is(PrimId::uniform_philox))
+          return fail(why, "a number computed at run time as an argument of prims." + n), std::nullopt;
+        if (info.number == ir::NumberType::Complex) return fail(why, "complex numbers"), std::nullopt;
+        if (std::find(p.scalars.begin(), p.scalars.end(), id) == p.scalars.end()) p.scalars.push_back(id);
+        continue;
+      }
       if (!produced.count(id) && std::find(p.inputs.begin(), p.inputs.end(), id) == p.inputs.end()) p.inputs.push_back(id);
     }
     for (ProxyId id : b.output_proxies()) {

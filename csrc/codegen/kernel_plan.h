@@ -91,6 +91,9 @@ struct KernelPlan {
   std::vector<bool> reduced;               // per domain dim: is it in R
   std::vector<ir::BoundSymbol> symbols;    // the region's prims, in order
   std::vector<ProxyId> inputs;             // tensors read from outside the region
+  std::vector<ProxyId> scalars;            // numbers read from outside the region, known only at run time (a
+                                           // `.item()`, a float attribute Dynamo passes as a tensor): operands of
+                                           // elementwise prims, passed to the kernel after its sizes (`x<k>`)
   std::vector<ProxyId> outputs;            // tensors used after the region (a one-element output of a
                                            // kernel without reductions may be aligned to no domain dim:
                                            // it is stored once, at index 0 of the dims it lacks)

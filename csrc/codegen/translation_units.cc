@@ -61,7 +61,9 @@ void plan_fusions(const ir::Trace& t, const std::string& executor, std::vector<K
     auto plan = plan_kernel(t, b.subsymbols, outs, &why);
     if (!plan) throw std::logic_error("fusion " + b.callee + " no longer plans: " + why);
     plan->written_over = written_over(t, *plan, dying[i]);
-    signatures.push_back({b.callee, plan->inputs, plan->outputs, size_arguments(t, *plan), plan->written_over, ""});
+    std::vector<ir::ProxyId> ins = plan->inputs;  // the launcher's arguments: the tensors, then the numbers
+    ins.insert(ins.end(), plan->scalars.begin(), plan->scalars.end());
+    signatures.push_back({b.callee, std::move(ins), plan->outputs, size_arguments(t, *plan), plan->written_over, ""});
     plans.push_back(std::move(*plan));
   }
 }

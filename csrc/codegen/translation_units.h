@@ -17,7 +17,7 @@ namespace thunder::codegen {
 /// follow the thread count (a shape-generic kernel's extents and strides).
 struct KernelSignature {
   std::string name;
-  std::vector<ir::ProxyId> inputs, outputs;
+  std::vector<ir::ProxyId> inputs, outputs;  // inputs: the tensors, then the numbers (KernelPlan::scalars)
   std::vector<SizeArgument> sizes;
   // CPU kernels: per output, the input whose buffer it is written into, which the launcher passes as that
   // output (KernelPlan::written_over); empty: every output is a new tensor.

@@ -87,6 +87,16 @@ DType promote_types(DType a, DType b) {
   return item_size(a) >= item_size(b) ? a : b;  // both complex
 }
 
+const char* number_type_name(NumberType t) {
+  switch (t) {
+    case NumberType::Bool: return "bool";
+    case NumberType::Int: return "int";
+    case NumberType::Float: return "float";
+    case NumberType::Complex: return "complex";
+  }
+  return "float";
+}
+
 DType default_dtype_for(NumberType t) {
   switch (t) {
     case NumberType::Bool: return DType::Bool;

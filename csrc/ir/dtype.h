@@ -38,6 +38,8 @@ DType promote_types(DType a, DType b);
 /// The dtype a Python number of this type takes when it meets tensors
 /// (bool -> bool, int -> int64, float -> float32 (torch's default dtype), complex -> complex64).
 DType default_dtype_for(NumberType t);
+/// The Python type's name: "bool", "int", "float", "complex".
+const char* number_type_name(NumberType t);
 
 /// The complex dtype whose parts have the precision of `d` (float64 -> complex128, else complex64).
 DType to_complex(DType d);

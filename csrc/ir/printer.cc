@@ -137,14 +137,7 @@ std::string python_repr(const Trace& t, const Value& v) {
 }
 
 std::string metadata_string(const Trace& t, const ProxyInfo& p) {
-  if (!p.is_tensor) {
-    switch (p.number) {
-      case NumberType::Bool: return "\"bool\"";
-      case NumberType::Int: return "\"int\"";
-      case NumberType::Float: return "\"float\"";
-      case NumberType::Complex: return "\"complex\"";
-    }
-  }
+  if (!p.is_tensor) return "\"" + std::string(number_type_name(p.number)) + "\"";
   std::string s = "\"" + p.tensor.device + " " + std::string(dtype_short_name(p.tensor.dtype)) + "[";
   for (size_t i = 0; i < p.tensor.shape.size(); ++i)
     s += (i ? ", " : "") + p.tensor.shape[i].str([&t](ProxyId id) { return t.proxy(id).name; });

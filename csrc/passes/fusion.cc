@@ -357,7 +357,8 @@ static Trace fuse_for(const Trace& t, const PassContext& ctx, const ExecutorTabl
     f.sym = &kFusionSymbol;
     f.executor = fuser->name;
     f.callee = fuser->name + "_fusion" + std::to_string(kernels++);
-    for (ProxyId id : plan->inputs) f.args.push_back(ir::Value(ir::ProxyRef{id}));
+    for (const auto* list : {&plan->inputs, &plan->scalars})
+      for (ProxyId id : *list) f.args.push_back(ir::Value(ir::ProxyRef{id}));
     std::vector<ir::Value> outs;
     for (ProxyId id : plan->outputs) outs.push_back(ir::Value(ir::ProxyRef{id}));
     f.output = outs.size() == 1 ? outs[0] : ir::Value::tuple(outs);

@@ -769,6 +769,52 @@ TEST(ShapeGeneric, RepeatedKernelsAreWrittenOnceAndAliased) {
   EXPECT_NEAR(out0[1], 2.0 * (std::sin(0.25) + std::sin(0.5) + std::sin(0.75) + std::sin(1.0) + std::sin(1.25)), 1e-4);
 }
 
+// ---- numbers computed at run time ----
+
+TEST(RunTimeNumbers, AreKernelArgumentsAfterTheSizes) {
+  // x * f + k, f a float and k an int known only at run time (an `.item()`): one kernel, whose arguments end
+  // with f's bits and k, after its sizes.
+  ir::Trace t;
+  Builder b{t};
+  Value x(ir::ProxyRef{b.add_input_tensor(TensorMeta{DType::Float32, {3, 5}})});
+  Value f(ir::ProxyRef{b.add_input_number(ir::NumberType::Float)});
+  Value k(ir::ProxyRef{b.add_input_number(ir::NumberType::Int)});
+  Value y = b.prim("add", {b.prim("mul", {x, f}), k});
+  std::string why;
+  auto p = plan_kernel(t, t.symbols, {y.proxy()}, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->inputs, std::vector<ProxyId>{x.proxy()});
+  EXPECT_EQ(p->scalars, (std::vector<ProxyId>{f.proxy(), k.proxy()}));
+  const std::string source = render_cpu_module(t, {{&*p, "kernel"}});
+  EXPECT_NE(source.find("std::memcpy(&x0, &args[5], sizeof x0);"), std::string::npos) << source;
+  EXPECT_NE(source.find("const int64_t x1 = (int64_t)(intptr_t)args[6];"), std::string::npos) << source;
+  TempDir dir;
+  runtime::CompileOptions options;
+  options.cache_dir = dir.path;
+  auto module = runtime::load_module(source, options);
+  std::vector<float> in = iota_floats(15, 0.25f, -1.0f), out(15);
+  const double scale = -1.75;
+  std::vector<void*> args = {in.data(), out.data(), reinterpret_cast<void*>(intptr_t{1})};
+  for (const SizeArgument& a : size_arguments(t, *p)) args.push_back(reinterpret_cast<void*>(intptr_t{a.value}));
+  args.push_back(nullptr);
+  std::memcpy(&args.back(), &scale, sizeof scale);
+  args.push_back(reinterpret_cast<void*>(intptr_t{-3}));
+  ASSERT_EQ(reinterpret_cast<runtime::Kernel>(module->symbol("kernel"))(args.data()), 0);
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_FLOAT_EQ(out[i], in[i] * static_cast<float>(scale) - 3.0f) << i;
+}
+
+TEST(RunTimeNumbers, OnlyAsOperandsOfArithmetic) {
+  // A fill value known only at run time would have to be a literal of the kernel: the region does not plan.
+  ir::Trace t;
+  Builder b{t};
+  Value x(ir::ProxyRef{b.add_input_tensor(TensorMeta{DType::Float32, {4}})});
+  Value f(ir::ProxyRef{b.add_input_number(ir::NumberType::Float)});
+  Value y = b.prim("add", {x, b.prim("full", {Ints({4}), f, Value(DType::Float32), Value(ir::Str{"cpu"})})});
+  std::string why;
+  EXPECT_FALSE(plan_kernel(t, t.symbols, {y.proxy()}, &why));
+  EXPECT_EQ(why, "a number computed at run time as an argument of prims.full");
+}
+
 // ---- counter-based random numbers (prims.uniform_philox) ----
 
 // Known-answer vectors of Philox4x32-10 (Salmon et al., SC '11, as published with Random123): counter, key,

@@ -123,6 +123,16 @@ TEST_F(Cuda, HalfPrecisionComputesInFloatAndRoundsAfterEveryOp) {
   EXPECT_TRUE(has(code, "float_to_bf16("));
 }
 
+TEST_F(Cuda, RunTimeNumbersAreParametersAfterTheSizes) {
+  Value x = input(DType::BFloat16, {16, 32});
+  Value f(ir::ProxyRef{b.add_input_number(ir::NumberType::Float)});
+  Value k(ir::ProxyRef{b.add_input_number(ir::NumberType::Int)});
+  Value y = prim("add", {prim("mul", {x, f}), k});
+  const std::string code = render(plan({y}));
+  EXPECT_TRUE(has(code, "const int64_t n1,\n    const double x0,\n    const int64_t x1)")) << code;
+  EXPECT_TRUE(has(code, "(float)(v0 * (float)x0)")) << code;  // mul reads the number unrounded, as ATen's
+}
+
 TEST_F(Cuda, ShortRowsReduceInOneWarpEach) {
   const KernelPlan p = plan({softmax(input(DType::Float32, {64, 96}), 64, 96)});
   const GpuSchedule s = schedule_gpu_kernel(trace, p);

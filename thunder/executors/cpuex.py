@@ -141,14 +141,19 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
     (a copy only if one is not; a non-contiguous trace input is read in place, its strides passed to the
     kernel or, where 0 or 1, written into it, which the guards fix), allocates the outputs (an output
     ``written_over[i] >= 0`` is that input, which dies in the kernel: ``thunder._core.render_cpu``), launches the
-    kernel with the data pointers, torch's thread count and the sizes a shape-generic kernel takes as
-    arguments (``sizes``: see ``thunder._core.render_cpu``), and returns the output (a tuple of them if
+    kernel with the data pointers, torch's thread count, the sizes a shape-generic kernel takes as
+    arguments (``sizes``: see ``thunder._core.render_cpu``) and the numbers among ``inputs`` (computed at run
+    time; they follow the tensors), and returns the output (a tuple of them if
     several). ``source_digest`` is the digest of the kernel's translation unit, ``symbol`` its name there (default:
     ``name``; another graph's kernel that computes alike). It holds the kernel's module: the module is unloaded
     when no launcher (or compiled graph) uses it any more."""
     values = {}  # the names the text binds per launcher: output shapes or prototypes, sizes
-    params = [f"a{i}" for i in range(len(inputs))]
-    lines = [f"    def {name}({', '.join(params)}):"]
+    all_params = [f"a{i}" for i in range(len(inputs))]
+    # The tensors, then the numbers computed at run time (a float passed as a float: launch passes its bits)
+    kinds = [trace.meta(p) for p in inputs]
+    params = [a for a, m in zip(all_params, kinds) if m[0] != "number"]
+    numbers = [f"float({a})" if m[1] == "float" else a for a, m in zip(all_params, kinds) if m[0] == "number"]
+    lines = [f"    def {name}({', '.join(all_params)}):"]
     for a, p in zip(params, inputs):
         if not trace.strides(p):
             lines.append(f"        if not {a}.is_contiguous(): {a} = {a}.contiguous()")
@@ -161,7 +166,7 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
         else:
             lines.append(f"        {o} = {_allocation(o, shape, to_torch(dtype), values)}")
     sizes = [_size_argument(params, z, values) for z in sizes]
-    pointers = [f"{x}.data_ptr()" for x in params + outs] + ["threads()"] + sizes
+    pointers = [f"{x}.data_ptr()" for x in params + outs] + ["threads()"] + sizes + numbers
     lines.append(f"        if launch(kernel, ({', '.join(pointers)},)):")
     lines.append(f"            raise index_error({name!r})")
     lines.append(f"        return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")

@@ -43,7 +43,7 @@ def _recording_executor(traces):
         traces.append(trace)
         launchers = {}
         for _, kernels in _core.render_cpu(trace, "cpu", 1, round_every_op):
-            for name, _, outs, _, _ in kernels:
+            for name, _, outs, *_ in kernels:
                 metas = [trace.meta(p) for p in outs]
 
                 def launcher(*args, metas=metas):
@@ -106,7 +106,7 @@ def _samples():
 
 
 def _programs(quick=False):
-    """{name: (fn, args, grad)}: the programs whose fusions are checked."""
+    """{name: (fn, args, grad[, thunder.jit's options])}: the programs whose fusions are checked."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     progs = {}
     tests = os.path.join(root, "tests")
@@ -127,6 +127,11 @@ def _programs(quick=False):
             progs[f"kernel/{k}/{size_class}"] = (case.target, case.args, False)
     for name, (fn, args) in _samples().items():
         progs[f"sample/{name}"] = (fn, args, False)
+    # A float that Dynamo passes as a 0-d tensor read with .item() (dynamic=True): a kernel's run-time number.
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(8, 96).to(dtype)
+        progs[f"sample/run_time_number.{str(dtype).removeprefix('torch.')}"] = (
+            lambda x, t: (x * t).softmax(-1) + t, (x, 0.5), False, {"dynamic": True})
     return progs
 
 
@@ -136,12 +141,16 @@ def collect_traces(programs):
     from thunder.executors.torchex import torch_executor
 
     found, errors = {}, {}
-    for name, (fn, args, grad) in programs.items():
+    for name, (fn, args, grad, *options) in programs.items():
         traces = []
         try:
-            jitted = thunder.jit(fn, executors=[_recording_executor(traces), torch_executor])
+            jitted = thunder.jit(fn, executors=[_recording_executor(traces), torch_executor], **(options or [{}])[0])
             with torch.enable_grad() if grad else torch.no_grad():
                 jitted(*args)
+            # A graph that fell back to torch was not (or not wholly) lowered: its traces would be missing unseen.
+            fell_back = [g["reason"] for g in thunder.compile_stats(jitted).graphs if not g["compiled"]]
+            if fell_back:
+                errors[name] = f"ran with torch: {fell_back[0]}"
         except Exception as e:  # a program that does not trace is reported, not fatal
             errors[name] = f"{type(e).__name__}: {e}"
         found[name] = traces

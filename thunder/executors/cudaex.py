@@ -15,6 +15,7 @@ Nothing CUDA is loaded until a trace has a ``cuda`` fusion: NVRTC (``libnvrtc.so
 """
 import importlib.util
 import os
+import struct
 import time
 
 import torch
@@ -73,32 +74,44 @@ def _workspace(cache, device, nbytes):
     return ws
 
 
+def _float_bits(x):
+    """A float's IEEE double bits as an unsigned 64-bit int: a ``double`` kernel argument's 8 bytes."""
+    return struct.unpack("<Q", struct.pack("<d", float(x)))[0]
+
+
 def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, workspace):
     """The Python function that runs one CUDA kernel: inputs made contiguous where the kernel reads them so,
     outputs from torch's caching allocator on the inputs' device, the kernel launched on torch's current
     stream with the grid and block the schedule chose for these shapes."""
     namespace = {"launch": _core.launch_cuda, "module": module, "empty": torch.empty, "stream": torch.cuda.current_stream,
-                 "current_device": torch.cuda.current_device, "workspaces": {}, "workspace_of": _workspace}
-    params = [f"a{i}" for i in range(len(inputs))]
-    lines = [f"def {name}({', '.join(params)}):"]
+                 "current_device": torch.cuda.current_device, "workspaces": {}, "workspace_of": _workspace,
+                 "float_bits": _float_bits}
+    all_params = [f"a{i}" for i in range(len(inputs))]
+    # The tensors, then the numbers computed at run time (8-byte kernel arguments: a float as its bits)
+    kinds = [trace.meta(p) for p in inputs]
+    params = [a for a, m in zip(all_params, kinds) if m[0] != "number"]
+    numbers = [f"float_bits({a})" if m[1] == "float" else f"int({a})"
+               for a, m in zip(all_params, kinds) if m[0] == "number"]
+    lines = [f"def {name}({', '.join(all_params)}):"]
     for a, p in zip(params, inputs):
         if not trace.strides(p):
             lines.append(f"    if not {a}.is_contiguous(): {a} = {a}.contiguous()")
-    tensor_params = [a for a, p in zip(params, inputs) if trace.meta(p)[0] != "number"]
-    lines.append(f"    device = {tensor_params[0] + '.device' if tensor_params else 'current_device()'}")
+    lines.append(f"    device = {params[0] + '.device' if params else 'current_device()'}")
     outs = [f"o{k}" for k in range(len(outputs))]
     for k, (o, p) in enumerate(zip(outs, outputs)):
         dtype, shape, _, _ = trace.meta(p)
         namespace[f"dtype{k}"] = to_torch(dtype)
         lines.append(f"    {o} = empty({tuple(shape)}, dtype=dtype{k}, device=device)")
-    args = [f"{x}.data_ptr()" for x in params + outs] + [_size_argument(params, z) for z in sizes]
+    values = {}  # the sizes the text names
+    args = [f"{x}.data_ptr()" for x in params + outs] + [_size_argument(params, z, values) for z in sizes] + numbers
+    namespace.update(values)
     if workspace:
         args.append(f"workspace_of(workspaces, device, {workspace}).data_ptr()")
     lines.append(f"    launch(module.function({name!r}), {grid}, {block}, stream(device).cuda_stream, "
                  f"[{', '.join(args)}])")
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
     text = "\n".join(lines) + "\n"
-    registry_name = f"{name}_{registry.digest(source + text)}"
+    registry_name = f"{name}_{registry.digest(source + text + repr(sorted(values.items())))}"
     filename = debug.register_source(text, f"kernel launcher {registry_name}")
     exec(compile(text, filename, "exec"), namespace)
     launcher = namespace[name]
