@@ -2,8 +2,8 @@
 
 THUNDER_OPINFO=ci (default) runs the CI subset: every sample of the native
 OpInfos in float32 (default and decomposed executors), their first samples in
-bfloat16/int64/bool/float64, float64 gradients and in-place variants, and one
-sample of every other OpInfo. THUNDER_OPINFO=full runs every sample of every
+bfloat16/int64/bool/float64, float64 gradients, in-place variants and the first
+samples through thunder.jit(dynamic=True), and one sample of every other OpInfo. THUNDER_OPINFO=full runs every sample of every
 supported dtype (see README, "Conformance against PyTorch's OpInfos").
 """
 import pytest

@@ -302,6 +302,20 @@ def test_a_float_read_at_run_time_is_an_argument_of_the_one_kernel(dtype):
     assert computed == ["torch.Tensor.item", "cpu_fusion0"], computed
 
 
+def test_an_op_that_needs_a_constant_number_runs_opaque_and_says_why():
+    # addmm decides at trace time what beta is (0 ignores the input, NaNs included): a beta read at run time
+    # leaves the op to torch, with a reason that says so.
+    def f(b, x, y, beta):
+        return torch.addmm(b, x, y, beta=beta).relu()
+
+    jitted = thunder.jit(f)
+    b, x, y = torch.randn(3, 5), torch.randn(3, 4), torch.randn(4, 5)
+    for beta in (0.5, 2.0, 3.0):
+        assert_same(jitted(b, x, y, beta), f(b, x, y, beta))
+    reasons = [r for g in thunder._state_of(jitted, "test").graphs for _, _, r in g.fallbacks]
+    assert reasons == ["ValueError: needs a constant number, got one known only at run time"], reasons
+
+
 def test_a_new_wrapper_does_not_inherit_an_earlier_ones_dynamic_sizes():
     first = thunder.jit(softmax_scaled)
     for n in (4, 5, 6):

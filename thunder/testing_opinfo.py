@@ -382,8 +382,9 @@ CPU_EXECUTOR_SKIPS: dict[tuple[str, str], str] = {
 }
 
 # Checks: "forward" (default executors), "decomposed" (prims-only executor, native OpInfos),
-# "grad" (float64 gradients), "inplace" (in-place variant).
-CHECKS = ("forward", "decomposed", "grad", "inplace")
+# "grad" (float64 gradients), "inplace" (in-place variant), "symbolic" (thunder.jit(dynamic=True) with thunder's
+# default executors, native OpInfos: Dynamo's symbolic sizes, floats read at run time).
+CHECKS = ("forward", "decomposed", "grad", "inplace", "symbolic")
 
 
 def opinfo_id(op) -> str:
@@ -407,7 +408,7 @@ def skip_reason(op_id, dtype_name, check):
     for key in ((op_id, dtype_name, check), (op_id, "*", check), (op_id, dtype_name, "*"), (op_id, "*", "*")):
         if key in SKIPS:
             return SKIPS[key]
-    if check == "forward" and os.environ.get("THUNDER_OPINFO_EXECUTORS") == "cpu":
+    if (check == "forward" and os.environ.get("THUNDER_OPINFO_EXECUTORS") == "cpu") or check == "symbolic":
         return CPU_EXECUTOR_SKIPS.get((op_id, dtype_name))
     return None
 
@@ -663,7 +664,8 @@ def run_sample(op, sample, dtype, check="forward", index=0) -> Outcome:
         return out
     e_args, e_kwargs = _clone((args, kwargs))
     c_args, c_kwargs = _clone((args, kwargs))
-    executors = decomposed_executors() if check == "decomposed" else forward_executors()
+    # "symbolic": what a user of dynamic=True gets (thunder's default executors, the CPU kernels included)
+    executors = decomposed_executors() if check == "decomposed" else None if check == "symbolic" else forward_executors()
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -678,7 +680,8 @@ def run_sample(op, sample, dtype, check="forward", index=0) -> Outcome:
             op_fn = fn
             fn = lambda *a, **k: _copy_outputs(op_fn(*a, **k))  # noqa: E731
             expected = _copy_outputs(expected)
-        jitted = thunder.jit(_fresh_function(fn, index), executors=executors)
+        jitted = thunder.jit(_fresh_function(fn, index), executors=executors,
+                             dynamic=True if check == "symbolic" else None)
         _seed()
         try:
             actual = jitted(*c_args, **c_kwargs)
@@ -791,6 +794,7 @@ CI_NATIVE_SAMPLES = 20
 CI_DECOMPOSED_SAMPLES = 4
 CI_NATIVE_EXTRA_DTYPES = {"bfloat16": 2, "int64": 2, "bool": 2, "float64": 1}
 CI_NATIVE_GRAD_SAMPLES = 1
+CI_SYMBOLIC_SAMPLES = 5
 
 
 def tasks(which: str | None = None, ops=None) -> list[Task]:
@@ -820,6 +824,8 @@ def tasks(which: str | None = None, ops=None) -> list[Task]:
                 out.append(Task(op_id, "float64", "grad"))
             if inplace:
                 out.append(Task(op_id, dts[0] if "float32" not in dts else "float32", "inplace"))
+            if native:
+                out += [Task(op_id, d, "symbolic") for d in dts]
             continue
         if native:
             first = "float32" if "float32" in dts else dts[0]
@@ -832,6 +838,7 @@ def tasks(which: str | None = None, ops=None) -> list[Task]:
                 out.append(Task(op_id, "float64", "grad", CI_NATIVE_GRAD_SAMPLES))
             if inplace:
                 out.append(Task(op_id, first, "inplace", 1))
+            out.append(Task(op_id, first, "symbolic", CI_SYMBOLIC_SAMPLES))
         else:
             first = "float32" if "float32" in dts else dts[0]
             out.append(Task(op_id, first, "forward", 1))
@@ -1000,7 +1007,7 @@ def native_op_table():
     return table
 
 
-_PER_OPINFO_COLUMNS = (*DTYPE_NAMES.values(), "grad", "VJP", "inplace", "decomposed", "paths", "fallbacks")
+_PER_OPINFO_COLUMNS = (*DTYPE_NAMES.values(), "grad", "VJP", "inplace", "decomposed", "symbolic", "paths", "fallbacks")
 
 
 def load_report(path):
@@ -1130,7 +1137,9 @@ def report(results, path, command, seconds, note="", carried=None):
               "returning views keeps torch's autograd (docs/autodiff.md). `VJP`: the rules thunder's autodiff used",
               "for the ops of the OpInfo's samples (own = the op's VJP rule, decomposition = the rules of the ops it",
               "decomposes into, generic = torch.autograd on that op alone; `thunder.compile_stats(j).graphs[i][\"vjp\"]`)",
-              "and the float64 gradient samples thunder's autodiff differentiated / run.", ""]
+              "and the float64 gradient samples thunder's autodiff differentiated / run. `symbolic` (native OpInfos):",
+              "the samples through `thunder.jit(fn, dynamic=True)` with the default executors (Dynamo's symbolic",
+              "sizes -- but for dims of size 0 and 1, which it specializes -- and float arguments read at run time).", ""]
     totals = {"pass": 0, "fail": 0, "skip": 0}
     paths = {}
     for outs in results.values():

@@ -34,6 +34,9 @@ int64_t Value::as_int() const {
   if (auto* i = std::get_if<int64_t>(&v)) return *i;
   if (auto* b = std::get_if<bool>(&v)) return *b;
   if (auto* d = std::get_if<Dim>(&v)) return d->value("an integer argument");
+  // (A number proxy: computed at run time, e.g. a float Dynamo passes as a tensor under dynamic=True.)
+  if (std::holds_alternative<ProxyRef>(v))
+    throw std::invalid_argument("needs a constant number, got one known only at run time");
   throw std::invalid_argument("expected an int");
 }
 
