@@ -101,3 +101,20 @@ def test_the_cuda_executor_beside_the_cpu_one_leaves_cpu_traces_as_they_were():
         torch.testing.assert_close(jitted(*args), f(*args))
         texts.append(str(thunder.last_traces(jitted)[-1]).split("\n", 1)[1])
     assert texts[0] == texts[1]
+
+
+def test_cuda_launchers_are_made_without_a_gpu():
+    # Their text is generated and compiled at lowering: a launcher that does not even compile (an argument list
+    # out of step with the CPU launcher's helpers) must fail here, not first on a device.
+    from thunder.executors import cuda as check, cudaex
+
+    program = (lambda x, t: (x * t).softmax(-1) + t, (torch.randn(8, 96), 0.5), False, {"dynamic": True})
+    found, errors = check.collect_traces({"p": program})
+    assert not errors and len(found["p"]) == 1
+    trace = found["p"][0]
+    source, kernels = _core.render_cuda(trace, "cpu")
+    assert kernels
+    for name, ins, outs, sizes, block, grid, workspace in kernels:
+        launcher = cudaex._launcher(name, None, source, trace, ins, outs, sizes, block, grid, workspace)
+        assert launcher.registry_name.startswith(name + "_")
+    assert cudaex._float_bits(0.5) == 0x3FE0000000000000 and cudaex._float_bits(-2) == 0xC000000000000000
