@@ -359,6 +359,8 @@ _ADDBMM = ("eager's CPU kernel adds the batch products into the result one batch
 SKIPS: dict[tuple[str, str, str], str] = {
     ("addcdiv", "float16", "forward"): _ADDCDIV,
     ("addcdiv", "bfloat16", "forward"): _ADDCDIV,
+    ("addcdiv", "float16", "symbolic"): _ADDCDIV,
+    ("addcdiv", "bfloat16", "symbolic"): _ADDCDIV,
     ("addbmm", "float16", "decomposed"): _ADDBMM,
     ("addbmm", "bfloat16", "decomposed"): _ADDBMM,
     ("linalg.eig", "float64", "grad"):
@@ -1013,10 +1015,11 @@ _PER_OPINFO_COLUMNS = (*DTYPE_NAMES.values(), "grad", "VJP", "inplace", "decompo
 def load_report(path):
     """What :func:`report` wrote to ``path``, for ``--merge-report``: {"header": the lines between the title and the
     description, "summary": the summary's lines, "failures": the failure lines, "rows": OpInfo id -> {column:
-    cell} of the per-OpInfo table, "native_opinfos": ltorch op -> set of native OpInfo ids (native ops table)}."""
+    cell} of the per-OpInfo table, "native_opinfos": ltorch op -> set of native OpInfo ids, "native_vjp": ltorch op ->
+    its VJP cell (native ops table)}."""
     with open(path) as f:
         lines = f.read().splitlines()
-    out = {"header": [], "summary": [], "failures": [], "rows": {}, "native_opinfos": {}}
+    out = {"header": [], "summary": [], "failures": [], "rows": {}, "native_opinfos": {}, "native_vjp": {}}
     section, columns = "header", None
     for line in lines[1:]:
         if line.startswith("## "):
@@ -1042,6 +1045,7 @@ def load_report(path):
                 else:
                     ops = {o.strip().strip("`") for o in row.get("native OpInfos", "").split(",") if o.strip()}
                     out["native_opinfos"][row["ltorch op"].strip("`")] = ops
+                    out["native_vjp"][row["ltorch op"].strip("`")] = row.get("VJP", "")
     return out
 
 
@@ -1112,7 +1116,7 @@ def report(results, path, command, seconds, note="", carried=None):
     marked as the earlier run's."""
     from thunder import _core
 
-    carried = carried or {"header": [], "summary": [], "failures": [], "rows": {}, "native_opinfos": {}}
+    carried = carried or {"header": [], "summary": [], "failures": [], "rows": {}, "native_opinfos": {}, "native_vjp": {}}
     by_op = {}
     for task, outs in results.items():
         by_op.setdefault(task.op, []).append((task, outs))
@@ -1187,7 +1191,7 @@ def report(results, path, command, seconds, note="", carried=None):
             lines.append(f"- `{op_id}` ({dt}, {check}): {why}")
     else:
         lines.append("None.")
-    lines += ["", "With the CPU executor forced on (`THUNDER_OPINFO_EXECUTORS=cpu`, forward check):", ""]
+    lines += ["", "With the CPU executor forced on (`THUNDER_OPINFO_EXECUTORS=cpu`, forward check) and in the symbolic check:", ""]
     lines += [f"- `{op_id}` ({dt}): {why}" for (op_id, dt), why in sorted(CPU_EXECUTOR_SKIPS.items())]
     lines += ["", "Outputs of these OpInfos are uninitialized memory; their values are not compared "
               "(dtype, shape and aliasing are): " + ", ".join(f"`{n}`" for n in sorted(UNINITIALIZED_OUTPUT)), ""]
@@ -1217,6 +1221,8 @@ def report(results, path, command, seconds, note="", carried=None):
         cell = ", ".join(f"{r} {n}" for r, n in sorted(used.items())) or "none"
         if set(used) != {"generic" if static == "torch" else static}:
             cell += f" ({static})"
+        if not any(t.check == "grad" for t in results) and carried["native_vjp"].get(name):
+            cell = carried["native_vjp"][name]  # no gradient ran here: the earlier report's cell
         lines.append(f"| `{name}` | {spell} | {cell} | {ops} |")
     lines += ["", "## Per OpInfo", "",
               "| OpInfo | kind | " + " | ".join(_PER_OPINFO_COLUMNS) + " |", "|" + "---|" * (len(_PER_OPINFO_COLUMNS) + 2)]
