@@ -302,6 +302,31 @@ def test_a_float_read_at_run_time_is_an_argument_of_the_one_kernel(dtype):
     assert computed == ["torch.Tensor.item", "cpu_fusion0"], computed
 
 
+def test_a_run_time_int_beyond_64_bits_raises_rather_than_wrapping():
+    def f(x, s):
+        return x * int(s)
+
+    jitted, x = thunder.jit(f), torch.ones(2)
+    for s in (2.5, 3.5):  # once s changed, int(s) is a kernel's run-time number
+        assert_same(jitted(x, s), f(x, s))
+    with pytest.raises(OverflowError, match="does not fit in 64 bits"):
+        jitted(x, 1e19)
+
+
+def test_the_gradient_of_a_run_time_float_base_to_a_tensor_power():
+    # Its backward takes the log of the base: a prim of a number, run by the torch executor on numbers.
+    def f(x, s):
+        return s ** x
+
+    jitted = thunder.jit(f)
+    for s in (0.7, 1.3, 2.2):
+        x = torch.randn(5, requires_grad=True)
+        expected_x = x.detach().clone().requires_grad_()
+        jitted(x, s).sum().backward()
+        f(expected_x, s).sum().backward()
+        assert_same(x.grad, expected_x.grad)
+
+
 def test_an_op_that_needs_a_constant_number_runs_opaque_and_says_why():
     # addmm decides at trace time what beta is (0 ignores the input, NaNs included): a beta read at run time
     # leaves the op to torch, with a reason that says so.

@@ -213,3 +213,10 @@ def test_trunc_division_of_half_tensors_matches_eager_bits(shape):
     torch.manual_seed(0)
     x, y = (torch.randn(512) * 4).bfloat16(), torch.full(shape, 0.1).bfloat16()
     check_bits(lambda x, y: (torch.div(x, y, rounding_mode="trunc"),), ["div_trunc"], x, y)
+
+
+@pytest.mark.parametrize("value", [0.5, 2.5, -1.75, 3.0])
+def test_addcmul_over_integers_truncates_a_float_value_as_eager(value):
+    # ATen converts the value to the integer dtype first: 0.5 scales the product by 0, 2.5 by 2.
+    x = torch.arange(-4, 5, dtype=torch.int32)
+    check(lambda x: torch.addcmul(x, x, x + 1, value=value), x)

@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "codegen/kernel_plan.h"
 #include "codegen/translation_units.h"
@@ -562,8 +564,15 @@ NB_MODULE(_core, m) {
         std::memcpy(&args[i], &d, sizeof d);
         continue;
       }
-      args[i] = PyLong_AsVoidPtr(o);
-      if (PyErr_Occurred()) throw nb::python_error();
+      // An int that does not fit in 64 bits (a run-time number) raises OverflowError rather than wrapping.
+      const long long n = PyLong_AsLongLong(o);
+      if (n == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw nb::python_error();
+        PyErr_Clear();
+        throw std::overflow_error("thunder: kernel argument " + std::to_string(i) +
+                                  " (a number known only at run time) does not fit in 64 bits");
+      }
+      args[i] = reinterpret_cast<void*>(static_cast<intptr_t>(n));
     }
     nb::gil_scoped_release release;
     return fn(args.data());

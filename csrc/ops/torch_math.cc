@@ -181,8 +181,18 @@ void register_elementwise() {
                      if (!mul && !is_float(d)) fail("ltorch.addcdiv", "integer division with addcdiv is not supported");
                      // Computed in float32 for half types and rounded once, as ATen's kernel does.
                      const DType c = opmath(d);
+                     Value value = a[3];
+                     // Over integers ATen converts the value to the dtype first: 0.5 scales by 0.
+                     if (!is_float(d) && d != DType::Bool) {
+                       if (!value.is_number()) throw NotNative("addcmul of integers with a value known only at run time");
+                       if (std::holds_alternative<double>(value.v)) {
+                         const double v = std::trunc(value.as_double());
+                         if (!(std::abs(v) < 9.2e18)) throw NotNative("addcmul of integers with a value beyond int64");
+                         value = Int(static_cast<int64_t>(v));
+                       }
+                     }
                      Value prod = T(b, mul ? "mul" : "div", {cast(b, a[1], c), cast(b, a[2], c)});
-                     if (!(a[3] == Int(1))) prod = T(b, "mul", {prod, a[3]});
+                     if (!(value == Int(1))) prod = T(b, "mul", {prod, value});
                      return cast(b, T(b, "add", {cast(b, a[0], c), prod}), d);
                    });
   }

@@ -303,10 +303,25 @@ def _region_marker(pred):
     return None
 
 
+def _unary(fn):
+    """A unary prim: ``fn`` on a tensor; on a number (a prim of numbers known only at run time, e.g. the log of a
+    float base in the backward of ``s ** x``) ``fn`` on a 0-d tensor of it, in double precision where the result
+    is a float, read back as a Python number."""
+    def impl(a):
+        if isinstance(a, torch.Tensor):
+            return fn(a)
+        t = torch.tensor(a, dtype=torch.float64) if isinstance(a, float) else torch.tensor(a)
+        out = fn(t)
+        if out.is_floating_point() and not t.is_floating_point():
+            out = fn(t.double())
+        return out.item()
+    return impl
+
+
 def _make_prims():
     ns = {}
     for name in _UNARY:
-        ns[name] = getattr(torch, name)
+        ns[name] = _unary(getattr(torch, name))
     for name in _BINARY:
         ns[name] = _number_or_tensor(getattr(torch, name), _NUMBER_BINARY.get(name, getattr(torch, name)),
                                      name in _TENSORS_ONLY)
