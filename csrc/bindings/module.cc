@@ -189,6 +189,28 @@ std::string level_name(const ir::Symbol& s) {
   return s.level == ir::Level::Prim ? "prims" : s.level == ir::Level::Torch ? "ltorch" : "opaque";
 }
 
+// A kernel argument, 8 bytes, from a Python value: an int (a pointer, a size, a run-time int or bool) as itself, a
+// float (a run-time number) as its bits, which the kernel copies back into a double. An int that does not fit in
+// 64 bits raises OverflowError rather than wrapping.
+uint64_t kernel_argument(nb::handle value, size_t i) {
+  PyObject* o = value.ptr();
+  uint64_t bits = 0;
+  if (PyFloat_CheckExact(o)) {
+    const double d = PyFloat_AS_DOUBLE(o);
+    static_assert(sizeof d == sizeof bits);
+    std::memcpy(&bits, &d, sizeof d);
+    return bits;
+  }
+  const long long n = PyLong_AsLongLong(o);
+  if (n == -1 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw nb::python_error();
+    PyErr_Clear();
+    throw std::overflow_error("thunder: kernel argument " + std::to_string(i) +
+                              " (a number known only at run time) does not fit in 64 bits");
+  }
+  return static_cast<uint64_t>(n);
+}
+
 nb::tuple meta_tuple(const ir::ProxyInfo& p) {
   if (!p.is_tensor) return nb::make_tuple("number", ir::number_type_name(p.number));
   return nb::make_tuple(p.tensor.dtype, shape_to_py(p.tensor.shape), p.tensor.device, p.tensor.requires_grad);
@@ -506,11 +528,15 @@ NB_MODULE(_core, m) {
       .def("function", &runtime::CudaModule::function, nb::arg("name"),
            "The kernel's CUfunction in the current context (the module is loaded there first: CUBIN, else PTX).")
       .def_prop_ro("loaded_from_ptx", &runtime::CudaModule::loaded_from_ptx);
-  m.def("launch_cuda", [](uintptr_t function, int64_t grid, int block, uintptr_t stream, std::vector<uint64_t> args) {
+  m.def("launch_cuda", [](uintptr_t function, int64_t grid, int block, uintptr_t stream, nb::sequence values) {
+    std::vector<uint64_t> args(nb::len(values));
+    for (size_t i = 0; i < args.size(); ++i) args[i] = kernel_argument(values[i], i);
     nb::gil_scoped_release release;
     runtime::launch_cuda(function, grid, block, stream, args);
   }, nb::arg("function"), nb::arg("grid"), nb::arg("block"), nb::arg("stream"), nb::arg("args"),
-     "Launches a kernel on a CUDA stream (asynchronous); args: its 8-byte arguments (pointers, sizes) in order.");
+     "Launches a kernel on a CUDA stream (asynchronous); args: its 8-byte arguments in order (pointers and sizes "
+     "as ints, then its run-time numbers: ints, or floats passed as their bits). OverflowError for an int beyond "
+     "64 bits.");
 
   nb::class_<runtime::Module>(m, "KernelModule",
                               "A compiled, loaded shared object of kernels; unloaded (dlclose) when the last reference "
@@ -556,24 +582,8 @@ NB_MODULE(_core, m) {
     auto fn = reinterpret_cast<runtime::Kernel>(kernel);
     const size_t n = nb::len(pointers);
     std::vector<void*> args(n);
-    for (size_t i = 0; i < n; ++i) {
-      PyObject* o = pointers[i].ptr();
-      if (PyFloat_CheckExact(o)) {  // a run-time number: its bits (the kernel copies them back into a double)
-        const double d = PyFloat_AS_DOUBLE(o);
-        static_assert(sizeof(double) == sizeof(void*));
-        std::memcpy(&args[i], &d, sizeof d);
-        continue;
-      }
-      // An int that does not fit in 64 bits (a run-time number) raises OverflowError rather than wrapping.
-      const long long n = PyLong_AsLongLong(o);
-      if (n == -1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw nb::python_error();
-        PyErr_Clear();
-        throw std::overflow_error("thunder: kernel argument " + std::to_string(i) +
-                                  " (a number known only at run time) does not fit in 64 bits");
-      }
-      args[i] = reinterpret_cast<void*>(static_cast<intptr_t>(n));
-    }
+    static_assert(sizeof(void*) == sizeof(uint64_t));
+    for (size_t i = 0; i < n; ++i) args[i] = reinterpret_cast<void*>(static_cast<uintptr_t>(kernel_argument(pointers[i], i)));
     nb::gil_scoped_release release;
     return fn(args.data());
   }, nb::arg("kernel"), nb::arg("pointers"),

@@ -70,11 +70,11 @@ class KernelWriter {
     // Then the numbers computed at run time (KernelPlan::scalars): a float passed as its bits, an int or a bool
     // as itself.
     for (size_t k = 0; k < p_.scalars.size(); ++k) {
-      const std::string x = scalar_name(k);
-      if (t_.proxy(p_.scalars[k]).number == ir::NumberType::Float)
+      const std::string x = scalar_name(k), type = scalar_type(t_, p_, k);
+      if (type == "double")
         os << "  double " << x << ";\n  std::memcpy(&" << x << ", &args[" << at++ << "], sizeof " << x << ");\n";
       else
-        os << "  const int64_t " << x << " = (int64_t)(intptr_t)args[" << at++ << "];\n";
+        os << "  const " << type << " " << x << " = (" << type << ")(intptr_t)args[" << at++ << "];\n";
     }
     os << "  int error = 0;  // set when an index is out of range\n";
     const std::string body = p_.has_reduction() ? row_loops() : element_loops();

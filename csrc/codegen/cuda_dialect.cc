@@ -130,8 +130,7 @@ class CudaWriter {
       params.push_back(storage_type(dtype(p_.outputs[k])) + "* __restrict__ out" + std::to_string(k));
     for (const SizeArgument& a : size_arguments(t_, p_)) params.push_back("const int64_t " + a.name);
     for (size_t k = 0; k < p_.scalars.size(); ++k)  // numbers computed at run time (KernelPlan::scalars)
-      params.push_back((t_.proxy(p_.scalars[k]).number == ir::NumberType::Float ? "const double " : "const int64_t ") +
-                       scalar_name(k));
+      params.push_back("const " + scalar_type(t_, p_, k) + " " + scalar_name(k));
     if (cuda_workspace_bytes(p_, s_) > 0) params.push_back("unsigned char* __restrict__ workspace");
     std::string head = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(s_.block) + ") " + name + "(";
     for (size_t i = 0; i < params.size(); ++i) head += (i ? ",\n    " : "") + params[i];

@@ -31,6 +31,10 @@ std::string number_text(const KernelPlan& p, const ir::Value& v, const std::stri
   return "(" + type + ")" + scalar_name(static_cast<size_t>(it - p.scalars.begin()));
 }
 
+std::string scalar_type(const ir::Trace& t, const KernelPlan& p, size_t k) {
+  return t.proxy(p.scalars.at(k)).number == ir::NumberType::Float ? "double" : "int64_t";
+}
+
 SizeTexts::SizeTexts(const ir::Trace& t, const KernelPlan& p) : t_(t), p_(p) {
   for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
 }

@@ -64,5 +64,7 @@ std::string literal(const ir::Value& v, const std::string& type);
 std::string number_text(const KernelPlan& p, const ir::Value& v, const std::string& type);
 /// The name of the plan's k-th run-time number among a kernel's arguments.
 inline std::string scalar_name(size_t k) { return "x" + std::to_string(k); }
+/// The type it is passed in, 8 bytes in either dialect: "double" for a float, "int64_t" for an int or a bool.
+std::string scalar_type(const ir::Trace& t, const KernelPlan& p, size_t k);
 
 }  // namespace thunder::codegen

@@ -116,6 +116,17 @@ def _size_argument(params, size, values):
     return f"s{len(values) - 1}"
 
 
+def _parameters(trace, inputs):
+    """A launcher's parameters for a kernel's ``inputs`` (its tensors, then the numbers computed at run time):
+    (every parameter's name, the tensors' names, the numbers' expressions as kernel arguments -- a float passed as
+    a float, whose bits ``thunder._core.launch`` and ``launch_cuda`` pass; an int or a bool as itself)."""
+    names = [f"a{i}" for i in range(len(inputs))]
+    kinds = [trace.meta(p) for p in inputs]
+    tensors = [a for a, m in zip(names, kinds) if m[0] != "number"]
+    numbers = [f"float({a})" if m[1] == "float" else a for a, m in zip(names, kinds) if m[0] == "number"]
+    return names, tensors, numbers
+
+
 #: What every launcher's text refers to besides its own values.
 _LAUNCHER_GLOBALS = {"launch": _core.launch, "threads": torch.get_num_threads, "index_error": _index_error,
                      "empty_like": torch.empty_like, "pooled": _core.pooled_capsule,
@@ -148,11 +159,7 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
     ``name``; another graph's kernel that computes alike). It holds the kernel's module: the module is unloaded
     when no launcher (or compiled graph) uses it any more."""
     values = {}  # the names the text binds per launcher: output shapes or prototypes, sizes
-    all_params = [f"a{i}" for i in range(len(inputs))]
-    # The tensors, then the numbers computed at run time (a float passed as a float: launch passes its bits)
-    kinds = [trace.meta(p) for p in inputs]
-    params = [a for a, m in zip(all_params, kinds) if m[0] != "number"]
-    numbers = [f"float({a})" if m[1] == "float" else a for a, m in zip(all_params, kinds) if m[0] == "number"]
+    all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"    def {name}({', '.join(all_params)}):"]
     for a, p in zip(params, inputs):
         if not trace.strides(p):

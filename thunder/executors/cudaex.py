@@ -15,7 +15,6 @@ Nothing CUDA is loaded until a trace has a ``cuda`` fusion: NVRTC (``libnvrtc.so
 """
 import importlib.util
 import os
-import struct
 import time
 
 import torch
@@ -25,7 +24,7 @@ from thunder.core import debug, registry
 from thunder.core.dtypes import to_torch
 from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.executors import Executor
-from thunder.executors.cpuex import _size_argument, cache_dir
+from thunder.executors.cpuex import _parameters, _size_argument, cache_dir
 
 #: Where the NVRTC wheels put the library, under a ``nvidia`` directory of site-packages (CUDA 13's layout first).
 _NVRTC_PATHS = ("cu13/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.12")
@@ -74,24 +73,13 @@ def _workspace(cache, device, nbytes):
     return ws
 
 
-def _float_bits(x):
-    """A float's IEEE double bits as an unsigned 64-bit int: a ``double`` kernel argument's 8 bytes."""
-    return struct.unpack("<Q", struct.pack("<d", float(x)))[0]
-
-
 def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, workspace):
     """The Python function that runs one CUDA kernel: inputs made contiguous where the kernel reads them so,
     outputs from torch's caching allocator on the inputs' device, the kernel launched on torch's current
     stream with the grid and block the schedule chose for these shapes."""
     namespace = {"launch": _core.launch_cuda, "module": module, "empty": torch.empty, "stream": torch.cuda.current_stream,
-                 "current_device": torch.cuda.current_device, "workspaces": {}, "workspace_of": _workspace,
-                 "float_bits": _float_bits}
-    all_params = [f"a{i}" for i in range(len(inputs))]
-    # The tensors, then the numbers computed at run time (8-byte kernel arguments: a float as its bits)
-    kinds = [trace.meta(p) for p in inputs]
-    params = [a for a, m in zip(all_params, kinds) if m[0] != "number"]
-    numbers = [f"float_bits({a})" if m[1] == "float" else f"int({a})"
-               for a, m in zip(all_params, kinds) if m[0] == "number"]
+                 "current_device": torch.cuda.current_device, "workspaces": {}, "workspace_of": _workspace}
+    all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"def {name}({', '.join(all_params)}):"]
     for a, p in zip(params, inputs):
         if not trace.strides(p):
