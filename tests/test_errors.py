@@ -283,3 +283,91 @@ def test_bitwise_ops_on_integers_still_fuse(dtype):
     assert torch.equal(jitted(x), fn(x))
     assert not _fallback_reasons(jitted)
     assert any(b.executor == "cpu" for b in thunder.last_traces(jitted)[-1].symbols)
+
+
+_h, _bf, _f32 = torch.float16, torch.bfloat16, torch.float32
+_i8, _u8, _i32 = torch.int8, torch.uint8, torch.int32
+
+
+def _ones(dtype):
+    return torch.ones(3, dtype=dtype)
+
+
+# Where an ATen kernel converts a number argument to a dtype with c10's checked conversion, a number beyond that
+# dtype's range raises "value cannot be converted to type ... without overflow" in eager. Which dtype is the
+# kernel's: the result dtype, or float32 for a half-precision kernel that computes in float32 (found in eager).
+@pytest.mark.parametrize("fn,dtype", [
+    (lambda x: x.clamp(max=70000.0), _h),
+    (lambda x: x.clamp(min=-70000), _h),
+    (lambda x: x.clamp(max=65505.0), _h),
+    (lambda x: torch.clamp_max(x, 1e39), _bf),
+    (lambda x: x.clamp(-1e300, 1e300), _f32),
+    (lambda x: x.clamp(max=300), _i8),
+    (lambda x: x.clamp(min=-300), _u8),
+    (lambda x: x.masked_fill(x > 0, 70000.0), _h),
+    (lambda x: x.masked_fill(x > 0, 127.5), _i8),
+    (lambda x: x.masked_fill(x > 0, 3e9), _i32),
+    (lambda x: x.masked_fill(x > 0, float("nan")), _i32),
+    (lambda x: torch.add(x, x, alpha=70000), _h),
+    (lambda x: torch.sub(x, x, alpha=1e300), _f32),
+    (lambda x: torch.rsub(x, x, alpha=300), _i8),
+    (lambda x: x.pow(70000.0), _h),
+    (lambda x: x.pow(300), _u8),
+    (lambda x: F.threshold(x, 1e300, 0.0), _f32),
+    (lambda x: F.threshold(x, 0.0, 70000.0), _h),
+    (lambda x: F.threshold(x, 127.5, 0), _i8),
+    (lambda x: F.hardtanh(x, -70000.0, 70000.0), _h),
+    (lambda x: F.hardtanh(x, -1e300, 1e300), _i32),
+    (lambda x: x.index_fill(0, torch.tensor([0]), 300), _i8),
+    (lambda x: torch.addcmul(x, x, x, value=1e39), _bf),
+    (lambda x: torch.lerp(x, x, 1e300), _f32),
+    (lambda x: torch.where(x > 0, x, 1e300), _f32),
+    (lambda x: torch.where(x > 0, 300, x), _i8),
+    (lambda x: F.leaky_relu(x, 1e39), _bf),
+    (lambda x: F.elu(x, alpha=1e300), _f32),
+    (lambda x: F.softplus(x, beta=1e300), _f32),
+    (lambda x: F.hardshrink(x, 70000.0), _h),
+    (lambda x: torch.logit(x, eps=70000.0), _h),
+    (lambda x: torch.addmm(x.view(3, 1), x.view(3, 1), x[:1].view(1, 1), beta=1e300), _f32),
+], ids=["clamp_max_half", "clamp_min_int_half", "clamp_past_65504", "clamp_max_bf16", "clamp_f32", "clamp_int8",
+        "clamp_uint8", "masked_fill_half", "masked_fill_int8_float", "masked_fill_int32", "masked_fill_nan_int",
+        "add_alpha", "sub_alpha", "rsub_alpha", "pow_half", "pow_uint8", "threshold", "threshold_value",
+        "threshold_int8", "hardtanh_half", "hardtanh_int", "index_fill", "addcmul_bf16", "lerp", "where_other",
+        "where_input", "leaky_relu", "elu", "softplus", "hardshrink", "logit", "addmm_beta"])
+def test_a_number_beyond_the_dtype_raises_eagers_overflow_error(fn, dtype):
+    eager, jitted = eager_and_jitted_errors(fn, _ones(dtype))
+    assert "without overflow" in str(eager), eager  # the case is one eager refuses
+    assert type(jitted) is type(eager) and str(jitted) == str(eager)
+
+
+# What eager accepts at the same places: the largest finite value, infinities and NaN for a float dtype, an int
+# that wraps into uint8, a half-precision kernel's float32 math, a bound a float promotes past, an int truncated first.
+@pytest.mark.parametrize("fn,dtype", [
+    (lambda x: x.clamp(max=65504.0) * 2, _h),
+    (lambda x: x.clamp(min=float("-inf"), max=float("inf")) * 2, _h),
+    (lambda x: x.clamp(max=300.0) * 2, _i8),
+    (lambda x: x.masked_fill(x > 0, -1) + 1, _u8),
+    (lambda x: x.masked_fill(x > 0, float("nan")) + 1, _h),
+    (lambda x: torch.where(x > 0, x, 70000.0) * 2, _h),
+    (lambda x: torch.addcmul(x, x, x, value=70000.0) * 2, _h),
+    (lambda x: F.threshold(x, 70000.0, 0.0) * 2, _h),
+    (lambda x: F.hardtanh(x, -127.5, 127.5) * 2, _i8),
+    (lambda x: x.pow(1e300) * 2, _f32),
+], ids=["clamp_65504", "clamp_inf", "clamp_int8_float", "masked_fill_uint8_wraps", "masked_fill_nan",
+        "where_half", "addcmul_half", "threshold_half", "hardtanh_int8_truncates", "pow_f32"])
+def test_a_number_the_dtype_holds_stays_native(fn, dtype):
+    x = _ones(dtype)
+    expected = fn(x)
+    jitted = thunder.jit(fn)
+    actual = jitted(x)
+    assert actual.dtype == expected.dtype and torch.equal(actual.nan_to_num(), expected.nan_to_num())
+    assert not _fallback_reasons(jitted), _fallback_reasons(jitted)
+
+
+def test_the_overflow_is_the_reason_the_op_runs_opaque():
+    jitted = thunder.jit(lambda x: x.clamp(max=70000.0) * 2)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        jitted(_ones(_h))
+    reasons = _fallback_reasons(jitted)
+    assert any("ltorch.clamp: argument 'max' (70000) cannot be converted to float16 without overflow" in r
+               for r in reasons), reasons

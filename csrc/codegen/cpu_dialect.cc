@@ -467,7 +467,7 @@ class KernelWriter {
     if (s_.lane_reductions.count(v)) {
       scope.lines += lane_reduction(r, v, dims, inner.lines + row_stores, var(in));
     } else {
-      std::string body = inner.lines + row_stores + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n";
+      std::string body = inner.lines + row_stores + acc + " = " + combine_text(r.combine, acc, var(in)) + ";\n";
       if (r.nan_flag) body += nan + " |= " + var(in) + " != " + var(in) + ";\n";
       scope.lines += r.acc_type + " " + acc + " = " + r.init + ";\n";
       if (r.nan_flag) scope.lines += "int " + nan + " = 0;\n";
@@ -524,7 +524,7 @@ class KernelWriter {
     const std::string id = local(v), acc = "acc" + id, lane = "lane" + id, nan = "nanlane" + id;
     const int64_t k_lanes = s_.limits.lanes;
     const std::string lanes = std::to_string(k_lanes);
-    std::string body = lines + lane + "[l] = " + replace_acc(r.combine, lane + "[l]", x) + ";\n";
+    std::string body = lines + lane + "[l] = " + combine_text(r.combine, lane + "[l]", x) + ";\n";
     if (r.nan_flag) body += nan + "[l] |= " + x + " != " + x + ";\n";
     const int d = dims.back();
     const std::string i = index(d), n = extent(d), whole = "whole" + id;
@@ -542,7 +542,7 @@ class KernelWriter {
     for (int64_t w = k_lanes / 2; w >= 1; w /= 2) {
       const std::string ws = std::to_string(w);
       out += "for (int l = 0; l < " + ws + "; ++l) " + lane + "[l] = " +
-             replace_acc(r.combine, lane + "[l]", lane + "[l + " + ws + "]") + ";\n";
+             combine_text(r.combine, lane + "[l]", lane + "[l + " + ws + "]") + ";\n";
       if (r.nan_flag) out += "for (int l = 0; l < " + ws + "; ++l) " + nan + "[l] |= " + nan + "[l + " + ws + "];\n";
     }
     out += r.acc_type + " " + acc + " = " + lane + "[0];\n";
@@ -550,28 +550,7 @@ class KernelWriter {
     return out;
   }
 
-  static std::string replace_acc(std::string combine, const std::string& acc, const std::string& x) {
-    std::string out;
-    for (size_t i = 0; i < combine.size(); ++i) {
-      auto word_at = [&](const std::string& w) {
-        return combine.compare(i, w.size(), w) == 0 && (i + w.size() == combine.size() || !std::isalnum(combine[i + w.size()])) &&
-               (i == 0 || !std::isalnum(combine[i - 1]));
-      };
-      if (word_at("acc")) { out += acc; i += 2; }
-      else if (word_at("x")) { out += x; }
-      else out += combine[i];
-    }
-    return out;
-  }
-
   static std::string collapse(size_t n) { return n > 1 ? " collapse(" + std::to_string(n) + ")" : ""; }
-
-  static std::string indent(const std::string& text, const std::string& by) {
-    std::string out, line;
-    std::istringstream is(text);
-    while (std::getline(is, line)) out += (line.empty() ? "" : by) + line + "\n";
-    return out;
-  }
 
   // A loop nest over domain dims `dims` around `body`; `pragma` goes on the
   // outermost loop, `simd` on the innermost one (when it is not also the outermost parallel one).

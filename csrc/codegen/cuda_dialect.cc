@@ -63,28 +63,6 @@ template <class T, int N> struct __align__(sizeof(T) * N) Vec { T v[N]; };
 
 std::string ll(int64_t n) { return std::to_string(n) + "LL"; }
 
-std::string indent(const std::string& text, const std::string& by) {
-  std::string out, line;
-  std::istringstream is(text);
-  while (std::getline(is, line)) out += (line.empty() ? "" : by) + line + "\n";
-  return out;
-}
-
-std::string replace_acc(const std::string& combine, const std::string& acc, const std::string& x) {
-  std::string out;
-  for (size_t i = 0; i < combine.size(); ++i) {
-    auto word_at = [&](const std::string& w) {
-      return combine.compare(i, w.size(), w) == 0 &&
-             (i + w.size() == combine.size() || !std::isalnum(static_cast<unsigned char>(combine[i + w.size()]))) &&
-             (i == 0 || !std::isalnum(static_cast<unsigned char>(combine[i - 1])));
-    };
-    if (word_at("acc")) { out += acc; i += 2; }
-    else if (word_at("x")) out += x;
-    else out += combine[i];
-  }
-  return out;
-}
-
 // The test of a range at index i (the parts that can fail: lo above 0, a bounded hi, a step).
 std::string range_test(const IndexRange& r, const std::string& i) {
   std::vector<std::string> parts;
@@ -473,12 +451,12 @@ class CudaWriter {
   // result), then, in a block, the warps' results through shared memory, read by every thread in warp order.
   std::string combine_threads(const Reduction& r, const std::string& acc, bool block) const {
     std::string out = "for (int o = 16; o > 0; o >>= 1) " + acc + " = " +
-                      replace_acc(r.combine, acc, "__shfl_xor_sync(0xffffffffu, " + acc + ", o)") + ";\n";
+                      combine_text(r.combine, acc, "__shfl_xor_sync(0xffffffffu, " + acc + ", o)") + ";\n";
     if (!block) return out;
     const std::string sh = "((" + r.acc_type + "*)thunder_shared)";
     out += "__syncthreads();\nif (lane == 0) " + sh + "[warp] = " + acc + ";\n__syncthreads();\n";
     out += acc + " = " + sh + "[0];\nfor (int w = 1; w < (int)(blockDim.x >> 5); ++w) " + acc + " = " +
-           replace_acc(r.combine, acc, sh + "[w]") + ";\n";
+           combine_text(r.combine, acc, sh + "[w]") + ";\n";
     return out;
   }
 
@@ -493,7 +471,7 @@ class CudaWriter {
     std::vector<std::string> saved = index_names_;
     for (int d : s_.inner) index_names_[d] = "i" + std::to_string(d);
     loop += "for (int64_t " + e + " = tid; " + e + " < length; " + e + " += threads) {\n" +
-            indent(decompose(s_.inner, e, e) + inner.lines + acc + " = " + replace_acc(r.combine, acc, var(in)) + ";\n", "  ") +
+            indent(decompose(s_.inner, e, e) + inner.lines + acc + " = " + combine_text(r.combine, acc, var(in)) + ";\n", "  ") +
             "}\n";
     index_names_ = saved;
     const bool block = s_.strategy != GpuStrategy::WarpPerRow;
@@ -503,7 +481,7 @@ class CudaWriter {
       stage_one_ += "{\n" + indent(loop + "if (threadIdx.x == 0) " + slot + "[blockIdx.x] = " + acc + ";\n", "  ") + "}\n";
       // Stage two, in the last block: the partial results in block order.
       loop = r.acc_type + " " + acc + " = " + r.init + ";\nfor (int64_t b = threadIdx.x; b < gridDim.x; b += blockDim.x) " + acc +
-             " = " + replace_acc(r.combine, acc, "((volatile " + r.acc_type + "*)" + slot + ")[b]") + ";\n" +
+             " = " + combine_text(r.combine, acc, "((volatile " + r.acc_type + "*)" + slot + ")[b]") + ";\n" +
              combine_threads(r, acc, true);
     }
     scope.lines += loop;

@@ -7,11 +7,40 @@
 #include "codegen/expressions.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <stdexcept>
 
 namespace thunder::codegen {
+
+std::string combine_text(const std::string& combine, const std::string& acc, const std::string& x) {
+  std::string out;
+  for (size_t i = 0; i < combine.size(); ++i) {
+    auto word_at = [&](const std::string& w) {
+      return combine.compare(i, w.size(), w) == 0 &&
+             (i + w.size() == combine.size() || !std::isalnum(static_cast<unsigned char>(combine[i + w.size()]))) &&
+             (i == 0 || !std::isalnum(static_cast<unsigned char>(combine[i - 1])));
+    };
+    if (word_at("acc")) {
+      out += acc;
+      i += 2;
+    } else if (word_at("x")) {
+      out += x;
+    } else {
+      out += combine[i];
+    }
+  }
+  return out;
+}
+
+std::string indent(const std::string& text, const std::string& by) {
+  std::string out, line;
+  std::istringstream is(text);
+  while (std::getline(is, line)) out += (line.empty() ? "" : by) + line + "\n";
+  return out;
+}
 
 std::string literal(const ir::Value& v, const std::string& type) {
   if (std::holds_alternative<bool>(v.v)) return "(" + type + ")" + (v.as_bool() ? "true" : "false");

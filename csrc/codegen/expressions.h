@@ -55,6 +55,12 @@ class SizeTexts {
   std::map<ProxyId, size_t> input_index_;
 };
 
+/// A reduction's combine expression (KernelPlan's `combine`, written over the names `acc` and `x`) with those
+/// whole words replaced by `acc` and `x`: "acc + x" -> "a3 + v[i]".
+std::string combine_text(const std::string& combine, const std::string& acc, const std::string& x);
+/// `text` with `by` put before each of its non-empty lines.
+std::string indent(const std::string& text, const std::string& by);
+
 /// A number as a literal of `type` in either dialect: "(float)0.5", "(int64_t)3LL", "(float)NAN"; a bool or
 /// int keeps its kind, typed like every number (a prim's number follows its tensor's dtype).
 std::string literal(const ir::Value& v, const std::string& type);

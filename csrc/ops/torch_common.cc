@@ -1,6 +1,10 @@
 #include "ops/torch_common.h"
 
+#include <cmath>
+#include <cstdio>
+#include <limits>
 #include <optional>
+#include <string>
 
 namespace thunder::ops {
 namespace {
@@ -40,6 +44,39 @@ DType result_type(const Builder& b, const Args& operands) {
   std::optional<DType> r = combine(dim, combine(zero, wrapped));
   if (!r) throw OpError("result_type: expected at least one tensor or number operand");
   return *r;
+}
+
+void require_convertible(std::string_view op, const char* arg, const Value& v, DType dtype) {
+  const auto* f = std::get_if<double>(&v.v);
+  const auto* i = std::get_if<int64_t>(&v.v);
+  if ((!f && !i) || dtype == DType::Bool || ir::is_complex(dtype)) return;
+  bool overflows = false;
+  if (ir::is_floating(dtype)) {
+    const double max = dtype == DType::Float16    ? 65504.0
+                       : dtype == DType::BFloat16 ? 3.3895313892515355e38
+                       : dtype == DType::Float32  ? static_cast<double>(std::numeric_limits<float>::max())
+                                                  : std::numeric_limits<double>::max();
+    const double x = f ? *f : static_cast<double>(*i);
+    overflows = std::isfinite(x) && std::abs(x) > max;
+  } else {
+    const int bits = ir::item_size(dtype) * 8;
+    const bool is_unsigned = dtype == DType::UInt8;
+    const double hi = is_unsigned ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
+    const double lo = is_unsigned ? 0.0 : -std::ldexp(1.0, bits - 1);
+    if (f) {
+      // For int64 the bound 2^63 - 1 rounds up to 2^63, which does not convert: compare against 2^63 itself.
+      overflows = std::isnan(*f) || *f < lo || (dtype == DType::Int64 ? *f >= std::ldexp(1.0, 63) : *f > hi);
+    } else if (dtype != DType::Int64) {
+      const auto x = static_cast<double>(*i);
+      overflows = x > hi || (is_unsigned ? x < -hi : x < lo);
+    }
+  }
+  if (!overflows) return;
+  char text[32];
+  if (f) std::snprintf(text, sizeof text, "%.17g", *f);
+  else std::snprintf(text, sizeof text, "%lld", static_cast<long long>(*i));
+  fail(op, std::string("argument '") + arg + "' (" + text + ") cannot be converted to " +
+               std::string(ir::dtype_name(dtype)) + " without overflow (torch raises here)");
 }
 
 Value cast(Builder& b, const Value& v, DType dtype) {

@@ -20,6 +20,15 @@ enum class Promotion {
 /// tensors and Python numbers form three priority groups (c10's ResultTypeState).
 DType result_type(const Builder& b, const Args& operands);
 
+/// OpError naming `op` and `arg` where ATen would raise "value cannot be converted to type ... without overflow":
+/// `v`, a constant number that an ATen kernel converts to `dtype` with c10's checked conversion (Scalar::to<T>),
+/// lies beyond `dtype`'s range -- a finite float past the largest finite value (65504 for float16), a NaN or an
+/// infinity for an integer dtype, an int outside the integer dtype's range (for uint8 an int down to -255 wraps, as
+/// c10::overflows allows). The op then runs as an opaque torch op, and eager raises its own error. Which dtype a
+/// kernel converts to is the op's (its result dtype, or the math type opmath(d) of a half-precision kernel): the
+/// callers say, each as found in eager. Tensors, numbers known only at run time, symbolic sizes, bools, and bool
+/// or complex dtypes pass.
+void require_convertible(std::string_view op, const char* arg, const Value& v, DType dtype);
 /// Casts a tensor to `dtype` if it has another dtype; numbers pass unchanged.
 Value cast(Builder& b, const Value& v, DType dtype);
 /// torch.nn.functional.nll_loss of log-probabilities `logp` (classes along dim 1, or dim 0 if 1-D) and

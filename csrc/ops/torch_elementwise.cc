@@ -89,6 +89,7 @@ void add_like(const std::string& name) {
                    // ATen computes input + alpha * other in one kernel: for half precision in float32 with alpha
                    // rounded to the result dtype (as its vectorized loop does), and rounded once.
                    const DType d = result_type(b, {a[0], a[1]});
+                   require_convertible("ltorch." + name, "alpha", a[2], d);
                    if (!is_half(d) || !a[2].is_number() || std::holds_alternative<bool>(a[2].v))
                      return elementwise(b, name, {a[0], b.torch("mul", {a[1], a[2]})}, Promotion::Default);
                    const Value other = b.torch("mul", {in_opmath(b, a[1], d), F(ir::round_to(a[2].as_double(), d))});
@@ -128,9 +129,17 @@ void register_math() {
   scalar_rule_binary("floor_divide", Promotion::Default, "floor_divide");
   add_like("add");
   add_like("sub");
-  for (const char* n : {"remainder", "fmod", "pow", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor",
+  for (const char* n : {"remainder", "fmod", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor",
                         "bitwise_left_shift", "bitwise_right_shift"})
     binary(n, Promotion::Default, n);
+  def_decomposed("pow", kElementwise, {kInput, req("exponent")}, [](Builder& b, const Args& a) {
+    check_dtypes(b, "pow", a);
+    // ATen converts a number exponent to a float16, bfloat16 or integer base's dtype (float32 and float64 bases
+    // take it as a double).
+    const DType d = result_type(b, {a[0], a[1]});
+    if (b.is_tensor(a[0]) && (is_half(d) || ir::is_integer(d))) require_convertible("ltorch.pow", "exponent", a[1], d);
+    return elementwise(b, "pow", {a[0], a[1]}, Promotion::Default);
+  });
   binary("copysign", Promotion::IntToFloat, "copysign");
   binary("atan2", Promotion::IntToFloat, "atan2");
   for (const char* n : {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"})
@@ -170,6 +179,10 @@ void register_activations() {
   });
   def_decomposed("where", kElementwise, {req("condition"), kInput, req("other")}, [](Builder& b, const Args& a) {
     DType d = result_type(b, {a[1], a[2]});
+    if (b.is_tensor(a[1]) || b.is_tensor(a[2])) {  // ATen makes a number operand a tensor of opmath(d)
+      require_convertible("ltorch.where", "input", a[1], opmath(d));
+      require_convertible("ltorch.where", "other", a[2], opmath(d));
+    }
     Shape shape = b.meta(a[0]).shape;
     for (const Value& v : {a[1], a[2]})
       if (b.is_tensor(v)) shape = broadcast_shapes("ltorch.where", shape, b.meta(v).shape);
@@ -187,6 +200,7 @@ void register_activations() {
       if (b.meta(value).ndim() != 0) fail("ltorch.masked_fill", "expected argument 'value' to be a number or a 0-dim tensor");
       value = cast(b, value, d);
     } else if (value.is_number()) {
+      require_convertible("ltorch.masked_fill", "value", value, d);
       // torch converts the fill value to the input's dtype (1.7 fills an int tensor with 1): never promotes.
       if (d == DType::Bool) value = Value(value.as_double() != 0);
       else if (ir::is_integer(d)) value = Value(static_cast<int64_t>(value.as_double()));
@@ -199,6 +213,12 @@ void register_activations() {
   def_decomposed("clamp", kElementwise, {kInput, opt("min", Value()), opt("max", Value())},
                  [](Builder& b, const Args& a) {
                    if (a[1].is_none() && a[2].is_none()) fail("ltorch.clamp", "at least one of 'min' and 'max' must not be None");
+                   Args operands{a[0]};
+                   for (const Value& bound : {a[1], a[2]})
+                     if (!bound.is_none()) operands.push_back(bound);
+                   const DType d = result_type(b, operands);
+                   require_convertible("ltorch.clamp", "min", a[1], d);
+                   require_convertible("ltorch.clamp", "max", a[2], d);
                    Value x = a[0];
                    if (!a[1].is_none()) x = elementwise(b, "maximum", {x, a[1]}, Promotion::Default);
                    if (!a[2].is_none()) x = elementwise(b, "minimum", {x, a[2]}, Promotion::Default);

@@ -485,6 +485,7 @@ void register_indexing() {
     check_index(b, "ltorch.index_fill", a[2]);
     if (b.meta(a[2]).dtype != DType::Int64) fail("ltorch.index_fill", "expected an int64 index");
     if (b.is_tensor(a[3]) && b.meta(a[3]).ndim() != 0) fail("ltorch.index_fill", "value must be 0-d");
+    require_convertible("ltorch.index_fill", "value", a[3], b.meta(a[0]).dtype);
     return b.prim("index_fill", {a[0], a[1], a[2], a[3]});
   });
   def_decomposed("index_put", 0, {kInput, req("indices"), req("values"), opt("accumulate", Value(false))},

@@ -162,6 +162,7 @@ void register_elementwise() {
   def_decomposed("lerp", kElementwise, {kInput, req("end"), req("weight")}, [](Builder& b, const Args& a) {
     DType d = result_type(b, {a[0], a[1]});
     if (!is_float(d)) fail("ltorch.lerp", "expected floating-point inputs");
+    require_convertible("ltorch.lerp", "weight", a[2], opmath(d));
     Value x = cast(b, a[0], opmath(d)), y = cast(b, a[1], opmath(d)), w = cast(b, a[2], opmath(d));
     Value diff = T(b, "sub", {y, x});
     Value low = T(b, "add", {x, T(b, "mul", {w, diff})});
@@ -181,6 +182,7 @@ void register_elementwise() {
                      if (!mul && !is_float(d)) fail("ltorch.addcdiv", "integer division with addcdiv is not supported");
                      // Computed in float32 for half types and rounded once, as ATen's kernel does.
                      const DType c = opmath(d);
+                     require_convertible(mul ? "ltorch.addcmul" : "ltorch.addcdiv", "value", a[3], c);
                      Value value = a[3];
                      // Over integers ATen converts the value to the dtype first: 0.5 scales by 0.
                      if (!is_float(d) && d != DType::Bool) {
@@ -234,8 +236,11 @@ void register_activations() {
         no_inplace(a[3], "in-place hardtanh");
         DType d = b.meta(a[0]).dtype;
         if (d == DType::Bool) fail("ltorch.hardtanh", "not supported for bool");
-        if (ir::is_integer(d))  // torch clamps integers with integer bounds (the result stays integer)
+        if (ir::is_integer(d)) {  // torch clamps integers with integer bounds (the result stays integer)
+          require_convertible("ltorch.hardtanh", "min_val", a[1], DType::Int64);
+          require_convertible("ltorch.hardtanh", "max_val", a[2], DType::Int64);
           return T(b, "clamp", {a[0], Int(static_cast<int64_t>(a[1].as_double())), Int(static_cast<int64_t>(a[2].as_double()))});
+        }
         return T(b, "clamp", {a[0], a[1], a[2]});
       });
   act("relu6", {opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
@@ -258,6 +263,7 @@ void register_activations() {
     no_inplace(a[2], "in-place elu");
     require_float(b, "ltorch.elu", a[0]);
     const DType d = b.meta(a[0]).dtype;
+    require_convertible("ltorch.elu", "alpha", a[1], opmath(d));
     const Value x = cast(b, a[0], opmath(d));
     return cast(b, where_positive(b, x, T(b, "mul", {T(b, "expm1", {x}), a[1]})), d);
   });
@@ -265,6 +271,7 @@ void register_activations() {
     no_inplace(a[2], "in-place celu");
     require_float(b, "ltorch.celu", a[0]);
     const DType d = b.meta(a[0]).dtype;
+    require_convertible("ltorch.celu", "alpha", a[1], opmath(d));
     const Value x = cast(b, a[0], opmath(d));
     return cast(b, where_positive(b, x, T(b, "mul", {T(b, "expm1", {T(b, "div", {x, a[1]})}), a[1]})), d);
   });
@@ -280,6 +287,7 @@ void register_activations() {
   act("leaky_relu", {opt("negative_slope", F(0.01)), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[2], "in-place leaky_relu");
     require_float(b, "ltorch.leaky_relu", a[0]);
+    require_convertible("ltorch.leaky_relu", "negative_slope", a[1], opmath(b.meta(a[0]).dtype));
     return where_positive(b, a[0], T(b, "mul", {a[0], a[1]}));
   });
   act("log_sigmoid", {}, [](Builder& b, const Args& a) {
@@ -292,6 +300,8 @@ void register_activations() {
   act("softplus", {opt("beta", F(1.0)), opt("threshold", F(20.0))}, [](Builder& b, const Args& a) {
     require_float(b, "ltorch.softplus", a[0]);
     DType d = b.meta(a[0]).dtype;
+    require_convertible("ltorch.softplus", "beta", a[1], opmath(d));
+    require_convertible("ltorch.softplus", "threshold", a[2], opmath(d));
     Value x = cast(b, a[0], opmath(d));
     Value bx = T(b, "mul", {x, a[1]});
     Value soft = T(b, "div", {T(b, "log1p", {T(b, "exp", {bx})}), a[1]});
@@ -310,6 +320,7 @@ void register_activations() {
   act("tanhshrink", {}, [](Builder& b, const Args& a) { return T(b, "sub", {a[0], T(b, "tanh", {a[0]})}); });
   act("hardshrink", {opt("lambd", F(0.5))}, [](Builder& b, const Args& a) {
     require_float(b, "ltorch.hardshrink", a[0]);
+    require_convertible("ltorch.hardshrink", "lambd", a[1], b.meta(a[0]).dtype);
     Value keep = T(b, "gt", {T(b, "abs", {a[0]}), a[1]});
     return T(b, "where", {keep, a[0], F(0.0)});
   });
@@ -322,8 +333,10 @@ void register_activations() {
   act("threshold", {req("threshold"), req("value"), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[3], "in-place threshold");
     DType d = b.meta(a[0]).dtype;
-    Value value = is_float(d) ? a[2] : Value(static_cast<int64_t>(a[2].as_double()));
     if (d == DType::Bool) fail("ltorch.threshold", "not supported for bool");
+    require_convertible("ltorch.threshold", "threshold", a[1], opmath(d));
+    require_convertible("ltorch.threshold", "value", a[2], d);
+    Value value = is_float(d) ? a[2] : Value(static_cast<int64_t>(a[2].as_double()));
     // ATen compares a half-precision input with the threshold in float32, the threshold unrounded.
     return T(b, "where", {T(b, "le", {cast(b, a[0], opmath(d)), a[1]}), value, a[0]});
   });

@@ -823,5 +823,37 @@ TEST(OpTable, CanonicalDimAndBroadcastShapes) {
   EXPECT_THROW(broadcast_shapes("op", {3}, {4}), OpError);
 }
 
+// c10's checked conversion of a number to a dtype (Scalar::to<T>), as eager raises "without overflow".
+TEST(OpTable, RequireConvertibleFollowsC10sOverflowRule) {
+  auto fits = [](const Value& v, DType d) {
+    try {
+      require_convertible("op", "arg", v, d);
+      return true;
+    } catch (const OpError&) {
+      return false;
+    }
+  };
+  EXPECT_TRUE(fits(Value(65504.0), DType::Float16));
+  EXPECT_FALSE(fits(Value(65505.0), DType::Float16));  // beyond the largest finite value, though it rounds to it
+  EXPECT_FALSE(fits(Value(int64_t{70000}), DType::Float16));
+  EXPECT_TRUE(fits(Value(INFINITY), DType::Float16));  // an infinity or NaN converts to a float dtype
+  EXPECT_TRUE(fits(Value(NAN), DType::BFloat16));
+  EXPECT_FALSE(fits(Value(1e39), DType::BFloat16));
+  EXPECT_FALSE(fits(Value(-1e300), DType::Float32));
+  EXPECT_TRUE(fits(Value(1e300), DType::Float64));
+  EXPECT_TRUE(fits(Value(int64_t{127}), DType::Int8));
+  EXPECT_FALSE(fits(Value(int64_t{128}), DType::Int8));
+  EXPECT_FALSE(fits(Value(127.5), DType::Int8));  // a float is compared before it is truncated
+  EXPECT_FALSE(fits(Value(NAN), DType::Int32));
+  EXPECT_FALSE(fits(Value(INFINITY), DType::Int64));
+  EXPECT_FALSE(fits(Value(9223372036854775808.0), DType::Int64));
+  EXPECT_TRUE(fits(Value(int64_t{-255}), DType::UInt8));  // an int wraps into uint8 down to -255
+  EXPECT_FALSE(fits(Value(int64_t{-256}), DType::UInt8));
+  EXPECT_FALSE(fits(Value(-1.0), DType::UInt8));  // a float does not wrap
+  EXPECT_TRUE(fits(Value(int64_t{5}), DType::Bool));
+  EXPECT_TRUE(fits(Value(true), DType::Int8));
+  EXPECT_TRUE(fits(Value(), DType::Int8));
+}
+
 }  // namespace
 }  // namespace thunder::ops
