@@ -79,6 +79,11 @@ void require_convertible(std::string_view op, const char* arg, const Value& v, D
                std::string(ir::dtype_name(dtype)) + " without overflow (torch raises here)");
 }
 
+Value scaled_number(Builder& b, const Value& v, double k) {
+  if (!v.is_proxy()) return Value(k * v.as_double());
+  return b.torch("mul", {v, Value(k)});
+}
+
 Value cast(Builder& b, const Value& v, DType dtype) {
   if (!b.is_tensor(v) || b.meta(v).dtype == dtype) return v;
   return b.prim("convert_element_type", {v, Value(dtype)});

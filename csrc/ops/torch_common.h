@@ -62,6 +62,9 @@ void def_meta(std::string name, uint32_t tags, std::vector<ir::Param> params, Me
 
 /// A scalar literal Value for a double, as a Python float.
 inline Value num(double d) { return Value(d); }
+/// k * v for a number `v`: a literal of the product where `v` is a constant, the product computed at run time
+/// where `v` is known only then (a number proxy: a module's float under dynamic=True).
+Value scaled_number(Builder& b, const Value& v, double k);
 
 // Shorthands shared by the torch-level op tables.
 inline Value Int(int64_t i) { return Value(i); }

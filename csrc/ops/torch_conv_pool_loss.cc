@@ -255,22 +255,23 @@ void register_losses() {
                   opt("reduction", Value(ir::Str{"mean"})), opt("beta", F(1.0))},
                  [](Builder& b, const Args& a) {
                    legacy_reduction(a, 2, 3);
-                   double beta = a[5].as_double();
+                   // A number; where known only at run time, 0 takes `lin` below too.
+                   const Value beta = a[5].is_proxy() ? a[5] : F(a[5].as_double());
                    Value d = T(b, "abs", {T(b, "sub", {a[0], a[1]})});
-                   if (beta == 0.0) return reduce_loss(b, d, a[4], "ltorch.smooth_l1_loss");
-                   Value quad = T(b, "div", {T(b, "mul", {T(b, "mul", {d, d}), F(0.5)}), F(beta)});
-                   Value lin = T(b, "sub", {d, F(0.5 * beta)});
-                   return reduce_loss(b, T(b, "where", {T(b, "lt", {d, F(beta)}), quad, lin}), a[4], "ltorch.smooth_l1_loss");
+                   if (!beta.is_proxy() && beta.as_double() == 0.0) return reduce_loss(b, d, a[4], "ltorch.smooth_l1_loss");
+                   Value quad = T(b, "div", {T(b, "mul", {T(b, "mul", {d, d}), F(0.5)}), beta});
+                   Value lin = T(b, "sub", {d, scaled_number(b, beta, 0.5)});
+                   return reduce_loss(b, T(b, "where", {T(b, "lt", {d, beta}), quad, lin}), a[4], "ltorch.smooth_l1_loss");
                  });
   def_decomposed("huber_loss", ir::kReduction,
                  {kInput, req("target"), opt("reduction", Value(ir::Str{"mean"})), opt("delta", F(1.0)), opt("weight", Value())},
                  [](Builder& b, const Args& a) {
                    if (!a[4].is_none()) throw NotNative("huber_loss with weight");
-                   double delta = a[3].as_double();
+                   const Value delta = a[3].is_proxy() ? a[3] : F(a[3].as_double());  // perhaps known only at run time
                    Value d = T(b, "abs", {T(b, "sub", {a[0], a[1]})});
                    Value quad = T(b, "mul", {T(b, "mul", {d, d}), F(0.5)});
-                   Value lin = T(b, "mul", {T(b, "sub", {d, F(0.5 * delta)}), F(delta)});
-                   return reduce_loss(b, T(b, "where", {T(b, "lt", {d, F(delta)}), quad, lin}), a[2], "ltorch.huber_loss");
+                   Value lin = T(b, "mul", {T(b, "sub", {d, scaled_number(b, delta, 0.5)}), delta});
+                   return reduce_loss(b, T(b, "where", {T(b, "lt", {d, delta}), quad, lin}), a[2], "ltorch.huber_loss");
                  });
   def_decomposed("soft_margin_loss", ir::kReduction, common, [](Builder& b, const Args& a) {
     legacy_reduction(a, 2, 3);

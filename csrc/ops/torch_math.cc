@@ -77,7 +77,7 @@ void register_elementwise() {
   def_decomposed("logit", kElementwise, {kInput, opt("eps", Value())}, [](Builder& b, const Args& a) {
     DType d = float_result(b, {a[0]});
     Value x = cast(b, a[0], d);
-    if (!a[1].is_none()) x = T(b, "clamp", {x, a[1], F(1.0 - a[1].as_double())});
+    if (!a[1].is_none()) x = T(b, "clamp", {x, a[1], a[1].is_proxy() ? T(b, "rsub", {a[1], F(1.0)}) : F(1.0 - a[1].as_double())});
     return T(b, "log", {T(b, "div", {x, T(b, "rsub", {x, Int(1)})})});
   });
   def_decomposed("nan_to_num", kElementwise, {kInput, opt("nan", F(0.0)), opt("posinf", Value()), opt("neginf", Value())},
@@ -167,11 +167,11 @@ void register_elementwise() {
     Value diff = T(b, "sub", {y, x});
     Value low = T(b, "add", {x, T(b, "mul", {w, diff})});
     Value high = T(b, "sub", {y, T(b, "mul", {diff, T(b, "rsub", {w, Int(1)})})});
-    if (!b.is_tensor(w)) {  // a number weight picks the formula at compile time
-      if (!a[2].is_number()) throw NotNative("lerp with a number-proxy weight");
+    if (!b.is_tensor(w) && !w.is_proxy())  // a constant weight picks the formula at compile time
       return cast(b, std::abs(a[2].as_double()) < 0.5 ? low : high, d);
-    }
     Value small = T(b, "lt", {T(b, "abs", {w}), F(0.5)});
+    if (!b.is_tensor(small))  // a weight known only at run time: its test as a 0-dim tensor, which `where` broadcasts
+      small = b.prim("full", {Value::dims({}), small, Value(DType::Bool), Value(ir::Str{tensor(b, "ltorch.lerp", a[0]).device})});
     return cast(b, T(b, "where", {small, low, high}), d);
   });
   for (const char* name : {"addcmul", "addcdiv"}) {
@@ -328,7 +328,7 @@ void register_activations() {
     require_float(b, "ltorch.softshrink", a[0]);
     Value up = T(b, "sub", {a[0], a[1]}), down = T(b, "add", {a[0], a[1]});
     Value r = T(b, "where", {T(b, "gt", {a[0], a[1]}), up, F(0.0)});
-    return T(b, "where", {T(b, "lt", {a[0], F(-a[1].as_double())}), down, r});
+    return T(b, "where", {T(b, "lt", {a[0], scaled_number(b, a[1], -1.0)}), down, r});
   });
   act("threshold", {req("threshold"), req("value"), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[3], "in-place threshold");

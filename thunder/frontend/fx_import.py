@@ -45,6 +45,9 @@ _INDEXING_WORDS = ("index", "gather", "scatter", "take", "embedding", "masked_se
 #: Integer divisions, which raise on a zero divisor (floating-point ones give inf or NaN).
 _INTEGER_DIVISIONS = {operator.floordiv, operator.mod, operator.ifloordiv, operator.imod}
 _DIVISION_WORDS = ("div", "mod", "remainder")  # floor_divide, __floordiv__, fmod, __rmod__, ... too
+#: The type name a number proxy's meta gives for each kind of number Dynamo's example values hold.
+_NUMBER_TYPES = {bool: "bool", int: "int", float: "float", torch.SymBool: "bool", torch.SymInt: "int",
+                 torch.SymFloat: "float"}
 
 
 def _integer_division_by_tensor(node, name):
@@ -866,6 +869,9 @@ class _Importer:
             elif isinstance(v, tuple) and isinstance(e, (tuple, list)) and len(v) == len(e):
                 for a, b in zip(v, e):
                     collect(a, b)
+            elif isinstance(v, _core.Proxy) and self.builder.meta(v)[0] == "number" and \
+                    _NUMBER_TYPES.get(type(e)) == self.builder.meta(v)[1]:
+                pass  # a number computed at run time (`-s`, `s * 0.01` of a float Dynamo passes as a tensor)
             elif isinstance(v, _core.Proxy) or isinstance(e, torch.Tensor):
                 raise _core.NotNative("output structure differs from Dynamo's")
 
