@@ -118,15 +118,20 @@ def uniform_philox(shape, seed, offset, dtype, device):
 # steps, transposed operands included). Both accumulate in float32. oneDNN's fixed cost per call is about 12 us
 # (MKL's 1 us), so small products stay with torch; so do products that record autograd (the oneDNN op has no
 # derivative: create_graph reruns and torch's own autograd see torch's ops) and every other dtype and device.
+# Without AVX-512 there is nothing to gain and memory to lose: on an AMD EPYC with AVX2 only (2026-12-03, one
+# thread) oneDNN is 10-25% slower than MKL at the same shapes, and it copies a column-major left operand (a
+# transposed activation in a backward) before the product, a temporary MKL does not make.
 _ONEDNN_LINEAR = (torch.ops.mkldnn._linear_pointwise.default
                   if torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+                  and torch.backends.cpu.get_cpu_capability().startswith("AVX512")
                   and os.environ.get("THUNDER_ONEDNN_MATMUL", "1") != "0" else None)
 _ONEDNN_MIN_ROWS = 8           # below, a matrix-vector-like product: sgemm is faster
 _ONEDNN_MIN_MACS = 1 << 21     # [128, 128] @ [128, 128]: where oneDNN's fixed cost is paid back
 
 
 def _dense_2d(t):
-    """A matrix oneDNN reads in place: row-major or column-major (a transposed view of a row-major one)."""
+    """A matrix oneDNN takes: row-major or column-major (a transposed view of a row-major one; a column-major left
+    operand is copied first)."""
     return t.dim() == 2 and (t.is_contiguous() or t.mT.is_contiguous())
 
 
