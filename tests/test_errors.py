@@ -105,9 +105,14 @@ def test_dim_out_of_range_raises_like_eager(fn):
     (lambda x: x - True, (torch.ones(2),)),
     (lambda x: True - x, (torch.ones(2),)),
     (lambda x: torch.rsub(x, True), (torch.ones(2),)),
+    (lambda x: x.add(x, alpha=True) * 2, (torch.ones(2),)),
+    (lambda x: x.sub(x, alpha=0.5) * 2, (torch.ones(2, dtype=torch.int32),)),
+    (lambda x: x.clamp(min=True) & x, (torch.ones(2, dtype=torch.bool),)),
+    (lambda x: F.smooth_l1_loss(x, x.flip(0), beta=-0.25), (torch.ones(2),)),
 ], ids=["broadcast", "matmul_shapes", "view_numel", "reshape_numel", "index", "expand", "cross_entropy_shape",
         "gelu_mode", "bitwise_float", "stack_shapes", "split_sizes", "sub_bool_tensor", "sub_bool_number",
-        "bool_number_sub", "rsub_bool"])
+        "bool_number_sub", "rsub_bool", "add_bool_alpha", "sub_float_alpha_int", "clamp_bool",
+        "smooth_l1_negative_beta"])
 def test_invalid_op_arguments_raise_like_eager(fn, args):
     eager, jitted = eager_and_jitted_errors(fn, *args)
     assert type(jitted) is type(eager), f"eager {type(eager).__name__}: {eager}\njitted {type(jitted).__name__}: {jitted}"
@@ -329,11 +334,18 @@ def _ones(dtype):
     (lambda x: F.hardshrink(x, 70000.0), _h),
     (lambda x: torch.logit(x, eps=70000.0), _h),
     (lambda x: torch.addmm(x.view(3, 1), x.view(3, 1), x[:1].view(1, 1), beta=1e300), _f32),
+    (lambda x: torch.full((3,), 1e6, dtype=torch.half) + x, _h),
+    (lambda x: torch.full_like(x, 300) + x, _i8),
+    (lambda x: x.new_full((3,), 70000.0) + x, _h),
+    (lambda x: (x * 1).fill_(1e6) + x, _h),
+    (lambda x: torch.full((3,), 1e40) + x, _f32),
+    (lambda x: torch.where(x > 0, 1e40, 0.0), _f32),
 ], ids=["clamp_max_half", "clamp_min_int_half", "clamp_past_65504", "clamp_max_bf16", "clamp_f32", "clamp_int8",
         "clamp_uint8", "masked_fill_half", "masked_fill_int8_float", "masked_fill_int32", "masked_fill_nan_int",
         "add_alpha", "sub_alpha", "rsub_alpha", "pow_half", "pow_uint8", "threshold", "threshold_value",
         "threshold_int8", "hardtanh_half", "hardtanh_int", "index_fill", "addcmul_bf16", "lerp", "where_other",
-        "where_input", "leaky_relu", "elu", "softplus", "hardshrink", "logit", "addmm_beta"])
+        "where_input", "leaky_relu", "elu", "softplus", "hardshrink", "logit", "addmm_beta", "full_fused",
+        "full_like_int8", "new_full", "fill_", "full_f32", "where_two_numbers"])
 def test_a_number_beyond_the_dtype_raises_eagers_overflow_error(fn, dtype):
     eager, jitted = eager_and_jitted_errors(fn, _ones(dtype))
     assert "without overflow" in str(eager), eager  # the case is one eager refuses
@@ -361,6 +373,21 @@ def test_a_number_the_dtype_holds_stays_native(fn, dtype):
     jitted = thunder.jit(fn)
     actual = jitted(x)
     assert actual.dtype == expected.dtype and torch.equal(actual.nan_to_num(), expected.nan_to_num())
+    assert not _fallback_reasons(jitted), _fallback_reasons(jitted)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.masked_fill(x > 1, 2**63 - 1),
+    lambda x: x.masked_fill(x > 1, 2**53 + 1) - 1,
+    lambda x: F.threshold(x, 2, 2**53 + 1) * 1,
+    lambda x: F.hardtanh(x * 2**52, -1, 2**53 + 1) + 0,
+    lambda x: torch.addmm(x.view(3, 1), x.view(3, 1), x[:1].view(1, 1), beta=2**53 + 1),
+], ids=["masked_fill_int64_max", "masked_fill_2**53+1", "threshold", "hardtanh", "addmm_beta"])
+def test_an_int64_value_beyond_2_to_the_53_stays_exact(fn):
+    # Not through a double, which rounds 2**53 + 1 and makes 2**63 - 1 into 2**63 (INT64_MIN once cast back).
+    x = torch.tensor([1, 2, 3])
+    jitted = thunder.jit(fn)
+    assert torch.equal(jitted(x), fn(x))
     assert not _fallback_reasons(jitted), _fallback_reasons(jitted)
 
 

@@ -362,6 +362,36 @@ def test_ops_of_a_float_read_at_run_time_stay_native(fn):
     assert len(thunder._state_of(jitted, "test").graphs) == 1
 
 
+@pytest.mark.parametrize("fn,numbers", [
+    (lambda x, s: F.smooth_l1_loss(x, x.flip(0) * 0.5, beta=s), (1.0, 0.0, 0.5)),
+    (lambda x, s: (s ** x).sum(), (2.0, 0.0)),
+    (lambda x, s: (x ** s).sum(), (2.0, 0.0, 1.0)),
+    (lambda x, s: torch.logit(x.sigmoid(), eps=s).sum(), (0.1, 0.7, float("nan"))),
+], ids=["smooth_l1_beta_zero", "number_pow_tensor", "tensor_pow_number", "logit_eps_past_half"])
+def test_gradients_at_the_edges_of_a_number_read_at_run_time_equal_eagers(fn, numbers):
+    # A beta of 0 (smooth_l1 is then l1), a base or exponent of 0, an eps above 0.5 or NaN: values eager treats
+    # specially, which a number read at run time must also take (NaN gradients from a masked-out 0/0 before).
+    jitted = thunder.jit(fn, dynamic=True)
+    x0 = torch.tensor([0.5, -1.0, 2.0, 0.0, 0.75])
+    for s in numbers:
+        xe, xj = x0.clone().requires_grad_(), x0.clone().requires_grad_()
+        expected, actual = fn(xe, s), jitted(xj, s)
+        expected.backward(), actual.backward()
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+        torch.testing.assert_close(xj.grad, xe.grad, equal_nan=True)
+    assert thunder.compile_stats(jitted).eager_calls == 0
+
+
+def test_an_int_argument_beyond_int64_runs_its_graph_with_torch_and_says_why():
+    jitted = thunder.jit(lambda x, s: x * s, dynamic=True)
+    x = torch.tensor([1, -2, 3], dtype=torch.int32)
+    jitted(x, 3)
+    assert torch.equal(jitted(x, 2**63), x * 2**63)
+    reasons = [g["reason"] for g in thunder.compile_stats(jitted).graphs if not g["compiled"]]
+    assert any("an int read at run time (9223372036854775808), is beyond int64" in r for r in reasons), reasons
+    assert torch.equal(jitted(x, 5), x * 5)
+
+
 def test_a_new_wrapper_does_not_inherit_an_earlier_ones_dynamic_sizes():
     first = thunder.jit(softmax_scaled)
     for n in (4, 5, 6):

@@ -79,6 +79,12 @@ void require_convertible(std::string_view op, const char* arg, const Value& v, D
                std::string(ir::dtype_name(dtype)) + " without overflow (torch raises here)");
 }
 
+Value truncated_int(std::string_view op, const char* arg, const Value& v) {
+  if (const auto* i = std::get_if<int64_t>(&v.v)) return Value(*i);
+  require_convertible(op, arg, v, DType::Int64);
+  return Value(static_cast<int64_t>(v.as_double()));
+}
+
 Value scaled_number(Builder& b, const Value& v, double k) {
   if (!v.is_proxy()) return Value(k * v.as_double());
   return b.torch("mul", {v, Value(k)});

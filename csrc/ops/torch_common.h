@@ -29,6 +29,10 @@ DType result_type(const Builder& b, const Args& operands);
 /// callers say, each as found in eager. Tensors, numbers known only at run time, symbolic sizes, bools, and bool
 /// or complex dtypes pass.
 void require_convertible(std::string_view op, const char* arg, const Value& v, DType dtype);
+/// A constant number as ATen converts it to an integer dtype: an int exactly (int64 values beyond 2^53 too, which
+/// a double would round), a float truncated toward zero, a bool as 0 or 1. OpError (require_convertible's) where
+/// it lies beyond int64; the caller checks the narrower dtype it converts to.
+Value truncated_int(std::string_view op, const char* arg, const Value& v);
 /// Casts a tensor to `dtype` if it has another dtype; numbers pass unchanged.
 Value cast(Builder& b, const Value& v, DType dtype);
 /// torch.nn.functional.nll_loss of log-probabilities `logp` (classes along dim 1, or dim 0 if 1-D) and

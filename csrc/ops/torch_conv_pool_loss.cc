@@ -255,11 +255,19 @@ void register_losses() {
                   opt("reduction", Value(ir::Str{"mean"})), opt("beta", F(1.0))},
                  [](Builder& b, const Args& a) {
                    legacy_reduction(a, 2, 3);
-                   // A number; where known only at run time, 0 takes `lin` below too.
                    const Value beta = a[5].is_proxy() ? a[5] : F(a[5].as_double());
+                   if (!beta.is_proxy() && !(beta.as_double() >= 0.0))
+                     fail("ltorch.smooth_l1_loss", "does not support negative values (or NaN) for beta");
                    Value d = T(b, "abs", {T(b, "sub", {a[0], a[1]})});
                    if (!beta.is_proxy() && beta.as_double() == 0.0) return reduce_loss(b, d, a[4], "ltorch.smooth_l1_loss");
-                   Value quad = T(b, "div", {T(b, "mul", {T(b, "mul", {d, d}), F(0.5)}), beta});
+                   // A beta known only at run time may be 0, where eager computes l1_loss: `lin` below (d < 0 never
+                   // holds), and `quad` divides by 1 instead, so that its gradient, masked out, is 0 and not 0/0.
+                   Value divisor = beta;
+                   if (beta.is_proxy()) {
+                     const Value t = b.prim("full", {Value::dims({}), beta, Value(b.meta(d).dtype), Value(ir::Str{b.meta(d).device})});
+                     divisor = T(b, "where", {T(b, "eq", {t, Int(0)}), Int(1), t});
+                   }
+                   Value quad = T(b, "div", {T(b, "mul", {T(b, "mul", {d, d}), F(0.5)}), divisor});
                    Value lin = T(b, "sub", {d, scaled_number(b, beta, 0.5)});
                    return reduce_loss(b, T(b, "where", {T(b, "lt", {d, beta}), quad, lin}), a[4], "ltorch.smooth_l1_loss");
                  });
@@ -398,7 +406,7 @@ void register_products() {
   // them, a float16/bfloat16 one rounds them (to nearest even).
   auto scalar_as = [](DType d, const Value& s) {
     if (d == DType::Bool) return Value(s.as_double() != 0.0);
-    if (!ir::is_floating(d) && !ir::is_complex(d)) return Int(static_cast<int64_t>(s.as_double()));
+    if (!ir::is_floating(d) && !ir::is_complex(d)) return truncated_int("ltorch.addmm", "alpha", s);  // checked before
     if (d == DType::Float16) return Value(static_cast<double>(static_cast<_Float16>(s.as_double())));
     if (d == DType::BFloat16) {
       float f = static_cast<float>(s.as_double());

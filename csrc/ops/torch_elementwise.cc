@@ -89,6 +89,11 @@ void add_like(const std::string& name) {
                    // ATen computes input + alpha * other in one kernel: for half precision in float32 with alpha
                    // rounded to the result dtype (as its vectorized loop does), and rounded once.
                    const DType d = result_type(b, {a[0], a[1]});
+                   // ATen's alpha_check
+                   if (std::holds_alternative<bool>(a[2].v) && d != DType::Bool)
+                     fail("ltorch." + name, "a bool alpha is only supported for bool results");
+                   if (std::holds_alternative<double>(a[2].v) && !ir::is_floating(d) && !ir::is_complex(d))
+                     fail("ltorch." + name, "for integral inputs, argument 'alpha' must not be a floating point number");
                    require_convertible("ltorch." + name, "alpha", a[2], d);
                    if (!is_half(d) || !a[2].is_number() || std::holds_alternative<bool>(a[2].v))
                      return elementwise(b, name, {a[0], b.torch("mul", {a[1], a[2]})}, Promotion::Default);
@@ -179,10 +184,9 @@ void register_activations() {
   });
   def_decomposed("where", kElementwise, {req("condition"), kInput, req("other")}, [](Builder& b, const Args& a) {
     DType d = result_type(b, {a[1], a[2]});
-    if (b.is_tensor(a[1]) || b.is_tensor(a[2])) {  // ATen makes a number operand a tensor of opmath(d)
-      require_convertible("ltorch.where", "input", a[1], opmath(d));
-      require_convertible("ltorch.where", "other", a[2], opmath(d));
-    }
+    // ATen makes a number operand a tensor of opmath(d); two numbers, a tensor of their result dtype.
+    require_convertible("ltorch.where", "input", a[1], opmath(d));
+    require_convertible("ltorch.where", "other", a[2], opmath(d));
     Shape shape = b.meta(a[0]).shape;
     for (const Value& v : {a[1], a[2]})
       if (b.is_tensor(v)) shape = broadcast_shapes("ltorch.where", shape, b.meta(v).shape);
@@ -203,7 +207,7 @@ void register_activations() {
       require_convertible("ltorch.masked_fill", "value", value, d);
       // torch converts the fill value to the input's dtype (1.7 fills an int tensor with 1): never promotes.
       if (d == DType::Bool) value = Value(value.as_double() != 0);
-      else if (ir::is_integer(d)) value = Value(static_cast<int64_t>(value.as_double()));
+      else if (ir::is_integer(d)) value = truncated_int("ltorch.masked_fill", "value", value);
       else value = Value(value.as_double());
     }
     // Out of place, input and mask broadcast together (the result may be larger than the input).
@@ -217,6 +221,10 @@ void register_activations() {
                    for (const Value& bound : {a[1], a[2]})
                      if (!bound.is_none()) operands.push_back(bound);
                    const DType d = result_type(b, operands);
+                   // ATen's clamp of bools takes tensor bounds only (its scalar kernels exclude bool).
+                   for (const Value& bound : {a[1], a[2]})
+                     if (d == DType::Bool && !bound.is_none() && !b.is_tensor(bound))
+                       fail("ltorch.clamp", "not implemented for bool with a number bound");
                    require_convertible("ltorch.clamp", "min", a[1], d);
                    require_convertible("ltorch.clamp", "max", a[2], d);
                    Value x = a[0];

@@ -77,7 +77,13 @@ void register_elementwise() {
   def_decomposed("logit", kElementwise, {kInput, opt("eps", Value())}, [](Builder& b, const Args& a) {
     DType d = float_result(b, {a[0]});
     Value x = cast(b, a[0], d);
-    if (!a[1].is_none()) x = T(b, "clamp", {x, a[1], a[1].is_proxy() ? T(b, "rsub", {a[1], F(1.0)}) : F(1.0 - a[1].as_double())});
+    // ATen's x < lo ? lo : (x > hi ? hi : x), lo = eps, hi = 1 - eps: not a clamp where lo > hi (eps > 0.5), and
+    // a NaN eps leaves x as it is.
+    if (!a[1].is_none()) {
+      require_convertible("ltorch.logit", "eps", a[1], d);
+      const Value lo = a[1], hi = a[1].is_proxy() ? T(b, "rsub", {a[1], F(1.0)}) : F(1.0 - a[1].as_double());
+      x = T(b, "where", {T(b, "lt", {x, lo}), lo, T(b, "where", {T(b, "gt", {x, hi}), hi, x})});
+    }
     return T(b, "log", {T(b, "div", {x, T(b, "rsub", {x, Int(1)})})});
   });
   def_decomposed("nan_to_num", kElementwise, {kInput, opt("nan", F(0.0)), opt("posinf", Value()), opt("neginf", Value())},
@@ -237,9 +243,8 @@ void register_activations() {
         DType d = b.meta(a[0]).dtype;
         if (d == DType::Bool) fail("ltorch.hardtanh", "not supported for bool");
         if (ir::is_integer(d)) {  // torch clamps integers with integer bounds (the result stays integer)
-          require_convertible("ltorch.hardtanh", "min_val", a[1], DType::Int64);
-          require_convertible("ltorch.hardtanh", "max_val", a[2], DType::Int64);
-          return T(b, "clamp", {a[0], Int(static_cast<int64_t>(a[1].as_double())), Int(static_cast<int64_t>(a[2].as_double()))});
+          return T(b, "clamp", {a[0], truncated_int("ltorch.hardtanh", "min_val", a[1]),
+                                truncated_int("ltorch.hardtanh", "max_val", a[2])});
         }
         return T(b, "clamp", {a[0], a[1], a[2]});
       });
@@ -336,7 +341,7 @@ void register_activations() {
     if (d == DType::Bool) fail("ltorch.threshold", "not supported for bool");
     require_convertible("ltorch.threshold", "threshold", a[1], opmath(d));
     require_convertible("ltorch.threshold", "value", a[2], d);
-    Value value = is_float(d) ? a[2] : Value(static_cast<int64_t>(a[2].as_double()));
+    Value value = is_float(d) ? a[2] : truncated_int("ltorch.threshold", "value", a[2]);
     // ATen compares a half-precision input with the threshold in float32, the threshold unrounded.
     return T(b, "where", {T(b, "le", {cast(b, a[0], opmath(d)), a[1]}), value, a[0]});
   });

@@ -165,13 +165,13 @@ std::unordered_map<std::string, Rule> binary_rules() {
     if (c.differentiable(0)) {
       Value b_minus_1 = b.is_number() ? Value(b.as_double() - 1.0) : c.sub(b, 1.0);
       Value d = c.mul(b, c.prim("pow", {a, b_minus_1}));
-      if (c.tensor(b)) d = c.where(c.prim("eq", {b, 0.0}), 0.0, d);
+      if (b.is_proxy()) d = c.where(c.prim("eq", {b, 0.0}), 0.0, d);  // a tensor, or a number read at run time
       else if (b.is_number() && b.as_double() == 0.0) d = c.zeros_like(a);
       ga = c.mul(c.g, d);
     }
     if (c.differentiable(1)) {
       Value d = c.mul(c.out(), a.is_number() ? Value(std::log(a.as_double())) : c.un("log", a));
-      if (c.tensor(a)) d = c.where(c.prim("logical_and", {c.prim("eq", {a, 0.0}), c.prim("ge", {b, 0.0})}), 0.0, d);
+      if (a.is_proxy()) d = c.where(c.prim("logical_and", {c.prim("eq", {a, 0.0}), c.prim("ge", {b, 0.0})}), 0.0, d);
       else if (a.is_number() && a.as_double() == 0.0) d = c.where(c.prim("ge", {b, 0.0}), 0.0, d);
       gb = c.mul(c.g, d);
     }

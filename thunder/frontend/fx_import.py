@@ -92,6 +92,10 @@ class ImportedGraph:
         if not self.size_inputs:
             return self
         values = {proxy: int(args[position]) for proxy, position in self.size_inputs}
+        for proxy, position in self.size_inputs:
+            if not -2**63 <= values[proxy] < 2**63:
+                raise OverflowError(f"input {position} of the graph, an int read at run time ({values[proxy]}), is "
+                                    "beyond int64: thunder's kernels and sizes are 64-bit")
         return dataclasses.replace(self, trace=_core.bind_sizes(self.trace, values), size_inputs=[])
 
 
