@@ -317,6 +317,25 @@ def test_gradients_at_boundaries_and_ties(name):
     assert backward_of(j) == ["thunder"]
 
 
+def test_the_input_of_a_differentiated_amax_is_saved_not_recomputed():
+    # amax's VJP compares its input with its result. Recomputed in the backward, by a kernel whose loops put an
+    # element in a vector body where the forward's put it in a scalar tail, sin() differed in the last bit, no
+    # element of a row equalled the saved maximum, and the row's gradient was 0/0 (found by random programs).
+    def fn(x):
+        return torch.cat([x, x.sin()], 0).clamp(-3, 3).amax(-1, keepdim=True)
+
+    jitted = thunder.jit(fn)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(6):
+        x = torch.randn(9, 30, generator=gen).abs() + 0.1
+        xe, xj = x.clone().requires_grad_(), x.clone().requires_grad_()
+        fn(xe).sum().backward()
+        jitted(xj).sum().backward()
+        torch.testing.assert_close(xj.grad, xe.grad)
+    backward = thunder.last_backward_traces(jitted)[-1]
+    assert re.search(r"^  \w+, \w+, \w+ = boxed$", str(backward), re.M), str(backward)  # the maximum, its input, x
+
+
 @pytest.mark.parametrize("op", ["clamp_min", "clamp_max", "clamp"])
 def test_a_tensor_bound_that_broadcasts_the_input(op):
     # The input [4, 1] broadcast to the bound's [4, 3]: its gradient is summed back to [4, 1].

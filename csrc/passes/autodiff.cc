@@ -303,7 +303,7 @@ class Differentiator {
           free ? 0 : fwd.at_hints(p.tensor.numel(), "rematerialization") * ir::item_size(p.tensor.dtype);
       graph.add_edge(n, n + 1, bytes);
       auto made = producer.find(id);
-      if (inputs.count(id) || made == producer.end() || !recomputable[made->second])
+      if (inputs.count(id) || made == producer.end() || !recomputable[made->second] || compared_.count(id))
         graph.add_edge(0, n, FlowGraph::kInfinite);
     }
     for (const BoundSymbol& b : fwd.symbols)
@@ -435,6 +435,15 @@ class Differentiator {
       throw NotDifferentiable(std::string(e.what()));
     }
     for (size_t i = 0; i < b.args.size(); ++i) accumulate_arg(b.args[i], arg_grads[i]);
+    // The VJPs of amax/amin compare their input with their result, those of maximum/minimum two tensor operands:
+    // these values are saved, never recomputed (rematerialize). A recomputation in another kernel may round
+    // differently in the last bit (a vectorized sin and a scalar one), and the comparison then finds no maximum
+    // in a row (a 0/0 gradient) or a tie that was none. torch's autograd saves them too.
+    const bool of_tensors = b.args.size() == 2 && b.args[0].is_proxy() && b.args[1].is_proxy() &&
+                            t_.proxy(b.args[0].proxy()).is_tensor && t_.proxy(b.args[1].proxy()).is_tensor;
+    if ((b.is(ir::PrimId::amax) || b.is(ir::PrimId::amin)) && b.args[0].is_proxy()) compared_.insert(b.args[0].proxy());
+    if ((b.is(ir::PrimId::maximum) || b.is(ir::PrimId::minimum)) && of_tensors)
+      for (const Value& a : b.args) compared_.insert(a.proxy());
   }
 
   // The generic rule, for an op without a VJP rule or a decomposition (opaque ops, torch-level ops such as conv):
@@ -501,6 +510,7 @@ class Differentiator {
   Trace bwd_;
   ops::Builder b_;
   std::unordered_map<ProxyId, Value> grads_;
+  std::unordered_set<ProxyId> compared_;  // forward values a VJP compares for equality (differentiate)
 };
 
 }  // namespace
