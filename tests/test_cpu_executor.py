@@ -345,15 +345,17 @@ def programs(draw):
     return rows, cols, dtype, steps, shapes, transpose_first
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(programs())
-def test_random_fusible_programs_match_eager(program):
-    rows, cols, dtype, steps, shapes, transpose_first = program
+def _program_inputs(program, rows, cols):
+    _, _, dtype, steps, shapes, transpose_first = program
     gen = torch.Generator().manual_seed(len(steps) * 7 + rows)
     inputs = [torch.randn((rows, cols), generator=gen).abs() + 0.1]
     inputs[0] = (inputs[0].t().contiguous().t() if transpose_first else inputs[0]).to(dtype)
-    inputs += [(torch.randn(s, generator=gen).abs() + 0.1).to(dtype) for s in shapes]
+    sized = {(program[0], program[1]): (rows, cols), (program[1],): (cols,), (program[0], 1): (rows, 1),
+             (1, program[1]): (1, cols), (): ()}
+    return inputs + [(torch.randn(sized[tuple(s)], generator=gen).abs() + 0.1).to(dtype) for s in shapes]
 
+
+def _program_fn(steps):
     def fn(*xs):
         values = list(xs)
         for kind, op, arg in steps:
@@ -368,17 +370,59 @@ def test_random_fusible_programs_match_eager(program):
             # value in [-1, 1] (hypothesis found it), so bounded inputs keep each op well-conditioned.
             values.append(y.abs().clamp(max=4.0) + 0.1)
         return values[-1]
+    return fn
 
-    with torch.no_grad():
-        expected = fn(*inputs)
-    out, _ = run_cpu(fn, *inputs)
-    rtol, atol = tolerance(expected.dtype)
+
+def _program_tolerance(dtype, steps):
+    rtol, atol = tolerance(dtype)
     if dtype == torch.bfloat16:  # long bf16 chains round differently in places; compare with a chain-length allowance
         rtol, atol = 5e-2, 5e-2
     # exp(y) multiplies y's relative error by |y|: the kernel's exp (glibc's) and ATen's differ in the last bit, so
     # each exp of a chain widens the allowance (three in a row reached 7.7e-6 in float32 against 5.2e-6 allowed).
     exps = sum(kind == 0 and op == 2 for kind, op, _ in steps)
-    torch.testing.assert_close(out, expected, rtol=rtol * 4 * (1 + 2 * exps), atol=atol * 4)
+    return rtol * 4 * (1 + 2 * exps), atol * 4
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_random_fusible_programs_match_eager(program):
+    rows, cols, dtype, steps, shapes, transpose_first = program
+    inputs = _program_inputs(program, rows, cols)
+    fn = _program_fn(steps)
+
+    with torch.no_grad():
+        expected = fn(*inputs)
+    out, _ = run_cpu(fn, *inputs)
+    rtol, atol = _program_tolerance(dtype, steps)
+    torch.testing.assert_close(out, expected, rtol=rtol, atol=atol)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(programs().filter(lambda p: p[2] != torch.bfloat16))
+def test_random_programs_gradients_match_eager_at_two_sizes(program):
+    # The gradients of every input, through thunder's fused forward and backward (rematerialization included),
+    # with symbolic sizes: the program's size, then a larger one through the same compiled graph. bfloat16 is left
+    # out: its ties (clamped values) and ill-conditioned chains make gradients that differ in eager against float64
+    # as much as thunder's do.
+    rows, cols, dtype, steps, _, _ = program
+    fn = _program_fn(steps)
+    jitted = thunder.jit(fn, dynamic=True)
+    rtol, atol = _program_tolerance(dtype, steps)
+    for size in ((rows, cols), (rows + 3, cols + 5)):
+        inputs = _program_inputs(program, *size)
+        expected_inputs = [x.detach().clone().requires_grad_() for x in inputs]
+        actual_inputs = [x.detach().clone().requires_grad_() for x in inputs]
+        expected, actual = fn(*expected_inputs), jitted(*actual_inputs)
+        weight = torch.randn(expected.shape, generator=torch.Generator().manual_seed(rows), dtype=dtype)
+        (expected * weight).sum().backward()
+        (actual * weight).sum().backward()
+        torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)
+        for e, a in zip(expected_inputs, actual_inputs):
+            assert (e.grad is None) == (a.grad is None)
+            if e.grad is not None:
+                torch.testing.assert_close(a.grad, e.grad, rtol=rtol * 4, atol=atol * 4)
+    assert thunder.compile_stats(jitted).eager_calls == 0
 
 
 def test_processes_compiling_the_same_kernel_at_once_all_succeed(tmp_path):
