@@ -382,6 +382,32 @@ def test_gradients_at_the_edges_of_a_number_read_at_run_time_equal_eagers(fn, nu
     assert thunder.compile_stats(jitted).eager_calls == 0
 
 
+@pytest.mark.parametrize("fn", [
+    lambda x, a: x[: int(a)] * 2,
+    lambda x, a: x.new_zeros(int(a)) + a,
+    lambda x, a: torch.cat([x, x[: int(a * x.shape[0] / 8)]]) * 2,
+    lambda x, a: torch.arange(0, a) + 1,
+], ids=["slice", "new_zeros", "cat_of_a_slice", "arange"])
+def test_a_size_computed_from_a_float_read_at_run_time_follows_its_value(fn):
+    # Dynamo passes the float as a 0-d tensor read with .item(); the size computed from it is not one of the
+    # graph's size inputs, and each specialization fixed it: the first value's size served every later value
+    # (a wrong length; a kernel compiled for 30M elements read past a 2-element input). Its value joins the key.
+    jitted = thunder.jit(fn, dynamic=True)
+    x = torch.arange(6.0)
+    for a in (1.0, 2.5, 3.7, 1.5, 3.7):
+        assert_same(jitted(x, a), fn(x, a))
+    assert thunder.compile_stats(jitted).eager_calls == 0
+
+
+def test_a_size_read_from_an_int_tensor_follows_its_value():
+    fn = lambda x, t: x[: t.item()] + 1  # noqa: E731
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        jitted = thunder.jit(fn, dynamic=True)
+        x = torch.arange(6.0)
+        for k in (1, 2, 3, 2):
+            assert_same(jitted(x, torch.tensor(k)), fn(x, torch.tensor(k)))
+
+
 def test_an_int_argument_beyond_int64_runs_its_graph_with_torch_and_says_why():
     jitted = thunder.jit(lambda x, s: x * s, dynamic=True)
     x = torch.tensor([1, -2, 3], dtype=torch.int32)

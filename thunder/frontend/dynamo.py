@@ -399,11 +399,12 @@ def _symbolic_graph(state, gm, also):
     number = state.symbolic_graphs
     specializations = {}
     free = specialize.free_inputs(gm)
+    sizing = specialize.sizing_values(gm)
     symbolic = []  # the symbolic import, or the reason there is none, after the first call
     planned = []   # the symbolic import after the passes (compile.SymbolicPlan), or why there is none
 
     def run(*args):
-        key = specialize.signature(args, free)
+        key = specialize.signature(args, free, sizing)
         fn = specializations.get(key)
         if fn is None:
             shapes = specialize.describe(gm, args)

@@ -41,10 +41,39 @@ def free_inputs(gm: torch.fx.GraphModule) -> list:
     return [i for i, n in enumerate(placeholders) if _is_symbolic(n.meta.get("example_value"))]
 
 
-def signature(args, free) -> tuple:
+def sizing_values(gm: torch.fx.GraphModule) -> list:
+    """The positions of gm's inputs whose value, read with ``.item()``, a size of the graph is computed from
+    (``x[: int(a)]``, ``torch.arange(a)`` of a float ``a`` Dynamo passes as a 0-d tensor): a specialization fixes
+    that size, so their values join the signature. An integer read this way counts even where only arithmetic
+    reads it (an unbacked ``SymInt`` is a size to Dynamo)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    read = {}  # symbol of a value read with .item() -> the input it was read from
+    for position, n in enumerate(placeholders):
+        for user in n.users:
+            value = user.meta.get("example_value")
+            if user.op == "call_method" and user.target == "item" and isinstance(value, _SYMBOLIC_NUMBERS):
+                read.update(dict.fromkeys(value.node.expr.free_symbols, position))
+    if not read:
+        return []
+    sizing = set()
+    for n in gm.graph.nodes:
+        for value in torch.utils._pytree.tree_leaves(n.meta.get("example_value")):
+            if isinstance(value, torch.SymInt):
+                sizes = [value]
+            elif isinstance(value, torch.Tensor):
+                sizes = [d for d in (*value.shape, *value.stride(), value.storage_offset()) if isinstance(d, torch.SymInt)]
+            else:
+                continue
+            sizing.update(read[sym] for d in sizes for sym in d.node.expr.free_symbols if sym in read)
+    return sorted(sizing)
+
+
+def signature(args, free, sizing=()) -> tuple:
     """The key of the specialization that serves ``args``: the shape and strides of each tensor, and the value of
-    each number, at the positions ``free`` (:func:`free_inputs`)."""
-    return tuple((a.shape, a.stride()) if isinstance(a, torch.Tensor) else a for a in map(args.__getitem__, free))
+    each number, at the positions ``free`` (:func:`free_inputs`); the value of each 0-d tensor at the positions
+    ``sizing`` (:func:`sizing_values`)."""
+    key = tuple((a.shape, a.stride()) if isinstance(a, torch.Tensor) else a for a in map(args.__getitem__, free))
+    return key + tuple(args[i].item() for i in sizing) if sizing else key
 
 
 def describe(gm: torch.fx.GraphModule, args) -> str:
