@@ -98,8 +98,10 @@ def programs():
 
 def _untimed(trace_text):
     """A printed trace without what varies from run to run: the time its pass took (the provenance line says
-    "(took 12 us)") and the process-wide numbers of converted branch sites in arm names (_thunder_then_3)."""
+    "(took 12 us)"), the process-wide numbers of converted branch sites in arm names (_thunder_then_3), and the
+    counter a registry name gets while another live graph holds it (_constants_509c115099dd_1)."""
     trace_text = re.sub(r" \(took [^)]*\)", "", trace_text, count=1)
+    trace_text = re.sub(r"(from thunder\.core\.registry import \w+_[0-9a-f]{12})_\d+ as ", r"\1 as ", trace_text)
     return re.sub(r"\b(_thunder_(?:then|else))_\d+\b", r"\1_N", trace_text)
 
 
