@@ -261,6 +261,21 @@ def test_fallback_warns_once_per_cause_and_reports_the_reason(log):
         "RuntimeError: kernel compilation failed (kept /c/0.cc): error: invalid operands"
 
 
+def test_a_fallback_warning_is_one_line_and_the_whole_error_is_at_debug(log):
+    # Errors from Dynamo's fake propagation carry pages of "While executing ... Original traceback" text.
+    page = "".join(f"\n  File \"/lib/x{i}.py\", line {i}, in f{i}" for i in range(40))
+    error = RuntimeError(f"Failed running call_function aten.nonzero(*(FakeTensor(..., size=(4,)),)):\n"
+                         f"data-dependent output size\n\nWhile executing %nonzero\nOriginal traceback:{page}")
+    jitted = thunder.jit(lambda x: x.exp() * 3, executors=[_failing_fusion_executor(lambda: error), "torch"])
+    x = torch.randn(5)
+    torch.testing.assert_close(jitted(x), x.exp() * 3)
+    [warning] = [m for m in log.messages(logging.WARNING) if "runs with torch as captured" in m]
+    assert "RuntimeError: Failed running call_function aten.nonzero" in warning, warning
+    assert "Original traceback" not in warning and "where the whole error is" in warning, warning
+    assert len(warning.splitlines()) == 2, warning
+    assert any("Original traceback" in m and "x39.py" in m for m in log.messages(logging.DEBUG))
+
+
 def test_compiled_graphs_have_no_reason():
     jitted = thunder.jit(f)
     jitted(torch.randn(2))

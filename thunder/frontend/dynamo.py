@@ -127,7 +127,9 @@ def _short_reason(error):
 def _report_fallback(state, index, error):
     """Logs that a graph runs uncompiled: a WARNING the first time this process sees its cause (see
     _fallback_cause), DEBUG after that, so a cache directory that cannot be written does not warn on every
-    recompile. A graph the importer declines as a whole (UnsupportedGraph) is logged at INFO."""
+    recompile. A graph the importer declines as a whole (UnsupportedGraph) is logged at INFO. The WARNING carries
+    the short reason (_short_reason: an error from Dynamo's fake propagation is a page of traceback text); the whole
+    error and its traceback follow at DEBUG, and thunder.report's page shows the whole error too."""
     reason = f"{type(error).__name__}: {error}"
     if isinstance(error, UnsupportedGraph):
         logger.info("thunder: graph %d of %s runs with torch as captured: %s", index, state.name, reason)
@@ -137,8 +139,11 @@ def _report_fallback(state, index, error):
         logger.debug("thunder: graph %d of %s runs with torch as captured (again): %s", index, state.name, reason)
     else:
         _warned_causes.add(cause)
+        short = _short_reason(error)
         logger.warning("thunder: graph %d of %s runs with torch as captured: %s\n  (warned once per cause, later "
-                       "ones at DEBUG; print(jitted) lists every graph that runs uncompiled)", index, state.name, reason)
+                       "ones at DEBUG%s; print(jitted) lists every graph that runs uncompiled)", index, state.name,
+                       short, "" if short == reason.strip() else ", where the whole error is")
+        logger.debug("thunder: graph %d of %s: %s", index, state.name, reason)
     logger.debug("%s", traceback.format_exc())
 
 
