@@ -386,9 +386,40 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     if state is None:
         state = torch_compile_state() or GLOBAL_STATE
         also = GLOBAL_STATE if state is not GLOBAL_STATE else None
+    gm, attributes = _lift_tensor_attributes(gm)
+    example_inputs = [*example_inputs, *attributes]
     if specialize.has_symbolic_shapes(gm, example_inputs):
-        return _symbolic_graph(state, gm, also)
-    return _compile_graph(state, gm, example_inputs, also)
+        fn = _symbolic_graph(state, gm, also)
+    else:
+        fn = _compile_graph(state, gm, example_inputs, also)
+    return (lambda *args: fn(*args, *attributes)) if attributes else fn
+
+
+def _lift_tensor_attributes(gm):
+    """gm with each tensor it reads as an attribute (``get_attr``: an optimizer's parameters and state, a constant
+    Dynamo kept) made an input after gm's own, and those tensors, which the caller passes after gm's arguments.
+    As inputs, their in-place writes (``p.add_(...)`` in ``optimizer.step()``) are written back to them, as to any
+    input (see docs/functionalization.md); imported as values made by the program, the writes were dropped as
+    dead. gm itself is unchanged; it is returned as it is when it reads no tensor attribute."""
+    nodes = [n for n in gm.graph.find_nodes(op="get_attr")
+             if isinstance(getattr(gm, n.target, None), torch.Tensor)]
+    if not nodes:
+        return gm, []
+    graph = torch.fx.Graph()
+    copies = {}
+    graph.output(graph.graph_copy(gm.graph, copies))
+    last = list(graph.find_nodes(op="placeholder"))
+    attributes = []
+    for node in nodes:
+        copy = copies[node]
+        with graph.inserting_after(last[-1]) if last else graph.inserting_before(next(iter(graph.nodes))):
+            placeholder = graph.placeholder(f"attribute_{node.target}")
+        placeholder.meta = dict(copy.meta)
+        copy.replace_all_uses_with(placeholder)
+        graph.erase_node(copy)
+        last.append(placeholder)
+        attributes.append(getattr(gm, node.target))
+    return torch.fx.GraphModule(gm, graph), attributes
 
 
 def _symbolic_graph(state, gm, also):
