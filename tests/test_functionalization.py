@@ -1322,6 +1322,98 @@ def test_parameters_written_by_a_jitted_optimizer_step_under_no_grad():
     assert_compiled(jitted)
 
 
+def _mul_inplace(a):
+    a.mul_(2.5)
+    return a
+
+
+def _mul_augmented(a):
+    a *= 2.5
+    return a
+
+
+def _mul_by_a_float_tensor(a):
+    a.mul_(torch.tensor(2.5))
+    return a
+
+
+def _mul_out(a):
+    torch.mul(a, 2.5, out=a)
+    return a
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.bool])
+@pytest.mark.parametrize("fn", [_mul_inplace, _mul_augmented, _mul_by_a_float_tensor, _mul_out])
+def test_a_float_result_written_into_an_integer_tensor_raises_like_eager(fn, dtype):
+    """torch.can_cast(float, int) is False: eager raises "result type Float can't be cast to the desired output type
+    Long" (Dynamo's fake mul_ does not check; the write was lowered and truncated into the input)."""
+    eager, compiled = check_raises(fn, lambda: (torch.arange(3).to(dtype),))
+    assert str(compiled) == str(eager)
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: torch.optim.SGD(ps, lr=0.1),
+    lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+    lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1),
+    lambda ps: torch.optim.RMSprop(ps, lr=0.01),
+], ids=["sgd", "sgd_momentum", "adamw", "rmsprop"])
+def test_a_torch_optimizer_step_inside_the_jitted_function_updates_the_parameters(make):
+    """Dynamo reads an optimizer's parameters and state as graph attributes (get_attr), not inputs: they are made
+    inputs of the trace (dynamo._lift_tensor_attributes), so the step's in-place writes reach them (they were
+    dropped as dead: the parameters never changed)."""
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 4), torch.randn(16, 2)
+    eager = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    model = copy.deepcopy(eager)
+    opts = make(list(eager.parameters())), make(list(model.parameters()))
+
+    def step(m, opt):
+        loss = ((m(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    jitted = thunder.jit(lambda: step(model, opts[1]))
+    for call in range(3):
+        assert_same(jitted(), step(eager, opts[0]), path=f"loss of step {call}")
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert_same(p, q, path=name)
+
+
+def test_a_write_to_the_result_of_an_opaque_inplace_op_reaches_its_argument():
+    """An opaque in-place op returns its argument: a write chained on it (x.fill_diagonal_(0).add_(g)) writes
+    that tensor (it wrote a new root before, which nothing read: dropped)."""
+    def written_input(x, g):
+        x.fill_diagonal_(0).add_(g)
+        return g * 2
+
+    def written_local(x, g):
+        y = x * 1
+        y.fill_diagonal_(5).mul_(g)
+        return y + 1
+
+    check(written_input, lambda: (_grid(), torch.arange(6.0)), compiled=False)
+    check(written_local, lambda: (_grid(), torch.arange(6.0)), compiled=False)
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_an_inplace_op_with_a_number_read_at_run_time_is_lowered_and_its_chain_kept(dynamic):
+    """buf.mul_(m).add_(g) with m a float Dynamo passes as a tensor read with .item() (SGD's momentum after a
+    recompile): the .item() number was taken for a tensor overlapping buf, the mul_ left opaque and the add_
+    dropped."""
+    def f(buf, g, m):
+        buf.mul_(m).add_(g, alpha=0.5)
+        return g * 2
+
+    jitted = thunder.jit(f, dynamic=dynamic)
+    for m in (0.9, 0.8, 0.7):
+        b_e, b_t, g = torch.ones(4), torch.ones(4), torch.arange(4.0)
+        assert_same(jitted(b_t, g, m), f(b_e, g, m))
+        assert_same(b_t, b_e, path=f"buf after m={m}")
+    assert "opaque" not in thunder.summary(jitted), thunder.summary(jitted)
+
+
 def test_batchnorm_running_stats():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5), nn.ReLU(inplace=True))

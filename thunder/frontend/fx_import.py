@@ -749,7 +749,7 @@ class _Importer:
         if lowering is not None:
             destinations = [lowering[0]]
         elif _has_effect(node, _target_name(node)):  # an opaque effect: any tensor argument may be written
-            destinations = _tensor_nodes((node.args, node.kwargs))
+            destinations = _argument_nodes((node.args, node.kwargs))
         else:
             return
         written = {_storage(self._example(d)) for d in destinations if isinstance(d, torch.fx.Node)} - {None}
@@ -774,7 +774,7 @@ class _Importer:
         """The graph returns a name a converted branch selects and also a tensor an arm may leave that name on
         (another name bound to it, or a view of it): code after the graph (after a graph break) could write through
         one and read the other. Gives the branch up."""
-        returned = {_storage(self._example(n)) for n in _tensor_nodes(output.args)} - {None}
+        returned = {_storage(self._example(n)) for n in _argument_nodes(output.args)} - {None}
         for select, site, operands in self.selects:
             name = _storage(self._example(select))
             if name not in returned:
@@ -1033,7 +1033,14 @@ class _Importer:
         kwargs = {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
         output = self._new_output(node.meta.get("example_value"))
         effect = view or _has_effect(node, callee if node.op == "call_function" else str(target))
-        return self.builder.opaque(callee, args, kwargs, output, effect)
+        result = self.builder.opaque(callee, args, kwargs, output, effect)
+        same = _returned_argument(node)
+        if effect and same is not None and isinstance(self.env.get(same), _core.Proxy):
+            # An opaque in-place op returns its argument itself (x.fill_diagonal_(0).add_(g)): what reads or writes
+            # its result reads or writes that tensor, which the effect wrote. (Its own output is a new root, so a
+            # write to it would reach no input and be dropped as dead.)
+            return self.env[same]
+        return result
 
 
 _NOT_A_WRITE = object()
@@ -1081,6 +1088,7 @@ def _overlapping_source(node, destination):
 
 
 def _tensor_nodes(args):
+    """The nodes among (nested) FX arguments whose values are tensors."""
     for a in args:
         if isinstance(a, (list, tuple)):
             yield from _tensor_nodes(a)
@@ -1119,16 +1127,22 @@ def _aliases_an_argument(node):
     return is_view and (any(isinstance(a, torch.dtype) for a in node.args[1:]) or "dtype" in node.kwargs)
 
 
-def _returns_an_input(node):
-    """The argument node whose tensor the node returns itself (Dynamo's example values are the same object), for
-    a node without effects; None otherwise."""
+def _returned_argument(node):
+    """The argument node whose tensor the node returns itself (Dynamo's example values are the same object: an
+    in-place op's ``self``, ``x.float()`` of a float32 x), or None."""
     example = node.meta.get("example_value")
     if not isinstance(example, torch.Tensor) or node.op not in ("call_function", "call_method"):
         return None
-    for a in node.args:
-        if isinstance(a, torch.fx.Node) and a.meta.get("example_value") is example:
-            return a if _write_lowering(node) is None and not _has_effect(node, _target_name(node)) else None
-    return None
+    return next((a for a in node.args if isinstance(a, torch.fx.Node) and a.meta.get("example_value") is example),
+                None)
+
+
+def _returns_an_input(node):
+    """The argument node whose tensor the node returns itself, for a node without effects; None otherwise."""
+    same = _returned_argument(node)
+    if same is None or _write_lowering(node) is not None or _has_effect(node, _target_name(node)):
+        return None
+    return same
 
 
 # ---- outputs that alias one another or an input in eager (see OutputViews) ----
@@ -1149,7 +1163,8 @@ class _NotReplayable(Exception):
     pass
 
 
-def _tensor_nodes(args):
+def _argument_nodes(args):
+    """Every node among (nested) FX arguments, tensors and numbers alike."""
     nodes = []
     torch.fx.node.map_arg(args, nodes.append)
     return nodes
@@ -1164,7 +1179,7 @@ def _sharing(node, example_of):
             isinstance(example_of(node.args[0]), (tuple, list)):
         call, pick = node.args[0], node.args[1]
     memory = _storage(example_of(node))
-    args = list(dict.fromkeys(_tensor_nodes((call.args, call.kwargs))))
+    args = list(dict.fromkeys(_argument_nodes((call.args, call.kwargs))))
     # Only tensors share memory (a number's placeholder, a SymFloat, has none: StorageWeakRef cannot compare to it).
     stored = [(a, _storage(example_of(a))) for a in args] if memory is not None else []
     return call, pick, [a for a, m in stored if m is not None and m == memory], args
@@ -1303,7 +1318,7 @@ def _write_lowering(node):
         native = _METHODS.get(base)
         if native is None or any(w in base for w in _RANDOM_WORDS):
             return None
-        return args[0], lambda imp, dst: (dst, imp._native_value("method", base, native, args, kwargs))
+        return args[0], _castable(lambda imp, dst: (dst, imp._native_value("method", base, native, args, kwargs)))
     if node.op != "call_function":
         return None
     target = node.target
@@ -1313,7 +1328,7 @@ def _write_lowering(node):
         native = _FUNCTIONS.get(_INPLACE_OPERATORS[target])
         if native is None:
             return None
-        return args[0], lambda imp, dst: (dst, imp._native_value("function", native, native, args, kwargs))
+        return args[0], _castable(lambda imp, dst: (dst, imp._native_value("function", native, native, args, kwargs)))
     native = _FUNCTIONS.get(target)
     if native is None:
         name = getattr(target, "__name__", "")
@@ -1321,11 +1336,11 @@ def _write_lowering(node):
             base = _FUNCTIONS.get(getattr(torch, name[:-1], None))
             if base is None or any(w in base for w in _RANDOM_WORDS):
                 return None
-            return args[0], lambda imp, dst: (dst, imp._native_value("function", base, base, args, kwargs))
+            return args[0], _castable(lambda imp, dst: (dst, imp._native_value("function", base, base, args, kwargs)))
         return None
     if isinstance(kwargs.get("out"), torch.fx.Node):
         out = kwargs.pop("out")
-        return out, lambda imp, dst: (dst, imp._native_value("function", native, native, args, kwargs))
+        return out, _castable(lambda imp, dst: (dst, imp._native_value("function", native, native, args, kwargs)))
     if _inplace_argument(node) and args:
         kwargs.pop("inplace", None)
         trimmed = args
@@ -1338,6 +1353,22 @@ def _write_lowering(node):
             return None
         return args[0], lambda imp, dst: (dst, imp._native_value("function", native, native, trimmed, kwargs))
     return None
+
+
+def _castable(compute):
+    """A write's ``compute`` that also checks that the op's result dtype can be written into the destination's by
+    torch's rule (``torch.can_cast``: no float into an integer, no complex into a real, nothing but bool into a
+    bool): eager raises "result type Float can't be cast to the desired output type Long" for ``int_x.mul_(2.5)``,
+    ``int_x *= 2.5`` or ``out=`` an int tensor, and Dynamo's fake tensors do not all check it. Raises NotNative
+    (the write is left to torch, which raises) where it cannot."""
+    def checked(imp, dst):
+        target, value = compute(imp, dst)
+        if isinstance(value, _core.Proxy):
+            have, want = imp.builder.meta(value)[0], imp.builder.meta(dst)[0]
+            if "number" not in (have, want) and not torch.can_cast(dtypes.to_torch(have), dtypes.to_torch(want)):
+                raise _core.NotNative(f"result type {have} cannot be cast to the written tensor's {want}")
+        return target, value
+    return checked
 
 
 def _is_tensor(a):
