@@ -317,6 +317,27 @@ def test_gradients_at_boundaries_and_ties(name):
     assert backward_of(j) == ["thunder"]
 
 
+@pytest.mark.parametrize("executors", [None, ["torch"]], ids=["default", "torch"])
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.linalg.vector_norm(x, dim=-1),
+    lambda x: torch.linalg.vector_norm(x, ord=3, dim=-1),
+    lambda x: torch.linalg.vector_norm(x),
+    lambda x: F.normalize(x, dim=-1) * torch.arange(3.0),
+], ids=["l2_rows", "l3_rows", "l2_all", "normalize"])
+def test_the_norm_of_a_zero_vector_has_eagers_gradient(fn, executors):
+    """A zero row's norm has gradient 0 in eager (ATen's norm_backward masks it; F.normalize then gives 1/eps): the
+    chain rule through sqrt or pow at 0 gave inf * 0 = NaN (padding rows in F.normalize poisoned training)."""
+    x = torch.zeros(3, 3)
+    x[1] = torch.tensor([3.0, 4.0, 0.0])
+    x[2] = torch.tensor([-1e-3, 0.0, 2e-3])
+    x.requires_grad_()
+    jitted = thunder.jit(fn, executors=executors)
+    assert_same(jitted(x), fn(x))
+    actual, = torch.autograd.grad(jitted(x).sum(), x)
+    expected, = torch.autograd.grad(fn(x).sum(), x)
+    assert_same(actual, expected)
+
+
 def test_the_input_of_a_differentiated_amax_is_saved_not_recomputed():
     # amax's VJP compares its input with its result. Recomputed in the backward, by a kernel whose loops put an
     # element in a vector body where the forward's put it in a scalar tail, sin() differed in the last bit, no
@@ -592,3 +613,72 @@ def test_the_backward_frees_each_saved_value_after_its_last_use():
     backward = thunder.last_backward_traces(jitted)[-1]
     assert backward.trace.boxed_inputs > 0 and "  boxed.clear()" in str(backward)
     assert peak_memory(step(jitted), "cpu") <= 1.15 * peak_memory(step(model), "cpu")
+
+
+def test_backward_called_inside_a_jitted_function_is_not_traced_by_dynamo(caplog):
+    """loss.backward() inside the jitted function runs with Dynamo's frame hook installed: thunder's backward
+    (_ThunderFunction.backward) was traced, Dynamo warned that it skipped its frames, and graphs of the backward
+    trace were compiled as the user's. It is excluded from Dynamo (torch.compiler.disable)."""
+    torch.manual_seed(0)
+    w = torch.randn(4, 4, requires_grad=True)
+    w_e = w.detach().clone().requires_grad_()
+
+    def step(x, w):
+        loss = (x @ w).tanh().sum()
+        loss.backward()
+        return loss
+
+    jitted = thunder.jit(step)
+    with caplog.at_level("WARNING", logger="thunder"):
+        for _ in range(2):
+            x = torch.randn(3, 4)
+            w.grad = w_e.grad = None
+            assert_same(jitted(x, w), step(x, w_e))
+            assert_same(w.grad, w_e.grad)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
+    assert len(thunder.compile_stats(jitted).graphs) == 1, thunder.summary(jitted)
+
+
+def test_torch_utils_checkpoint_is_inlined_and_compiled():
+    """torch.utils.checkpoint reaches thunder as the higher-order op tag_activation_checkpoint over a subgraph: its
+    body is inlined (what to save or recompute is the rematerialization's choice), where the graph ran with torch
+    before, warning with an internal TypeError about a GraphModule."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Blocks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = checkpoint(lambda y: self.a(y).relu(), x, use_reentrant=False)
+            return checkpoint(lambda y: F.gelu(self.b(y)) * 2, h, use_reentrant=False).sum()
+
+    torch.manual_seed(0)
+    eager = Blocks()
+    model = copy.deepcopy(eager)
+    x = torch.randn(4, 8, requires_grad=True)
+    x_t = x.detach().clone().requires_grad_()
+    jitted = thunder.jit(model)
+    expected, actual = eager(x), jitted(x_t)
+    expected.backward()
+    actual.backward()
+    assert_same(actual, expected)
+    assert_same(x_t.grad, x.grad)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert_same(p.grad, q.grad, path=name)
+    stats = thunder.compile_stats(jitted)
+    assert stats.uncompiled == [] and len(stats.graphs) == 1, thunder.summary(jitted)
+
+    # Dropout in a checkpointed body: the backward uses the forward's mask (thunder's masks are not eager's).
+    def dropped(x):
+        return checkpoint(lambda y: F.dropout(y, 0.3) * 1, x, use_reentrant=False)
+
+    x = torch.rand(1000) + 0.5
+    x.requires_grad_()
+    out = thunder.jit(dropped)(x)
+    out.sum().backward()
+    kept = out.detach() != 0
+    assert 500 < int(kept.sum()) < 900
+    torch.testing.assert_close(x.grad, kept.float() / 0.7)
+    torch.testing.assert_close(out.detach()[kept], x.detach()[kept] / 0.7)

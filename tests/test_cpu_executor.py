@@ -823,3 +823,18 @@ def test_a_later_graph_of_one_jitted_function_compiles_only_the_kernels_it_lacks
     assert first[0]["path"] in {k["path"] for k in second}
     (new,) = [k for k in second if k["path"] != first[0]["path"]]
     assert new["source"].count('extern "C" int cpu_fusion') == 1 and "expf" in new["source"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("fn", [
+    lambda x: x * -0.0,
+    lambda x: torch.where(x > 0, x, -0.0),
+    lambda x: torch.full_like(x, -0.0) + x * 0,
+    lambda x: x.masked_fill(x < 0, -0.0),
+], ids=["mul", "where", "full_like", "masked_fill"])
+def test_a_negative_zero_constant_keeps_its_sign_in_a_kernel(fn, dtype):
+    """The kernel's literal for -0.0 was "-0", an int, whose conversion is +0.0: signbit, 1/x and atan2 saw it."""
+    x = torch.tensor([1.0, -2.0, 0.0, -0.0, 3.5]).to(dtype)
+    actual, expected = thunder.jit(fn)(x), fn(x)
+    torch.testing.assert_close(actual, expected)
+    assert torch.equal(actual.signbit(), expected.signbit()), (actual, expected)

@@ -398,3 +398,19 @@ def test_the_overflow_is_the_reason_the_op_runs_opaque():
     reasons = _fallback_reasons(jitted)
     assert any("ltorch.clamp: argument 'max' (70000) cannot be converted to float16 without overflow" in r
                for r in reasons), reasons
+
+
+@pytest.mark.parametrize("executors", [None, ["torch"]], ids=["default", "torch"])
+@pytest.mark.parametrize("target", [[1, 9], [1, -2], [1, 10**8]], ids=["beyond", "negative", "far"])
+def test_an_nll_loss_target_out_of_range_raises(target, executors):
+    """nll_loss ends in prims.take_along_axis; the torch executor ran it as torch.take_along_dim, which does not
+    check its indices on the CPU: the loss read another class's value, silently. Eager raises IndexError; thunder
+    raises too (torch.gather's RuntimeError, or the fused kernel's IndexError)."""
+    x, t = torch.randn(2, 5), torch.tensor(target)
+    for fn in (F.nll_loss, lambda x, t: F.nll_loss(x @ torch.eye(5), t)):
+        with pytest.raises(IndexError):
+            fn(x, t)
+        with pytest.raises((IndexError, RuntimeError), match="out of (bounds|range)"):
+            thunder.jit(fn, executors=executors)(x, t)
+    torch.testing.assert_close(thunder.jit(F.nll_loss, executors=executors)(x, torch.tensor([1, -100])),
+                               F.nll_loss(x, torch.tensor([1, -100])))

@@ -178,3 +178,16 @@ def test_graph_breaks_alone_do_not_count_as_uncompiled_calls():
     stats = thunder.compile_stats(jitted)
     assert (stats.cache_misses, stats.cache_hits, stats.eager_calls, stats.dynamo_stopped) == (1, 2, 0, "")
     assert _stops(log) == []
+
+
+def test_calls_whose_cached_code_runs_no_graph_are_counted_uncompiled_not_as_hits():
+    """BatchNorm with momentum=None breaks the graph before any op (float(num_batches_tracked)) and captures
+    nothing: the fast path's calls of Dynamo's cached code ran no graph, and were counted as cache hits while the
+    summary said that every call ran eagerly."""
+    model = torch.nn.BatchNorm1d(4, momentum=None)
+    jitted = thunder.jit(model)
+    for _ in range(4):
+        jitted(torch.randn(8, 4))
+    stats = thunder.compile_stats(jitted)
+    assert (stats.calls, stats.cache_hits, stats.cache_misses, stats.eager_calls) == (4, 0, 0, 4), stats
+    assert "cache 0 hits / 0 misses, 4 calls ran UNCOMPILED" in thunder.summary(jitted)

@@ -253,13 +253,16 @@ def _break_counts(s):
     return text
 
 
-def _count_fast_call(state, graphs):
-    """Counts a call the fast path ran: a cache hit, or a miss where a graph with symbolic sizes compiled a
-    specialization for new shapes (``graphs``: how many graphs there were before the call)."""
+def _count_fast_call(state, graphs, ran):
+    """Counts a call the fast path ran: a cache hit, a miss where a graph with symbolic sizes compiled a
+    specialization for new shapes, or a call that ran uncompiled: Dynamo's cached code ran no graph (a graph break
+    before any op, BatchNorm's momentum=None). ``graphs``, ``ran``: the graphs and graph calls before the call."""
     if len(state.graphs) > graphs:
         state.cache_misses += 1
-    else:
+    elif state.graph_calls > ran:
         state.cache_hits += 1
+    else:
+        state.eager_calls += 1
 
 
 def _no_graph_reason(s):
@@ -329,11 +332,11 @@ class ThunderFunction(_Jitted):
     def __call__(self, *args, **kwargs):
         if not kwargs and self._fast_path is not None:
             state = self._state
-            graphs = len(state.graphs)
+            graphs, ran = len(state.graphs), state.graph_calls
             out = self._fast_path.call(args)
             if out is not MISS:
                 state.calls += 1
-                _count_fast_call(state, graphs)
+                _count_fast_call(state, graphs, ran)
                 return out
         return self._run(args, kwargs)
 
@@ -389,11 +392,11 @@ class ThunderModule(_Jitted, nn.Module):
         fast = d["_fast_path"]
         if not kwargs and fast is not None and plain_module_call(self, d["_model"]):
             state = d["_state"]
-            graphs = len(state.graphs)
+            graphs, ran = len(state.graphs), state.graph_calls
             out = fast.call(args)
             if out is not MISS:
                 state.calls += 1
-                _count_fast_call(state, graphs)
+                _count_fast_call(state, graphs, ran)
                 return out
         return nn.Module.__call__(self, *args, **kwargs)
 

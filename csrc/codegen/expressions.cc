@@ -48,6 +48,7 @@ std::string literal(const ir::Value& v, const std::string& type) {
   const double d = v.as_double();
   if (std::isnan(d)) return "(" + type + ")NAN";
   if (std::isinf(d)) return d > 0 ? "(" + type + ")INFINITY" : "(" + type + ")(-INFINITY)";
+  if (d == 0 && std::signbit(d)) return "(" + type + ")(-0.0)";  // "%g" writes -0, an int: the sign would be lost
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", d);
   return "(" + type + ")" + buf;

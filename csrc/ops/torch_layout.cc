@@ -504,7 +504,10 @@ void register_indexing() {
     int64_t n = a[1].as_int();
     if (n < 0) throw NotNative("one_hot with num_classes=-1 (depends on the data)");
     Value classes = b.prim("iota", {Int(n), Int(0), Int(1), Value(DType::Int64), Value(ir::Str{m.device})});
-    Value eq = T(b, "eq", {b.torch("unsqueeze", {a[0], Int(-1)}), classes});
+    // classes[tensor] is tensor where every class is in [0, n), and raises where one is not, as eager's one_hot
+    // does ("Class values must be smaller than num_classes"; "... non-negative"): an index that checks its range.
+    Value checked = b.prim("take", {classes, a[0], Int(0)});
+    Value eq = T(b, "eq", {b.torch("unsqueeze", {checked, Int(-1)}), classes});
     return cast(b, eq, DType::Int64);
   });
 }

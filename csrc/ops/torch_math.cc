@@ -186,6 +186,8 @@ void register_elementwise() {
                    [mul](Builder& b, const Args& a) {
                      DType d = result_type(b, {a[0], a[1], a[2]});
                      if (!mul && !is_float(d)) fail("ltorch.addcdiv", "integer division with addcdiv is not supported");
+                     // ATen has no bool kernel ("addcmul_cpu_out" not implemented for 'Bool'): eager raises its error.
+                     if (d == DType::Bool) throw NotNative("addcmul of bool tensors, which torch does not implement");
                      // Computed in float32 for half types and rounded once, as ATen's kernel does.
                      const DType c = opmath(d);
                      require_convertible(mul ? "ltorch.addcmul" : "ltorch.addcdiv", "value", a[3], c);
@@ -516,10 +518,16 @@ void register_reductions() {
                      r = b.torch("sum", {cast(b, T(b, "ne", {x, Int(0)}), acc), dv, a[3]});
                    } else if (ord == 1.0) {
                      r = b.torch("sum", {x, dv, a[3]});
-                   } else if (ord == 2.0) {
-                     r = T(b, "sqrt", {b.torch("sum", {T(b, "mul", {x, x}), dv, a[3]})});
                    } else {
-                     r = T(b, "pow", {b.torch("sum", {T(b, "pow", {x, F(ord)}), dv, a[3]}), F(1.0 / ord)});
+                     // The root of a zero sum (a zero vector) has eager's gradient, 0 (ATen's norm_backward masks
+                     // it): the chain rule through sqrt/pow at 0 is inf * 0 = NaN. The root reads 1 there instead
+                     // and the result selects 0; elsewhere the selects pass values and gradients through.
+                     Value sum = ord == 2.0 ? b.torch("sum", {T(b, "mul", {x, x}), dv, a[3]})
+                                            : b.torch("sum", {T(b, "pow", {x, F(ord)}), dv, a[3]});
+                     Value zero = T(b, "eq", {sum, Int(0)});
+                     Value safe = T(b, "where", {zero, F(1.0), sum});
+                     Value root = ord == 2.0 ? T(b, "sqrt", {safe}) : T(b, "pow", {safe, F(1.0 / ord)});
+                     r = T(b, "where", {zero, F(0.0), root});
                    }
                    return cast(b, r, d);
                  });

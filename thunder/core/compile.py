@@ -512,7 +512,10 @@ class _TrainingProgram(torch.autograd.Function):
         return tuple(outputs)
 
     @staticmethod
+    @torch.compiler.disable
     def backward(ctx, *grads):
+        # Not traced by Dynamo: a jitted function that calls loss.backward() runs it with Dynamo's frame hook still
+        # installed, which traced this frame (warning that it skipped it) and compiled graphs of the backward trace.
         program = ctx.program
         grads = [grads[i] for i in program.grad_outputs]
         if torch.is_grad_enabled():  # create_graph=True

@@ -36,6 +36,16 @@ def _slice_index(start_indices, end_indices, strides):
     return tuple(slice(s, e, st) for s, e, st in zip(start_indices, end_indices, strides or (1,) * len(start_indices)))
 
 
+def _take_along_axis(a, index, dim):
+    """prims.take_along_axis: gather's values, the index's shape (a broadcast along the other dims where a has
+    size 1). torch.gather, not torch.take_along_dim, which does not check its indices on the CPU: an out-of-range
+    one (an nll_loss target beyond the class count) read another element, silently, where eager raises."""
+    dim = dim % a.dim() if a.dim() else 0
+    if any(i > s for k, (i, s) in enumerate(zip(index.shape, a.shape)) if k != dim):
+        a = a.expand([s if k == dim else max(s, i) for k, (i, s) in enumerate(zip(index.shape, a.shape))])
+    return torch.gather(a, dim, index)
+
+
 def _slice(a, start_indices, end_indices, strides=None):
     # Traces pass the bounds as tuples of constants: the index is made once per distinct slice.
     try:
@@ -344,7 +354,7 @@ def _make_prims():
         random_seed=random_seed, uniform_philox=uniform_philox,
         take=lambda a, index, dim: torch.index_select(a, dim, index.reshape(-1)).reshape(
             a.shape[:dim] + index.shape + a.shape[dim + 1:]) if index.dim() == 0 else torch.index_select(a, dim, index),
-        take_along_axis=lambda a, index, dim: torch.take_along_dim(a, index, dim),
+        take_along_axis=_take_along_axis,
         copy_to=_copy_, slice_update=slice_update, detach=lambda a: a.detach(),
         branch_begin=_region_marker, branch_else=_region_marker, branch_end=_region_marker,
     )

@@ -589,6 +589,10 @@ class _Importer:
             return self._marker(node)
         if node.op == "call_function" and node.target is torch.ops.higher_order.cond:
             return self._cond(node)
+        if node.op == "call_function" and node.target is torch.ops.higher_order.tag_activation_checkpoint:
+            # torch.utils.checkpoint: its body is inlined. The values and gradients are the body's; which
+            # activations are saved or recomputed is the rematerialization pass's choice, as for the rest.
+            return tuple(self._inline(self.env[node.args[0]], [self._arg(a) for a in node.args[1:]]))
         if node.op == "call_function" and node.target in global_state.CALLEES:
             if self.regions:
                 raise branches.BranchRejected(self.regions[-1][0], "it changes grad mode, autocast or inference mode")
