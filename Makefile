@@ -40,8 +40,10 @@ build/.chromium:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	@mkdir -p build && touch $@
 
+# pytest runs in PYTEST_WORKERS processes (pytest-xdist; 0: in this process), and lists the slowest tests.
+PYTEST_WORKERS ?= 2
 test-py: install build/.chromium
-	$(PYTHON) -m pytest tests
+	$(PYTHON) -m pytest -n $(PYTEST_WORKERS) --durations=20 tests
 
 test: test-cpp test-py
 
