@@ -1039,7 +1039,8 @@ class _Importer:
         effect = view or _has_effect(node, callee if node.op == "call_function" else str(target))
         result = self.builder.opaque(callee, args, kwargs, output, effect)
         same = _returned_argument(node)
-        if effect and same is not None and isinstance(self.env.get(same), _core.Proxy):
+        if effect and same is not None and isinstance(self.env.get(same), _core.Proxy) and \
+                not _changes_metadata(_target_name(node)):
             # An opaque in-place op returns its argument itself (x.fill_diagonal_(0).add_(g)): what reads or writes
             # its result reads or writes that tensor, which the effect wrote. (Its own output is a new root, so a
             # write to it would reach no input and be dropped as dead.)
@@ -1139,6 +1140,17 @@ def _returned_argument(node):
         return None
     return next((a for a in node.args if isinstance(a, torch.fx.Node) and a.meta.get("example_value") is example),
                 None)
+
+
+@functools.lru_cache(maxsize=None)
+def _changes_metadata(name):
+    """Whether the in-place op ``name`` (``x.transpose_(0, 1)``, ``resize_``, ``set_``) changes its argument's
+    sizes or strides, by ATen's ``inplace_view`` tag: its result is not the argument as the trace knows it."""
+    op = getattr(torch.ops.aten, name.rsplit(".", 1)[-1], None)
+    try:
+        return op is not None and any(torch.Tag.inplace_view in getattr(op, o).tags for o in op.overloads())
+    except (AttributeError, RuntimeError):
+        return True
 
 
 def _returns_an_input(node):
