@@ -1912,3 +1912,22 @@ def test_branch_writes_to_an_input_view_and_a_local():
         compare_call(jitted(*c_in.args), f(*e_in.args), c_in, e_in)
     assert thunder.compile_stats(jitted).branches_converted == 2
     assert_compiled(jitted)
+
+
+def test_an_error_of_a_graph_run_as_captured_prints_nothing_to_stderr(capfd):
+    """A call whose written input overlaps another runs the graph as captured, where eager's error is raised; it
+    went through GraphModule.__call__ (Dynamo's graphs are lazy: their forward calls the module), which printed
+    FX's "Call using an FX-traced Module" traceback to stderr first."""
+    def f(a, b):
+        a.mul_(b)
+        return a
+
+    jitted = thunder.jit(f)
+    jitted(torch.ones(4), torch.ones(4))
+    x = torch.ones(4)
+    jitted(x, x)
+    capfd.readouterr()
+    base = torch.arange(6.0)
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        jitted(base[:4], base[2:])
+    assert "FX-traced Module" not in capfd.readouterr().err

@@ -269,7 +269,11 @@ def state_of_torch_compile_result(compiled):
 
 def _as_captured(gm):
     """gm run by torch as the program runs it: a graph with converted branches takes one arm of each (calling gm
-    itself would run both, in-place writes included)."""
+    itself would run both, in-place writes included). Its generated ``forward`` is called, not gm: GraphModule's
+    ``__call__`` prints "Call using an FX-traced Module ..." to stderr before any error eager raises (a lazy graph
+    module, Dynamo's, is compiled first: its ``forward`` would call gm)."""
+    if hasattr(gm, "real_recompile"):
+        gm.real_recompile()
     return (lambda *args: branches.run_exactly(gm, *args)) if branches.has_markers(gm) else gm.forward
 
 
