@@ -1381,6 +1381,27 @@ def test_a_torch_optimizer_step_inside_the_jitted_function_updates_the_parameter
         assert_same(p, q, path=name)
 
 
+def test_writes_under_no_grad_into_a_tensor_that_requires_grad_are_fused():
+    """An optimizer's update (p.mul_(0.9).addcdiv_(...) under no_grad, p a parameter): the values written require
+    no grad, so their ops fuse (they stayed torch ops: the claim keeps ops whose outputs require grad for torch's
+    autograd)."""
+    def update(p, g):
+        p.mul_(0.9).addcdiv_(g, g + 1)
+
+    p = torch.randn(8, requires_grad=True)
+    p_e, g = p.detach().clone().requires_grad_(), torch.randn(8)
+    jitted = thunder.jit(update)
+    with torch.no_grad():
+        jitted(p, g)
+        update(p_e, g)
+    assert_same(p, p_e)
+    assert p.requires_grad and p.is_leaf
+    final = thunder.last_traces(jitted)[-1]
+    calls = [line.split("=", 1)[1].split("(")[0].strip() for line in str(final).splitlines()
+             if " = " in line and not line.strip().startswith("#")]
+    assert calls == ["cpu_fusion0"], final
+
+
 def test_a_write_to_the_result_of_an_opaque_inplace_op_reaches_its_argument():
     """An opaque in-place op returns its argument: a write chained on it (x.fill_diagonal_(0).add_(g)) writes
     that tensor (it wrote a new root before, which nothing read: dropped)."""

@@ -671,6 +671,12 @@ class _Importer:
         try:
             self.env[destination] = original  # what the out-of-place op reads of the destination
             target, value = compute(self, dst)
+            if self.grad_enabled is False and isinstance(value, _core.Proxy) and \
+                    self.builder.meta(value)[0] != "number":
+                # Grad mode is off: the value written requires no grad, though it is computed from a tensor that
+                # does (an optimizer's parameter), so its ops may fuse. (Values of ops that are not writes take
+                # requires_grad from Dynamo's example values, which say the same.)
+                self.builder.set_requires_grad(value, False)
             if self._write_in_place(destination):
                 self.builder.call("prims", "copy_to", [target, value], {})
             else:
