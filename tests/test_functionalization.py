@@ -1402,6 +1402,26 @@ def test_writes_under_no_grad_into_a_tensor_that_requires_grad_are_fused():
     assert calls == ["cpu_fusion0"], final
 
 
+def test_an_adamw_step_is_compiled_without_opaque_ops():
+    """AdamW's single-tensor step (CPU's default): Dynamo writes its addcmul_ with a value as Inductor's prims.fma,
+    imported as a * b + c; its writes into the parameters (under no_grad) fuse."""
+    torch.manual_seed(0)
+    model = nn.Linear(16, 8)
+    eager = copy.deepcopy(model)
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.1) for m in (eager, model)]
+    jitted = thunder.jit(opts[1].step)
+    for _ in range(3):
+        for p, q in zip(eager.parameters(), model.parameters()):
+            p.grad = torch.randn_like(p)
+            q.grad = p.grad.clone()
+        opts[0].step()
+        jitted()
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert_same(p, q, path=name)
+    for trace in (thunder.last_traces(jitted)[-1],):
+        assert "_opaque" not in str(trace) and "cpu_fusion" in str(trace), trace
+
+
 def test_a_write_to_the_result_of_an_opaque_inplace_op_reaches_its_argument():
     """An opaque in-place op returns its argument: a write chained on it (x.fill_diagonal_(0).add_(g)) writes
     that tensor (it wrote a new root before, which nothing read: dropped)."""

@@ -622,6 +622,8 @@ class _Importer:
         native = None if name is None else lambda: self._native(node, kind, name)
         if node.target is operator.truediv and not _is_tensor(node.args[0]) and _is_tensor(node.args[1]):
             native = lambda: self._rtruediv(node)  # noqa: E731
+        if node.op == "call_function" and str(node.target) == "prims.fma.default":
+            native = lambda: self._fma(node)  # noqa: E731
         if native is not None:
             try:
                 return native()
@@ -863,6 +865,15 @@ class _Importer:
         if _integer_division_by_tensor(node, name):
             raise branches.BranchRejected(site, f"{_target_name(node)} divides integers by a tensor, which raises in "
                                                 "the arm not taken if it is zero there")
+
+    def _fma(self, node):
+        """Inductor's ``prims.fma(a, b, c)``, which Dynamo writes for ``x.addcmul_(t1, t2, value=v)`` (Adam's
+        ``exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)``): ``a * b + c``, as its eager
+        implementation computes it (Inductor fuses the multiply and the add; so may a kernel's compiler)."""
+        a, b, c = self._unwrap(self._arg(list(node.args)))
+        out = self.builder.call("ltorch", "add", [self.builder.call("ltorch", "mul", [a, b], {}), c], {})
+        self._check_meta(node, out)
+        return out
 
     def _rtruediv(self, node):
         """number / tensor: what ``Tensor.__rtruediv__`` computes, ``tensor.reciprocal() * number`` (not
