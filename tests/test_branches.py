@@ -794,3 +794,54 @@ def test_returns_not_converted():
         return x - y
 
     _stays_correct(code_after_an_early_return, torch.ones(3), torch.ones(3), reason="return")
+
+
+def _times10(f):
+    import functools
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        return f(*args, **kwargs) * 10
+    return wrapper
+
+
+class _DecoratedForward(nn.Module):
+    def __init__(self, decorator):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.scale = None
+        self.forward = decorator(self.forward_body.__func__).__get__(self)
+
+    def forward_body(self, x):
+        y = self.lin(x)
+        if self.scale is not None:
+            y = y * self.scale
+        if y.sum() > 0:
+            y = y + 1
+        return y
+
+
+@pytest.mark.parametrize("decorator", [torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), _times10],
+                         ids=["no_grad", "autocast", "wraps"])
+def test_a_decorated_function_is_not_rewritten(decorator):
+    """A decorated function's source is its inner function's (inspect follows __wrapped__): rewriting it dropped the
+    wrapper -- grad mode, autocast, a result's conversion, the wrapper's defaults (transformers' decorated
+    forwards then raised "missing required positional arguments"). Its branches stay Python."""
+    torch.manual_seed(0)
+    model = _DecoratedForward(decorator)  # forward is an instance attribute: thunder.jit reads it as written
+    x = torch.randn(3, 4)
+    expected = model(x)
+    actual = thunder.jit(model)(x)
+    assert actual.dtype == expected.dtype and actual.requires_grad == expected.requires_grad
+    torch.testing.assert_close(actual, expected)
+
+    @decorator
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+    x = torch.ones(3, requires_grad=True)
+    actual, expected = thunder.jit(f)(x), f(x)
+    assert actual.dtype == expected.dtype and actual.requires_grad == expected.requires_grad
+    torch.testing.assert_close(actual, expected)

@@ -1,5 +1,6 @@
 """Recompilation: a new shape or dtype compiles a new graph (a cache miss); the
 same shape and dtype reuse the compiled one (a cache hit)."""
+import pytest
 import torch
 import torch.nn as nn
 
@@ -191,3 +192,18 @@ def test_calls_whose_cached_code_runs_no_graph_are_counted_uncompiled_not_as_hit
     stats = thunder.compile_stats(jitted)
     assert (stats.calls, stats.cache_hits, stats.cache_misses, stats.eager_calls) == (4, 0, 0, 4), stats
     assert "cache 0 hits / 0 misses, 4 calls ran UNCOMPILED" in thunder.summary(jitted)
+
+
+def test_calls_that_raise_are_counted_and_not_called_eager():
+    """A call that raises is neither a hit, a miss nor an uncompiled call; the summary said "every call ran
+    eagerly" when the only call had raised."""
+    def f(x):
+        return x.view(5) * 2
+
+    jitted = thunder.jit(f)
+    with pytest.raises(RuntimeError):
+        jitted(torch.randn(3))
+    stats = thunder.compile_stats(jitted)
+    assert (stats.calls, stats.cache_hits, stats.cache_misses, stats.eager_calls) == (1, 0, 0, 0), stats
+    report = thunder.summary(jitted)
+    assert "1 calls raised" in report and "ran eagerly" not in report, report

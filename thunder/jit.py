@@ -114,6 +114,7 @@ class _Jitted:
             out = self._compiled(*args, **kwargs)
         except Exception as e:
             if not self._failed_before_running(e, ran):
+                state.raised_calls += 1
                 self._annotate(e, args, kwargs)
                 raise
             # Dynamo, tracing with fake tensors, found that the program fails on these inputs, before any of it ran.
@@ -124,6 +125,7 @@ class _Jitted:
             try:
                 out = self._original()(*args, **kwargs)
             except Exception as eager_error:
+                state.raised_calls += 1
                 self._annotate(eager_error, args, kwargs)
                 raise eager_error from None
         finally:
@@ -235,6 +237,7 @@ def _headline(s):
     graphs = f"{len(s.graphs)} graphs compiled" if not uncompiled else \
         f"{len(s.graphs)} graphs captured, {len(s.graphs) - uncompiled} compiled, {uncompiled} run UNCOMPILED"
     eager = f", {s.eager_calls} calls ran UNCOMPILED (no graph ran)" if s.eager_calls else ""
+    eager += f", {s.raised_calls} calls raised" if s.raised_calls else ""
     if s.name.startswith("torch.compile("):  # no thunder wrapper sees its calls: graphs count theirs
         return f"{s.name}: {graphs} (calls counted per graph)"
     return (f"thunder.jit({s.name}): {s.calls} calls, {graphs}, cache {s.cache_hits} hits / {s.cache_misses} "
@@ -266,7 +269,10 @@ def _count_fast_call(state, graphs, ran):
 
 
 def _no_graph_reason(s):
-    """Why a JitState that was called has no graph: every call ran eagerly, and what is known of the cause."""
+    """Why a JitState that was called has no graph: every call raised before one was captured, or every call ran
+    eagerly, and what is known of the cause."""
+    if s.raised_calls and not s.eager_calls and not s.cache_hits:
+        return "every call raised before a graph was captured (the error is the call's)"
     breaks = s.dynamo_stopped or s.graph_breaks
     return "every call ran eagerly (" + ("see why above)" if breaks else
                                          "Dynamo found nothing to compile at the first call -- no tensor op ran -- "

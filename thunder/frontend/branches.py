@@ -769,10 +769,14 @@ def rewrite(fn, sites, excluded=frozenset(), instance=None):
     reused across rewrites so that ids stay stable; ``excluded`` holds the keys of sites to leave alone.
     ``instance`` is the module when ``fn`` is one of its methods (``self`` is then resolved for purity).
     Returns :class:`Rewritten`; a function without source, or whose source does not parse back into one
-    function, is returned unchanged."""
+    function, is returned unchanged. So is a decorated one (``__wrapped__``: ``@torch.no_grad()``,
+    ``@torch.autocast(...)``, transformers' ``@can_return_tuple``): its source is the inner function's, and a
+    rewrite of it would drop what the wrapper does (grad mode, autocast, defaults, the result's conversion)."""
     code = getattr(fn, "__code__", None)
     if code is None or fn.__name__ == "<lambda>" or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
                                                                      inspect.CO_ASYNC_GENERATOR):
+        return Rewritten(fn, 0)
+    if hasattr(fn, "__wrapped__"):
         return Rewritten(fn, 0)
     try:
         lines, first = inspect.getsourcelines(fn)

@@ -72,6 +72,7 @@ class JitState:
     cache_hits: int = 0
     cache_misses: int = 0
     eager_calls: int = 0                              # calls that ran no graph: Dynamo ran the function uncompiled
+    raised_calls: int = 0                             # calls that raised (counted neither as hits nor as misses)
     graph_calls: int = 0                              # runs of its graphs, all together (the sum of their calls)
     branches: dict = field(default_factory=dict)      # (file, line, code) -> branches.BranchSite of each `if`
     dynamo_stopped: str = ""                          # why Dynamo stopped compiling this function ("" if it did not)
