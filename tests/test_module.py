@@ -204,3 +204,22 @@ def test_deepcopy_of_a_jitted_module():
     assert not torch.equal(model[0].weight, weight)
     assert_same(clone(x), torch.tanh(torch.zeros(2, 3) + model[0].bias))
     assert [e.name for e in clone._get_executors()] == [e.name for e in jitted._get_executors()]
+
+
+def test_a_module_whose_forward_is_a_jitted_method_deep_copies():
+    """m.forward = thunder.jit(m.forward) (the guide's recipe for generate): copy.deepcopy(m) raised "cannot pickle
+    'module' object"; the copy's forward is jitted again, bound to the copy."""
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 4)
+    m.forward = thunder.jit(m.forward)
+    x = torch.randn(2, 4)
+    m(x)
+    c = copy.deepcopy(m)
+    assert c.forward._fn.__self__ is c
+    torch.testing.assert_close(c(x), m(x))
+    with torch.no_grad():
+        c.weight.zero_()
+    torch.testing.assert_close(c(x), c.bias.expand(2, 4))
+    assert not torch.equal(m(x), c(x))
+    f = thunder.jit(lambda x: x * 2)
+    torch.testing.assert_close(copy.deepcopy(f)(x), x * 2)

@@ -333,7 +333,7 @@ class ThunderFunction(_Jitted):
     def __init__(self, fn, executors=None, passes=None, debug=None, fullgraph=False, dynamic=None):
         functools.update_wrapper(self, fn)
         self._fn = fn
-        self._setup(fn, getattr(fn, "__qualname__", repr(fn)), executors, passes, debug, fullgraph, dynamic)
+        self._setup(fn, getattr(fn, "__qualname__", None) or repr(fn), executors, passes, debug, fullgraph, dynamic)
 
     def __call__(self, *args, **kwargs):
         if not kwargs and self._fast_path is not None:
@@ -345,6 +345,14 @@ class ThunderFunction(_Jitted):
                 _count_fast_call(state, graphs, ran)
                 return out
         return self._run(args, kwargs)
+
+    def __deepcopy__(self, memo):
+        """A deep copy of the jitted function, jitted with the same options (it compiles anew). A bound method
+        (``m.forward = thunder.jit(m.forward)``, the guide's recipe for ``generate``) is bound to the copy of its
+        module, so ``copy.deepcopy(m)`` works as it does with ``torch.compile(m.forward)``."""
+        import copy
+
+        return ThunderFunction(copy.deepcopy(self._fn, memo), **self._options())
 
     def __str__(self):
         return self._report()
