@@ -805,20 +805,24 @@ def _times10(f):
     return wrapper
 
 
-class _DecoratedForward(nn.Module):
-    def __init__(self, decorator):
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
-        self.scale = None
-        self.forward = decorator(self.forward_body.__func__).__get__(self)
+def _module_with_decorated_forward(decorator):
+    """A module whose class's forward is decorated (as transformers decorates its models' forward)."""
+    class DecoratedForward(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.scale = None
 
-    def forward_body(self, x):
-        y = self.lin(x)
-        if self.scale is not None:
-            y = y * self.scale
-        if y.sum() > 0:
-            y = y + 1
-        return y
+        @decorator
+        def forward(self, x):
+            y = self.lin(x)
+            if self.scale is not None:
+                y = y * self.scale
+            if y.sum() > 0:
+                y = y + 1
+            return y
+
+    return DecoratedForward()
 
 
 @pytest.mark.parametrize("decorator", [torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), _times10],
@@ -828,7 +832,7 @@ def test_a_decorated_function_is_not_rewritten(decorator):
     wrapper -- grad mode, autocast, a result's conversion, the wrapper's defaults (transformers' decorated
     forwards then raised "missing required positional arguments"). Its branches stay Python."""
     torch.manual_seed(0)
-    model = _DecoratedForward(decorator)  # forward is an instance attribute: thunder.jit reads it as written
+    model = _module_with_decorated_forward(decorator)
     x = torch.randn(3, 4)
     expected = model(x)
     actual = thunder.jit(model)(x)
