@@ -338,6 +338,25 @@ def test_the_norm_of_a_zero_vector_has_eagers_gradient(fn, executors):
     assert_same(actual, expected)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("fn", [
+    lambda x: F.leaky_relu(x, float("nan")),
+    lambda x: F.elu(x, alpha=float("nan")),
+    lambda x: F.softplus(x, beta=0.0),
+    lambda x: F.softplus(x, beta=2.0, threshold=1.0),
+], ids=["leaky_relu_nan_slope", "elu_nan_alpha", "softplus_beta_0", "softplus_threshold"])
+def test_an_activations_parameter_reaches_only_its_own_side_of_the_gradient(fn, dtype):
+    """torch's backward kernels give g where the input is positive (above softplus' threshold) whatever the
+    parameter; the chain rule through the decompositions multiplied that g by 0 * NaN (a NaN slope) or divided by
+    beta = 0, and every gradient was NaN."""
+    x = torch.tensor([-2.0, -0.5, 0.0, 0.3, 1.5, 30.0], dtype=dtype, requires_grad=True)
+    jitted = thunder.jit(fn)
+    actual, = torch.autograd.grad(jitted(x).sum(), x)
+    expected, = torch.autograd.grad(fn(x).sum(), x)
+    assert_same(actual, expected)
+    assert backward_of(jitted) == ["thunder"]
+
+
 def test_the_input_of_a_differentiated_amax_is_saved_not_recomputed():
     # amax's VJP compares its input with its result. Recomputed in the backward, by a kernel whose loops put an
     # element in a vector body where the forward's put it in a scalar tail, sin() differed in the last bit, no

@@ -223,3 +223,53 @@ def test_a_module_whose_forward_is_a_jitted_method_deep_copies():
     assert not torch.equal(m(x), c(x))
     f = thunder.jit(lambda x: x * 2)
     torch.testing.assert_close(copy.deepcopy(f)(x), x * 2)
+
+
+def test_a_method_that_runs_the_original_forward_uncompiled_says_so():
+    """thunder.jit(model).generate(...) is the original's generate calling the original's forward: it ran uncompiled
+    and nothing said so. It still runs (with eager's results), is counted in print(jitted) and compile_stats, and
+    warns once, naming the fix; a method that runs no forward is not counted."""
+    import logging
+
+    class Steps(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return torch.tanh(self.lin(x))
+
+        def generate(self, x, steps):
+            for _ in range(steps):
+                x = self(x)
+            return x
+
+        def width(self):
+            return self.lin.in_features
+
+    class Messages(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.WARNING)
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    torch.manual_seed(0)
+    model, x = Steps(), torch.randn(2, 3)
+    jitted = thunder.jit(model)
+    handler = Messages()
+    logging.getLogger("thunder").addHandler(handler)
+    try:
+        assert jitted.width() == 3
+        assert_same(jitted.generate(x, 3), model.generate(x, 3))
+        jitted.generate(x, 2)
+    finally:
+        logging.getLogger("thunder").removeHandler(handler)
+    warned = [m for m in handler.messages if "generate" in m]
+    assert len(warned) == 1 and "model.forward = thunder.jit(model.forward)" in warned[0], handler.messages
+    assert thunder.compile_stats(jitted).uncompiled_methods == {"generate": 5}
+    assert "generate() ran the original forward UNCOMPILED 5 times" in repr(jitted)
+    assert not model._forward_pre_hooks
+    assert_same(jitted(x), model(x))
+    assert thunder.compile_stats(jitted).cache_misses == 1

@@ -158,7 +158,8 @@ def compile_stats(jitted) -> CompileStats:
     (``torch.autograd`` on that op alone), e.g. ``{"ltorch.relu": "own", "ltorch.conv2d": "generic"}``
     (:func:`thunder.core.compile.vjp_rules`); empty otherwise. ``branches`` lists each ``if`` statement of the jitted code
     (:class:`thunder.frontend.branches.BranchSite`); ``branches_converted`` counts those compiled to selects,
-    ``branches_left`` those left as Python control flow. ``jitted`` may also be what
+    ``branches_left`` those left as Python control flow; ``uncompiled_methods``: for a jitted module, its original's
+    methods read through it that ran the original forward uncompiled (``jitted.generate(...)``), name -> forward calls. ``jitted`` may also be what
     ``torch.compile(..., backend="thunder")`` returned (its graphs and graph breaks; calls and cache hits
     are counted per graph only), or ``thunder.frontend.dynamo.GLOBAL_STATE``: every graph
     ``torch.compile(..., backend="thunder")`` compiled.
@@ -181,7 +182,7 @@ def compile_stats(jitted) -> CompileStats:
                        "retraced": g.shapes[2] if g.shapes else None})
     sites = sorted(s.branches.values(), key=lambda b: b.id)
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks), s.eager_calls,
-                        s.dynamo_stopped, sites, s.symbolic_graphs)
+                        s.dynamo_stopped, sites, s.symbolic_graphs, dict(s.uncompiled_methods))
 
 
 def last_kernels(jitted, graph: int = -1):

@@ -238,6 +238,7 @@ def _headline(s):
         f"{len(s.graphs)} graphs captured, {len(s.graphs) - uncompiled} compiled, {uncompiled} run UNCOMPILED"
     eager = f", {s.eager_calls} calls ran UNCOMPILED (no graph ran)" if s.eager_calls else ""
     eager += f", {s.raised_calls} calls raised" if s.raised_calls else ""
+    eager += "".join(f", {name}() ran the original forward UNCOMPILED {n} times" for name, n in s.uncompiled_methods.items())
     if s.name.startswith("torch.compile("):  # no thunder wrapper sees its calls: graphs count theirs
         return f"{s.name}: {graphs} (calls counted per graph)"
     return (f"thunder.jit({s.name}): {s.calls} calls, {graphs}, cache {s.cache_hits} hits / {s.cache_misses} "
@@ -457,7 +458,11 @@ class ThunderModule(_Jitted, nn.Module):
         try:
             return nn.Module.__getattr__(self, name)
         except AttributeError:
-            return getattr(self.__dict__["_model"], name)
+            model = self.__dict__["_model"]
+            value = getattr(model, name)
+        if isinstance(value, types.MethodType) and value.__self__ is model:
+            return _watched_method(self._state, model, name, value)
+        return value
 
     def __setattr__(self, name, value):
         if name in _OWN_ATTRIBUTES or _is_dunder(name):
@@ -479,6 +484,42 @@ class ThunderModule(_Jitted, nn.Module):
                 "print(thunder.summary(...)) for the traces")
 
     __str__ = __repr__
+
+
+#: (jitted module name, method name) pairs already warned about by _watched_method.
+_warned_methods = set()
+
+
+def _watched_method(state, model, name, method):
+    """``method``, a method of the original module read through its ThunderModule (``jitted.generate``), wrapped so
+    that a call which runs the original module's forward -- uncompiled: only calls of the jitted module itself are
+    compiled, and Hugging Face's ``generate`` calls ``self(...)`` on the original -- is counted in ``state``
+    (``print(jitted)``, ``compile_stats(jitted).uncompiled_methods``) and warned about once, naming the fix. A
+    forward pre-hook on the original module sees those calls for the duration of the call only (Dynamo's guards do
+    not depend on it: the compiled entries stay valid)."""
+
+    @functools.wraps(method)
+    def watched(*args, **kwargs):
+        calls = [0]
+
+        def count(module, inputs):
+            calls[0] += 1
+
+        handle = model.register_forward_pre_hook(count)
+        try:
+            return method(*args, **kwargs)
+        finally:
+            handle.remove()
+            if calls[0]:
+                state.uncompiled_methods[name] = state.uncompiled_methods.get(name, 0) + calls[0]
+                if (state.name, name) not in _warned_methods:
+                    _warned_methods.add((state.name, name))
+                    logger.warning("thunder: jitted %s.%s(...) ran the module's forward uncompiled (%d calls): a "
+                                   "jitted module compiles calls of itself, not calls its methods make on the original "
+                                   "module. To fix: jit the forward instead, model.forward = thunder.jit(model.forward).",
+                                   state.name, name, calls[0])
+
+    return watched
 
 
 def _rebuild_module(model, options):
@@ -519,6 +560,8 @@ class CompileStats:
     dynamo_stopped: str = ""  # why Dynamo stopped compiling the function (a recompile limit), "" if it did not
     branches: list = field(default_factory=list)  # thunder.frontend.branches.BranchSite per `if` of the jitted code
     symbolic_graphs: int = 0  # graphs Dynamo captured with symbolic sizes; each is compiled once per shape signature
+    #: Methods of a jitted module's original that ran its forward uncompiled (``jitted.generate``): name -> forwards.
+    uncompiled_methods: dict = field(default_factory=dict)
 
     @property
     def dynamo_graphs(self):

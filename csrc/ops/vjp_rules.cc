@@ -415,6 +415,32 @@ std::unordered_map<std::string, Rule> torch_rules() {
     Value mid = c.b.torch("where", {cmp(c, "lt", x, 3.0), c.b.torch("mul", {c.g, slope}), c.g});
     return Grads{c.b.torch("where", {cmp(c, "le", x, -3.0), 0.0, mid})};
   };
+  // Activations whose parameter scales one side only: the other side's gradient is g whatever the parameter
+  // (a NaN slope, softplus' beta = 0), as torch's *_backward kernels compute it; the chain rule through their
+  // decompositions gave 0 * NaN there. Half-precision inputs are computed in float32, as ATen does.
+  auto in_opmath = [](Ctx& c, const std::function<Value(const Value& x, const Value& g)>& rule) {
+    const DType d = c.meta(c.arg(0)).dtype, math = opmath(d);
+    return Grads{c.convert(rule(c.convert(c.arg(0), math), c.convert(c.g, math)), d)};
+  };
+  r["leaky_relu"] = [=](Ctx& c) {
+    return in_opmath(c, [&](const Value& x, const Value& g) {
+      return c.b.torch("where", {cmp(c, "gt", x, 0.0), g, c.b.torch("mul", {g, c.arg(1)})});
+    });
+  };
+  r["elu"] = [=](Ctx& c) {
+    return in_opmath(c, [&](const Value& x, const Value& g) {
+      Value negative = c.b.torch("mul", {g, c.b.torch("mul", {c.b.torch("exp", {x}), c.arg(1)})});
+      return c.b.torch("where", {cmp(c, "gt", x, 0.0), g, negative});
+    });
+  };
+  r["softplus"] = [=](Ctx& c) {
+    return in_opmath(c, [&](const Value& x, const Value& g) {
+      Value bx = c.b.torch("mul", {x, c.arg(1)});
+      Value z = c.b.torch("exp", {bx});
+      Value soft = c.b.torch("div", {c.b.torch("mul", {g, z}), c.b.torch("add", {z, 1.0})});
+      return c.b.torch("where", {cmp(c, "gt", bx, c.arg(2)), g, soft});
+    });
+  };
   // clamp: the input takes the gradient inside [min, max], bounds included; a tensor bound where it clamps.
   auto clamp_rule = [=](Ctx& c, const Value& lo, const Value& hi) {
     const Value& x = c.arg(0);

@@ -77,6 +77,8 @@ class JitState:
     branches: dict = field(default_factory=dict)      # (file, line, code) -> branches.BranchSite of each `if`
     dynamo_stopped: str = ""                          # why Dynamo stopped compiling this function ("" if it did not)
     symbolic_graphs: int = 0                          # graphs Dynamo captured with symbolic sizes (specialized per shape)
+    uncompiled_methods: dict = field(default_factory=dict)  # a ThunderModule's methods that ran the original
+                                                      # module's forward uncompiled (jitted.generate): name -> forwards
     debug: str = None                                 # thunder.jit's debug mode (None, "pdb")
     plan_only: bool = False                           # thunder.examine: graphs are planned, not compiled; they run
                                                       # as captured
