@@ -42,6 +42,17 @@ def test_ops_executors_fusions_and_opaque_reasons():
     assert plan.graph_breaks == []
 
 
+def test_the_summary_counts_the_opaque_ops_examine_lists():
+    """print(thunder.summary(jitted)) counted only the ops whose native op declined its arguments, not those with no
+    native op (erfcx here, torch.tensor in Hugging Face's KV cache): 'N ops opaque' now counts what examine lists."""
+    args = torch.randn(3, 3), torch.randn(3, 3)
+    plan = thunder.examine(mixed, *args)
+    jitted = thunder.jit(mixed)
+    jitted(*args)
+    first = thunder.summary(jitted).split("graph 1")[0]
+    assert f"{len(plan.graphs[0].opaque)} ops opaque" in first and len(plan.graphs[0].opaque) == 1, first
+
+
 def test_the_table():
     text = str(thunder.examine(mixed, torch.randn(3, 3), torch.randn(3, 3)))
     lines = text.splitlines()

@@ -98,6 +98,11 @@ class CompiledGraph:
     #: specialization of a graph with symbolic sizes, "bind sizes".
     import_seconds: dict = field(default_factory=dict)
 
+    def opaque_ops(self):
+        """How many ops of the imported trace run as torch calls (opaque): those thunder has no native op for and
+        those whose native op declined the arguments (``fallbacks``) -- the ops ``thunder.examine`` lists as opaque."""
+        return sum(1 for b in self.traces[0].trace.symbols if b.is_opaque and b.name != "del")
+
     @property
     def stage_seconds(self):
         """Every stage's seconds, in the order they ran: the import, the passes, then the lowering."""

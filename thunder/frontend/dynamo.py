@@ -368,7 +368,7 @@ def _log_compiled(state, compiled, imported):
     backward = f"; backward: {compiled.autodiff}" if compiled.autodiff else ""
     logger.info("thunder: compiled graph %d of %s in %.1f ms: %d ops, %d fusions, %d opaque ops; executors %s%s",
                 compiled.index, state.name, compiled.compile_seconds * 1e3, len(symbols), fusions,
-                len(compiled.fallbacks), ", ".join(compiled.executors()) or "none", backward)
+                compiled.opaque_ops(), ", ".join(compiled.executors()) or "none", backward)
     by_id = {site.id: site for site in state.branches.values()}
     for site_id in imported.branch_sites:
         if site_id in by_id:
