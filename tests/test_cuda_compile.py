@@ -121,3 +121,55 @@ def test_cuda_launchers_are_made_without_a_gpu():
     # before any driver call.
     with pytest.raises(OverflowError, match="does not fit in 64 bits"):
         _core.launch_cuda(0, 1, 1, 0, [1 << 64])
+
+
+def _cuda_trace():
+    """exp(x) * s on cuda:1 with s a 0-dim CPU tensor, exp(z) * 2 on cuda:0, softmax(exp(c)) on the CPU, through the
+    default passes with the CUDA, CPU and torch executors' tables."""
+    from thunder.core.options import DEFAULT_PASSES
+    from thunder.executors.cpuex import cpu_executor
+    from thunder.executors.cudaex import cuda_executor
+    from thunder.executors.torchex import torch_executor
+
+    tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices), list(ex.dtypes), list(ex.closed_by))
+              for ex in (cuda_executor, cpu_executor, torch_executor)]
+    b, f32 = _core.TraceBuilder(), _core.DType.float32
+    x, s = b.add_input_tensor(f32, [4, 8], "cuda:1", False, []), b.add_input_tensor(f32, [], "cpu", False, [])
+    z, c = b.add_input_tensor(f32, [4, 8], "cuda:0", False, []), b.add_input_tensor(f32, [4, 8], "cpu", False, [])
+    exp = lambda v: b.call("ltorch", "exp", [v], {})  # noqa: E731
+    outputs = (b.call("ltorch", "mul", [exp(x), s], {}), b.call("ltorch", "mul", [exp(z), 2.0], {}),
+               b.call("ltorch", "softmax", [exp(c), -1], {}))
+    return _core.run_pipeline(b.finish(outputs), list(DEFAULT_PASSES), None, tables)[-1].trace
+
+
+def test_cuda_tensors_are_fused_one_kernel_per_device():
+    """Kernel planning refused every tensor not on the CPU, and claiming compared "cuda:0" with the executor's
+    "cuda": on a device, the CUDA executor fused nothing (the compile check renders CPU traces, so it never saw).
+    Each device's ops make their own kernel; a 0-dim CPU tensor is a scalar input, as torch takes it."""
+    calls = [line.split("(", 1)[0].split("= ")[1] + "(" + line.split("(", 1)[1].split(")")[0] + ")"
+             for line in str(_cuda_trace()).splitlines() if "_fusion" in line and not line.lstrip().startswith("#")]
+    assert calls == ["cuda_fusion0(t0, t1)", "cuda_fusion1(t2)", "cpu_fusion0(t3)"], calls
+
+
+def test_cuda_launchers_run_on_their_inputs_device(monkeypatch):
+    """A launcher makes its inputs' device current for the call (a module is loaded, and a kernel launched, per
+    context; torch's current device may be another) and copies a 0-dim CPU input to that device (a kernel reads
+    device memory). With NVRTC, the trace's kernels compile as lowering does on a device."""
+    import inspect
+
+    from thunder.executors import cudaex
+
+    trace = _cuda_trace()
+    source, kernels = _core.render_cuda(trace, "cuda")
+    texts = {name: inspect.getsource(cudaex._launcher(name, None, source, trace, *rest)) for name, *rest in kernels}
+    assert sorted(texts) == ["cuda_fusion0", "cuda_fusion1"]
+    for name, text in texts.items():
+        assert "    device = a0.device\n    if device.index != current_device():\n        with device_guard(device):\n" \
+               f"            return {name}(" in text, text
+    assert "    a1 = a1.to(device)\n" in texts["cuda_fusion0"] and ".to(device)" not in texts["cuda_fusion1"]
+    if nvrtc_library() is None:
+        return
+    monkeypatch.setattr(cudaex, "device_arch", lambda device=None: "sm_90")
+    monkeypatch.setattr(_core, "CudaModule", lambda image: image)  # loading needs a driver
+    launchers, units = cudaex.lower(trace)
+    assert sorted(launchers) == ["cuda_fusion0", "cuda_fusion1"] and len(units) == 1

@@ -399,7 +399,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       if (!info.is_tensor) return fail(why, "number outputs"), std::nullopt;
       if (ir::is_complex(info.tensor.dtype)) return fail(why, "complex dtypes"), std::nullopt;
       if (device.empty()) device = info.tensor.device;
-      if (info.tensor.device != device || device != "cpu") return fail(why, "non-CPU tensors"), std::nullopt;
+      if (info.tensor.device != device) return fail(why, "tensors on two devices"), std::nullopt;
       produced.insert(id);
       if (live_out.count(id)) p.outputs.push_back(id);
     }
@@ -452,8 +452,12 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   for (const ir::BoundSymbol& b : symbols)
     if (remaps_indices(b) && reduction_input)
       return fail(why, "prims." + b.sym->name + " in a kernel with reductions"), std::nullopt;
-  for (ProxyId id : p.inputs)
-    if (ir::is_complex(t.tensor(id).dtype) || t.tensor(id).device != "cpu") return fail(why, "input dtype/device"), std::nullopt;
+  // One device: the outputs', which every input is on -- but a 0-dim CPU tensor, a scalar to a kernel on any device.
+  for (ProxyId id : p.inputs) {
+    const ir::TensorMeta& in = t.tensor(id);
+    if (ir::is_complex(in.dtype) || (in.device != device && !(in.ndim() == 0 && in.device == "cpu")))
+      return fail(why, "input dtype/device"), std::nullopt;
+  }
   if (p.outputs.empty()) return fail(why, "no outputs"), std::nullopt;
 
   // The domain: the reductions' input shape, else the largest output's shape (a slice's source may be larger).

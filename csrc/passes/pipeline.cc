@@ -35,14 +35,16 @@ bool claims_prim(const ir::BoundSymbol& b, const ExecutorTable& ex) {
   return b.sym->level == ir::Level::Prim && ex.callees.count(op_key(b)) > 0;
 }
 
-// Whether every tensor b reads or makes is on one of ex's devices (any, if it names none). A 0-dim CPU tensor b
-// reads is a scalar, which kernels on every device take (torch runs cuda_x * torch.tensor(2.0)).
+// Whether every tensor b reads or makes is on one of ex's devices (any, if it names none), which name device
+// types: "cuda" takes "cuda:0" and "cuda:1". A 0-dim CPU tensor b reads is a scalar, which kernels on every device
+// take (torch runs cuda_x * torch.tensor(2.0)).
 bool on_its_devices(const Trace& t, const ir::BoundSymbol& b, const ExecutorTable& ex) {
   if (ex.devices.empty()) return true;
   auto on = [&](ProxyId id, bool input) {
     const ir::ProxyInfo& p = t.proxy(id);
     if (!p.is_tensor || (input && p.tensor.ndim() == 0 && p.tensor.device == "cpu")) return true;
-    return std::find(ex.devices.begin(), ex.devices.end(), p.tensor.device) != ex.devices.end();
+    const std::string type = p.tensor.device.substr(0, p.tensor.device.find(':'));
+    return std::find(ex.devices.begin(), ex.devices.end(), type) != ex.devices.end();
   };
   for (ProxyId id : b.input_proxies())
     if (!on(id, true)) return false;

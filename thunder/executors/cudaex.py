@@ -75,16 +75,30 @@ def _workspace(cache, device, nbytes):
 
 def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, workspace):
     """The Python function that runs one CUDA kernel: inputs made contiguous where the kernel reads them so,
-    outputs from torch's caching allocator on the inputs' device, the kernel launched on torch's current
-    stream with the grid and block the schedule chose for these shapes."""
+    outputs from torch's caching allocator on the inputs' device, the kernel launched on that device's current
+    stream with the grid and block the schedule chose for these shapes. Inputs on another device than the
+    current one make theirs current for the call (the module is loaded per context)."""
     namespace = {"launch": _core.launch_cuda, "module": module, "empty": torch.empty, "stream": torch.cuda.current_stream,
-                 "current_device": torch.cuda.current_device, "workspaces": {}, "workspace_of": _workspace}
+                 "current_device": torch.cuda.current_device, "device_guard": torch.cuda.device,
+                 "workspaces": {}, "workspace_of": _workspace}
     all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"def {name}({', '.join(all_params)}):"]
-    for a, p in zip(params, inputs):
-        if not trace.strides(p):
+    tensors = [p for p in inputs if trace.meta(p)[0] != "number"]
+    # A 0-dim CPU tensor is a scalar the fusion takes (as torch takes cuda_x * torch.tensor(2.0)); the kernel reads
+    # device memory, so it is copied to the device. The device is a CUDA input's.
+    on_cuda = [a for a, p in zip(params, tensors) if str(trace.meta(p)[2]).startswith("cuda")]
+    made_on = str(trace.meta(outputs[0])[2]) if outputs else "cuda"  # without CUDA inputs, the outputs' device
+    namespace["made_on"] = torch.device(made_on) if ":" in made_on else None
+    made_on = "made_on" if namespace["made_on"] is not None else "current_device()"
+    lines.append(f"    device = {on_cuda[0] + '.device' if on_cuda else made_on}")
+    if on_cuda or namespace["made_on"] is not None:  # the module is loaded, and launched, in the device's context
+        lines += ["    if device.index != current_device():", "        with device_guard(device):",
+                  f"            return {name}({', '.join(all_params)})"]
+    for a, p in zip(params, tensors):
+        if not str(trace.meta(p)[2]).startswith("cuda"):
+            lines.append(f"    {a} = {a}.to(device)")
+        elif not trace.strides(p):
             lines.append(f"    if not {a}.is_contiguous(): {a} = {a}.contiguous()")
-    lines.append(f"    device = {params[0] + '.device' if params else 'current_device()'}")
     outs = [f"o{k}" for k in range(len(outputs))]
     for k, (o, p) in enumerate(zip(outs, outputs)):
         dtype, shape, _, _ = trace.meta(p)
