@@ -123,6 +123,7 @@ def test_hf_models_forward_and_backward(arch):
     out = jitted(ids, labels=ids)
     ref = model(ids, labels=ids)
     torch.testing.assert_close(out.logits, ref.logits, atol=1e-4, rtol=1e-4)
+    assert any(k["executor"] == "cuda" for k in thunder.last_kernels(jitted)), "no CUDA kernel: nothing was fused"
     out.loss.backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
