@@ -825,19 +825,43 @@ def _module_with_decorated_forward(decorator):
     return DecoratedForward()
 
 
-@pytest.mark.parametrize("decorator", [torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), _times10],
-                         ids=["no_grad", "autocast", "wraps"])
-def test_a_decorated_function_is_not_rewritten(decorator):
-    """A decorated function's source is its inner function's (inspect follows __wrapped__): rewriting it dropped the
-    wrapper -- grad mode, autocast, a result's conversion, the wrapper's defaults (transformers' decorated
-    forwards then raised "missing required positional arguments"). Its branches stay Python."""
+class _CallableWrapper:
+    """A decorator that keeps the function as an attribute, not in a closure cell: its wrapper cannot be remade."""
+
+    def __init__(self, f):
+        import functools
+
+        functools.update_wrapper(self, f)
+        self.f = f
+
+    def __call__(self, *args, **kwargs):
+        return self.f(*args, **kwargs) * 10
+
+    def __get__(self, instance, owner):
+        import functools
+
+        return self if instance is None else functools.partial(self, instance)
+
+
+@pytest.mark.parametrize("decorator", [torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), _times10,
+                                       _CallableWrapper], ids=["no_grad", "autocast", "wraps", "callable_object"])
+def test_a_decorated_function_keeps_its_wrapper_and_its_branches_are_converted(decorator):
+    """A decorated function's source is its inner function's (inspect follows __wrapped__): rewriting it in the
+    wrapper's place dropped the wrapper -- grad mode, autocast, a result's conversion, the wrapper's defaults
+    (transformers' decorated forwards then raised "missing required positional arguments"). The inner function is
+    rewritten and the wrapper remade around it; a wrapper that does not hold it in a closure cell stays as it is,
+    its branches Python."""
     torch.manual_seed(0)
     model = _module_with_decorated_forward(decorator)
-    x = torch.randn(3, 4)
-    expected = model(x)
-    actual = thunder.jit(model)(x)
-    assert actual.dtype == expected.dtype and actual.requires_grad == expected.requires_grad
-    torch.testing.assert_close(actual, expected)
+    jitted = thunder.jit(model)
+    for sign in (1, -1):
+        with torch.no_grad():
+            model.lin.bias.fill_(sign * 5.0)
+        x = torch.randn(3, 4)
+        expected = model(x)
+        actual = jitted(x)
+        assert actual.dtype == expected.dtype and actual.requires_grad == expected.requires_grad
+        torch.testing.assert_close(actual, expected)
 
     @decorator
     def f(x):
@@ -845,7 +869,13 @@ def test_a_decorated_function_is_not_rewritten(decorator):
             return x * 2
         return x - 1
 
-    x = torch.ones(3, requires_grad=True)
-    actual, expected = thunder.jit(f)(x), f(x)
-    assert actual.dtype == expected.dtype and actual.requires_grad == expected.requires_grad
-    torch.testing.assert_close(actual, expected)
+    jitted_f = thunder.jit(f)
+    for x in (torch.ones(3, requires_grad=True), -torch.ones(3, requires_grad=True)):
+        actual, expected = jitted_f(x), f(x)
+        assert actual.dtype == expected.dtype and actual.requires_grad == expected.requires_grad
+        torch.testing.assert_close(actual, expected)
+    closure_based = decorator is not _CallableWrapper
+    for j in (jitted, jitted_f):
+        stats = thunder.compile_stats(j)
+        assert (stats.branches_converted > 0) == closure_based and (not stats.graph_breaks) == closure_based, \
+            thunder.summary(j)

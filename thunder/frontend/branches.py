@@ -769,15 +769,17 @@ def rewrite(fn, sites, excluded=frozenset(), instance=None):
     reused across rewrites so that ids stay stable; ``excluded`` holds the keys of sites to leave alone.
     ``instance`` is the module when ``fn`` is one of its methods (``self`` is then resolved for purity).
     Returns :class:`Rewritten`; a function without source, or whose source does not parse back into one
-    function, is returned unchanged. So is a decorated one (``__wrapped__``: ``@torch.no_grad()``,
-    ``@torch.autocast(...)``, transformers' ``@can_return_tuple``): its source is the inner function's, and a
-    rewrite of it would drop what the wrapper does (grad mode, autocast, defaults, the result's conversion)."""
+    function, is returned unchanged. A decorated function (``__wrapped__``: ``@torch.no_grad()``,
+    ``@torch.autocast(...)``, transformers' ``@can_return_tuple``) keeps its wrapper: the inner function is
+    rewritten and the wrapper remade around it (:func:`_rewrap`); one whose wrapper does not hold the inner function
+    in a closure cell is returned unchanged (its source is the inner function's, and rewriting that in its place
+    would drop what the wrapper does: grad mode, autocast, defaults, the result's conversion)."""
     code = getattr(fn, "__code__", None)
     if code is None or fn.__name__ == "<lambda>" or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
                                                                      inspect.CO_ASYNC_GENERATOR):
         return Rewritten(fn, 0)
     if hasattr(fn, "__wrapped__"):
-        return Rewritten(fn, 0)
+        return _rewrap(fn, sites, excluded, instance)
     try:
         lines, first = inspect.getsourcelines(fn)
     except (OSError, TypeError):
@@ -805,6 +807,37 @@ def rewrite(fn, sites, excluded=frozenset(), instance=None):
         return Rewritten(fn, 0)
     new = _build(fn, fn_def)
     return Rewritten(new, rewriter.converted) if new is not None else Rewritten(fn, 0)
+
+
+def _rewrap(wrapper, sites, excluded, instance):
+    """A decorated function with its inner function (``wrapper.__wrapped__``) rewritten: the wrapper's code, globals
+    and defaults with the closure cell that holds the inner function holding the rewritten one instead -- the shape
+    of ``functools.wraps`` decorators (torch's ``no_grad``/``autocast``/``enable_grad`` used as decorators,
+    transformers' ``can_return_tuple``). Unchanged when no cell, or more than one, holds it."""
+    inner = wrapper.__wrapped__
+    cells = [i for i, cell in enumerate(getattr(wrapper, "__closure__", None) or ())
+             if _cell_contents(cell) is inner]
+    if len(cells) != 1 or not isinstance(wrapper, types.FunctionType):
+        return Rewritten(wrapper, 0)
+    r = rewrite(inner, sites, excluded, instance)
+    if not r.converted:
+        return Rewritten(wrapper, 0)
+    closure = list(wrapper.__closure__)
+    closure[cells[0]] = types.CellType(r.fn)
+    new = types.FunctionType(wrapper.__code__, wrapper.__globals__, wrapper.__name__, wrapper.__defaults__,
+                             tuple(closure))
+    new.__kwdefaults__ = wrapper.__kwdefaults__
+    new.__qualname__, new.__module__, new.__doc__ = wrapper.__qualname__, wrapper.__module__, wrapper.__doc__
+    new.__dict__.update(wrapper.__dict__)
+    new.__wrapped__, new.__wrapped_by_thunder__ = r.fn, wrapper
+    return Rewritten(new, r.converted)
+
+
+def _cell_contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
 
 
 def _build(fn, fn_def):
