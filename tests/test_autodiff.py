@@ -701,3 +701,48 @@ def test_torch_utils_checkpoint_is_inlined_and_compiled():
     assert 500 < int(kept.sum()) < 900
     torch.testing.assert_close(x.grad, kept.float() / 0.7)
     torch.testing.assert_close(out.detach()[kept], x.detach()[kept] / 0.7)
+
+
+def test_torch_func_transforms_inside_the_graph_run_as_captured():
+    """thunder.jit(torch.func.grad(f)) returned zeros (the ops between functorch's level calls traced as thunder ops,
+    gradients taken of values no autograd graph connected), and vmap's batched tensors reached fused kernels
+    ("Cannot access data pointer"): graphs calling torch.func's transforms run as captured, and say so."""
+    from torch.func import functional_call, grad, jacrev, vmap
+
+    def f(x):
+        return (x.sin() * x).sum()
+
+    def g(x):
+        return x.sin() * x.exp()
+
+    x = torch.tensor([0.5, -1.0, 2.0])
+    for fn in (grad(f), jacrev(g), vmap(g)):
+        jitted = thunder.jit(fn)
+        assert_same(jitted(x), fn(x))
+        (graph,) = thunder.compile_stats(jitted).graphs
+        assert not graph["compiled"] and "torch.func" in graph["reason"]
+    torch.manual_seed(0)
+    m = nn.Linear(3, 2)
+    params = {k: v.detach() for k, v in m.named_parameters()}
+
+    def per_sample(p, xs):
+        return vmap(grad(lambda p, xi: functional_call(m, p, (xi,)).pow(2).sum()), in_dims=(None, 0))(p, xs)["weight"]
+
+    xs = torch.randn(2, 3)
+    assert_same(thunder.jit(per_sample)(params, xs), per_sample(params, xs))
+
+
+def test_a_tensor_hook_that_changes_the_gradient_is_applied():
+    """y.register_hook(lambda g: g * 10) inside the jitted function: the hook ran but thunder's backward dropped its
+    result (gradients 10x too small). A graph registering a tensor hook runs as captured."""
+    def fn(x):
+        y = x * 2
+        y.register_hook(lambda g: g * 10)
+        return (y * y).sum()
+
+    x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    jitted = thunder.jit(fn)
+    actual, = torch.autograd.grad(jitted(x), x)
+    expected, = torch.autograd.grad(fn(x), x)
+    assert_same(actual, expected)
+    assert "tensor hook" in thunder.compile_stats(jitted).graphs[0]["reason"]

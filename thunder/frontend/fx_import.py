@@ -1455,6 +1455,23 @@ def _dim_of(expr, symbols):
     raise UnsupportedGraph(f"the size {expr} is not a polynomial in the graph's size symbols")
 
 
+def _runs_only_as_captured(gm):
+    """Why a graph must run as Dynamo captured it, or "": it calls torch.func's transforms (``grad``, ``vjp``,
+    ``jacrev``, ``vmap``: their levels and wrapped tensors are torch's own state, and thunder's trace of the ops
+    between them computed the gradients as zeros or failed), or it registers a tensor hook on a value it makes
+    (``y.register_hook(fn)``: a hook that changes the gradient acts inside torch's autograd, which thunder's
+    differentiated program does not run)."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if (getattr(target, "__module__", None) or "").startswith(("torch._C._functorch", "torch._functorch")):
+            return f"it calls torch.func's transforms (grad, vjp, jacrev, vmap: {_target_name(node)})"
+        if isinstance(target, torch._ops.HigherOrderOperator) and target.name() == "register_hook":
+            return "it registers a tensor hook (Tensor.register_hook) on a value it computes"
+    return ""
+
+
 def import_graph(gm: torch.fx.GraphModule, example_inputs, symbolic=False) -> ImportedGraph:
     """Imports a Dynamo FX graph into a core trace.
 
@@ -1469,6 +1486,9 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, symbolic=False) -> Im
         UnsupportedGraph: the graph uses something a trace cannot express (symbolic shapes unless ``symbolic``,
             sizes that are not polynomials in the size inputs, dtypes the core lacks, unusual FX node kinds).
     """
+    reason = _runs_only_as_captured(gm)
+    if reason:
+        raise UnsupportedGraph(reason)
     try:
         return _Importer(gm, example_inputs, symbolic).run()
     except _AutocastNotExplicit as e:
