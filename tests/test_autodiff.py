@@ -746,3 +746,55 @@ def test_a_tensor_hook_that_changes_the_gradient_is_applied():
     expected, = torch.autograd.grad(fn(x), x)
     assert_same(actual, expected)
     assert "tensor hook" in thunder.compile_stats(jitted).graphs[0]["reason"]
+
+
+class _TripledClampGrad(torch.autograd.Function):
+    """clamp(min=0) whose backward is the user's own (three times the true gradient)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * (x > 0).float() * 3
+
+
+class _RandomMask(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        mask = (torch.rand_like(x) > 0.5).float()
+        ctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, g):
+        mask, = ctx.saved_tensors
+        return g * mask
+
+
+@pytest.mark.parametrize("function", [_TripledClampGrad, _RandomMask], ids=["custom_backward", "random_forward"])
+def test_a_custom_autograd_function_is_an_opaque_op_with_its_own_backward(function):
+    """A graph with a custom torch.autograd.Function ran wholly with torch (its forward and backward graphs were
+    passed to the core as arguments: TypeError). It is an opaque op applied as torch applies it: the rest of the
+    graph compiles, its gradient is the user's backward; a forward that draws random numbers is an effect (the
+    generic rule would recompute it), so that graph keeps torch's autograd."""
+    def fn(x):
+        return (function.apply(x * 2) + x.sin()).sum()
+
+    x = torch.randn(64)
+    xe, xj = x.clone().requires_grad_(), x.clone().requires_grad_()
+    jitted = thunder.jit(fn)
+    torch.manual_seed(0)
+    expected = fn(xe)
+    expected.backward()
+    torch.manual_seed(0)
+    actual = jitted(xj)
+    actual.backward()
+    assert_same(actual, expected)
+    assert_same(xj.grad, xe.grad)
+    (graph,) = thunder.compile_stats(jitted).graphs
+    assert graph["compiled"]
+    assert graph["backward"] == "thunder" if function is _TripledClampGrad else graph["backward"].startswith("torch (")

@@ -589,6 +589,8 @@ class _Importer:
             return self._marker(node)
         if node.op == "call_function" and node.target is torch.ops.higher_order.cond:
             return self._cond(node)
+        if node.op == "call_function" and node.target is torch.ops.higher_order.autograd_function_apply:
+            return self._autograd_function(node)
         if node.op == "call_function" and node.target is torch.ops.higher_order.tag_activation_checkpoint:
             # torch.utils.checkpoint: its body is inlined. The values and gradients are the body's; which
             # activations are saved or recomputed is the rematerialization pass's choice, as for the rest.
@@ -1065,6 +1067,21 @@ class _Importer:
         return result
 
 
+    def _autograd_function(self, node):
+        """A custom ``torch.autograd.Function`` (Dynamo's ``autograd_function_apply`` of its forward and backward
+        graphs): an opaque op that applies it as torch does, so its gradient is the user's ``backward``. (Passing
+        the graphs to the core as arguments failed, and the whole graph ran with torch.) Where its forward draws
+        random numbers or writes a tensor, the op is an effect: thunder's generic VJP rule, which recomputes an op in
+        the backward, does not take it, and the graph keeps torch's autograd."""
+        forward, backward = self.env[node.args[0]], self.env[node.args[1]]
+        applied = functools.partial(node.target, forward, backward, **node.kwargs)
+        callee = self._register(applied, "_autograd_function").text
+        args = self._unwrap(self._arg(list(node.args[2:])))
+        effect = any(n.op in ("call_function", "call_method") and n.target not in global_state.CALLEES and
+                     _has_effect(n, _target_name(n)) for n in forward.graph.nodes)
+        return self.builder.opaque(callee, args, {}, self._new_output(node.meta.get("example_value")), effect)
+
+
 _NOT_A_WRITE = object()
 
 
@@ -1465,6 +1482,8 @@ def _runs_only_as_captured(gm):
         if node.op != "call_function":
             continue
         target = node.target
+        if target is torch.ops.higher_order.autograd_function_apply:  # a custom autograd.Function: an opaque op
+            continue
         if (getattr(target, "__module__", None) or "").startswith(("torch._C._functorch", "torch._functorch")):
             return f"it calls torch.func's transforms (grad, vjp, jacrev, vmap: {_target_name(node)})"
         if isinstance(target, torch._ops.HigherOrderOperator) and target.name() == "register_hook":
