@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import thunder
-from conftest import assert_same, check_program
+from conftest import assert_same, capture_thunder_log, check_program
 
 
 class Counter(nn.Module):
@@ -229,8 +229,6 @@ def test_a_method_that_runs_the_original_forward_uncompiled_says_so():
     """thunder.jit(model).generate(...) is the original's generate calling the original's forward: it ran uncompiled
     and nothing said so. It still runs (with eager's results), is counted in print(jitted) and compile_stats, and
     warns once, naming the fix; a method that runs no forward is not counted."""
-    import logging
-
     class Steps(nn.Module):
         def __init__(self):
             super().__init__()
@@ -247,27 +245,15 @@ def test_a_method_that_runs_the_original_forward_uncompiled_says_so():
         def width(self):
             return self.lin.in_features
 
-    class Messages(logging.Handler):
-        def __init__(self):
-            super().__init__(logging.WARNING)
-            self.messages = []
-
-        def emit(self, record):
-            self.messages.append(record.getMessage())
-
     torch.manual_seed(0)
     model, x = Steps(), torch.randn(2, 3)
     jitted = thunder.jit(model)
-    handler = Messages()
-    logging.getLogger("thunder").addHandler(handler)
-    try:
+    with capture_thunder_log() as messages:
         assert jitted.width() == 3
         assert_same(jitted.generate(x, 3), model.generate(x, 3))
         jitted.generate(x, 2)
-    finally:
-        logging.getLogger("thunder").removeHandler(handler)
-    warned = [m for m in handler.messages if "generate" in m]
-    assert len(warned) == 1 and "model.forward = thunder.jit(model.forward)" in warned[0], handler.messages
+    warned = [m for m in messages if "generate" in m]
+    assert len(warned) == 1 and "model.forward = thunder.jit(model.forward)" in warned[0], messages
     assert thunder.compile_stats(jitted).uncompiled_methods == {"generate": 5}
     assert "generate() ran the original forward UNCOMPILED 5 times" in repr(jitted)
     assert not model._forward_pre_hooks

@@ -207,3 +207,23 @@ def test_calls_that_raise_are_counted_and_not_called_eager():
     assert (stats.calls, stats.cache_hits, stats.cache_misses, stats.eager_calls) == (1, 0, 0, 0), stats
     report = thunder.summary(jitted)
     assert "1 calls raised" in report and "ran eagerly" not in report, report
+
+
+def test_a_call_whose_code_raises_does_not_stop_compiling_the_function():
+    """Dynamo reports the frame of a call that raised as a skipped frame ("Observed exception"): thunder warned that
+    the frame "runs uncompiled, eagerly, on every call" and listed a graph break, while later calls ran compiled."""
+    def maybe(x, n):
+        if n > 2:
+            raise KeyError("n")
+        return x * n
+
+    x = torch.tensor([1.0, -2.0, 3.0])
+    jitted = thunder.jit(maybe)
+    with capture_thunder_log() as messages:
+        jitted(x, 1)
+        with pytest.raises(KeyError):
+            jitted(x, 5)
+        assert torch.equal(jitted(x, 1), x)
+    stats = thunder.compile_stats(jitted)
+    assert not [m for m in messages if "Dynamo stopped" in m] and not stats.graph_breaks and not stats.dynamo_stopped
+    assert (stats.cache_hits, stats.eager_calls, stats.calls) == (1, 0, 3), stats

@@ -607,6 +607,11 @@ class _GraphBreakHandler(logging.Handler):
         except Exception:  # noqa: BLE001
             return
         graph_break = _parse_graph_break(message)
+        if graph_break.skipped_frame and graph_break.reason.startswith("Observed exception"):
+            # The traced code raised (as the call then does, eagerly): that call ran uncompiled and is counted as
+            # raised; the frame stays compiled for calls that do not raise -- neither a graph break nor a skip.
+            logger.debug("thunder: %s raised while Dynamo traced it; that call runs eagerly", state.name)
+            return
         state.graph_breaks.append(graph_break)
         logger.info("thunder: graph break in %s at %s", state.name, graph_break)
         if graph_break.skipped_frame:
