@@ -414,3 +414,22 @@ def test_an_nll_loss_target_out_of_range_raises(target, executors):
             thunder.jit(fn, executors=executors)(x, t)
     torch.testing.assert_close(thunder.jit(F.nll_loss, executors=executors)(x, torch.tensor([1, -100])),
                                F.nll_loss(x, torch.tensor([1, -100])))
+
+
+@pytest.mark.parametrize("op,message", [
+    (lambda x: (x > 0) - 1, "Subtraction, the `-` operator, with a bool tensor is not supported"),
+    (lambda x: x.long() ** -1, "Integers to negative integer powers are not allowed"),
+], ids=["bool_minus_int", "int_to_negative_power"])
+def test_an_op_torch_rejects_raises_even_where_its_result_is_unused(op, message):
+    """`bool_tensor - 1` raises in eager wherever it stands; thunder's rules reject it too, and the op fell back to an
+    opaque torch call that dead-code elimination then removed, so the call returned where eager raises; the rule of
+    `int_tensor ** -1` did not reject it at all (found by a random-program fuzzer). An op whose arguments the rules
+    reject is kept, and raises as eager does."""
+    def fn(x):
+        unused = op(x)  # noqa: F841
+        return x * 2
+
+    with pytest.raises(RuntimeError, match=message):
+        fn(torch.randn(3))
+    with pytest.raises(RuntimeError, match=message):
+        thunder.jit(fn)(torch.randn(3))

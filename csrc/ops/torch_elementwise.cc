@@ -143,6 +143,9 @@ void register_math() {
     // take it as a double).
     const DType d = result_type(b, {a[0], a[1]});
     if (b.is_tensor(a[0]) && (is_half(d) || ir::is_integer(d))) require_convertible("ltorch.pow", "exponent", a[1], d);
+    // ATen refuses a negative number exponent of an integer tensor before computing anything.
+    if (b.is_tensor(a[0]) && ir::is_integer(d) && a[1].is_number() && !a[1].is_proxy() && a[1].as_double() < 0)
+      fail("ltorch.pow", "Integers to negative integer powers are not allowed.");
     return elementwise(b, "pow", {a[0], a[1]}, Promotion::Default);
   });
   binary("copysign", Promotion::IntToFloat, "copysign");

@@ -626,13 +626,15 @@ class _Importer:
             native = lambda: self._rtruediv(node)  # noqa: E731
         if node.op == "call_function" and str(node.target) == "prims.fma.default":
             native = lambda: self._fma(node)  # noqa: E731
+        rejected = False
         if native is not None:
             try:
                 return native()
             except (_core.NotNative, _core.OpError, TypeError, ValueError, KeyError, IndexError) as e:
                 self.fallbacks.append((node.name, _target_name(node), f"{type(e).__name__}: {e}"))
                 logger.debug("thunder: %s (%s) runs as an opaque torch op: %s", node.name, _target_name(node), e)
-        return self._opaque(node)
+                rejected = isinstance(e, _core.OpError)
+        return self._opaque(node, rejected)
 
     def _native(self, node, kind, name):
         out = self._native_value(kind, node.target if kind == "method" else name, name, node.args, node.kwargs)
@@ -1026,10 +1028,13 @@ class _Importer:
         base = example._base if example._is_view() else None
         return example.requires_grad or (base is not None and base.requires_grad)
 
-    def _opaque(self, node):
+    def _opaque(self, node, rejected=False):
         # An opaque op whose result is a view (x.T, x.diagonal(), x.unfold(...)): the functionalization cannot
         # follow writes through it, nor replay it after a write to its base. It runs as an effect (pending writes
         # land before it), and the writes after it stay in place, as opaque effects, so that it sees them.
+        # An op whose arguments thunder's rules rejected (``rejected``: an OpError, such as `-` of a bool tensor)
+        # is an effect too: torch raises for it, and eager raises even where its result is unused, so it is not
+        # dead code.
         self.opaque_calls += 1
         view = _is_view(node.meta.get("example_value")) or _aliases_an_argument(node)
         if view:
@@ -1055,7 +1060,7 @@ class _Importer:
         args = self._unwrap(self._arg(list(node.args)))
         kwargs = {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
         output = self._new_output(node.meta.get("example_value"))
-        effect = view or _has_effect(node, callee if node.op == "call_function" else str(target))
+        effect = view or rejected or _has_effect(node, callee if node.op == "call_function" else str(target))
         result = self.builder.opaque(callee, args, kwargs, output, effect)
         same = _returned_argument(node)
         if effect and same is not None and isinstance(self.env.get(same), _core.Proxy) and \
@@ -1185,6 +1190,18 @@ def _changes_metadata(name):
         return op is not None and any(torch.Tag.inplace_view in getattr(op, o).tags for o in op.overloads())
     except (AttributeError, RuntimeError):
         return True
+
+
+#: In-place ops that change their argument's sizes or strides besides those ATen tags ``inplace_view``.
+_RESIZING_IN_PLACE = {"squeeze_", "swapaxes_", "swapdims_", "resize_"}
+
+
+@functools.lru_cache(maxsize=None)
+def _resizes_in_place(name):
+    """Whether ``name`` (a method or function name) is an in-place op changing its argument's sizes or strides."""
+    short = name.rsplit(".", 1)[-1]
+    return short.endswith("_") and not short.endswith("__") and (short in _RESIZING_IN_PLACE or
+                                                                 _changes_metadata(short))
 
 
 def _returns_an_input(node):
@@ -1477,8 +1494,13 @@ def _runs_only_as_captured(gm):
     ``jacrev``, ``vmap``: their levels and wrapped tensors are torch's own state, and thunder's trace of the ops
     between them computed the gradients as zeros or failed), or it registers a tensor hook on a value it makes
     (``y.register_hook(fn)``: a hook that changes the gradient acts inside torch's autograd, which thunder's
-    differentiated program does not run)."""
+    differentiated program does not run), or it changes a tensor's sizes or strides in place (``x.t_()``,
+    ``unsqueeze_``, ``resize_``: Dynamo's example value of that tensor is one object, changed in place as Dynamo
+    traced, so every node that made or wrote it shows the layout after the change; ``y.relu_()`` before
+    ``y.unsqueeze_(0)`` was imported as a write of a [1] tensor into a [] one, and raised)."""
     for node in gm.graph.nodes:
+        if node.op in ("call_function", "call_method") and _resizes_in_place(_target_name(node)):
+            return f"it changes a tensor's sizes or strides in place ({_target_name(node)})"
         if node.op != "call_function":
             continue
         target = node.target
