@@ -1990,3 +1990,41 @@ def test_an_error_of_a_graph_run_as_captured_prints_nothing_to_stderr(capfd):
     with pytest.raises(RuntimeError, match="refer to a single memory location"):
         jitted(base[:4], base[2:])
     assert "FX-traced Module" not in capfd.readouterr().err
+
+
+def _copied(x, y):
+    v = x * 2
+    v.copy_(y)
+    return v
+
+
+def _assigned_view(x, y):
+    v = x.clamp(max=-0.25)
+    v[:] = y
+    return v[0], x + 1
+
+
+def _two_views_of_a_copy(x, y):
+    v = torch.empty_like(x)
+    v.copy_(y.t().t())
+    return v, v.t()
+
+
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["no_grad", "grad"])
+@pytest.mark.parametrize("fn", [_copied, _assigned_view, _two_views_of_a_copy], ids=lambda f: f.__name__[1:])
+def test_an_output_written_whole_from_an_input_is_a_new_tensor(fn, requires_grad):
+    """Functionalization forwards a value written whole into a new tensor (v.copy_(y) makes v y's value): the
+    program returned the input y itself, or a view of it, where eager returns a new tensor, and a write to the result
+    changed the caller's y (found by a random-program fuzzer). Outputs eager makes new are copied where the program
+    returned an input's memory; outputs that are views of one another in eager still are."""
+    x = torch.randn(2, 3, requires_grad=requires_grad)
+    y = torch.zeros(2, 3)
+    expected, actual = fn(x, y), thunder.jit(fn)(x, y)
+    assert_same(actual, expected)
+    inputs = {t.untyped_storage().data_ptr() for t in (x, y)}
+    storages = [t.untyped_storage().data_ptr() for t in (actual if isinstance(actual, tuple) else (actual,))]
+    assert not inputs & set(storages), "an output shares an input's memory"
+    if fn is _two_views_of_a_copy:
+        assert storages[0] == storages[1]
+    returned_as_is = thunder.jit(lambda x, y: (y, y.t()))(x, y)
+    assert returned_as_is[0] is y and returned_as_is[1].untyped_storage().data_ptr() == y.untyped_storage().data_ptr()

@@ -291,6 +291,8 @@ NB_MODULE(_core, m) {
       .def_ro("source", &ir::BoundSymbol::source)
       .def_prop_ro("is_opaque", [](const ir::BoundSymbol& b) { return b.sym->has(ir::kOpaque); })
       .def_prop_ro("has_effect", [](const ir::BoundSymbol& b) { return b.sym->has(ir::kEffect); })
+      .def_prop_ro("is_view", [](const ir::BoundSymbol& b) { return b.sym->has(ir::kView); },
+                   "Whether the op only views its input (reshape, slice, transpose...): torch may return a view.")
       .def_prop_ro("draws_random_numbers", [](const ir::BoundSymbol& b) { return passes::draws_random_numbers(b); });
 
   nb::class_<ir::Trace>(m, "Trace", "A straight-line program over proxies; prints as runnable Python.")

@@ -5,6 +5,7 @@ devices, and splits it at graph breaks; each FX graph it hands over is
 imported into a core trace and compiled by :func:`thunder.core.compile.compile_trace`.
 """
 import contextvars
+import functools
 import linecache
 import logging
 import re
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from thunder import _core
 from thunder.core import debug
 from thunder.core.compile import SymbolicPlan, compile_trace
 from thunder.core.log import logger
@@ -336,6 +338,61 @@ def _remake_output_views(fn, groups):
     return lambda *args: remake_output_views(fn(*args), args, groups)
 
 
+def _keep_outputs_fresh(fn, compiled, fresh):
+    """fn, with the outputs eager returns as new tensors (``fresh``: positions, ImportedGraph.fresh_outputs) copied
+    where the program returned an input's memory instead. Functionalization forwards a value written whole into a
+    new tensor (``v = x * 2; v.copy_(y); return v`` returns y's value), so the program returned the input y itself
+    (or a view of it), and a later write to the result changed the caller's y. Which outputs can be such a tensor
+    is read from the execution trace (an input, or a view op or opaque op of one: the torch executor returns
+    views); only those are checked at run time."""
+    trace = compiled.execution_trace.trace
+    outputs = trace.output[0] if compiled.autodiff == "thunder" else trace.output
+    if not fresh or not isinstance(outputs, (tuple, list)):
+        return fn
+    may_alias = {p for p in trace.inputs if isinstance(p, _core.Proxy)}
+    for b in trace.symbols:
+        returns_views = b.is_view or b.is_opaque or (b.level == "ltorch" and _may_return_its_input(b.name))
+        if returns_views and any(p in may_alias for p in _proxies(b.args)):
+            may_alias.update(_proxies(b.output))
+    risky = [i for i in fresh if i < len(outputs) and isinstance(outputs[i], _core.Proxy) and outputs[i] in may_alias]
+    if not risky:
+        return fn
+
+    def fresh_outputs(*args):
+        out = fn(*args)
+        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        values = list(out)
+        for i in risky:
+            if isinstance(values[i], torch.Tensor) and values[i].untyped_storage().data_ptr() in inputs:
+                values[i] = values[i].clone()
+        return type(out)(values)
+    return fresh_outputs
+
+
+@functools.lru_cache(maxsize=None)
+def _may_return_its_input(name):
+    """Whether the torch op ``name`` may return its input's memory: ATen's schema says a result aliases an argument
+    (``t``, ``reshape``, ``contiguous``, ``to``, ``split``...), or it is ``type_as`` (which returns the input
+    itself for its own dtype), or ATen has no op of that name (``getitem``: assumed so)."""
+    op = getattr(torch.ops.aten, name, None)
+    if op is None or name == "type_as":
+        return True
+    try:
+        return any(r.alias_info is not None and not r.alias_info.is_write
+                   for o in op.overloads() for r in getattr(op, o)._schema.returns)
+    except (AttributeError, RuntimeError):
+        return True
+
+
+def _proxies(value):
+    """The proxies in a symbol's argument or output (nested tuples and lists)."""
+    if isinstance(value, _core.Proxy):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [p for v in value for p in _proxies(v)]
+    return []
+
+
 def _guard_input_aliasing(fn, compiled, gm):
     """Functionalization assumes that the inputs a graph writes share memory with no other input (Dynamo passes
     the same tensor twice as one input, but not a view and its base, or overlapping slices). A call whose written
@@ -550,6 +607,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     _log_compiled(state, compiled, imported)
     # A graph that sets grad mode, autocast or inference mode undoes it if it raises, as leaving `with` blocks does.
     fn = global_state.restoring(compiled.fn) if imported.sets_global_state else compiled.fn
+    fn = _keep_outputs_fresh(fn, compiled, imported.fresh_outputs)
     fn = _remake_output_views(fn, imported.output_views)
     fn = _guard_input_aliasing(fn, compiled, gm)
 

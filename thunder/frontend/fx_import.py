@@ -84,6 +84,8 @@ class ImportedGraph:
     #: For a trace with symbolic sizes (``import_graph(..., symbolic=True)``): (size symbol's proxy id, the
     #: position of the graph input that is its value) per symbol; :meth:`bind` gives them values.
     size_inputs: list = field(default_factory=list)
+    #: The positions of tensor outputs that share no memory with an input in eager (Dynamo's example values tell).
+    fresh_outputs: list = field(default_factory=list)
 
     def bind(self, args) -> "ImportedGraph":
         """This graph for one call's arguments ``args``: its size symbols bound to the values of their inputs
@@ -524,9 +526,10 @@ class _Importer:
                 if self.selects:
                     self._check_selected_outputs(node)
                 out = self._unwrap(self._arg(node.args[0]))
-                views = []
+                views, fresh = [], []
                 if isinstance(node.args[0], (tuple, list)):
                     views = _output_views(list(node.args[0]), placeholders)
+                    fresh = _fresh_outputs(list(node.args[0]), placeholders)
                     out = list(out)
                     for group in views:  # each output made again from the base: the program returns the base
                         base = placeholders[group.base_input][0] if group.base_input >= 0 else group.root
@@ -540,7 +543,8 @@ class _Importer:
                 return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state,
                                      self.branch_sites, views, size_inputs=self.size_inputs,
                                      under_autocast=self.outer_autocast and not self.explicit_autocast,
-                                     autocast_written_out=self.outer_autocast and self.explicit_autocast)
+                                     autocast_written_out=self.outer_autocast and self.explicit_autocast,
+                                     fresh_outputs=fresh)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -1339,6 +1343,14 @@ def _output_views(outputs, placeholders):
         else:
             views.append(OutputViews(-1, positions[0], members, root))
     return views
+
+
+def _fresh_outputs(outputs, placeholders):
+    """The positions of the outputs that are tensors sharing no memory with any input in eager."""
+    input_storages = {_storage(e) for _, e in placeholders} - {None}
+    return [i for i, node in enumerate(outputs) if isinstance(node, torch.fx.Node) and
+            isinstance(node.meta.get("example_value"), torch.Tensor) and
+            _storage(node.meta["example_value"]) not in input_storages and node not in dict(placeholders)]
 
 
 def _has_proxy(v):
