@@ -838,3 +838,16 @@ def test_a_negative_zero_constant_keeps_its_sign_in_a_kernel(fn, dtype):
     actual, expected = thunder.jit(fn)(x), fn(x)
     torch.testing.assert_close(actual, expected)
     assert torch.equal(actual.signbit(), expected.signbit()), (actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16], ids=str)
+def test_a_float_converted_to_a_narrow_integer_wraps_inside_a_kernel(dtype):
+    """x.to(torch.uint8).float() in one kernel: the conversion (undefined in C++ beyond the type's range) kept the
+    float's value, so a "uint8" read -2 and 300 (eager: 254 and 44, through int32 as ATen's vectorized conversion);
+    pow of such a value gave NaN. Found by a random-program fuzzer."""
+    x = torch.tensor([1.5, -2.25, 300.0, 3.0, -129.5, 70000.0] * 5)
+
+    def fn(a):
+        return a.to(dtype).float() * 2 + torch.pow(a.to(dtype).abs(), 0.5)
+
+    assert_matches_eager(fn, x, kernels=1)

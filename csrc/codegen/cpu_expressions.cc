@@ -155,6 +155,11 @@ ir::PrimTable<CppOp> make_cpu_expressions() {
   t.set(PrimId::convert_element_type, CppOp{[](const ExprArgs& o) {
           if (o.out == DType::Bool) return "(" + o.a() + " != 0)";
           if (o.in == DType::Bool) return "(" + o.a() + " ? (" + o.T + ")1 : (" + o.T + ")0)";
+          // A float to an integer type narrower than 32 bits goes through int32, as ATen's vectorized conversion
+          // does: -2.25 -> uint8 254, 300 -> 44. Converted directly (undefined beyond the type's range), GCC kept
+          // the float's value where another op followed in the kernel (uint8 -2, 300).
+          if (ir::is_floating(o.in) && ir::is_integer(o.out) && ir::item_size(o.out) < 4)
+            return "(" + o.T + ")(int32_t)(" + o.a() + ")";
           return "(" + o.T + ")(" + o.a() + ")";
         }, {}, false, 1});
   // uniform_philox's operands are its seed and the element's counter (the offset plus the element's flat index,
