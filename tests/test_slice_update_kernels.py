@@ -329,3 +329,20 @@ def test_a_cat_part_that_is_also_returned_is_stored_in_its_own_bounds():
         actual, expected = jitted(x), fn(x)
     for a, e in zip(actual, expected):
         torch.testing.assert_close(a, e)
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["static", "dynamic"])
+def test_a_number_read_at_run_time_in_a_kernel_that_writes_a_slice(dynamic):
+    """x[0].add_(m, alpha=2): a kernel with a slice update and a number it takes as an argument (m read at run time,
+    or 0.5 * 2 computed by the trace). Rendering looked the number up among the tensors' layouts (IndexError:
+    map::at) and the graph ran with torch (found by a random-program fuzzer)."""
+    def fn(x, m):
+        x[0].add_(m, alpha=2)
+        return x * 2
+
+    jitted = thunder.jit(fn, dynamic=dynamic)
+    for m in (0.5, 0.25, 0.75):
+        x_e, x_t = torch.arange(4.0), torch.arange(4.0)
+        assert torch.equal(jitted(x_t, m), fn(x_e, m)) and torch.equal(x_t, x_e)
+    assert all(g["compiled"] for g in thunder.compile_stats(jitted).graphs), thunder.summary(jitted)
+    assert any("cpu_fusion" in str(t) for t in thunder.last_traces(jitted))

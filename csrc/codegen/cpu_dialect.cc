@@ -655,6 +655,7 @@ class KernelWriter {
   const std::set<int>& index_refs(ProxyId v) {
     if (auto it = index_refs_.find(v); it != index_refs_.end()) return it->second;
     std::set<int> refs;
+    if (!t_.proxy(v).is_tensor) return index_refs_[v] = refs;  // a number read at run time (KernelPlan::scalars)
     auto it = producer_.find(v);
     if (it == producer_.end() || it->second->is(PrimId::uniform_philox)) {  // an input, or drawn per element
       const auto& al = p_.align.at(v);

@@ -495,6 +495,7 @@ class CudaWriter {
   const std::set<int>& index_refs(ProxyId v) {
     if (auto it = index_refs_.find(v); it != index_refs_.end()) return it->second;
     std::set<int> refs;
+    if (!t_.proxy(v).is_tensor) return index_refs_[v] = refs;  // a number read at run time (KernelPlan::scalars)
     auto it = producer_.find(v);
     if (it == producer_.end()) {
       const auto& al = p_.align.at(v);
