@@ -851,3 +851,22 @@ def test_a_float_converted_to_a_narrow_integer_wraps_inside_a_kernel(dtype):
         return a.to(dtype).float() * 2 + torch.pow(a.to(dtype).abs(), 0.5)
 
     assert_matches_eager(fn, x, kernels=1)
+
+
+def test_an_input_with_the_negative_bit_is_read_with_its_sign():
+    """z.conj().imag is a tensor with the negative bit: its memory holds the values negated. Kernels read the memory
+    (x * 2 + 1 of [-1, 3, -4] gave [3, -5, 9]), also after a first call with an ordinary tensor, which Dynamo's
+    guards do not tell apart (found by a break-it pass)."""
+    z = torch.tensor([1 + 1j, 2 - 3j, -0.5 + 4j, 2 + 2j], dtype=torch.complex64)
+    strided = z.conj().imag                                     # a view with stride 2
+    dense = torch._neg_view(torch.tensor([1.0, -3.0, 4.0, -2.0]))  # contiguous
+    assert strided.is_neg() and dense.is_neg()
+
+    def fn(x):
+        return (x * 2 + 1).softmax(-1), x.sum()
+
+    jitted = thunder.jit(fn, executors=CPU)
+    for x in (torch.tensor([5.0, 6.0, 7.0, 8.0]), strided, dense, strided.clone().resolve_neg()):
+        for actual, expected in zip(jitted(x), fn(x)):
+            torch.testing.assert_close(actual, expected)
+    assert any(b.executor == "cpu" for g in compiled_graphs(jitted) for b in g.execution_trace.symbols)

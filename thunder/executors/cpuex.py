@@ -148,8 +148,8 @@ def _launcher_factory(text):
 
 
 def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), written_over=(), symbol=None):
-    """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous
-    (a copy only if one is not; a non-contiguous trace input is read in place, its strides passed to the
+    """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous and their
+    negative bit resolved (a copy only if one is not; a non-contiguous trace input is read in place, its strides passed to the
     kernel or, where 0 or 1, written into it, which the guards fix), allocates the outputs (an output
     ``written_over[i] >= 0`` is that input, which dies in the kernel: ``thunder._core.render_cpu``), launches the
     kernel with the data pointers, torch's thread count, the sizes a shape-generic kernel takes as
@@ -161,9 +161,13 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
     values = {}  # the names the text binds per launcher: output shapes or prototypes, sizes
     all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"    def {name}({', '.join(all_params)}):"]
+    # A tensor with the negative bit (z.conj().imag, torch._neg_view) holds its values negated: a kernel reading its
+    # memory reads them resolved (Dynamo's guards do not tell such a tensor from another).
     for a, p in zip(params, inputs):
         if not trace.strides(p):
-            lines.append(f"        if not {a}.is_contiguous(): {a} = {a}.contiguous()")
+            lines.append(f"        if not {a}.is_contiguous() or {a}.is_neg(): {a} = {a}.contiguous().resolve_neg()")
+        else:
+            lines.append(f"        if {a}.is_neg(): {a} = {a}.resolve_neg()")
     outs = [f"o{k}" for k in range(len(outputs))]
     for k, (o, p) in enumerate(zip(outs, outputs)):
         dtype, shape, _, _ = trace.meta(p)

@@ -97,8 +97,10 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     for a, p in zip(params, tensors):
         if not str(trace.meta(p)[2]).startswith("cuda"):
             lines.append(f"    {a} = {a}.to(device)")
-        elif not trace.strides(p):
-            lines.append(f"    if not {a}.is_contiguous(): {a} = {a}.contiguous()")
+        elif not trace.strides(p):  # the negative bit resolved as on the CPU (thunder.executors.cpuex._launcher)
+            lines.append(f"    if not {a}.is_contiguous() or {a}.is_neg(): {a} = {a}.contiguous().resolve_neg()")
+        else:
+            lines.append(f"    if {a}.is_neg(): {a} = {a}.resolve_neg()")
     outs = [f"o{k}" for k in range(len(outputs))]
     for k, (o, p) in enumerate(zip(outs, outputs)):
         dtype, shape, _, _ = trace.meta(p)
