@@ -305,3 +305,15 @@ def test_torch_compile_graphs_are_inspected_through_the_global_state():
     assert thunder.last_traces(_dynamo.GLOBAL_STATE)[-1].provenance.startswith("Memory planning")
     # ... and through the torch.compile result itself (its own graphs only)
     assert len(thunder.compile_stats(compiled).graphs) == 1
+
+
+@pytest.mark.parametrize("text,short", [
+    ("kernel compilation failed (kept /c/0.cc):\ncd /c && g++ -O3 -o x.so x.cc\nx.cc:3: error: invalid operands\nnote",
+     "RuntimeError: kernel compilation failed (kept /c/0.cc): x.cc:3: error: invalid operands"),
+    ("kernel compilation failed (kept /c/0.cc):\ncd /c && g++ -O3 -o x.so x.cc\ncannot run g++: not found in PATH",
+     "RuntimeError: kernel compilation failed (kept /c/0.cc): cannot run g++: not found in PATH"),
+])
+def test_a_compiler_failure_is_reported_with_its_cause(text, short):
+    """Without g++ on PATH the one-line WARNING ended at 'kernel compilation failed (...):' -- the cause, which says
+    no 'error', was only at DEBUG (found by a break-it pass). Without an error line, the output's last line."""
+    assert _dynamo._short_reason(RuntimeError(text)) == short

@@ -119,11 +119,12 @@ def _fallback_cause(error):
 
 def _short_reason(error):
     """The error's type and first line; for a compiler's failure (a first line ending in ':' over its output), also
-    the output's first line that says "error"."""
+    the output's first line that says "error", else its last line ("cannot run g++: not found in PATH"; the
+    command line comes first)."""
     lines = [l.strip() for l in str(error).strip().splitlines() if l.strip()]
     reason = f"{type(error).__name__}: {lines[0] if lines else ''}"
     if lines and lines[0].endswith(":"):
-        first_error = next((l for l in lines[1:] if "error" in l.lower()), None)
+        first_error = next((l for l in lines[1:] if "error" in l.lower()), lines[-1] if len(lines) > 1 else None)
         if first_error:
             reason += " " + (first_error if len(first_error) <= 240 else first_error[:240] + "...")
     return reason
