@@ -8,9 +8,8 @@ breaks and the data-dependent branches.
 """
 from dataclasses import dataclass, field
 
-from thunder import _core
 from thunder.frontend import branches
-from thunder.frontend.dynamo import EagerGraph
+from thunder.frontend.dynamo import EagerGraph, proxies
 
 #: The reason given for an opaque op the importer has no native op for (it records reasons only for the ops it
 #: knows but declined), and for one kept for its effect (grad mode, autocast, a view or in-place opaque op).
@@ -153,15 +152,6 @@ def _original(fn):
     if not callable(fn):
         raise TypeError(f"thunder.examine: expected a function or an nn.Module, got {type(fn).__name__}")
     return fn, {}
-
-
-def proxies(value):
-    """The proxies in a symbol's output (a proxy, or nested lists/tuples of them and other values)."""
-    if isinstance(value, _core.Proxy):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [p for v in value for p in proxies(v)]
-    return []
 
 
 def _runners(trace):

@@ -353,8 +353,8 @@ def _keep_outputs_fresh(fn, compiled, fresh):
     may_alias = {p for p in trace.inputs if isinstance(p, _core.Proxy)}
     for b in trace.symbols:
         returns_views = b.is_view or b.is_opaque or (b.level == "ltorch" and _may_return_its_input(b.name))
-        if returns_views and any(p in may_alias for p in _proxies(b.args)):
-            may_alias.update(_proxies(b.output))
+        if returns_views and any(p in may_alias for p in proxies(b.args)):
+            may_alias.update(proxies(b.output))
     risky = [i for i in fresh if i < len(outputs) and isinstance(outputs[i], _core.Proxy) and outputs[i] in may_alias]
     if not risky:
         return fn
@@ -385,12 +385,12 @@ def _may_return_its_input(name):
         return True
 
 
-def _proxies(value):
-    """The proxies in a symbol's argument or output (nested tuples and lists)."""
+def proxies(value):
+    """The proxies in a symbol's arguments or output (a proxy, or nested lists/tuples of them and other values)."""
     if isinstance(value, _core.Proxy):
         return [value]
     if isinstance(value, (tuple, list)):
-        return [p for v in value for p in _proxies(v)]
+        return [p for v in value for p in proxies(v)]
     return []
 
 
