@@ -159,10 +159,10 @@ def compile_stats(jitted) -> CompileStats:
     (:func:`thunder.core.compile.vjp_rules`); empty otherwise. ``branches`` lists each ``if`` statement of the jitted code
     (:class:`thunder.frontend.branches.BranchSite`); ``branches_converted`` counts those compiled to selects,
     ``branches_left`` those left as Python control flow; ``uncompiled_methods``: for a jitted module, its original's
-    methods read through it that ran the original forward uncompiled (``jitted.generate(...)``), name -> forward calls. ``jitted`` may also be what
-    ``torch.compile(..., backend="thunder")`` returned (its graphs and graph breaks; calls and cache hits
-    are counted per graph only), or ``thunder.frontend.dynamo.GLOBAL_STATE``: every graph
-    ``torch.compile(..., backend="thunder")`` compiled.
+    methods read through it that ran the original forward uncompiled (``jitted.generate(...)``), name -> forward
+    calls. ``jitted`` may also be what ``torch.compile(..., backend="thunder")`` returned (its graphs and graph
+    breaks; calls and cache hits are counted per graph only), or ``thunder.frontend.dynamo.GLOBAL_STATE``: every
+    graph ``torch.compile(..., backend="thunder")`` compiled.
 
     Raises:
         TypeError: ``jitted`` is not a thunder-jitted callable.

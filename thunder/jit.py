@@ -238,7 +238,8 @@ def _headline(s):
         f"{len(s.graphs)} graphs captured, {len(s.graphs) - uncompiled} compiled, {uncompiled} run UNCOMPILED"
     eager = f", {s.eager_calls} calls ran UNCOMPILED (no graph ran)" if s.eager_calls else ""
     eager += f", {s.raised_calls} calls raised" if s.raised_calls else ""
-    eager += "".join(f", {name}() ran the original forward UNCOMPILED {n} times" for name, n in s.uncompiled_methods.items())
+    eager += "".join(f", {name}() ran the original forward UNCOMPILED {n} times"
+                     for name, n in s.uncompiled_methods.items())
     if s.name.startswith("torch.compile("):  # no thunder wrapper sees its calls: graphs count theirs
         return f"{s.name}: {graphs} (calls counted per graph)"
     return (f"thunder.jit({s.name}): {s.calls} calls, {graphs}, cache {s.cache_hits} hits / {s.cache_misses} "
@@ -515,9 +516,9 @@ def _watched_method(state, model, name, method):
                 if (state.name, name) not in _warned_methods:
                     _warned_methods.add((state.name, name))
                     logger.warning("thunder: jitted %s.%s(...) ran the module's forward uncompiled (%d calls): a "
-                                   "jitted module compiles calls of itself, not calls its methods make on the original "
-                                   "module. To fix: jit the forward instead, model.forward = thunder.jit(model.forward).",
-                                   state.name, name, calls[0])
+                                   "jitted module compiles calls of itself, not calls its methods make on the "
+                                   "original module. To fix: jit the forward instead, "
+                                   "model.forward = thunder.jit(model.forward).", state.name, name, calls[0])
 
     return watched
 

@@ -149,8 +149,8 @@ def _launcher_factory(text):
 
 def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), written_over=(), symbol=None):
     """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous and their
-    negative bit resolved (a copy only if one is not; a non-contiguous trace input is read in place, its strides passed to the
-    kernel or, where 0 or 1, written into it, which the guards fix), allocates the outputs (an output
+    negative bit resolved (a copy only if one is not; a non-contiguous trace input is read in place, its strides
+    passed to the kernel or, where 0 or 1, written into it, which the guards fix), allocates the outputs (an output
     ``written_over[i] >= 0`` is that input, which dies in the kernel: ``thunder._core.render_cpu``), launches the
     kernel with the data pointers, torch's thread count, the sizes a shape-generic kernel takes as
     arguments (``sizes``: see ``thunder._core.render_cpu``) and the numbers among ``inputs`` (computed at run
