@@ -77,7 +77,6 @@ void scalar_rule_binary(const std::string& name, Promotion p, const std::string&
   });
 }
 
-// add and sub take alpha: input + alpha * other.
 // other * alpha of two numbers known at trace time, as Python computes it (ints stay ints), so that no op computes
 // it at run time (x.add_(0.5, alpha=2) left a prims.mul(0.5, 2) for every call); none for a tensor, a number read
 // at run time, a symbolic size, a bool, or an int product beyond int64.
@@ -91,6 +90,7 @@ std::optional<Value> literal_product(const Value& other, const Value& alpha) {
   return Value(product);
 }
 
+// add and sub take alpha: input + alpha * other.
 void add_like(const std::string& name) {
   def_decomposed(name, kElementwise, {kInput, req("other"), opt("alpha", Value(int64_t{1}))},
                  [name](Builder& b, const Args& a) {
@@ -109,9 +109,11 @@ void add_like(const std::string& name) {
                    if (std::holds_alternative<double>(a[2].v) && !ir::is_floating(d) && !ir::is_complex(d))
                      fail("ltorch." + name, "for integral inputs, argument 'alpha' must not be a floating point number");
                    require_convertible("ltorch." + name, "alpha", a[2], d);
-                   if (!is_half(d) || !a[2].is_number() || std::holds_alternative<bool>(a[2].v))
-                     return elementwise(b, name, {a[0], literal_product(a[1], a[2]).value_or(b.torch("mul", {a[1], a[2]}))},
+                   if (!is_half(d) || !a[2].is_number() || std::holds_alternative<bool>(a[2].v)) {
+                     const std::optional<Value> product = literal_product(a[1], a[2]);
+                     return elementwise(b, name, {a[0], product ? *product : b.torch("mul", {a[1], a[2]})},
                                         Promotion::Default);
+                   }
                    const Value other = b.torch("mul", {in_opmath(b, a[1], d), F(ir::round_to(a[2].as_double(), d))});
                    return cast(b, elementwise(b, name, {in_opmath(b, a[0], d), other}, Promotion::Default), d);
                  });
