@@ -548,3 +548,40 @@ def test_a_malformed_cache_size_cap_is_an_error_naming_the_variable(tmp_path, va
     monkeypatch.setenv("THUNDER_CACHE_MAX_BYTES", value)
     with pytest.raises(ValueError, match="THUNDER_CACHE_MAX_BYTES must be a whole number of bytes"):
         _core.load_module(_tiny(10), str(tmp_path / "k"), TINY_FLAGS)
+
+
+def test_a_private_directory_left_by_an_ended_process_is_removed_by_the_next(tmp_path):
+    """The private directory a process compiles into when the cache directory is refused is removed at exit -- but
+    not by a process killed by a signal or ended by os._exit, and no later process removed it (found by a break-it
+    pass). It is named with its process's pid; the next process that makes one removes those of ended processes,
+    and leaves a running process's."""
+    cache, tmp = tmp_path / "shared", tmp_path / "tmp"
+    cache.mkdir()
+    cache.chmod(0o777)  # refused: each process compiles into a private directory under TMPDIR
+    tmp.mkdir()
+    code = textwrap.dedent(f"""
+        import os, sys
+        from thunder import _core
+        module = _core.load_module('extern "C" int a() {{ return 1; }}', {str(cache)!r}, {TINY_FLAGS!r})
+        print(module.cache_dir, flush=True)
+        if sys.argv[-1] == "exit":
+            os._exit(0)
+    """)
+
+    def private_run(how):
+        p = subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, THUNDER_CACHE_DIR=str(cache), TMPDIR=str(tmp)))
+        assert p.returncode == 0, p.stderr
+        return p.stdout.strip()
+
+    left = private_run("exit")
+    assert os.path.isdir(left)
+    parts = os.path.basename(left).split("-")
+    if len(parts) != 5:
+        pytest.skip("no boot id or pid namespace here: private directories are not named by their process")
+    _, _, pid, origin, _ = parts
+    assert int(pid) > 0 and len(origin) == 16
+    live = tmp / f"thunder-kernels-{os.getpid()}-{origin}-xyz"  # a running process's (this one's)
+    live.mkdir()
+    assert not os.path.exists(private_run("normal")) and not os.path.exists(left)
+    assert live.is_dir()

@@ -263,6 +263,35 @@ int Fd::release() {
   return fd;
 }
 
+// Private directories are named thunder-kernels-<pid>-<origin>-XXXXXX, so that a later process can tell that the
+// one which made a directory has ended without removing it (killed by a signal, or os._exit: no destructor ran).
+constexpr const char* kPrivatePrefix = "thunder-kernels-";
+
+// Removes, under `base`, the private directories of this user's ended processes (of this boot and pid namespace):
+// their regular files and links (never followed), then the directory; anything else keeps it.
+void remove_ended_processes_dirs(const std::string& base) {
+  Fd base_fd(open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!base_fd) return;
+  const size_t a = std::strlen(kPrivatePrefix);
+  for (const std::string& name : list_names(base_fd.get())) {
+    const size_t b = name.find('-', a);
+    if (name.rfind(kPrivatePrefix, 0) != 0 || b == std::string::npos || !is_digits(name, a, b) ||
+        name.size() < b + 18 || name[b + 17] != '-' || !is_hex(name, b + 1, b + 17))
+      continue;
+    const TemporaryName made{std::strtol(name.c_str() + a, nullptr, 10), name.substr(b + 1, 16)};
+    if (!process_is_gone(made)) continue;
+    Fd dir(openat(base_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st;
+    if (!dir || fstat(dir.get(), &st) != 0 || st.st_uid != geteuid()) continue;
+    for (const std::string& entry : list_names(dir.get())) {
+      struct stat es;
+      const bool file = fstatat(dir.get(), entry.c_str(), &es, AT_SYMLINK_NOFOLLOW) == 0;
+      if (file && (S_ISREG(es.st_mode) || S_ISLNK(es.st_mode))) unlinkat(dir.get(), entry.c_str(), 0);
+    }
+    unlinkat(base_fd.get(), name.c_str(), AT_REMOVEDIR);
+  }
+}
+
 CacheDir fallback_cache_dir(const std::string& path, const std::string& why) {
   CacheDir dir;
   dir.requested = path;
@@ -271,7 +300,10 @@ CacheDir fallback_cache_dir(const std::string& path, const std::string& why) {
   auto it = registry().fallbacks.find(path);
   if (it == registry().fallbacks.end()) {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/thunder-kernels-XXXXXX";
+    const std::string base = tmp && *tmp ? tmp : "/tmp", &origin = process_origin();
+    if (!origin.empty()) remove_ended_processes_dirs(base);
+    std::string pattern = base + "/" + kPrivatePrefix +
+                          (origin.empty() ? "" : std::to_string(getpid()) + "-" + origin + "-") + "XXXXXX";
     if (!mkdtemp(pattern.data())) fail("cannot create a private kernel directory " + pattern);
     it = registry().fallbacks.emplace(path, pattern).first;
   }
