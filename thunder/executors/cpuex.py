@@ -116,6 +116,16 @@ def _size_argument(params, size, values):
     return f"s{len(values) - 1}"
 
 
+def _readable(a, strided):
+    """A launcher's line making its tensor parameter ``a`` what a kernel reads: contiguous unless the kernel reads
+    it with its strides (``strided``), and with its negative bit resolved -- a tensor with that bit
+    (``z.conj().imag``, ``torch._neg_view``) holds its values negated, and Dynamo's guards do not tell it from
+    another. A copy only where one is needed."""
+    if strided:
+        return f"if {a}.is_neg(): {a} = {a}.resolve_neg()"
+    return f"if not {a}.is_contiguous() or {a}.is_neg(): {a} = {a}.contiguous().resolve_neg()"
+
+
 def _parameters(trace, inputs):
     """A launcher's parameters for a kernel's ``inputs`` (its tensors, then the numbers computed at run time):
     (every parameter's name, the tensors' names, the numbers' expressions as kernel arguments -- a float passed as
@@ -161,13 +171,8 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
     values = {}  # the names the text binds per launcher: output shapes or prototypes, sizes
     all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"    def {name}({', '.join(all_params)}):"]
-    # A tensor with the negative bit (z.conj().imag, torch._neg_view) holds its values negated: a kernel reading its
-    # memory reads them resolved (Dynamo's guards do not tell such a tensor from another).
     for a, p in zip(params, inputs):
-        if not trace.strides(p):
-            lines.append(f"        if not {a}.is_contiguous() or {a}.is_neg(): {a} = {a}.contiguous().resolve_neg()")
-        else:
-            lines.append(f"        if {a}.is_neg(): {a} = {a}.resolve_neg()")
+        lines.append("        " + _readable(a, strided=bool(trace.strides(p))))
     outs = [f"o{k}" for k in range(len(outputs))]
     for k, (o, p) in enumerate(zip(outs, outputs)):
         dtype, shape, _, _ = trace.meta(p)

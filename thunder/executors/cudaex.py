@@ -24,7 +24,7 @@ from thunder.core import debug, registry
 from thunder.core.dtypes import to_torch
 from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.executors import Executor
-from thunder.executors.cpuex import _parameters, _size_argument, cache_dir
+from thunder.executors.cpuex import _parameters, _readable, _size_argument, cache_dir
 
 #: Where the NVRTC wheels put the library, under a ``nvidia`` directory of site-packages (CUDA 13's layout first).
 _NVRTC_PATHS = ("cu13/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.12")
@@ -86,21 +86,17 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     tensors = [p for p in inputs if trace.meta(p)[0] != "number"]
     # A 0-dim CPU tensor is a scalar the fusion takes (as torch takes cuda_x * torch.tensor(2.0)); the kernel reads
     # device memory, so it is copied to the device. The device is a CUDA input's.
-    on_cuda = [a for a, p in zip(params, tensors) if str(trace.meta(p)[2]).startswith("cuda")]
+    on_device = {a: str(trace.meta(p)[2]).startswith("cuda") for a, p in zip(params, tensors)}
+    on_cuda = [a for a in params if on_device[a]]
     made_on = str(trace.meta(outputs[0])[2]) if outputs else "cuda"  # without CUDA inputs, the outputs' device
     namespace["made_on"] = torch.device(made_on) if ":" in made_on else None
-    made_on = "made_on" if namespace["made_on"] is not None else "current_device()"
-    lines.append(f"    device = {on_cuda[0] + '.device' if on_cuda else made_on}")
-    if on_cuda or namespace["made_on"] is not None:  # the module is loaded, and launched, in the device's context
+    named = on_cuda or namespace["made_on"] is not None  # a device with an index, not the current one
+    lines.append(f"    device = {on_cuda[0] + '.device' if on_cuda else 'made_on' if named else 'current_device()'}")
+    if named:  # the module is loaded, and the kernel launched, in the device's context
         lines += ["    if device.index != current_device():", "        with device_guard(device):",
                   f"            return {name}({', '.join(all_params)})"]
     for a, p in zip(params, tensors):
-        if not str(trace.meta(p)[2]).startswith("cuda"):
-            lines.append(f"    {a} = {a}.to(device)")
-        elif not trace.strides(p):  # the negative bit resolved as on the CPU (thunder.executors.cpuex._launcher)
-            lines.append(f"    if not {a}.is_contiguous() or {a}.is_neg(): {a} = {a}.contiguous().resolve_neg()")
-        else:
-            lines.append(f"    if {a}.is_neg(): {a} = {a}.resolve_neg()")
+        lines.append(f"    {a} = {a}.to(device)" if not on_device[a] else "    " + _readable(a, bool(trace.strides(p))))
     outs = [f"o{k}" for k in range(len(outputs))]
     for k, (o, p) in enumerate(zip(outs, outputs)):
         dtype, shape, _, _ = trace.meta(p)

@@ -824,12 +824,8 @@ def _rewrap(wrapper, sites, excluded, instance):
         return Rewritten(wrapper, 0)
     closure = list(wrapper.__closure__)
     closure[cells[0]] = types.CellType(r.fn)
-    new = types.FunctionType(wrapper.__code__, wrapper.__globals__, wrapper.__name__, wrapper.__defaults__,
-                             tuple(closure))
-    new.__kwdefaults__ = wrapper.__kwdefaults__
-    new.__qualname__, new.__module__, new.__doc__ = wrapper.__qualname__, wrapper.__module__, wrapper.__doc__
-    new.__dict__.update(wrapper.__dict__)
-    new.__wrapped__, new.__wrapped_by_thunder__ = r.fn, wrapper
+    new = _remade(wrapper, wrapper.__code__, tuple(closure))
+    new.__wrapped__ = r.fn
     return Rewritten(new, r.converted)
 
 
@@ -877,7 +873,13 @@ def _build(fn, fn_def):
         closure = tuple(cells[name] for name in new_code.co_freevars)
     except KeyError:
         return None
-    new = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+    return _remade(fn, new_code, closure)
+
+
+def _remade(fn, code, closure):
+    """A function of ``code`` and ``closure`` that is ``fn`` in every other respect (globals, name, defaults,
+    qualified name, module, docstring, attributes), and says which function it was made from."""
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, closure)
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__, new.__module__, new.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
     new.__dict__.update(fn.__dict__)

@@ -1347,10 +1347,11 @@ def _output_views(outputs, placeholders):
 
 def _fresh_outputs(outputs, placeholders):
     """The positions of the outputs that are tensors sharing no memory with any input in eager."""
-    input_storages = {_storage(e) for _, e in placeholders} - {None}
-    return [i for i, node in enumerate(outputs) if isinstance(node, torch.fx.Node) and
+    examples = dict(placeholders)
+    input_storages = {_storage(e) for e in examples.values()} - {None}
+    return [i for i, node in enumerate(outputs) if isinstance(node, torch.fx.Node) and node not in examples and
             isinstance(node.meta.get("example_value"), torch.Tensor) and
-            _storage(node.meta["example_value"]) not in input_storages and node not in dict(placeholders)]
+            _storage(node.meta["example_value"]) not in input_storages]
 
 
 def _has_proxy(v):
