@@ -2028,3 +2028,33 @@ def test_an_output_written_whole_from_an_input_is_a_new_tensor(fn, requires_grad
         assert storages[0] == storages[1]
     returned_as_is = thunder.jit(lambda x, y: (y, y.t()))(x, y)
     assert returned_as_is[0] is y and returned_as_is[1].untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
+
+
+def _write_through_dropout(x):
+    y = torch.nn.functional.dropout(x, 0.5, training=False)
+    y.mul_(3)
+    return y + 1
+
+
+def _dropout_p0_then_write_input(x):
+    y = torch.nn.functional.dropout(x, 0.0)
+    x.add_(1)
+    return y * 2
+
+
+def _dropout_module_eval(x):
+    y = _EVAL_DROPOUT(x)
+    y.sub_(1)
+    return y
+
+
+_EVAL_DROPOUT = torch.nn.Dropout(0.5).eval()
+
+
+@pytest.mark.parametrize("fn", [_write_through_dropout, _dropout_p0_then_write_input, _dropout_module_eval],
+                         ids=lambda f: f.__name__[1:])
+def test_dropout_that_returns_its_input_is_a_view(fn):
+    """Dropout not training, with p = 0 or of an empty tensor returns its input itself (ATen's _dropout_impl): a
+    write to the result is a write to the input, and a write to the input shows in the result. Dropout was not
+    among the ops functionalization treats as views, and the writes were lost."""
+    check(fn, lambda: (torch.randn(2, 3, generator=_GEN),))

@@ -478,6 +478,9 @@ const std::map<std::string, ViewKind, std::less<>>& torch_views() {
       {"atleast_1d", ViewKind::View},   {"atleast_2d", ViewKind::View},     {"atleast_3d", ViewKind::View},
       {"detach", ViewKind::View},       {"to", ViewKind::View},             {"type_as", ViewKind::View},
       {"contiguous", ViewKind::IfContiguous}, {"ravel", ViewKind::IfContiguous},
+      // The input itself when not training, for p = 0 or an empty input (ATen's _dropout_impl): its
+      // decomposition is then an alias, a view; otherwise it computes a new tensor, no view.
+      {"dropout", ViewKind::View},
   };
   return table;
 }
