@@ -92,6 +92,20 @@ POOLED_OUTPUT_BYTES = 64 << 10
 _DLPACK_DTYPES = {torch.bool: 6, torch.bfloat16: 4, torch.float16: 2, torch.float32: 2, torch.float64: 2,
                   torch.uint8: 1, torch.int8: 0, torch.int16: 0, torch.int32: 0, torch.int64: 0}
 
+_prototype_memory = torch.empty(0, dtype=torch.uint8)  # shared by every prototype; grown, never shrunk
+
+
+def _prototype(shape, dtype):
+    """A contiguous tensor of ``shape`` and ``dtype`` for ``torch.empty_like`` to copy its layout from. Its memory
+    is shared by every prototype (a view of one buffer as large as the largest), so a launcher kept per shape
+    (a graph with symbolic sizes keeps one per shape signature it saw) costs no memory of its output's size."""
+    global _prototype_memory
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    with torch.inference_mode(False):  # a launcher made under inference mode serves calls outside it too
+        if _prototype_memory.numel() < nbytes:
+            _prototype_memory = torch.empty(max(nbytes, POOLED_OUTPUT_BYTES), dtype=torch.uint8)
+        return _prototype_memory[:nbytes].view(dtype).view(tuple(shape))
+
 
 def _allocation(name, shape, dtype, values):
     """The launcher's expression for a fresh, uninitialized output tensor; the per-launcher objects it names
@@ -100,7 +114,7 @@ def _allocation(name, shape, dtype, values):
     if math.prod(shape) * itemsize >= POOLED_OUTPUT_BYTES and dtype in _DLPACK_DTYPES:
         values[f"shape_{name}"] = tuple(shape)
         return f"from_dlpack(pooled(shape_{name}, {_DLPACK_DTYPES[dtype]}, {itemsize * 8}))"
-    values[f"prototype_{name}"] = torch.empty(tuple(shape), dtype=dtype)
+    values[f"prototype_{name}"] = _prototype(shape, dtype)
     return f"empty_like(prototype_{name})"
 
 
