@@ -17,6 +17,7 @@ def onednn(monkeypatch):
     """The executor's oneDNN product, installed whatever this CPU has; the list of its calls."""
     calls = []
     monkeypatch.setattr(torchex, "_ONEDNN_LINEAR", lambda *args: calls.append(1) or _ONEDNN.default(*args))
+    monkeypatch.setattr(torchex, "_onednn_shapes", set())
     return calls
 
 
@@ -79,3 +80,16 @@ def test_left_to_torch(monkeypatch, case):
     if case == "recording":  # the product stays differentiable by torch's autograd (create_graph reruns)
         out.sum().backward()
         assert b.grad is not None
+
+
+def test_onednn_serves_a_bounded_number_of_shapes(onednn, monkeypatch):
+    """oneDNN keeps a primitive per product shape (0.65-0.9 MB each): a graph with symbolic sizes called at 200
+    lengths made a 2-layer GPT-2 grow by ~2.5 MB a length. The first _ONEDNN_MAX_SHAPES shapes take oneDNN, later
+    ones torch's product; the shapes it took keep taking it."""
+    monkeypatch.setattr(torchex, "_ONEDNN_MAX_SHAPES", 3)
+    w = torch.randn(384, 128)
+    for rows in (100, 200, 300, 400, 500, 100, 300):
+        x = torch.randn(rows, 128)
+        _close(ltorch.linear(x, w), torch.nn.functional.linear(x, w))
+    assert len(onednn) == 5  # 100, 200, 300, then 100 and 300 again; 400 and 500 went to torch
+    assert torchex._onednn_shapes == {(100, 128, 384), (200, 128, 384), (300, 128, 384)}

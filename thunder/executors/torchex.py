@@ -137,6 +137,11 @@ _ONEDNN_LINEAR = (torch.ops.mkldnn._linear_pointwise.default
                   and os.environ.get("THUNDER_ONEDNN_MATMUL", "1") != "0" else None)
 _ONEDNN_MIN_ROWS = 8           # below, a matrix-vector-like product: sgemm is faster
 _ONEDNN_MIN_MACS = 1 << 21     # [128, 128] @ [128, 128]: where oneDNN's fixed cost is paid back
+# oneDNN makes a primitive per product shape and keeps it (0.65-0.9 MB each here, and more again once its cache
+# of 1024 evicts), so a graph with symbolic sizes, called at a new length, made the process grow by ~2.5 MB for a
+# 2-layer GPT-2. The first _ONEDNN_MAX_SHAPES (rows, k, n) take oneDNN; products of other shapes take torch's.
+_ONEDNN_MAX_SHAPES = int(os.environ.get("THUNDER_ONEDNN_MAX_SHAPES", "64"))
+_onednn_shapes = set()
 
 
 def _dense_2d(t):
@@ -161,6 +166,11 @@ def _onednn_linear(x, w, bias):
         return None
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (bias is not None and bias.requires_grad)):
         return None
+    shape = (x.numel() // k, k, n)
+    if shape not in _onednn_shapes:
+        if len(_onednn_shapes) >= _ONEDNN_MAX_SHAPES:
+            return None
+        _onednn_shapes.add(shape)
     return _ONEDNN_LINEAR(x, w, bias, "none", [], "")
 
 
