@@ -455,3 +455,25 @@ def test_outputs_sharing_memory_compile_when_a_float_argument_becomes_a_graph_in
             assert_same(out, expected)
     stats = thunder.compile_stats(jitted)
     assert all(g["compiled"] for g in stats.graphs), [g["reason"] for g in stats.graphs]
+
+
+def test_a_symbolic_graph_keeps_its_most_recently_used_specializations(monkeypatch):
+    """Each shape signature of a graph with symbolic sizes holds its bound traces, launchers and output prototypes;
+    a server seeing ever new lengths grew without end. Past THUNDER_MAX_SPECIALIZATIONS the least recently used
+    one is released (print(jitted) and compile_stats say so) and its shapes compile again if they come back."""
+    monkeypatch.setenv("THUNDER_MAX_SPECIALIZATIONS", "3")
+    jitted = thunder.jit(scaled_rows, dynamic=True)
+    lengths = [2, 3, 4, 2, 5, 6, 3]  # 2 is used again before 5 arrives, so 3 and 4 go first; 3 then compiles again
+    for n in lengths:
+        x, y = torch.randn(n, 4), torch.randn(n, 4)
+        assert_same(jitted(x, y), scaled_rows(x, y))
+    stats = thunder.compile_stats(jitted)
+    assert stats.symbolic_graphs == 1 and stats.eager_calls == 0
+    shapes = [(g["shapes"], g["released"] != "") for g in stats.graphs]
+    assert [released for _, released in shapes] == [True, True, True, False, False, False], shapes
+    released = [g for g in compiled_graphs(jitted) if g.released]
+    assert all(g.fn is None and not g.kernels for g in released)
+    assert "released: the least recently used of symbolic graph 1's 3 specializations" in str(jitted)
+    monkeypatch.setenv("THUNDER_MAX_SPECIALIZATIONS", "0")
+    with pytest.raises(ValueError, match="THUNDER_MAX_SPECIALIZATIONS must be a positive integer"):
+        jitted(torch.randn(7, 4), torch.randn(7, 4))

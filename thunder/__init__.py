@@ -156,7 +156,9 @@ def compile_stats(jitted) -> CompileStats:
     ``vjp``: when thunder differentiates the graph, how it differentiated each op whose result requires grad, op ->
     ``"own"`` (its VJP rule), ``"decomposition"`` (the rules of its decomposition's ops) or ``"generic"``
     (``torch.autograd`` on that op alone), e.g. ``{"ltorch.relu": "own", "ltorch.conv2d": "generic"}``
-    (:func:`thunder.core.compile.vjp_rules`); empty otherwise. ``branches`` lists each ``if`` statement of the jitted code
+    (:func:`thunder.core.compile.vjp_rules`); empty otherwise; ``released``: why a specialization no longer runs
+    (:func:`thunder.frontend.dynamo.max_specializations`), ``""`` while it does. ``branches`` lists each ``if``
+    statement of the jitted code
     (:class:`thunder.frontend.branches.BranchSite`); ``branches_converted`` counts those compiled to selects,
     ``branches_left`` those left as Python control flow; ``uncompiled_methods``: for a jitted module, its original's
     methods read through it that ran the original forward uncompiled (``jitted.generate(...)``), name -> forward
@@ -179,7 +181,8 @@ def compile_stats(jitted) -> CompileStats:
                        "backward": g.autodiff if compiled else None,
                        "vjp": _compile.vjp_rules(getattr(g, "vjp", [])) if compiled else {},
                        "symbolic": g.shapes[0] if g.shapes else None, "shapes": g.shapes[1] if g.shapes else None,
-                       "retraced": g.shapes[2] if g.shapes else None})
+                       "retraced": g.shapes[2] if g.shapes else None,
+                       "released": g.released if compiled else ""})
     sites = sorted(s.branches.values(), key=lambda b: b.id)
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks), s.eager_calls,
                         s.dynamo_stopped, sites, s.symbolic_graphs, dict(s.uncompiled_methods))

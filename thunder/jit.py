@@ -313,6 +313,10 @@ def report(s):
             lines.append(f"graph {g.index}: UNCOMPILED, runs with torch as Dynamo captured it; called {g.calls} "
                          f"times; reason: {g.reason}{_specializes(g)}")
             continue
+        if g.released:
+            lines.append(f"graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, "
+                         f"released: {g.released}{_specializes(g)}")
+            continue
         opaque = f", {g.opaque_ops()} ops opaque" if g.opaque_ops() else ""
         lines.append(f"graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, "
                      f"executors {', '.join(g.executors()) or 'none'}{opaque}{_specializes(g)}")

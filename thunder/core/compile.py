@@ -97,6 +97,23 @@ class CompiledGraph:
     #: stage -> seconds of what came before the passes: "import" (the FX graph made a trace) or, for a
     #: specialization of a graph with symbolic sizes, "bind sizes".
     import_seconds: dict = field(default_factory=dict)
+    #: The traces at the end of ``traces`` (and of ``backward_traces``) that are this graph's own: a specialization
+    #: of a SymbolicPlan shares the others with every specialization of its plan.
+    own_traces: int = 0
+    own_backward_traces: int = 0
+    #: Why the graph no longer runs ("" while it does): see :meth:`release`.
+    released: str = ""
+
+    def release(self, reason):
+        """Drops what running this graph takes -- its Python function, launchers and kernels, and the traces that
+        are its own (a specialization's traces with its sizes bound) -- keeping the record of it: calls, seconds,
+        shapes, and the traces it shares with its symbolic graph. ``reason`` says why, for ``print(jitted)``."""
+        self.fn, self.kernels, self.released = None, {}, reason
+        if self.own_traces:
+            self.traces = self.traces[:-self.own_traces]
+        if self.own_backward_traces:
+            self.backward_traces = self.backward_traces[:-self.own_backward_traces]
+        self.own_traces = self.own_backward_traces = 0
 
     def opaque_ops(self):
         """How many ops of the imported trace run as torch calls (opaque): those thunder has no native op for and
@@ -391,9 +408,11 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
                           lowering_seconds=lowering_seconds)
     graph.kernels = kernels
     graph.autodiff = passed.autodiff
+    graph.own_traces = len(views) - len(passed.views)
     if backward_views is not None:
         graph.vjp = [(op, rule, tuple(generic)) for op, rule, generic in passed.vjp]
         graph.backward_traces = backward_views
+        graph.own_backward_traces = len(backward_views) - len(passed.backward_views)
         graph.grad_outputs = list(passed.grad_outputs)
     if backward_views is not None and lower:
         split = next(v for v in views if v.name == "autodiff (forward)")

@@ -4,10 +4,12 @@ Dynamo captures the program, guards it, recompiles on new shapes, dtypes or
 devices, and splits it at graph breaks; each FX graph it hands over is
 imported into a core trace and compiled by :func:`thunder.core.compile.compile_trace`.
 """
+import collections
 import contextvars
 import functools
 import linecache
 import logging
+import os
 import re
 import sys
 import time
@@ -498,7 +500,7 @@ def _symbolic_graph(state, gm, also):
     instead (specialize.specialize). A signature that cannot be compiled runs gm as captured."""
     state.symbolic_graphs += 1
     number = state.symbolic_graphs
-    specializations = {}
+    specializations = collections.OrderedDict()  # signature -> (callable, its graph), least recently used first
     free = specialize.free_inputs(gm)
     sizing = specialize.sizing_values(gm)
     symbolic = []  # the symbolic import, or the reason there is none, after the first call
@@ -506,27 +508,52 @@ def _symbolic_graph(state, gm, also):
 
     def run(*args):
         key = specialize.signature(args, free, sizing)
-        fn = specializations.get(key)
-        if fn is None:
-            shapes = specialize.describe(gm, args)
-            if not symbolic:
-                symbolic.append(_import_symbolic(gm, args, number))
-            if not isinstance(symbolic[0], str) and not planned:
-                planned.append(_plan_symbolic(state, symbolic[0], args, number))
-            if not isinstance(symbolic[0], str):
-                plan = planned[0] if not isinstance(planned[0], str) else None
-                fn = _compile_graph(state, gm, args, also, shapes=(number, shapes, None), imported=symbolic[0],
-                                    plan=plan)
+        known = specializations.get(key)
+        if known is not None:
+            specializations.move_to_end(key)
+            return known[0](*args)
+        shapes = specialize.describe(gm, args)
+        graphs = len(state.graphs)
+        if not symbolic:
+            symbolic.append(_import_symbolic(gm, args, number))
+        if not isinstance(symbolic[0], str) and not planned:
+            planned.append(_plan_symbolic(state, symbolic[0], args, number))
+        if not isinstance(symbolic[0], str):
+            plan = planned[0] if not isinstance(planned[0], str) else None
+            fn = _compile_graph(state, gm, args, also, shapes=(number, shapes, None), imported=symbolic[0],
+                                plan=plan)
+        else:
+            try:
+                concrete = specialize.specialize(gm, args)
+            except Exception as e:  # noqa: BLE001 -- run these shapes with torch
+                fn = _run_eagerly(state, len(state.graphs), gm, e, also, shapes=(number, shapes, symbolic[0]))
             else:
-                try:
-                    concrete = specialize.specialize(gm, args)
-                except Exception as e:  # noqa: BLE001 -- run these shapes with torch
-                    fn = _run_eagerly(state, len(state.graphs), gm, e, also, shapes=(number, shapes, symbolic[0]))
-                else:
-                    fn = _compile_graph(state, concrete, args, also, shapes=(number, shapes, symbolic[0]))
-            specializations[key] = fn
+                fn = _compile_graph(state, concrete, args, also, shapes=(number, shapes, symbolic[0]))
+        specializations[key] = (fn, state.graphs[-1] if len(state.graphs) > graphs else None)
+        if len(specializations) > max_specializations():
+            _, (_, graph) = specializations.popitem(last=False)
+            if hasattr(graph, "release"):
+                graph.release(f"the least recently used of symbolic graph {number}'s {max_specializations()} "
+                              "specializations kept (THUNDER_MAX_SPECIALIZATIONS); its shapes compile again if "
+                              "they come back")
         return fn(*args)
     return run
+
+
+def max_specializations():
+    """How many shape signatures a graph with symbolic sizes keeps compiled (``$THUNDER_MAX_SPECIALIZATIONS``,
+    default 256): each holds its bound traces, launchers and output prototypes (20-70 KB for a small GPT-2), so
+    a server seeing ever new shapes would grow without end. Past it, the least recently used one is released
+    (:meth:`thunder.core.compile.CompiledGraph.release`) and compiles again, from the kernel cache, if its shapes
+    come back.
+
+    Raises:
+        ValueError: the variable is not a positive integer.
+    """
+    text = os.environ.get("THUNDER_MAX_SPECIALIZATIONS", "256")
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"THUNDER_MAX_SPECIALIZATIONS must be a positive integer, got {text!r}")
+    return int(text)
 
 
 def _import_symbolic(gm, args, number):
