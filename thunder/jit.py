@@ -94,7 +94,8 @@ class _Jitted:
         self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=self._dynamic, fullgraph=self._fullgraph,
                                        **_ISOLATE)
         self._region = _region(self._compiled)
-        self._fast_path = FastPath(own, self._backend, self._region, instance) if own is not None else None
+        self._fast_path = FastPath(own, self._backend, self._region, instance, self._state) if own is not None \
+            else None
 
     def _run(self, args, kwargs):
         state = self._state
@@ -258,18 +259,6 @@ def _break_counts(s):
     return text
 
 
-def _count_fast_call(state, graphs, ran):
-    """Counts a call the fast path ran: a cache hit, a miss where a graph with symbolic sizes compiled a
-    specialization for new shapes, or a call that ran uncompiled: Dynamo's cached code ran no graph (a graph break
-    before any op, BatchNorm's momentum=None). ``graphs``, ``ran``: the graphs and graph calls before the call."""
-    if len(state.graphs) > graphs:
-        state.cache_misses += 1
-    elif state.graph_calls > ran:
-        state.cache_hits += 1
-    else:
-        state.eager_calls += 1
-
-
 def _no_graph_reason(s):
     """Why a JitState that was called has no graph: every call raised before one was captured, or every call ran
     eagerly, and what is known of the cause."""
@@ -343,12 +332,8 @@ class ThunderFunction(_Jitted):
 
     def __call__(self, *args, **kwargs):
         if not kwargs and self._fast_path is not None:
-            state = self._state
-            graphs, ran = len(state.graphs), state.graph_calls
-            out = self._fast_path.call(args)
+            out = self._fast_path.call(args)  # counted in the state
             if out is not MISS:
-                state.calls += 1
-                _count_fast_call(state, graphs, ran)
                 return out
         return self._run(args, kwargs)
 
@@ -411,12 +396,8 @@ class ThunderModule(_Jitted, nn.Module):
         d = self.__dict__
         fast = d["_fast_path"]
         if not kwargs and fast is not None and plain_module_call(self, d["_model"]):
-            state = d["_state"]
-            graphs, ran = len(state.graphs), state.graph_calls
-            out = fast.call(args)
+            out = fast.call(args)  # counted in the state
             if out is not MISS:
-                state.calls += 1
-                _count_fast_call(state, graphs, ran)
                 return out
         return nn.Module.__call__(self, *args, **kwargs)
 

@@ -128,14 +128,18 @@ class FastPath:
     ``__resume_at_*`` function (Dynamo captured the frame whole: no graph break). ``region`` is the wrapper's
     ``isolate_recompiles`` region (-1: none).
 
+    ``state``: the wrapper's JitState (thunder.frontend.dynamo), or None: a call the fast path runs is counted
+    there as a cache hit, a miss (a graph with symbolic sizes compiled a specialization for new shapes) or an
+    uncompiled call (Dynamo's cached code ran no graph: a graph break before any op, BatchNorm's momentum=None).
+
     Misses: a guard failure (new shapes, dtypes, strides, grad mode, a parameter replaced, ``train()``/``eval()``
     where ``forward`` reads the flag: Dynamo then recompiles), a function with graph breaks, fewer arguments than
     parameters (defaults), an empty closure cell. Functions with keyword-only parameters are never served.
     """
 
-    def __init__(self, fn, backend, region=-1, instance=None):
+    def __init__(self, fn, backend, region=-1, instance=None, state=None):
         code = fn.__code__
-        self.fn, self.backend, self.region, self.instance = fn, backend, region, instance
+        self.fn, self.backend, self.region, self.instance, self.state = fn, backend, region, instance, state
         n = code.co_argcount
         self.names = code.co_varnames[:n]
         self.varargs = code.co_varnames[n] if code.co_flags & inspect.CO_VARARGS else None
@@ -184,7 +188,7 @@ class FastPath:
         locals as a dict literal, then each entry's guard check in turn (0.3 us less than a generic loop)."""
         if not self.entries:
             return lambda args: MISS
-        namespace = {"MISS": MISS, "instance": self.instance}
+        namespace = {"MISS": MISS, "instance": self.instance, "state": self.state}
         positional = len(self.names) - self.bound
         items = [f"{name!r}: instance" for name in self.names[:self.bound]]
         items += [f"{name!r}: args[{i}]" for i, name in enumerate(self.names[self.bound:])]
@@ -203,9 +207,23 @@ class FastPath:
             lines += ["    except ValueError:", "        return MISS"]
         lines.append("    frame = {" + ", ".join(items) + "}")
         arguments = "instance, *args" if self.bound else "*args"
+        counted = ["        graphs, ran = len(state.graphs), state.graph_calls",
+                   f"        out = run{{k}}({arguments})",
+                   "        state.calls += 1",
+                   "        if len(state.graphs) > graphs:",
+                   "            state.cache_misses += 1",
+                   "        elif state.graph_calls > ran:",
+                   "            state.cache_hits += 1",
+                   "        else:",
+                   "            state.eager_calls += 1",
+                   "        return out"]
         for k, (check, run) in enumerate(self.entries):
             namespace[f"check{k}"], namespace[f"run{k}"] = check, run
-            lines += [f"    if check{k}(frame):", f"        return run{k}({arguments})"]
+            lines.append(f"    if check{k}(frame):")
+            if self.state is None:
+                lines.append(f"        return run{k}({arguments})")
+            else:
+                lines += [line.replace("{k}", str(k)) for line in counted]
         lines.append("    return MISS")
         exec(compile("\n".join(lines), f"<thunder fast path {self.fn.__qualname__}>", "exec"), namespace)
         return namespace["call"]
