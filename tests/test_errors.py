@@ -433,3 +433,35 @@ def test_an_op_torch_rejects_raises_even_where_its_result_is_unused(op, message)
         fn(torch.randn(3))
     with pytest.raises(RuntimeError, match=message):
         thunder.jit(fn)(torch.randn(3))
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.25, float("nan")], ids=["above", "below", "nan"])
+def test_binary_cross_entropy_of_an_input_outside_0_1_raises_like_eager(bad):
+    """ATen's binary cross entropy checks its input lies in [0, 1]; thunder's decomposition computed NaN instead,
+    silently. prims.check_in_range makes the checks of the input and the target (in the torch executor: the fused
+    kernel starts after them), also once the graph is compiled, and the gradient is the eager one."""
+    def fn(z, t):
+        return F.binary_cross_entropy(torch.sigmoid(z) * 1.25, t)
+
+    t = torch.tensor([1.0, 0.0, 1.0])
+    good = torch.tensor([0.1, -2.0, 0.3], requires_grad=True)
+    jitted = thunder.jit(fn)
+    expected, actual = fn(good, t), jitted(good, t)
+    torch.testing.assert_close(actual, expected)
+    assert thunder.compile_stats(jitted).graphs[0]["backward"] == "thunder"
+    (g_actual,) = torch.autograd.grad(actual, good)
+    (g_expected,) = torch.autograd.grad(expected, good)
+    torch.testing.assert_close(g_actual, g_expected)
+    with torch.no_grad():
+        p = torch.tensor([0.5, bad, 0.25])
+        with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+            F.binary_cross_entropy(p, t)
+        with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+            thunder.jit(F.binary_cross_entropy)(p, t)
+        z = torch.tensor([8.0, 0.0, 0.0])  # sigmoid(8) * 1.25 > 1
+        with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+            jitted(z, t)
+        target = torch.tensor([1.0, bad, 0.0])
+        for f in (F.binary_cross_entropy, thunder.jit(F.binary_cross_entropy)):
+            with pytest.raises(RuntimeError, match="all elements of target should be between 0 and 1"):
+                f(torch.full((3,), 0.5), target)

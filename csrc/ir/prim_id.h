@@ -36,7 +36,9 @@
   /* randomness: a seed drawn from torch's generator, and counter-based uniforms (a pure function of it) */     \
   X(random_seed) X(uniform_philox)                                                                             \
   /* writes, autograd and regions */                                                                           \
-  X(copy_to) X(slice_update) X(detach) X(branch_begin) X(branch_else) X(branch_end)
+  X(copy_to) X(slice_update) X(detach) X(branch_begin) X(branch_else) X(branch_end)                        \
+  /* a check of the values eager's kernel makes, raising as it does */                                       \
+  X(check_in_range)
 
 namespace thunder::ir {
 

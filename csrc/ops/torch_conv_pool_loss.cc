@@ -294,7 +294,10 @@ void register_losses() {
                    require_same_shape("ltorch.binary_cross_entropy", b.meta(a[0]).shape, b.meta(a[1]).shape,
                                       "target and input must have the same shape");
                    DType d = b.meta(a[0]).dtype;
-                   Value x = cast(b, a[0], opmath(d)), y = cast(b, a[1], opmath(d));
+                   // ATen's kernel raises for an input or target outside [0, 1] (where the loss would be NaN).
+                   Value p = b.prim("check_in_range", {a[0], F(0.0), F(1.0), Value(ir::Str{"input"})});
+                   Value q = b.prim("check_in_range", {a[1], F(0.0), F(1.0), Value(ir::Str{"target"})});
+                   Value x = cast(b, p, opmath(d)), y = cast(b, q, opmath(d));
                    Value logx = b.torch("clamp_min", {T(b, "log", {x}), F(-100.0)});
                    Value log1mx = b.torch("clamp_min", {T(b, "log", {T(b, "rsub", {x, Int(1)})}), F(-100.0)});
                    Value l = T(b, "neg", {T(b, "add", {T(b, "mul", {y, logx}), T(b, "mul", {T(b, "rsub", {y, Int(1)}), log1mx})})});

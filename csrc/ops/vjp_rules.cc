@@ -127,6 +127,7 @@ std::unordered_map<std::string, Rule> unary_rules() {
   };
   for (const char* n : {"floor", "ceil", "round", "trunc", "sign"}) r[n] = zero_grad();
   r["alias"] = [](Ctx& c) { return Grads{c.g}; };
+  r["check_in_range"] = [](Ctx& c) { return Grads{c.g, Value(), Value(), Value()}; };
   return r;
 }
 

@@ -36,6 +36,17 @@ def _slice_index(start_indices, end_indices, strides):
     return tuple(slice(s, e, st) for s, e, st in zip(start_indices, end_indices, strides or (1,) * len(start_indices)))
 
 
+def _check_in_range(a, low, high, name):
+    """prims.check_in_range: ``a`` itself once every element lies in [low, high] (NaN does not).
+
+    Raises:
+        RuntimeError: an element does not, with the message ATen's binary cross entropy raises for its input
+            (``name``) or target."""
+    if a.numel() and not bool(((a >= low) & (a <= high)).all()):
+        raise RuntimeError(f"all elements of {name} should be between {low:g} and {high:g}")
+    return a
+
+
 def _take_along_axis(a, index, dim):
     """prims.take_along_axis: gather's values, the index's shape (a broadcast along the other dims where a has
     size 1). torch.gather, not torch.take_along_dim, which does not check its indices on the CPU: an out-of-range
@@ -367,6 +378,7 @@ def _make_prims():
         take_along_axis=_take_along_axis,
         copy_to=_copy_, slice_update=slice_update, detach=lambda a: a.detach(),
         branch_begin=_region_marker, branch_else=_region_marker, branch_end=_region_marker,
+        check_in_range=_check_in_range,
     )
     ns.update({  # gather, scatter and index ops (semantics in csrc/ops/torch_layout.cc)
         "clone": lambda a: a.clone(),
