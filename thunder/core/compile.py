@@ -194,18 +194,23 @@ def _run_passes(trace, passes, evaluator, tables, namespace, views, pass_seconds
     return views[-1].trace
 
 
-def _lower(trace, executors, namespace, kernels, seconds, round_every_op=True, prefix="", compiled=None):
+def _lower(trace, executors, namespace, kernels, seconds, round_every_op=True, prefix="", compiled=None,
+           guarded_inputs=False):
     """Generates, compiles and loads the fusion executors' kernels of an execution trace into namespace (which
     then exports them: printed traces import them from the kernel registry), recording each executor's
     "codegen" and "compile" seconds in ``seconds`` (keys prefixed with ``prefix``). ``round_every_op=False`` for
     a backward trace: its kernels keep half-precision values in float32 between ops (see Executor).
     ``compiled``: the kernels the jitted function's other graphs compiled, for an executor that reuses them
-    (``thunder.executors.cpuex.lower``)."""
+    (``thunder.executors.cpuex.lower``). ``guarded_inputs``: the trace's inputs are a Dynamo graph's, whose
+    layout and negative bit the guards fix (for an executor that takes it)."""
     for ex in executors:
         if ex.fusion and ex.lower is not None:
             stages, start = {}, time.perf_counter()
             parameters = inspect.signature(ex.lower).parameters
-            if "compiled" in parameters:
+            if "guarded_inputs" in parameters:
+                launchers, units = ex.lower(trace, round_every_op=round_every_op, seconds=stages, compiled=compiled,
+                                            guarded_inputs=guarded_inputs)
+            elif "compiled" in parameters:
                 launchers, units = ex.lower(trace, round_every_op=round_every_op, seconds=stages, compiled=compiled)
             elif "seconds" in parameters:
                 launchers, units = ex.lower(trace, round_every_op=round_every_op, seconds=stages)
@@ -263,7 +268,7 @@ def _pass_context(imported, executors):
 
 
 def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mode=None, lower=True, symbolic=None,
-                  import_seconds=None, compiled_kernels=None):
+                  import_seconds=None, compiled_kernels=None, guarded_inputs=False):
     """Runs the passes on an imported trace and builds the execution callable.
 
     When grad mode is on and an output requires grad, the graph is compiled as a training program: the passes up
@@ -287,6 +292,9 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
             in the graph's ``compile_seconds`` and first in its ``stage_seconds``.
         compiled_kernels: the kernels the jitted function's other graphs compiled, reused where this graph's
             compute alike (``thunder.executors.cpuex.lower``), and to which this graph's are added; None: no reuse.
+        guarded_inputs: the graph's inputs pass Dynamo's guards (each tensor's strides and negative bit are the
+            ones traced), so the forward's kernels read them without checks; False (a trace run with any inputs):
+            its launchers make them contiguous and resolved where needed.
     Returns:
         CompiledGraph.
     """
@@ -297,7 +305,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
         views = [TraceView(symbolic.trace, namespace, "Imported from the FX graph, sizes symbolic"),
                  TraceView(imported.trace, namespace, "Sizes bound to the call's")]
     passed = _run_all_passes(imported, imported.trace, executors, passes, index, namespace, evaluator, tables, views)
-    graph = _graph_of(passed, imported, executors, index, debug_mode, lower, compiled_kernels=compiled_kernels)
+    graph = _graph_of(passed, imported, executors, index, debug_mode, lower, compiled_kernels=compiled_kernels,
+                      guarded_inputs=guarded_inputs)
     graph.import_seconds = dict(import_seconds or {})
     graph.compile_seconds = time.perf_counter() - start + sum(graph.import_seconds.values())
     return graph
@@ -366,7 +375,7 @@ def _bound(view, sizes, namespace=None):
 
 
 def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None, pass_seconds=None, program=None,
-              compiled_kernels=None):
+              compiled_kernels=None, guarded_inputs=False):
     """The CompiledGraph of a graph after the passes: its fusions' kernels generated and compiled (``lower``;
     False: planned only, nothing callable) and its execution traces made Python functions -- in training, one
     ``torch.autograd.Function`` running the forward and the backward.
@@ -376,7 +385,7 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
     ``import_seconds`` are the binding's. ``program``: the execution trace's program compiled from its symbolic
     trace (a code object defining ``computation``), run with this signature's kernels instead of the bound trace's
     (not in training). ``pass_seconds``: the passes' seconds to report (default: ``passed``'s).
-    ``compiled_kernels``: as compile_trace's."""
+    ``compiled_kernels``, ``guarded_inputs``: as compile_trace's."""
     kernels, lowering_seconds = {}, {}
     views, backward_views = passed.views, passed.backward_views
     bind_start = time.perf_counter()
@@ -394,7 +403,7 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
                round_every_op=False, prefix="backward ", compiled=compiled_kernels)
     if lower:
         _lower(views[-1 if program is None else -2].trace, executors, views[-1].namespace, kernels,
-               lowering_seconds, compiled=compiled_kernels)
+               lowering_seconds, compiled=compiled_kernels, guarded_inputs=guarded_inputs)
     python_start = time.perf_counter()
     runner = _without_autocast if getattr(imported, "autocast_written_out", False) else (lambda f: f)
     if program is not None:
@@ -481,10 +490,17 @@ class SymbolicPlan:
         first = self.lowered == 0
         graph = _graph_of(self.passed, self.imported, self.executors, index, debug_mode, True, sizes,
                           pass_seconds=dict(self.passed.pass_seconds) if first else {}, program=self.program,
-                          compiled_kernels=self.compiled_kernels)
+                          compiled_kernels=self.compiled_kernels, guarded_inputs=not has_negative_bit(args))
         self.lowered += 1
         graph.compile_seconds = time.perf_counter() - start + (self.seconds if first else 0.0)
         return graph
+
+
+def has_negative_bit(args):
+    """Whether a tensor among a graph's arguments has the negative bit (``z.conj().imag``, ``torch._neg_view``):
+    its memory holds the values negated, which the trace does not record, so the graph's kernels cannot read its
+    inputs unchecked (``guarded_inputs``; Dynamo's guards give every call of the graph the same bits)."""
+    return any(isinstance(a, torch.Tensor) and a.is_neg() for a in args)
 
 
 def _without_autocast(fn):

@@ -171,7 +171,8 @@ def _launcher_factory(text):
     return make
 
 
-def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), written_over=(), symbol=None):
+def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), written_over=(), symbol=None,
+              guarded=()):
     """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous and their
     negative bit resolved (a copy only if one is not; a non-contiguous trace input is read in place, its strides
     passed to the kernel or, where 0 or 1, written into it, which the guards fix), allocates the outputs (an output
@@ -180,13 +181,15 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
     arguments (``sizes``: see ``thunder._core.render_cpu``) and the numbers among ``inputs`` (computed at run
     time; they follow the tensors), and returns the output (a tuple of them if
     several). ``source_digest`` is the digest of the kernel's translation unit, ``symbol`` its name there (default:
-    ``name``; another graph's kernel that computes alike). It holds the kernel's module: the module is unloaded
-    when no launcher (or compiled graph) uses it any more."""
+    ``name``; another graph's kernel that computes alike). ``guarded``: the trace inputs whose layout and negative
+    bit Dynamo's guards fix (see :func:`lower`), read as they come. It holds the kernel's module: the module is
+    unloaded when no launcher (or compiled graph) uses it any more."""
     values = {}  # the names the text binds per launcher: output shapes or prototypes, sizes
     all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"    def {name}({', '.join(all_params)}):"]
     for a, p in zip(params, inputs):
-        lines.append("        " + _readable(a, strided=bool(trace.strides(p))))
+        if p not in guarded:
+            lines.append("        " + _readable(a, strided=bool(trace.strides(p))))
     outs = [f"o{k}" for k in range(len(outputs))]
     for k, (o, p) in enumerate(zip(outs, outputs)):
         dtype, shape, _, _ = trace.meta(p)
@@ -231,7 +234,7 @@ def _units(trace, round_every_op, loaded=()):
     return _core.render_cpu(trace, "cpu", parts, round_every_op, set(loaded))
 
 
-def lower(trace, round_every_op=True, seconds=None, compiled=None):
+def lower(trace, round_every_op=True, seconds=None, compiled=None, guarded_inputs=False):
     """Compiles the trace's CPU fusions, in parallel compiler processes when there are many; returns
     ({fusion name: launcher}, [(kernel module, its C++ source)]). ``round_every_op``: float16/bfloat16 values
     are rounded after every op, as eager does; False (a backward trace): only where they are stored or
@@ -243,9 +246,15 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None):
     (its module, held weakly, its name there, its unit's source). A kernel found there is not compiled again
     (a model's static first graph and its graph with symbolic sizes, or a prefill and a decode step, share most
     kernels, which differ only in their names and their units' partition); the trace's other kernels are, and are
-    added to it."""
+    added to it.
+
+    ``guarded_inputs``: the trace's inputs are a Dynamo graph's, whose guards fix each tensor's strides and
+    negative bit to the trace's (a new layout, or a view with the bit, compiles another graph): a kernel reads them
+    without the launcher's checks (0.15 us an input). Other inputs -- a backward's, those of a trace run by
+    hand -- are made contiguous and resolved where needed."""
     global last_source
     seconds = {} if seconds is None else seconds
+    guarded = frozenset(trace.inputs) if guarded_inputs else frozenset()
     start = time.perf_counter()
     directory = cache_dir()
     reusable = {}  # key -> (module, name, source) of a kernel compiled for another trace
@@ -274,7 +283,7 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None):
                 owner, symbol, owner_source = reusable[key]
                 used[id(owner)] = (owner, owner_source)
                 launchers[name] = _launcher(name, owner, registry.digest(owner_source, 64), trace, ins, outs, sizes,
-                                            over, symbol=symbol)
+                                            over, symbol=symbol, guarded=guarded)
             continue
         _loaded[(source, directory)] = module
         used[id(module)] = (module, source)
@@ -289,7 +298,8 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None):
             log_trace("thunder: cpu kernel source (%s):\n%s", module.path, source)
         source_digest = registry.digest(source, 64)
         for name, ins, outs, sizes, over, key in kernels:
-            launchers[name] = _launcher(name, module, source_digest, trace, ins, outs, sizes, over)
+            launchers[name] = _launcher(name, module, source_digest, trace, ins, outs, sizes, over,
+                                        guarded=guarded)
             if compiled is not None:
                 compiled[(key, directory)] = (weakref.ref(module), name, source)
     last_source = "\n".join(source for _, source in used.values())

@@ -21,7 +21,7 @@ import torch
 
 from thunder import _core
 from thunder.core import debug
-from thunder.core.compile import SymbolicPlan, compile_trace
+from thunder.core.compile import SymbolicPlan, compile_trace, has_negative_bit
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES
 from thunder.executors import default_executors
@@ -607,7 +607,8 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
             front = {"import" if symbolic is None else "bind sizes": time.perf_counter() - start}
             compiled = compile_trace(imported, state.executors, state.passes, index, state.debug,
                                      lower=not state.plan_only, symbolic=symbolic, import_seconds=front,
-                                     compiled_kernels=state.compiled_kernels)
+                                     compiled_kernels=state.compiled_kernels,
+                                     guarded_inputs=not has_negative_bit(example_inputs))
     except branches.BranchRejected as e:
         # A branch thunder.jit converted, seen while Dynamo compiles: Dynamo runs the frame eagerly (see branches).
         if isinstance(e.site, int) and shapes is None:
