@@ -2058,3 +2058,30 @@ def test_dropout_that_returns_its_input_is_a_view(fn):
     write to the result is a write to the input, and a write to the input shows in the result. Dropout was not
     among the ops functionalization treats as views, and the writes were lost."""
     check(fn, lambda: (torch.randn(2, 3, generator=_GEN),))
+
+
+def test_a_write_through_dropout_into_a_leaf_that_requires_grad_raises_like_eager():
+    """Eval-mode dropout returns its input; a write through its result into a leaf that requires grad raises in
+    eager. Dynamo's trace does not see it reach the leaf, and thunder's program wrote the leaf silently: the
+    graph's runner raises eager's error (with grad mode on), and under no_grad, or in a graph that turns grad mode
+    off itself (an optimizer's step), the write is made."""
+    def fn(x):
+        y = torch.nn.functional.dropout(x, 0.5, training=False)
+        y.mul_(2)
+        return y
+
+    def step(p, g):
+        with torch.no_grad():
+            p.add_(g, alpha=-0.5)
+        return p * 1
+
+    for f in (fn, thunder.jit(fn)):
+        x = torch.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+            f(x)
+        with torch.no_grad():
+            f(x)
+        assert x.tolist() == [2.0, 2.0, 2.0]
+    p, g = torch.ones(3, requires_grad=True), torch.ones(3)
+    thunder.jit(step)(p, g)
+    assert p.tolist() == [0.5, 0.5, 0.5]

@@ -107,6 +107,9 @@ def _graph(g, open_):
         inner = f"<p class=warn>{_e(g.reason)}</p><pre>{_e(g.detail)}</pre>"
         return _section(f"Graph {g.index}: UNCOMPILED, runs with torch as captured; called {g.calls} times"
                         f"{_specializes(g)}", inner, open_, "graph")
+    if g.released:
+        return _section(_e(f"Graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, "
+                           f"released{_specializes(g)}"), f"<p>{_e(g.released)}</p>", open_, "graph")
     plan = graph_plan(g)
     kernels = _kernels(g)
     title = (f"Graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, executors "

@@ -1,6 +1,7 @@
 """Options that change what thunder does or reports."""
 import enum
 import logging
+import os
 
 TRACE_LEVEL = 5  # below logging.DEBUG
 logging.addLevelName(TRACE_LEVEL, "TRACE")
@@ -78,3 +79,17 @@ def check_passes(passes):
         if name in passes and not ok(passes):
             raise ValueError(f"thunder.jit: invalid pass order {list(passes)}: {rule}")
     return passes
+
+
+def int_from_environment(name, default, minimum=1):
+    """The integer the environment variable ``name`` holds, at least ``minimum`` (``default`` where unset).
+
+    Raises:
+        ValueError: it holds anything else, naming the variable, what it holds and what was expected."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()) or int(digits) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {text!r}")
+    return int(digits)

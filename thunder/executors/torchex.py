@@ -15,6 +15,7 @@ import torch
 
 from thunder import _core
 from thunder.core.dtypes import to_torch
+from thunder.core.options import int_from_environment
 from thunder.executors import Executor
 
 
@@ -151,7 +152,7 @@ _ONEDNN_MIN_MACS = 1 << 21     # [128, 128] @ [128, 128]: where oneDNN's fixed c
 # oneDNN makes a primitive per product shape and keeps it (0.65-0.9 MB each here, and more again once its cache
 # of 1024 evicts), so a graph with symbolic sizes, called at a new length, made the process grow by ~2.5 MB for a
 # 2-layer GPT-2. The first _ONEDNN_MAX_SHAPES (rows, k, n) take oneDNN; products of other shapes take torch's.
-_ONEDNN_MAX_SHAPES = int(os.environ.get("THUNDER_ONEDNN_MAX_SHAPES", "128"))
+_ONEDNN_MAX_SHAPES = int_from_environment("THUNDER_ONEDNN_MAX_SHAPES", 128, minimum=0)
 _onednn_shapes = set()
 
 

@@ -9,7 +9,6 @@ import contextvars
 import functools
 import linecache
 import logging
-import os
 import re
 import sys
 import time
@@ -23,7 +22,7 @@ from thunder import _core
 from thunder.core import debug
 from thunder.core.compile import SymbolicPlan, compile_trace, has_negative_bit
 from thunder.core.log import logger
-from thunder.core.options import DEFAULT_PASSES
+from thunder.core.options import DEFAULT_PASSES, int_from_environment
 from thunder.executors import default_executors
 from thunder.frontend import branches, global_state, specialize
 from thunder.frontend.fx_import import UnsupportedGraph, import_graph
@@ -396,11 +395,16 @@ def proxies(value):
     return []
 
 
-def _guard_input_aliasing(fn, compiled, gm):
+def _guard_input_aliasing(fn, compiled, gm, sets_grad_mode):
     """Functionalization assumes that the inputs a graph writes share memory with no other input (Dynamo passes
     the same tensor twice as one input, but not a view and its base, or overlapping slices). A call whose written
     input shares storage with another input runs the graph as captured instead -- with torch, taking one arm of
-    each converted branch -- which is what eager does."""
+    each converted branch -- which is what eager does.
+
+    A write into a leaf tensor that requires grad, with grad mode on, raises eager's RuntimeError. Dynamo's trace
+    raises it for a write it sees reach the leaf; one it does not (through an eval-mode dropout, which returns its
+    input) reached the leaf silently. (Not for a graph that sets grad mode itself (``sets_grad_mode``): its write
+    may be under its own ``torch.no_grad()``, as an optimizer's step is.)"""
     written = _written_inputs(compiled)
     if not written:
         return fn
@@ -410,6 +414,9 @@ def _guard_input_aliasing(fn, compiled, gm):
         return t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor) else None
 
     def guarded(*args):
+        if not sets_grad_mode and torch.is_grad_enabled() and \
+                any(args[i].requires_grad and args[i].is_leaf for i in written if isinstance(args[i], torch.Tensor)):
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         mine = {storage(args[i]) for i in written}
         if any(storage(a) in mine for i, a in enumerate(args) if i not in written and isinstance(a, torch.Tensor)) or \
                 len(mine) < len(written):
@@ -512,6 +519,7 @@ def _symbolic_graph(state, gm, also):
         if known is not None:
             specializations.move_to_end(key)
             return known[0](*args)
+        limit = max_specializations()
         shapes = specialize.describe(gm, args)
         graphs = len(state.graphs)
         if not symbolic:
@@ -530,12 +538,11 @@ def _symbolic_graph(state, gm, also):
             else:
                 fn = _compile_graph(state, concrete, args, also, shapes=(number, shapes, symbolic[0]))
         specializations[key] = (fn, state.graphs[-1] if len(state.graphs) > graphs else None)
-        if len(specializations) > max_specializations():
+        while len(specializations) > limit:
             _, (_, graph) = specializations.popitem(last=False)
             if hasattr(graph, "release"):
-                graph.release(f"the least recently used of symbolic graph {number}'s {max_specializations()} "
-                              "specializations kept (THUNDER_MAX_SPECIALIZATIONS); its shapes compile again if "
-                              "they come back")
+                graph.release(f"the least recently used of symbolic graph {number}'s {limit} specializations "
+                              "kept (THUNDER_MAX_SPECIALIZATIONS); its shapes compile again if they come back")
         return fn(*args)
     return run
 
@@ -548,12 +555,9 @@ def max_specializations():
     come back.
 
     Raises:
-        ValueError: the variable is not a positive integer.
+        ValueError: the variable holds anything but a positive integer.
     """
-    text = os.environ.get("THUNDER_MAX_SPECIALIZATIONS", "256")
-    if not text.strip().isdigit() or int(text) < 1:
-        raise ValueError(f"THUNDER_MAX_SPECIALIZATIONS must be a positive integer, got {text!r}")
-    return int(text)
+    return int_from_environment("THUNDER_MAX_SPECIALIZATIONS", 256)
 
 
 def _import_symbolic(gm, args, number):
@@ -638,7 +642,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     fn = global_state.restoring(compiled.fn) if imported.sets_global_state else compiled.fn
     fn = _keep_outputs_fresh(fn, compiled, imported.fresh_outputs)
     fn = _remake_output_views(fn, imported.output_views)
-    fn = _guard_input_aliasing(fn, compiled, gm)
+    fn = _guard_input_aliasing(fn, compiled, gm, imported.sets_global_state)
 
     if also is not None:
         def run_counted_twice(*args):
