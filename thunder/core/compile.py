@@ -1,4 +1,5 @@
 """Compiling one captured graph: import, passes, execution callable."""
+import dataclasses
 import inspect
 import time
 from dataclasses import dataclass, field
@@ -107,12 +108,13 @@ class CompiledGraph:
     def release(self, reason):
         """Drops what running this graph takes -- its Python function, launchers and kernels, and the traces that
         are its own (a specialization's traces with its sizes bound) -- keeping the record of it: calls, seconds,
-        shapes, and the traces it shares with its symbolic graph. ``reason`` says why, for ``print(jitted)``."""
+        shapes, and the other traces, without the namespace that held the launchers (a graph traced again for its
+        shapes has no other). ``reason`` says why, for ``print(jitted)``."""
         self.fn, self.kernels, self.released = None, {}, reason
-        if self.own_traces:
-            self.traces = self.traces[:-self.own_traces]
-        if self.own_backward_traces:
-            self.backward_traces = self.backward_traces[:-self.own_backward_traces]
+        forward = self.traces[:len(self.traces) - self.own_traces]
+        backward = self.backward_traces[:len(self.backward_traces) - self.own_backward_traces]
+        self.traces = [dataclasses.replace(v, namespace={}) for v in forward]
+        self.backward_traces = [dataclasses.replace(v, namespace={}) for v in backward]
         self.own_traces = self.own_backward_traces = 0
 
     def opaque_ops(self):
