@@ -16,9 +16,10 @@ void* BufferPool::acquire(size_t bytes) {
   const size_t size = (std::max<size_t>(bytes, 1) + align - 1) / align * align;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    ++acquisitions_;
     auto it = unused_.find(size);
     if (it != unused_.end()) {
-      void* p = it->second;
+      void* p = it->second.buffer;
       unused_.erase(it);
       cached_ -= size;
       live_[p] = size;
@@ -72,24 +73,39 @@ void BufferPool::release(void* buffer) {
       while (cached_ + size > limit_ && !unused_.empty()) {
         auto last = std::prev(unused_.end());
         cached_ -= last->first;
-        to_free.push_back(last->second);
+        to_free.push_back(last->second.buffer);
         unused_.erase(last);
       }
-      unused_.emplace(size, buffer);
+      unused_.emplace(size, Idle{buffer, acquisitions_});
       cached_ += size;
     }
+    // A sweep for stale buffers every max_idle_ / 4 acquisitions: each is freed at most 1.25 x max_idle_ late.
+    if (acquisitions_ - last_sweep_ >= std::max<uint64_t>(max_idle_ / 4, 1)) take_stale(to_free);
   }
   for (void* p : to_free) std::free(p);
 }
 
+void BufferPool::take_stale(std::vector<void*>& to_free) {
+  last_sweep_ = acquisitions_;
+  for (auto it = unused_.begin(); it != unused_.end();) {
+    if (acquisitions_ - it->second.since > max_idle_) {
+      cached_ -= it->first;
+      to_free.push_back(it->second.buffer);
+      it = unused_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void BufferPool::clear() {
-  std::multimap<size_t, void*> unused;
+  std::multimap<size_t, Idle> unused;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     unused.swap(unused_);
     cached_ = 0;
   }
-  for (auto& [size, p] : unused) std::free(p);
+  for (auto& [size, idle] : unused) std::free(idle.buffer);
 }
 
 size_t BufferPool::cached_bytes() {

@@ -5,7 +5,10 @@
 // here: about 16k faults and 25 ms, against about 5 ms to write the data; a 256 KiB one, freed and
 // unmapped after each call, adds about 7 us to a 40 us kernel). The pool hands out buffers of whole
 // pages (from 2 MiB on, whole 2 MiB units), and when the tensor owning one is freed it keeps the
-// buffer for the next output of the same size class, up to a limit on the bytes it holds unused.
+// buffer for the next output of the same size class, up to a limit on the bytes it holds unused, and while some
+// output still asks for that class: a buffer no acquisition took within the last `max_idle` acquisitions (16K by
+// default) is freed -- a program called at ever new shapes leaves a size class per shape behind, which a loop
+// over one shape never does.
 // Thread-safe: tensors are freed on any thread. (Not marked for transparent huge pages: no faster once
 // the pages exist, and the kernel's compaction for them could stall a first write by 100 ms and more.)
 #pragma once
@@ -25,7 +28,8 @@ class BufferPool {
   static constexpr size_t kAlignment = size_t{2} << 20;  // the size-class unit of large buffers
   static constexpr size_t kPage = 4096;
 
-  explicit BufferPool(size_t limit_bytes) : limit_(limit_bytes) {}
+  explicit BufferPool(size_t limit_bytes, uint64_t max_idle = uint64_t{1} << 14)
+      : limit_(limit_bytes), max_idle_(max_idle) {}
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
@@ -52,13 +56,20 @@ class BufferPool {
   std::vector<std::pair<int64_t, int64_t>> recorded();
 
  private:
+  struct Idle {
+    void* buffer;
+    uint64_t since;  // acquisitions_ when it was released
+  };
   std::mutex mutex_;
-  std::multimap<size_t, void*> unused_;          // size class -> buffer
+  std::multimap<size_t, Idle> unused_;           // size class -> buffer
   std::unordered_map<void*, size_t> live_;       // buffer -> size class
   size_t cached_ = 0, live_total_ = 0, peak_ = 0, limit_;
+  uint64_t max_idle_, acquisitions_ = 0, last_sweep_ = 0;
   bool recording_ = false;
   std::vector<std::pair<int64_t, int64_t>> events_;
   void note(int64_t delta);  // with mutex_ held
+  // Moves the buffers idle for more than max_idle_ acquisitions into `to_free` (with mutex_ held).
+  void take_stale(std::vector<void*>& to_free);
 };
 
 /// The pool of the CPU executor's kernel outputs (1 GiB of unused buffers at most, by default).

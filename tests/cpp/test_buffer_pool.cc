@@ -67,3 +67,20 @@ TEST(BufferPool, ThreadsAcquireAndReleaseConcurrently) {
   EXPECT_EQ(pool.live_bytes(), 0u);
   EXPECT_LE(pool.cached_bytes(), 16 * kMiB);
 }
+
+TEST(BufferPool, FreesASizeClassNoAcquisitionTookForMaxIdleAcquisitions) {
+  // A program called at ever new shapes leaves a size class per shape behind; a loop over one shape reuses its own.
+  BufferPool pool(64 * kMiB, /*max_idle=*/8);
+  void* old = pool.acquire(3 * kMiB);      // one shape's output, never asked for again
+  pool.release(old);
+  EXPECT_EQ(pool.cached_bytes(), 4 * kMiB);
+  void* steady = nullptr;
+  for (int i = 0; i < 40; ++i) {           // another shape, in a loop
+    void* p = pool.acquire(kMiB);
+    if (steady != nullptr) EXPECT_EQ(p, steady);  // reused every time, never freed as stale
+    steady = p;
+    pool.release(p);
+  }
+  EXPECT_EQ(pool.cached_bytes(), size_t{1} * kMiB);  // the 3 MiB class was freed; the 1 MiB one is kept
+  EXPECT_EQ(pool.live_bytes(), 0u);
+}
