@@ -381,3 +381,26 @@ def test_a_call_that_raises_on_the_fast_path_is_counted():
         jitted(torch.tensor([0, 9]), w)
     stats, state = thunder.compile_stats(jitted), jitted._state
     assert (stats.calls, state.raised_calls, stats.cache_hits + stats.cache_misses) == (3, 1, 2)
+
+
+def _one_list_twice(x):
+    shared = [x + 1]
+    return shared, shared
+
+
+def _list_holding_itself(x):
+    items = [x + 1]
+    items.append(items)
+    return items
+
+
+@pytest.mark.parametrize("fn", [_one_list_twice, _list_holding_itself], ids=["twice", "itself"])
+def test_a_container_returned_twice_or_holding_itself_stays_one_container(fn):
+    """Dynamo's code builds such a container once and refers to it again; built from its symbolic form, it came
+    back as two containers (or a list missing its items): such code runs as it is (found by a break-it pass)."""
+    jitted = thunder.jit(fn)
+    x = torch.randn(3)
+    for _ in range(3):
+        out = jitted(x)
+        assert (out[0] is out[1]) if fn is _one_list_twice else (out[1] is out)
+    assert all(direct is None for _, _, direct in jitted._fast_path.entries)

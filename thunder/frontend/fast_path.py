@@ -137,6 +137,7 @@ def direct_form(code, graph_name):
     params = code.co_varnames[:code.co_argcount]
     local = {name: ("arg", name) for name in params}
     stack, called = [], []
+    built, shared = [], {None}  # the containers built, in order (their ids); those with two references
     for ins in dis.get_instructions(code):
         op, arg = ins.opname, ins.arg
         if op in ("RESUME", "NOP", "PRECALL", "CACHE"):
@@ -163,6 +164,7 @@ def direct_form(code, graph_name):
             if ins.argval not in local:
                 return None
             stack.append(local[ins.argval])
+            shared.add(_container(stack[-1]))
         elif op == "STORE_FAST":
             local[ins.argval] = stack.pop()
         elif op == "DELETE_FAST":
@@ -173,6 +175,7 @@ def direct_form(code, graph_name):
             stack.append(("const", ins.argval))
         elif op == "COPY":
             stack.append(stack[-arg])
+            shared.add(_container(stack[-1]))
         elif op == "SWAP":
             stack[-1], stack[-arg] = stack[-arg], stack[-1]
         elif op == "POP_TOP":
@@ -201,27 +204,47 @@ def direct_form(code, graph_name):
         elif op in ("BUILD_LIST", "BUILD_TUPLE"):
             items = stack[len(stack) - arg:] if arg else []
             del stack[len(stack) - arg:]
-            stack.append(("list" if op == "BUILD_LIST" else "tuple", items))
+            stack.append(("list" if op == "BUILD_LIST" else "tuple", items, len(built)))
+            built.append(op)
         elif op == "BUILD_MAP":
             items = stack[len(stack) - 2 * arg:] if arg else []
             del stack[len(stack) - 2 * arg:]
             if any(k[0] != "const" for k in items[::2]):
                 return None
-            stack.append(("dict", items))
+            stack.append(("dict", items, len(built)))
+            built.append(op)
         elif op in ("LIST_EXTEND", "LIST_APPEND"):
             value, target = stack.pop(), stack[-arg]
-            if target[0] != "list" or (op == "LIST_EXTEND" and value[0] not in ("list", "tuple")):
+            if target[0] != "list" or (op == "LIST_EXTEND" and value[0] not in ("list", "tuple")) or \
+                    _container(target) in shared:  # another reference would not see the items added
                 return None
-            stack[-arg] = ("list", target[1] + (value[1] if op == "LIST_EXTEND" else [value]))
+            stack[-arg] = ("list", target[1] + (value[1] if op == "LIST_EXTEND" else [value]), target[2])
         elif op == "RETURN_VALUE":
             result = stack.pop()
             frame = {name: name for name in params}
             if not called or _source(result, frame) is None or any(_source(a, frame) is None for a in called[0]):
                 return None
+            containers = []
+            _containers_in(result, containers)
+            if len(set(containers)) < len(containers):  # one container returned twice: written once, it would be two
+                return None
             return called[0], result
         else:
             return None
     return None
+
+
+def _container(value):
+    """The id of a list, tuple or dict direct_form built, or None for any other value."""
+    return value[2] if value[0] in ("list", "tuple", "dict") else None
+
+
+def _containers_in(value, out):
+    """Appends the ids of the containers in ``value`` (nested ones included, each time it occurs) to ``out``."""
+    if value[0] in ("list", "tuple", "dict"):
+        out.append(value[2])
+        for v in value[1]:
+            _containers_in(v, out)
 
 
 def _source(value, params):
