@@ -391,7 +391,7 @@ class FastPath:
                 lines += ["        " + line for line in body]
             else:  # a call that raises is counted as the ordinary path counts it
                 lines += ["        try:"] + ["            " + line for line in body] + [
-                    "        except BaseException:", "            state.calls += 1",
+                    "        except Exception:", "            state.calls += 1",
                     "            state.raised_calls += 1", "            raise"] + counted
             lines.append("        return out")
         lines.append("    return MISS")
