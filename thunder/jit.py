@@ -94,7 +94,7 @@ class _Jitted:
         self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=self._dynamic, fullgraph=self._fullgraph,
                                        **_ISOLATE)
         self._region = _region(self._compiled)
-        self._fast_path = FastPath(own, self._backend, self._region, instance, self._state) if own is not None \
+        self._fast_path = FastPath(own, self._backend, self._state, self._region, instance) if own is not None \
             else None
 
     def _run(self, args, kwargs):

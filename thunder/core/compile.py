@@ -209,15 +209,10 @@ def _lower(trace, executors, namespace, kernels, seconds, round_every_op=True, p
         if ex.fusion and ex.lower is not None:
             stages, start = {}, time.perf_counter()
             parameters = inspect.signature(ex.lower).parameters
-            if "guarded_inputs" in parameters:
-                launchers, units = ex.lower(trace, round_every_op=round_every_op, seconds=stages, compiled=compiled,
-                                            guarded_inputs=guarded_inputs)
-            elif "compiled" in parameters:
-                launchers, units = ex.lower(trace, round_every_op=round_every_op, seconds=stages, compiled=compiled)
-            elif "seconds" in parameters:
-                launchers, units = ex.lower(trace, round_every_op=round_every_op, seconds=stages)
-            else:  # an executor that does not time its stages: codegen and compile as one
-                launchers, units = ex.lower(trace, round_every_op=round_every_op)
+            optional = {"seconds": stages, "compiled": compiled, "guarded_inputs": guarded_inputs}
+            launchers, units = ex.lower(trace, round_every_op=round_every_op,
+                                        **{k: v for k, v in optional.items() if k in parameters})
+            if "seconds" not in parameters:  # an executor that does not time its stages: codegen and compile as one
                 stages["lowering"] = time.perf_counter() - start
             for stage, s in stages.items():
                 seconds[f"{prefix}{ex.name} {stage}"] = s

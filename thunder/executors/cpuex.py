@@ -100,7 +100,7 @@ def _prototype(shape, dtype):
     is shared by every prototype (a view of one buffer as large as the largest), so a launcher kept per shape
     (a graph with symbolic sizes keeps one per shape signature it saw) costs no memory of its output's size."""
     global _prototype_memory
-    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    nbytes = math.prod(shape) * dtype.itemsize
     with torch.inference_mode(False):  # a launcher made under inference mode serves calls outside it too
         if _prototype_memory.numel() < nbytes:
             _prototype_memory = torch.empty(max(nbytes, POOLED_OUTPUT_BYTES), dtype=torch.uint8)

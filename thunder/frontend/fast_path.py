@@ -137,7 +137,7 @@ def direct_form(code, graph_name):
     params = code.co_varnames[:code.co_argcount]
     local = {name: ("arg", name) for name in params}
     stack, called = [], []
-    built, shared = [], {None}  # the containers built, in order (their ids); those with two references
+    built, shared = 0, {None}  # how many containers were built (the next one's id); ids with two references
     for ins in dis.get_instructions(code):
         op, arg = ins.opname, ins.arg
         if op in ("RESUME", "NOP", "PRECALL", "CACHE"):
@@ -204,15 +204,15 @@ def direct_form(code, graph_name):
         elif op in ("BUILD_LIST", "BUILD_TUPLE"):
             items = stack[len(stack) - arg:] if arg else []
             del stack[len(stack) - arg:]
-            stack.append(("list" if op == "BUILD_LIST" else "tuple", items, len(built)))
-            built.append(op)
+            stack.append(("list" if op == "BUILD_LIST" else "tuple", items, built))
+            built += 1
         elif op == "BUILD_MAP":
             items = stack[len(stack) - 2 * arg:] if arg else []
             del stack[len(stack) - 2 * arg:]
             if any(k[0] != "const" for k in items[::2]):
                 return None
-            stack.append(("dict", items, len(built)))
-            built.append(op)
+            stack.append(("dict", items, built))
+            built += 1
         elif op in ("LIST_EXTEND", "LIST_APPEND"):
             value, target = stack.pop(), stack[-arg]
             if target[0] != "list" or (op == "LIST_EXTEND" and value[0] not in ("list", "tuple")) or \
@@ -280,16 +280,16 @@ class FastPath:
     ``__resume_at_*`` function (Dynamo captured the frame whole: no graph break). ``region`` is the wrapper's
     ``isolate_recompiles`` region (-1: none).
 
-    ``state``: the wrapper's JitState (thunder.frontend.dynamo), or None: a call the fast path runs is counted
-    there as a cache hit, a miss (a graph with symbolic sizes compiled a specialization for new shapes) or an
-    uncompiled call (Dynamo's cached code ran no graph: a graph break before any op, BatchNorm's momentum=None).
+    ``state``: the wrapper's JitState (thunder.frontend.dynamo): a call the fast path runs is counted there as a
+    cache hit, a miss (a graph with symbolic sizes compiled a specialization for new shapes), an uncompiled call
+    (Dynamo's cached code ran no graph: a graph break before any op, BatchNorm's momentum=None) or a raised one.
 
     Misses: a guard failure (new shapes, dtypes, strides, grad mode, a parameter replaced, ``train()``/``eval()``
     where ``forward`` reads the flag: Dynamo then recompiles), a function with graph breaks, fewer arguments than
     parameters (defaults), an empty closure cell. Functions with keyword-only parameters are never served.
     """
 
-    def __init__(self, fn, backend, region=-1, instance=None, state=None):
+    def __init__(self, fn, backend, state, region=-1, instance=None):
         code = fn.__code__
         self.fn, self.backend, self.region, self.instance, self.state = fn, backend, region, instance, state
         n = code.co_argcount
@@ -377,23 +377,17 @@ class FastPath:
         for k, (check, run, direct) in enumerate(self.entries):
             namespace[f"check{k}"], namespace[f"run{k}"] = check, run
             lines.append(f"    if check{k}(frame):")
-            if self.state is not None:
-                lines.append("        graphs, ran = len(state.graphs), state.graph_calls")
-            body = []
+            lines += ["        graphs, ran = len(state.graphs), state.graph_calls", "        try:"]
             if direct is not None:  # the graph called directly, its outputs returned as the transformed code would
                 graph, graph_args, result = direct
                 namespace[f"graph{k}"] = graph
-                body.append(f"out = graph{k}({', '.join(_source(a, values) for a in graph_args)})")
-                body.append(f"out = {_source(result, values)}")
+                lines += [f"            out = graph{k}({', '.join(_source(a, values) for a in graph_args)})",
+                          f"            out = {_source(result, values)}"]
             else:
-                body.append(f"out = run{k}({arguments})")
-            if self.state is None:
-                lines += ["        " + line for line in body]
-            else:  # a call that raises is counted as the ordinary path counts it
-                lines += ["        try:"] + ["            " + line for line in body] + [
-                    "        except Exception:", "            state.calls += 1",
-                    "            state.raised_calls += 1", "            raise"] + counted
-            lines.append("        return out")
+                lines.append(f"            out = run{k}({arguments})")
+            # A call that raises is counted as the ordinary path counts it.
+            lines += ["        except Exception:", "            state.calls += 1",
+                      "            state.raised_calls += 1", "            raise"] + counted + ["        return out"]
         lines.append("    return MISS")
         exec(compile("\n".join(lines), f"<thunder fast path {self.fn.__qualname__}>", "exec"), namespace)
         return namespace["call"]
