@@ -644,20 +644,15 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     fn = _remake_output_views(fn, imported.output_views)
     fn = _guard_input_aliasing(fn, compiled, gm, imported.sets_global_state)
 
-    if also is not None:
-        def run_counted_twice(*args):
-            also.graph_calls += 1
-            return run(*args)
-
     def run(*args):
         compiled.calls += 1
-        state.graph_calls += 1
+        _count_graph_call(state, also)
         try:
             return fn(*args)
         except Exception as e:
             debug.annotate(e)  # the trace's line it was raised at, and the user's line that came from
             raise
-    return run if also is None else run_counted_twice
+    return run
 
 
 class JitBackend:
