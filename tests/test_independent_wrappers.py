@@ -152,3 +152,25 @@ def test_a_module_with_forward_set_on_the_instance_runs_it():
     assert_same(jitted(x), model(x))
     assert_same(jitted(x), model(x))
     assert thunder.compile_stats(jitted).cache_hits == 1
+
+
+def test_a_jitted_function_called_inside_another_compile_is_traced_as_the_original():
+    """A thunder.jit result called from code another thunder.jit (or torch.compile) traces is inlined there, as a
+    nested torch.compile is: one graph, compiled once -- it used to break the outer graph and recompile at every
+    call (Dynamo traced the inner wrapper's call counters)."""
+    inner = thunder.jit(scaled_sin)
+    block = Block()
+    inner_module = thunder.jit(block)
+
+    def outer(x):
+        return inner(x) * inner_module(x)
+
+    jitted = thunder.jit(outer)
+    x = torch.randn(3, 4)
+    for _ in range(4):
+        assert_same(jitted(x), scaled_sin(x) * block(x), 1e-6, 1e-6)
+    stats = thunder.compile_stats(jitted)
+    assert (stats.cache_misses, stats.cache_hits, len(stats.graphs), stats.graph_breaks) == (1, 3, 1, [])
+    assert thunder.compile_stats(inner).calls == 0, "the inner wrapper itself never ran"
+    inductor = torch.compile(outer, backend="inductor")
+    assert_same(inductor(x), scaled_sin(x) * block(x), 1e-5, 1e-5)

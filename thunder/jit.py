@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
+from torch.compiler import is_compiling as _is_compiling
 
 from thunder.core.compile import CompiledGraph
 from thunder.core.debug import check_debug
@@ -331,6 +332,8 @@ class ThunderFunction(_Jitted):
         self._setup(fn, getattr(fn, "__qualname__", None) or repr(fn), executors, passes, debug, fullgraph, dynamic)
 
     def __call__(self, *args, **kwargs):
+        if _is_compiling():  # traced by an enclosing compile: its trace takes in the original
+            return self._fn(*args, **kwargs)
         if not kwargs and self._fast_path is not None:
             out = self._fast_path.call(args)  # counted in the state
             if out is not MISS:
@@ -402,6 +405,8 @@ class ThunderModule(_Jitted, nn.Module):
         return nn.Module.__call__(self, *args, **kwargs)
 
     def forward(self, *args, **kwargs):
+        if _is_compiling():  # traced by an enclosing compile: its trace takes in the original
+            return self.__dict__["_model"](*args, **kwargs)
         return self._run(args, kwargs)
 
     def train(self, mode: bool = True):
