@@ -2060,6 +2060,33 @@ def test_dropout_that_returns_its_input_is_a_view(fn):
     check(fn, lambda: (torch.randn(2, 3, generator=_GEN),))
 
 
+def test_a_write_through_dropout_whose_aliasing_is_decided_at_run_time_reaches_the_input():
+    """Dropout with a symbolic p (``dynamic=True`` makes a float argument one) or called as an ATen op is opaque,
+    and its example value is a new tensor; at run time it returns its input for p = 0 or not training. Its result
+    is treated as a possible view of its input -- writes after it run in place -- and so a write through it reaches
+    the input exactly when eager's does (it was lost)."""
+    def symbolic_p(x, p):
+        y = torch.nn.functional.dropout(x, p, training=True)
+        y.mul_(3)
+        return y
+
+    def aten_calls(x):
+        y = torch.ops.aten.dropout(x, 0.5, False)
+        y.add_(1)
+        z = torch.ops.aten.feature_dropout.default(x, 0.0, True)
+        z.mul_(2)
+        return y, torch.ops.aten.alpha_dropout(x, 0.3, False) * 1
+
+    jitted = thunder.jit(symbolic_p, dynamic=True)
+    for p in (0.0, 1.0, 0.0):  # p = 1 zeroes a new tensor: deterministic both ways
+        x = torch.randn(2, 3, generator=_GEN)
+        expected_x = x.clone()
+        expected = symbolic_p(expected_x, p)
+        assert_same(jitted(x, p), expected)
+        assert_same(x, expected_x)
+    check(aten_calls, lambda: (torch.randn(2, 3, generator=_GEN),), compiled=False)
+
+
 def test_a_write_through_dropout_into_a_leaf_that_requires_grad_raises_like_eager():
     """Eval-mode dropout returns its input; a write through its result into a leaf that requires grad raises in
     eager. Dynamo's trace does not see it reach the leaf, and thunder's program wrote the leaf silently: the

@@ -1040,7 +1040,7 @@ class _Importer:
         # is an effect too: torch raises for it, and eager raises even where its result is unused, so it is not
         # dead code.
         self.opaque_calls += 1
-        view = _is_view(node.meta.get("example_value")) or _aliases_an_argument(node)
+        view = _is_view(node.meta.get("example_value")) or _aliases_an_argument(node) or _may_return_its_input(node)
         if view:
             self.opaque_view_seen = True
         if self.regions and (view or _has_effect(node, _target_name(node))):
@@ -1173,6 +1173,15 @@ def _aliases_an_argument(node):
     is_view = (node.op == "call_method" and node.target == "view") or (
         node.op == "call_function" and node.target is torch.Tensor.view)
     return is_view and (any(isinstance(a, torch.dtype) for a in node.args[1:]) or "dtype" in node.kwargs)
+
+
+def _may_return_its_input(node):
+    """Whether an opaque op may return its input itself at run time though Dynamo's example value is a new tensor:
+    dropout (ATen's ``_dropout_impl`` returns the input when not training, for p = 0 or an empty input) whose p or
+    training flag is symbolic, or called as ``torch.ops.aten.dropout``, ``feature_dropout``, ``alpha_dropout``...
+    (an imported dropout with constant arguments is native, an alias exactly then: functionalization's torch_views)."""
+    words = [w for w in str(_target_name(node)).replace("::", ".").split(".") if "dropout" in w]
+    return bool(words) and not any(w.endswith("_") for w in words)  # dropout_: in place, an effect returning x
 
 
 def _returned_argument(node):
@@ -1351,7 +1360,18 @@ def _fresh_outputs(outputs, placeholders):
     input_storages = {_storage(e) for e in examples.values()} - {None}
     return [i for i, node in enumerate(outputs) if isinstance(node, torch.fx.Node) and node not in examples and
             isinstance(node.meta.get("example_value"), torch.Tensor) and
-            _storage(node.meta["example_value"]) not in input_storages]
+            _storage(node.meta["example_value"]) not in input_storages and not _from_possible_alias(node)]
+
+
+def _from_possible_alias(node):
+    """Whether a node's tensor is, or is a view of, or was written in place through, the result of an op that may
+    return its input at run time (_may_return_its_input): its example value's memory is new, eager's may not be."""
+    while isinstance(node, torch.fx.Node) and node.op in ("call_function", "call_method"):
+        if _may_return_its_input(node):
+            return True
+        example = node.meta.get("example_value")
+        node = _returned_argument(node) or (node.args[0] if _is_view(example) and node.args else None)
+    return False
 
 
 def _has_proxy(v):
