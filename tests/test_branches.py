@@ -715,6 +715,48 @@ def test_returns_in_a_module_forward_and_with_writes():
     assert stats.branches_converted == 1 and not stats.graph_breaks, thunder.summary(jitted)
 
 
+def _keeps_or_scales(x, y):
+    for i in range(x.size(0)):  # nested selects: y stays the input itself where no x[i] is positive
+        if x[i] > 0:
+            y = y * x[i]
+    return y, x * 2
+
+
+def _returns_inputs_swapped(x, y):
+    if x.sum() > 0:
+        return y, x
+    return x, y
+
+
+def _returns_input_or_new(x):
+    if x.sum() > 0:
+        return x
+    return x + 1
+
+
+@pytest.mark.parametrize("f", [_keeps_or_scales, _returns_inputs_swapped, _returns_input_or_new])
+def test_a_selected_output_is_the_input_itself_where_eager_returns_it(f):
+    """A converted branch whose arm leaves a name (or the return value) an input itself: eager returns that input,
+    the same tensor (a later write to the result reaches the caller's), and the select was a new tensor. The trace
+    returns the branch conditions too and the output is the input where they lead to it -- values, identities and
+    gradients as eager's, one graph, the branch converted."""
+    jitted = thunder.jit(f)
+    for sign in (1.0, -1.0, 1.0, -1.0):
+        a = [torch.tensor([sign, 2 * sign, 3 * sign], requires_grad=True), torch.ones(3, requires_grad=True)]
+        b = [t.detach().clone().requires_grad_() for t in a]
+        args = a[:f.__code__.co_argcount]
+        out, expected = jitted(*args), f(*b[:len(args)])
+        out, expected = (out, expected) if isinstance(out, tuple) else ((out,), (expected,))
+        torch.testing.assert_close(out, expected)
+        assert [[o is t for t in a] for o in out] == [[e is t for t in b] for e in expected], sign
+        sum(o.sum() for o in out).backward()
+        sum(e.sum() for e in expected).backward()
+        for t, e in zip(args, b):
+            torch.testing.assert_close(t.grad, e.grad)
+    stats = thunder.compile_stats(jitted)
+    assert stats.branches_converted >= 1 and stats.branches_left == 0 and len(stats.graphs) == 1, thunder.summary(jitted)
+
+
 def test_returns_not_converted():
     def shapes_differ(x):
         if x.sum() > 0:

@@ -340,6 +340,30 @@ def _remake_output_views(fn, groups):
     return lambda *args: remake_output_views(fn(*args), args, groups)
 
 
+def _return_selected_inputs(fn, selected):
+    """fn, whose trace returns the conditions of converted branches after the graph's outputs, returning the
+    graph's outputs with each one eager returns as an input itself, where the conditions lead to it, that input
+    (fx_import.SelectedInput)."""
+    if not selected:
+        return fn
+    count = 1 + max(_condition_indices(s.choice) for s in selected)
+
+    def selected_inputs(*args):
+        out = fn(*args)
+        values, conditions = list(out[:len(out) - count]), out[len(out) - count:]
+        for s in selected:
+            values[s.output] = s.pick(values[s.output], args, conditions)
+        return type(out)(values)
+    return selected_inputs
+
+
+def _condition_indices(choice):
+    """The largest condition index a SelectedInput's choice reads (-1: none)."""
+    if choice[0] in ("input", "computed"):
+        return -1
+    return max(choice[0], _condition_indices(choice[1]), _condition_indices(choice[2]))
+
+
 def _keep_outputs_fresh(fn, compiled, fresh):
     """fn, with the outputs eager returns as new tensors (``fresh``: positions, ImportedGraph.fresh_outputs) copied
     where the program returned an input's memory instead. Functionalization forwards a value written whole into a
@@ -641,6 +665,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     # A graph that sets grad mode, autocast or inference mode undoes it if it raises, as leaving `with` blocks does.
     fn = global_state.restoring(compiled.fn) if imported.sets_global_state else compiled.fn
     fn = _keep_outputs_fresh(fn, compiled, imported.fresh_outputs)
+    fn = _return_selected_inputs(fn, imported.selected_inputs)
     fn = _remake_output_views(fn, imported.output_views)
     fn = _guard_input_aliasing(fn, compiled, gm, imported.sets_global_state)
 

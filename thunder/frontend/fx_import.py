@@ -86,6 +86,9 @@ class ImportedGraph:
     size_inputs: list = field(default_factory=list)
     #: The positions of tensor outputs that share no memory with an input in eager (Dynamo's example values tell).
     fresh_outputs: list = field(default_factory=list)
+    #: Outputs a converted branch selects where an arm leaves them an input itself (SelectedInput); the trace
+    #: returns the conditions they read after the graph's own outputs.
+    selected_inputs: list = field(default_factory=list)
 
     def bind(self, args) -> "ImportedGraph":
         """This graph for one call's arguments ``args``: its size symbols bound to the values of their inputs
@@ -113,6 +116,26 @@ class OutputViews:
     base_output: int    # the output the compiled program returns the base in (-1 when the base is an input)
     members: list       # (output index, replay): replay(base, inputs) is that output, a view of base or base itself
     root: object = field(default=None, repr=False)  # the FX node that makes the base
+
+
+@dataclass
+class SelectedInput:
+    """An output a converted branch selects (``if c: y = y * 2``, then ``return y``) where the arm not writing it
+    leaves an input itself: eager returns that input -- the same tensor, whose writes reach the caller's -- and the
+    select a new tensor. ``choice`` is ``("input", k)``, ``("computed",)`` or ``(j, then, else)``: condition ``j``
+    of those the trace returns after the graph's outputs picks the ``then`` or ``else`` choice."""
+
+    output: int
+    choice: tuple
+
+    def pick(self, value, args, conditions):
+        """The output eager returns: input ``k`` itself where the conditions lead to it, else ``value``."""
+        choice = self.choice
+        while choice[0] != "input":
+            if choice[0] == "computed":
+                return value
+            choice = choice[1] if bool(conditions[choice[0]]) else choice[2]
+        return args[choice[1]]
 
 
 # ---- which FX targets are native, and how their arguments map to the op's parameters ----
@@ -526,7 +549,7 @@ class _Importer:
                 if self.selects:
                     self._check_selected_outputs(node)
                 out = self._unwrap(self._arg(node.args[0]))
-                views, fresh = [], []
+                views, fresh, selected = [], [], []
                 if isinstance(node.args[0], (tuple, list)):
                     views = _output_views(list(node.args[0]), placeholders)
                     fresh = _fresh_outputs(list(node.args[0]), placeholders)
@@ -535,7 +558,8 @@ class _Importer:
                         base = placeholders[group.base_input][0] if group.base_input >= 0 else group.root
                         for i, _ in group.members:
                             out[i] = self.env[base]
-                    out = tuple(out)
+                    selected, conditions = _selected_inputs(list(node.args[0]), placeholders)
+                    out = tuple(out) + tuple(self.env[c] for c in conditions)
                 if self.explicit_autocast and self.outer_autocast:
                     self.autocast.pop()
                 if self.autocast:
@@ -544,7 +568,7 @@ class _Importer:
                                      self.branch_sites, views, size_inputs=self.size_inputs,
                                      under_autocast=self.outer_autocast and not self.explicit_autocast,
                                      autocast_written_out=self.outer_autocast and self.explicit_autocast,
-                                     fresh_outputs=fresh)
+                                     fresh_outputs=fresh, selected_inputs=selected)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -795,16 +819,31 @@ class _Importer:
         (another name bound to it, or a view of it): code after the graph (after a graph break) could write through
         one and read the other. Gives the branch up."""
         returned = {_storage(self._example(n)) for n in _argument_nodes(output.args)} - {None}
+        outputs = output.args[0] if isinstance(output.args[0], (tuple, list)) else ()
         for select, site, operands in self.selects:
             name = _storage(self._example(select))
             if name not in returned:
                 continue
             shared = set(operands) | {_storage(self._example(s)) for s, _, o in self.selects
                                       if s is not select and o & operands}
-            if shared & returned:
+            if shared & returned and not (select in outputs and self._selects_inputs_or_new(select, returned)):
                 raise branches.BranchRejected(site, "a name it selects (a new tensor) and a tensor an arm may leave "
                                                     "that name aliasing are both live after the graph (a graph break "
                                                     "follows): a write through one would not reach the other")
+
+    def _selects_inputs_or_new(self, select, returned):
+        """Whether each tensor a select's arms leave (through nested selects) is an input itself -- returned as that
+        input where eager returns it (SelectedInput) -- or shares no memory with what the graph returns."""
+        for node in select.args[1:]:
+            if node.op == "placeholder":
+                continue
+            if branches.MARKERS.get(node.target) == "select" and _storage(self._example(node)) not in returned:
+                if self._selects_inputs_or_new(node, returned):
+                    continue
+                return False
+            if _storage(self._example(node)) in returned:
+                return False
+        return True
 
     def _predicate(self, pred):
         """``bool(pred)`` of a one-element tensor, as a 0-d bool tensor."""
@@ -1352,6 +1391,30 @@ def _output_views(outputs, placeholders):
         else:
             views.append(OutputViews(-1, positions[0], members, root))
     return views
+
+
+def _selected_inputs(outputs, placeholders):
+    """The outputs that are selects of converted branches with an input itself among their arms (SelectedInput),
+    and the condition nodes (the branches' begin markers) their choices read, in order."""
+    inputs = {node: k for k, (node, example) in enumerate(placeholders) if isinstance(example, torch.Tensor)}
+    conditions = {}
+
+    def choice(node):
+        if node in inputs:
+            return ("input", inputs[node])
+        if isinstance(node, torch.fx.Node) and branches.MARKERS.get(node.target) == "select":
+            then, otherwise = choice(node.args[1]), choice(node.args[2])
+            if then[0] == otherwise[0] == "computed":
+                return then
+            return (conditions.setdefault(node.args[0], len(conditions)), then, otherwise)
+        return ("computed",)
+
+    selected = []
+    for i, node in enumerate(outputs):
+        c = choice(node)
+        if c[0] != "computed" and c[0] != "input":
+            selected.append(SelectedInput(i, c))
+    return selected, list(conditions)
 
 
 def _fresh_outputs(outputs, placeholders):
