@@ -259,3 +259,24 @@ def test_a_method_that_runs_the_original_forward_uncompiled_says_so():
     assert not model._forward_pre_hooks
     assert_same(jitted(x), model(x))
     assert thunder.compile_stats(jitted).cache_misses == 1
+
+
+def test_a_forward_returning_self_returns_the_original_module():
+    """thunder.jit compiles a private module sharing the original's state (code_copies.private_module); a forward
+    that returns ``self`` returned that private module. The caller gets the original, as eager's call returns it,
+    on the first call and on the fast path."""
+    class Chained(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+            self.seen = 0
+
+        def forward(self, x):
+            self.seen = self.seen + 1
+            return self
+
+    model = Chained()
+    jitted = thunder.jit(model)
+    for _ in range(3):
+        assert jitted(torch.randn(2)) is model
+    assert model.seen == 3

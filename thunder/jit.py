@@ -92,6 +92,7 @@ class _Jitted:
         if self._release is not None:
             self._release.atexit = False
         self._converted = converted
+        self._instance = instance
         self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=self._dynamic, fullgraph=self._fullgraph,
                                        **_ISOLATE)
         self._region = _region(self._compiled)
@@ -357,7 +358,8 @@ class ThunderFunction(_Jitted):
 #: The attributes a ThunderModule keeps itself; every other attribute is the original module's (except dunder
 #: names such as ``__class__``: the wrapper's own identity, never the original's).
 _OWN_ATTRIBUTES = frozenset({"_state", "_compiled", "_signature_fn", "_model", "_fast_path", "_backend", "_target",
-                             "_excluded", "_converted", "_fullgraph", "_dynamic", "_code", "_region", "_release"})
+                             "_excluded", "_converted", "_fullgraph", "_dynamic", "_code", "_region", "_release",
+                             "_instance"})
 
 
 def _is_dunder(name):
@@ -401,13 +403,17 @@ class ThunderModule(_Jitted, nn.Module):
         if not kwargs and fast is not None and plain_module_call(self, d["_model"]):
             out = fast.call(args)  # counted in the state
             if out is not MISS:
-                return out
+                return out if out is not d["_instance"] else d["_model"]
         return nn.Module.__call__(self, *args, **kwargs)
 
     def forward(self, *args, **kwargs):
+        d = self.__dict__
         if _is_compiling():  # traced by an enclosing compile: its trace takes in the original
-            return self.__dict__["_model"](*args, **kwargs)
-        return self._run(args, kwargs)
+            return d["_model"](*args, **kwargs)
+        out = self._run(args, kwargs)
+        # A forward returning `self` returns the module compiled, which shares the original's state
+        # (code_copies.private_module): the caller gets the original, as in eager.
+        return out if out is not d["_instance"] else d["_model"]
 
     def train(self, mode: bool = True):
         self._model.train(mode)
