@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
-from torch.compiler import is_compiling as _is_compiling
+from torch.compiler import is_dynamo_compiling as _is_compiling
 
 from thunder.core.compile import CompiledGraph
 from thunder.core.debug import check_debug
