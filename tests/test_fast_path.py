@@ -404,3 +404,22 @@ def test_a_container_returned_twice_or_holding_itself_stays_one_container(fn):
         out = jitted(x)
         assert (out[0] is out[1]) if fn is _one_list_twice else (out[1] is out)
     assert all(direct is None for _, _, direct in jitted._fast_path.entries)
+
+
+def test_an_error_raised_on_the_fast_path_names_the_arguments_it_does_not_understand():
+    """As on the ordinary path (ThunderFunction._annotate): a note names each argument that is not a tensor,
+    number, string, module, ... -- here a call the fast path serves raises (an index out of range)."""
+    class Scale:
+        factor = 2.0
+
+    def f(x, i, scale):
+        return x[i] * scale.factor
+
+    jitted = thunder.jit(f)
+    x, scale = torch.randn(3), Scale()
+    for _ in range(2):
+        jitted(x, torch.tensor([0, 2]), scale)
+    assert thunder.compile_stats(jitted).cache_hits == 1
+    with pytest.raises(IndexError) as raised:
+        jitted(x, torch.tensor([0, 5]), scale)
+    assert any("argument 'scale' is a Scale" in n for n in getattr(raised.value, "__notes__", [])), raised.value

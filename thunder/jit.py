@@ -336,7 +336,11 @@ class ThunderFunction(_Jitted):
         if _is_compiling():  # traced by an enclosing compile: its trace takes in the original
             return self._fn(*args, **kwargs)
         if not kwargs and self._fast_path is not None:
-            out = self._fast_path.call(args)  # counted in the state
+            try:
+                out = self._fast_path.call(args)  # counted in the state
+            except Exception as e:
+                self._annotate(e, args, kwargs)
+                raise
             if out is not MISS:
                 return out
         return self._run(args, kwargs)
@@ -401,7 +405,11 @@ class ThunderModule(_Jitted, nn.Module):
         d = self.__dict__
         fast = d["_fast_path"]
         if not kwargs and fast is not None and plain_module_call(self, d["_model"]):
-            out = fast.call(args)  # counted in the state
+            try:
+                out = fast.call(args)  # counted in the state
+            except Exception as e:
+                self._annotate(e, args, kwargs)
+                raise
             if out is not MISS:
                 return out if out is not d["_instance"] else d["_model"]
         return nn.Module.__call__(self, *args, **kwargs)
