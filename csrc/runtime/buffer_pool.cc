@@ -32,6 +32,7 @@ void* BufferPool::acquire(size_t bytes) {
   void* p = std::aligned_alloc(align, size);
   if (p == nullptr) throw std::bad_alloc();
   std::lock_guard<std::mutex> lock(mutex_);
+  if (seen_.insert(size).second) ++new_classes_;
   live_[p] = size;
   live_total_ += size;
   peak_ = std::max(peak_, live_total_);
@@ -76,19 +77,23 @@ void BufferPool::release(void* buffer) {
         to_free.push_back(last->second.buffer);
         unused_.erase(last);
       }
-      unused_.emplace(size, Idle{buffer, acquisitions_});
+      unused_.emplace(size, Idle{buffer, acquisitions_, new_classes_});
       cached_ += size;
     }
-    // A sweep for stale buffers every max_idle_ / 4 acquisitions: each is freed at most 1.25 x max_idle_ late.
-    if (acquisitions_ - last_sweep_ >= std::max<uint64_t>(max_idle_ / 4, 1)) take_stale(to_free);
+    // A sweep for stale buffers every max_idle_ / 4 acquisitions or max_idle_classes_ / 4 new classes: each is
+    // freed at most a quarter of its limit late.
+    if (acquisitions_ - last_sweep_ >= std::max<uint64_t>(max_idle_ / 4, 1) ||
+        new_classes_ - last_sweep_classes_ >= std::max<uint64_t>(max_idle_classes_ / 4, 1))
+      take_stale(to_free);
   }
   for (void* p : to_free) std::free(p);
 }
 
 void BufferPool::take_stale(std::vector<void*>& to_free) {
   last_sweep_ = acquisitions_;
+  last_sweep_classes_ = new_classes_;
   for (auto it = unused_.begin(); it != unused_.end();) {
-    if (acquisitions_ - it->second.since > max_idle_) {
+    if (acquisitions_ - it->second.since > max_idle_ || new_classes_ - it->second.classes_since > max_idle_classes_) {
       cached_ -= it->first;
       to_free.push_back(it->second.buffer);
       it = unused_.erase(it);

@@ -7,8 +7,10 @@
 // pages (from 2 MiB on, whole 2 MiB units), and when the tensor owning one is freed it keeps the
 // buffer for the next output of the same size class, up to a limit on the bytes it holds unused, and while some
 // output still asks for that class: a buffer no acquisition took within the last `max_idle` acquisitions (16K by
-// default) is freed -- a program called at ever new shapes leaves a size class per shape behind, which a loop
-// over one shape never does.
+// default), or while `max_idle_classes` size classes never asked for before were first asked for (16 by
+// default), is freed -- a program called at ever new shapes leaves a size class per shape behind, which a loop
+// over one shape never does. (The second clock runs only while new shapes come: a program with few outputs a
+// call, such as a small model generating, advances the first one slowly.)
 // Thread-safe: tensors are freed on any thread. (Not marked for transparent huge pages: no faster once
 // the pages exist, and the kernel's compaction for them could stall a first write by 100 ms and more.)
 #pragma once
@@ -18,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -28,8 +31,8 @@ class BufferPool {
   static constexpr size_t kAlignment = size_t{2} << 20;  // the size-class unit of large buffers
   static constexpr size_t kPage = 4096;
 
-  explicit BufferPool(size_t limit_bytes, uint64_t max_idle = uint64_t{1} << 14)
-      : limit_(limit_bytes), max_idle_(max_idle) {}
+  explicit BufferPool(size_t limit_bytes, uint64_t max_idle = uint64_t{1} << 14, uint64_t max_idle_classes = 16)
+      : limit_(limit_bytes), max_idle_(max_idle), max_idle_classes_(max_idle_classes) {}
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
@@ -58,17 +61,21 @@ class BufferPool {
  private:
   struct Idle {
     void* buffer;
-    uint64_t since;  // acquisitions_ when it was released
+    uint64_t since;          // acquisitions_ when it was released
+    uint64_t classes_since;  // new_classes_ when it was released
   };
   std::mutex mutex_;
   std::multimap<size_t, Idle> unused_;           // size class -> buffer
   std::unordered_map<void*, size_t> live_;       // buffer -> size class
+  std::unordered_set<size_t> seen_;              // every size class ever acquired
   size_t cached_ = 0, live_total_ = 0, peak_ = 0, limit_;
-  uint64_t max_idle_, acquisitions_ = 0, last_sweep_ = 0;
+  uint64_t max_idle_, max_idle_classes_, acquisitions_ = 0, new_classes_ = 0, last_sweep_ = 0,
+      last_sweep_classes_ = 0;
   bool recording_ = false;
   std::vector<std::pair<int64_t, int64_t>> events_;
   void note(int64_t delta);  // with mutex_ held
-  // Moves the buffers idle for more than max_idle_ acquisitions into `to_free` (with mutex_ held).
+  // Moves the buffers idle for more than max_idle_ acquisitions or max_idle_classes_ new size classes into
+  // `to_free` (with mutex_ held).
   void take_stale(std::vector<void*>& to_free);
 };
 

@@ -84,3 +84,26 @@ TEST(BufferPool, FreesASizeClassNoAcquisitionTookForMaxIdleAcquisitions) {
   EXPECT_EQ(pool.cached_bytes(), size_t{1} * kMiB);  // the 3 MiB class was freed; the 1 MiB one is kept
   EXPECT_EQ(pool.live_bytes(), 0u);
 }
+
+TEST(BufferPool, FreesASizeClassIdleWhileMaxIdleClassesNewClassesCame) {
+  // A small model generating at ever new lengths: few acquisitions a call, each length a new size class. The
+  // buffers of lengths long past are freed after max_idle_classes new classes, long before max_idle acquisitions;
+  // classes seen before (a loop over shapes already met) never advance that clock.
+  constexpr size_t kPage = BufferPool::kPage;
+  BufferPool pool(64 * kMiB, /*max_idle=*/1000000, /*max_idle_classes=*/4);
+  void* first = pool.acquire(kPage);
+  pool.release(first);
+  for (int i = 0; i < 3; ++i) {  // three more lengths, three new classes: the first is kept
+    pool.release(pool.acquire((i + 2) * kPage));
+  }
+  EXPECT_EQ(pool.cached_bytes(), (1 + 2 + 3 + 4) * kPage);
+  for (int round = 0; round < 50; ++round) {  // the same four classes again and again: nothing is freed
+    for (int i = 0; i < 4; ++i) pool.release(pool.acquire((i + 1) * kPage));
+  }
+  EXPECT_EQ(pool.cached_bytes(), (1 + 2 + 3 + 4) * kPage);
+  for (int i = 0; i < 6; ++i) {  // six new lengths: the four old classes are freed
+    pool.release(pool.acquire((i + 5) * kPage));
+  }
+  EXPECT_EQ(pool.cached_bytes(), (6 + 7 + 8 + 9 + 10) * kPage);  // the fifth was idle for five new classes
+  EXPECT_EQ(pool.live_bytes(), 0u);
+}
