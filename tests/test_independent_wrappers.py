@@ -167,10 +167,16 @@ def test_a_jitted_function_called_inside_another_compile_is_traced_as_the_origin
 
     jitted = thunder.jit(outer)
     x = torch.randn(3, 4)
+    inner_module(x), inner_module(x)  # the inner module has compiled code and a fast path of its own
     for _ in range(4):
         assert_same(jitted(x), scaled_sin(x) * block(x), 1e-6, 1e-6)
     stats = thunder.compile_stats(jitted)
     assert (stats.cache_misses, stats.cache_hits, len(stats.graphs), stats.graph_breaks) == (1, 3, 1, [])
     assert thunder.compile_stats(inner).calls == 0, "the inner wrapper itself never ran"
+    assert thunder.compile_stats(inner_module).calls == 2
+    passed = thunder.jit(lambda x, module: module(x) + 1)  # a jitted module passed as an argument
+    for _ in range(3):
+        assert_same(passed(x, inner_module), block(x) + 1)
+    assert thunder.compile_stats(passed).graph_breaks == [] and len(thunder.compile_stats(passed).graphs) == 1
     inductor = torch.compile(outer, backend="inductor")
     assert_same(inductor(x), scaled_sin(x) * block(x), 1e-5, 1e-5)
