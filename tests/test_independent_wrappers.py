@@ -180,3 +180,16 @@ def test_a_jitted_function_called_inside_another_compile_is_traced_as_the_origin
     assert thunder.compile_stats(passed).graph_breaks == [] and len(thunder.compile_stats(passed).graphs) == 1
     inductor = torch.compile(outer, backend="inductor")
     assert_same(inductor(x), scaled_sin(x) * block(x), 1e-5, 1e-5)
+
+
+def test_hooks_on_a_jitted_module_run_where_another_compile_inlines_it():
+    linear = nn.Linear(4, 4)
+    jitted = thunder.jit(linear)
+    jitted.register_forward_pre_hook(lambda module, args: (args[0] + 1,))
+    jitted.register_forward_hook(lambda module, args, out: out * 10)
+    x = torch.randn(2, 4)
+    expected = (linear(x + 1) * 10).relu()
+    assert_same(jitted(x).relu(), expected)
+    for outer in (thunder.jit(lambda x: jitted(x).relu()), thunder.jit(nn.Sequential(jitted, nn.ReLU()))):
+        assert_same(outer(x), expected)
+        assert_same(outer(x), expected)

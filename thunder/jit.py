@@ -404,8 +404,8 @@ class ThunderModule(_Jitted, nn.Module):
         hooks) and the guards of an entry this wrapper compiled pass; else as any module is called."""
         d = self.__dict__
         fast = d["_fast_path"]
-        if _is_compiling():  # traced by an enclosing compile: its trace takes in the original
-            return d["_model"](*args, **kwargs)
+        if _is_compiling():  # traced by an enclosing compile: its hooks, then forward (the original's call)
+            return nn.Module.__call__(self, *args, **kwargs)
         if not kwargs and fast is not None and plain_module_call(self, d["_model"]):
             try:
                 out = fast.call(args)  # counted in the state
@@ -418,7 +418,7 @@ class ThunderModule(_Jitted, nn.Module):
 
     def forward(self, *args, **kwargs):
         d = self.__dict__
-        if _is_compiling():  # (reached through nn.Module.__call__, as Dynamo may inline it)
+        if _is_compiling():  # traced by an enclosing compile: its trace takes in the original
             return d["_model"](*args, **kwargs)
         out = self._run(args, kwargs)
         # A forward returning `self` returns the module compiled, which shares the original's state
