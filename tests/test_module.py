@@ -280,3 +280,19 @@ def test_a_forward_returning_self_returns_the_original_module():
     for _ in range(3):
         assert jitted(torch.randn(2)) is model
     assert model.seen == 3
+
+
+def test_a_hook_on_the_jitted_module_finds_it_in_a_dict_keyed_by_modules():
+    """Hooks registered on the original module run on the private module thunder compiles, which they receive as
+    `module`: a hook capturing activations by name (a dict keyed by modules) raised KeyError for the top module.
+    That module is equal to the original and hashed as it (a graph break where the hook indexes the dict)."""
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    names = {module: name for name, module in model.named_modules()}
+    captured = {}
+    for module in model.modules():
+        module.register_forward_hook(lambda module, args, out: captured.__setitem__(names[module], out))
+    jitted = thunder.jit(model)
+    x = torch.randn(2)
+    for _ in range(2):
+        assert_same(jitted(x), model[1](model[0](x)))
+    assert sorted(captured) == ["", "0", "1"]

@@ -78,6 +78,11 @@ def private_module(model, methods=None):
     if not methods:
         return model, None
     methods.update(__module__=cls.__module__, __qualname__=cls.__qualname__)
+    # The module's own hooks receive it as `module`: equal to the original and hashed as it, a hook that looks it
+    # up in a dict keyed by modules (activations captured by name) finds it (`module is model` stays False).
+    if cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__:
+        methods.update(__hash__=lambda self: hash(model),
+                       __eq__=lambda self, other: other is self or other is model)
     try:
         sub = type(cls.__name__, (cls,), methods)
         shadow = object.__new__(sub)
