@@ -734,7 +734,16 @@ def _returns_input_or_new(x):
     return x + 1
 
 
-@pytest.mark.parametrize("f", [_keeps_or_scales, _returns_inputs_swapped, _returns_input_or_new])
+def _returns_input_as_float(x, y):
+    if x.sum() > 0:
+        y = x.float()  # x itself for a float32 x
+    else:
+        y = x * 2
+    return y
+
+
+@pytest.mark.parametrize("f", [_keeps_or_scales, _returns_inputs_swapped, _returns_input_or_new,
+                               _returns_input_as_float])
 def test_a_selected_output_is_the_input_itself_where_eager_returns_it(f):
     """A converted branch whose arm leaves a name (or the return value) an input itself: eager returns that input,
     the same tensor (a later write to the result reaches the caller's), and the select was a new tensor. The trace

@@ -423,3 +423,32 @@ def test_an_error_raised_on_the_fast_path_names_the_arguments_it_does_not_unders
     with pytest.raises(IndexError) as raised:
         jitted(x, torch.tensor([0, 5]), scale)
     assert any("argument 'scale' is a Scale" in n for n in getattr(raised.value, "__notes__", [])), raised.value
+
+
+def test_an_error_that_takes_no_notes_or_is_raised_again_is_raised_as_it_is():
+    """A read-only ``__notes__`` made adding the note raise TypeError in place of the user's error; an exception
+    instance raised at every call collected the note once per call."""
+    class Frozen(Exception):
+        @property
+        def __notes__(self):
+            return ("frozen",)
+
+    shared = RuntimeError("again")
+
+    def f(x, scale, error):
+        if (x * scale.factor).sum().item() > 100:
+            raise error
+        return x * scale.factor
+
+    class Scale:
+        factor = 2.0
+
+    jitted, x = thunder.jit(f), torch.ones(3)
+    for _ in range(2):
+        jitted(x, Scale(), shared)
+    with pytest.raises(Frozen):
+        jitted(x * 1000, Scale(), Frozen("frozen"))
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match="again"):
+            jitted(x * 1000, Scale(), shared)
+    assert len(shared.__notes__) == len(set(shared.__notes__)) == 2  # scale and error, once each

@@ -215,10 +215,13 @@ class _Jitted:
         except (TypeError, ValueError):
             return
         for name, value in bound.items():
-            if not _understood(value):
-                error.add_note(f"thunder: argument '{name}' is a {type(value).__name__}; the compiled program "
-                               "expects tensors, numbers, strings, None, dtypes, devices, modules or "
-                               "lists/tuples/dicts of those")
+            note = (f"thunder: argument '{name}' is a {type(value).__name__}; the compiled program expects tensors, "
+                    "numbers, strings, None, dtypes, devices, modules or lists/tuples/dicts of those")
+            if not _understood(value) and note not in getattr(error, "__notes__", ()):  # (an error raised again)
+                try:
+                    error.add_note(note)
+                except (TypeError, AttributeError):  # notes it does not take (a read-only __notes__)
+                    return
 
     def _get_executors(self):
         """The executors this jitted callable uses, in priority order (list of thunder.executors.Executor)."""

@@ -835,7 +835,7 @@ class _Importer:
         """Whether each tensor a select's arms leave (through nested selects) is an input itself -- returned as that
         input where eager returns it (SelectedInput) -- or shares no memory with what the graph returns."""
         for node in select.args[1:]:
-            if node.op == "placeholder":
+            if _input_itself(node).op == "placeholder":
                 continue
             if branches.MARKERS.get(node.target) == "select" and _storage(self._example(node)) not in returned:
                 if self._selects_inputs_or_new(node, returned):
@@ -1400,6 +1400,7 @@ def _selected_inputs(outputs, placeholders):
     conditions = {}
 
     def choice(node):
+        node = _input_itself(node)
         if node in inputs:
             return ("input", inputs[node])
         if isinstance(node, torch.fx.Node) and branches.MARKERS.get(node.target) == "select":
@@ -1415,6 +1416,17 @@ def _selected_inputs(outputs, placeholders):
         if c[0] != "computed" and c[0] != "input":
             selected.append(SelectedInput(i, c))
     return selected, list(conditions)
+
+
+def _input_itself(node):
+    """The node whose tensor ``node``'s is, following ops that return their argument itself (``x.float()`` of a
+    float32 ``x``, in-place ops: _returns_an_input)."""
+    while isinstance(node, torch.fx.Node) and node.op in ("call_function", "call_method"):
+        same = _returned_argument(node)
+        if same is None:
+            break
+        node = same
+    return node
 
 
 def _fresh_outputs(outputs, placeholders):
