@@ -766,6 +766,26 @@ def test_a_selected_output_is_the_input_itself_where_eager_returns_it(f):
     assert stats.branches_converted >= 1 and stats.branches_left == 0 and len(stats.graphs) == 1, thunder.summary(jitted)
 
 
+def test_a_selected_input_follows_the_condition_as_it_was_when_the_branch_began():
+    """The condition a graph returns to pick a selected input is a copy made where the branch begins: a condition
+    written after the branch (an `initialized` flag set on the first call) picked the other arm's result."""
+    def f(x, flag):
+        if flag:
+            y = x
+        else:
+            y = x * 2
+        flag.logical_not_()
+        return y
+
+    jitted = thunder.jit(f)
+    for value in (False, True, False):
+        x, flag = torch.ones(3), torch.tensor(value)
+        out = jitted(x, flag)
+        assert (out is x) == value and out.tolist() == ([1.0] * 3 if value else [2.0] * 3)
+        assert flag.item() == (not value)
+    assert thunder.compile_stats(jitted).branches_converted == 1
+
+
 def test_returns_not_converted():
     def shapes_differ(x):
         if x.sum() > 0:

@@ -410,6 +410,11 @@ class _Importer:
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
         self.opaque_view_seen = False  # an opaque op made a view: later writes are not lowered (see _opaque)
         self.region_sites = {}   # branch_begin node -> its site
+        # The outputs that are inputs a converted branch may select and the branch_begin nodes whose conditions
+        # pick them (_selected_inputs), once the first branch begins; and a copy of each such condition, made where
+        # its branch begins (a condition written later, `if flag: ...; flag.logical_not_()`, keeps its value).
+        self.selected = None
+        self.condition_copies = {}
         self.selects = []        # (select node, site, memory of its operands) of each name converted branches bind
         self.order = {n: k for k, n in enumerate(gm.graph.nodes)}
         self.examples = {}       # placeholder -> its example value
@@ -558,8 +563,8 @@ class _Importer:
                         base = placeholders[group.base_input][0] if group.base_input >= 0 else group.root
                         for i, _ in group.members:
                             out[i] = self.env[base]
-                    selected, conditions = _selected_inputs(list(node.args[0]), placeholders)
-                    out = tuple(out) + tuple(self.env[c] for c in conditions)
+                    selected, conditions = self.selected or ([], [])
+                    out = tuple(out) + tuple(self.condition_copies[c] for c in conditions)
                 if self.explicit_autocast and self.outer_autocast:
                     self.autocast.pop()
                 if self.autocast:
@@ -756,6 +761,12 @@ class _Importer:
         site = node.args[1]
         if kind == "begin":
             cond = self._predicate(self.env[node.args[0]])
+            if self.selected is None:
+                output = next(n for n in reversed(self.gm.graph.nodes) if n.op == "output")
+                returned = list(output.args[0]) if isinstance(output.args[0], (tuple, list)) else []
+                self.selected = _selected_inputs(returned, list(self.examples.items()))
+            if node in self.selected[1]:
+                self.condition_copies[node] = self.builder.call("ltorch", "clone", [cond], {})
             self.builder.call("prims", "branch_begin", [cond], {})
             self.region_sites[node] = site
             self.regions.append((site, cond))
