@@ -766,6 +766,40 @@ def test_a_selected_output_is_the_input_itself_where_eager_returns_it(f):
     assert stats.branches_converted >= 1 and stats.branches_left == 0 and len(stats.graphs) == 1, thunder.summary(jitted)
 
 
+def _leaves_a_view(x):
+    if x.sum() > 0:
+        y = x.view(3)
+    else:
+        y = x * 2
+    return y
+
+
+def _returns_a_view_of_the_selected(x):
+    if x.sum() > 0:
+        y = x
+    else:
+        y = x * 2
+    return y[1:]
+
+
+@pytest.mark.parametrize("f", [_leaves_a_view, _returns_a_view_of_the_selected])
+def test_a_selected_view_of_an_input_is_a_view_of_it(f):
+    """An arm leaving a view of an input, or a returned view of a name an arm leaves on an input: eager's result
+    is a view of the input, made again at run time from it where the conditions lead there (SelectedInput's
+    "view" and "over" choices): a write through the result reaches the input exactly when eager's does."""
+    jitted = thunder.jit(f)
+    for sign in (1.0, -1.0, 1.0):
+        results = []
+        for run in (f, jitted):
+            x = torch.full((3,), sign)
+            out = run(x)
+            out[0] = 100.0
+            results.append((x.tolist(), out.tolist(), out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()))
+        assert results[0] == results[1], (sign, results)
+    stats = thunder.compile_stats(jitted)
+    assert stats.branches_converted == 1 and len(stats.graphs) == 1, thunder.summary(jitted)
+
+
 def test_a_selected_input_follows_the_condition_as_it_was_when_the_branch_began():
     """The condition a graph returns to pick a selected input is a copy made where the branch begins: a condition
     written after the branch (an `initialized` flag set on the first call) picked the other arm's result."""

@@ -359,9 +359,9 @@ def _return_selected_inputs(fn, selected):
 
 def _condition_indices(choice):
     """The largest condition index a SelectedInput's choice reads (-1: none)."""
-    if choice[0] in ("input", "computed"):
-        return -1
-    return max(choice[0], _condition_indices(choice[1]), _condition_indices(choice[2]))
+    if isinstance(choice[0], int):
+        return max(choice[0], _condition_indices(choice[1]), _condition_indices(choice[2]))
+    return _condition_indices(choice[2]) if choice[0] == "over" else -1
 
 
 def _keep_outputs_fresh(fn, compiled, fresh):

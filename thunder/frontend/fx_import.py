@@ -121,21 +121,35 @@ class OutputViews:
 @dataclass
 class SelectedInput:
     """An output a converted branch selects (``if c: y = y * 2``, then ``return y``) where the arm not writing it
-    leaves an input itself: eager returns that input -- the same tensor, whose writes reach the caller's -- and the
-    select a new tensor. ``choice`` is ``("input", k)``, ``("computed",)`` or ``(j, then, else)``: condition ``j``
-    of those the trace returns after the graph's outputs picks the ``then`` or ``else`` choice."""
+    leaves an input itself, or a view of one: eager returns that input (or view) -- sharing its memory, so that
+    writes reach the caller's tensor -- and the select a new tensor. ``choice`` is ``("input", k)``,
+    ``("view", replay)`` (a view of an input, made again: fx_import._replayer), ``("computed",)``,
+    ``("over", replay, choice)`` (a view of a select: made again from what ``choice`` picks) or
+    ``(j, then, else)``: condition ``j`` of those the trace returns after the graph's outputs picks ``then`` or
+    ``else``."""
 
     output: int
     choice: tuple
 
     def pick(self, value, args, conditions):
-        """The output eager returns: input ``k`` itself where the conditions lead to it, else ``value``."""
-        choice = self.choice
-        while choice[0] != "input":
-            if choice[0] == "computed":
-                return value
-            choice = choice[1] if bool(conditions[choice[0]]) else choice[2]
+        """The output eager returns: the input (or the view of one) the conditions lead to, else ``value``."""
+        picked = _resolve_choice(self.choice, args, conditions)
+        return value if picked is None else picked
+
+
+def _resolve_choice(choice, args, conditions):
+    """The tensor a SelectedInput's choice leads to for these inputs and conditions; None for a computed one."""
+    while isinstance(choice[0], int):
+        choice = choice[1] if bool(conditions[choice[0]]) else choice[2]
+    kind = choice[0]
+    if kind == "input":
         return args[choice[1]]
+    if kind == "view":
+        return choice[1](None, args)
+    if kind == "over":
+        base = _resolve_choice(choice[2], args, conditions)
+        return None if base is None else choice[1](base, args)
+    return None
 
 
 # ---- which FX targets are native, and how their arguments map to the op's parameters ----
@@ -1405,26 +1419,48 @@ def _output_views(outputs, placeholders):
 
 
 def _selected_inputs(outputs, placeholders):
-    """The outputs that are selects of converted branches with an input itself among their arms (SelectedInput),
-    and the condition nodes (the branches' begin markers) their choices read, in order."""
+    """The outputs that are selects of converted branches with an input itself, or a view of one, among their arms
+    -- or views of such selects -- (SelectedInput), and the condition nodes (the branches' begin markers) their
+    choices read, in order."""
+    examples = dict(placeholders)
     inputs = {node: k for k, (node, example) in enumerate(placeholders) if isinstance(example, torch.Tensor)}
     conditions = {}
+
+    def example_of(node):
+        return examples[node] if node in examples else node.meta.get("example_value")
+
+    def is_select(node):
+        return isinstance(node, torch.fx.Node) and branches.MARKERS.get(node.target) == "select"
+
+    def view_of(node, root):
+        try:
+            return _replayer(node, root, inputs, example_of)
+        except _NotReplayable:
+            return None
 
     def choice(node):
         node = _input_itself(node)
         if node in inputs:
             return ("input", inputs[node])
-        if isinstance(node, torch.fx.Node) and branches.MARKERS.get(node.target) == "select":
+        if is_select(node):
             then, otherwise = choice(node.args[1]), choice(node.args[2])
             if then[0] == otherwise[0] == "computed":
                 return then
             return (conditions.setdefault(node.args[0], len(conditions)), then, otherwise)
+        if isinstance(node, torch.fx.Node) and isinstance(example_of(node), torch.Tensor):
+            root = _view_root(node, example_of)
+            if root is not node and (root in inputs or is_select(root)):
+                inner = ("input", inputs[root]) if root in inputs else choice(root)
+                replay = view_of(node, root) if inner[0] != "computed" else None
+                if replay is not None:
+                    return ("view", lambda base, args, k=inner[1]: replay(args[k], args)) if root in inputs \
+                        else ("over", replay, inner)
         return ("computed",)
 
     selected = []
     for i, node in enumerate(outputs):
         c = choice(node)
-        if c[0] != "computed" and c[0] != "input":
+        if c[0] not in ("computed", "input", "view"):
             selected.append(SelectedInput(i, c))
     return selected, list(conditions)
 
