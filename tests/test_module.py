@@ -281,6 +281,23 @@ def test_a_forward_returning_self_returns_the_original_module():
         assert jitted(torch.randn(2)) is model
     assert model.seen == 3
 
+    class Pair(nn.Module):  # `self` in a tuple, a list, a dict
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, x):
+            y = self.fc(x)
+            return (self, y), [self], {"module": self, "y": y}
+
+    model = Pair()
+    jitted = thunder.jit(model)
+    x = torch.randn(2)
+    for _ in range(3):
+        (first, y), listed, named = jitted(x)
+        assert first is model and listed[0] is model and named["module"] is model
+        assert_same(y, model.fc(x))
+
 
 def test_a_hook_on_the_jitted_module_finds_it_in_a_dict_keyed_by_modules():
     """Hooks registered on the original module run on the private module thunder compiles, which they receive as

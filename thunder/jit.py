@@ -93,6 +93,7 @@ class _Jitted:
             self._release.atexit = False
         self._converted = converted
         self._instance = instance
+        self._returns_instance = False  # a call returned `instance` inside a tuple, list or dict (see _original_in)
         self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=self._dynamic, fullgraph=self._fullgraph,
                                        **_ISOLATE)
         self._region = _region(self._compiled)
@@ -366,7 +367,24 @@ class ThunderFunction(_Jitted):
 #: names such as ``__class__``: the wrapper's own identity, never the original's).
 _OWN_ATTRIBUTES = frozenset({"_state", "_compiled", "_signature_fn", "_model", "_fast_path", "_backend", "_target",
                              "_excluded", "_converted", "_fullgraph", "_dynamic", "_code", "_region", "_release",
-                             "_instance"})
+                             "_instance", "_returns_instance"})
+
+
+def _original_in(out, instance, model):
+    """``out`` with ``instance`` (the private module compiled in place of ``model``) replaced by ``model``, where
+    it is ``out`` or is held in tuples, lists and dicts ``out`` is made of; ``out`` itself when it holds none."""
+    if out is instance:
+        return model
+    kind = type(out)
+    if kind is tuple or kind is list:
+        items = [_original_in(o, instance, model) for o in out]
+        if any(a is not b for a, b in zip(items, out)):
+            return kind(items)
+    elif kind is dict:
+        items = {k: _original_in(v, instance, model) for k, v in out.items()}
+        if any(items[k] is not v for k, v in out.items()):
+            return items
+    return out
 
 
 def _is_dunder(name):
@@ -416,7 +434,9 @@ class ThunderModule(_Jitted, nn.Module):
                 self._annotate(e, args, kwargs)
                 raise
             if out is not MISS:
-                return out if out is not d["_instance"] else d["_model"]
+                if out is d["_instance"] or d["_returns_instance"]:
+                    return _original_in(out, d["_instance"], d["_model"])
+                return out
         return nn.Module.__call__(self, *args, **kwargs)
 
     def forward(self, *args, **kwargs):
@@ -425,8 +445,12 @@ class ThunderModule(_Jitted, nn.Module):
             return d["_model"](*args, **kwargs)
         out = self._run(args, kwargs)
         # A forward returning `self` returns the module compiled, which shares the original's state
-        # (code_copies.private_module): the caller gets the original, as in eager.
-        return out if out is not d["_instance"] else d["_model"]
+        # (code_copies.private_module): the caller gets the original, as in eager. Every compiled entry's first
+        # call comes here, so the fast path looks into containers only once one held it.
+        original = _original_in(out, d["_instance"], d["_model"])
+        if original is not out and out is not d["_instance"]:
+            d["_returns_instance"] = True
+        return original
 
     def train(self, mode: bool = True):
         self._model.train(mode)
