@@ -1,6 +1,7 @@
 """nn.Module state: in-place buffer updates, reassigned buffers, BatchNorm in
 train and eval, the jitted module's parameters/state_dict, and attribute
 access reaching the original module."""
+import collections
 import copy
 
 import pytest
@@ -288,14 +289,16 @@ def test_a_forward_returning_self_returns_the_original_module():
 
         def forward(self, x):
             y = self.fc(x)
-            return (self, y), [self], {"module": self, "y": y}
+            return (self, y), [self], {"module": self, "y": y}, Named(self, y), collections.OrderedDict(m=self)
 
+    Named = collections.namedtuple("Named", "module y")
     model = Pair()
     jitted = thunder.jit(model)
     x = torch.randn(2)
     for _ in range(3):
-        (first, y), listed, named = jitted(x)
+        (first, y), listed, named, as_tuple, ordered = jitted(x)
         assert first is model and listed[0] is model and named["module"] is model
+        assert type(as_tuple) is Named and as_tuple.module is model and ordered["m"] is model
         assert_same(y, model.fc(x))
 
 

@@ -372,19 +372,28 @@ _OWN_ATTRIBUTES = frozenset({"_state", "_compiled", "_signature_fn", "_model", "
 
 def _original_in(out, instance, model):
     """``out`` with ``instance`` (the private module compiled in place of ``model``) replaced by ``model``, where
-    it is ``out`` or is held in tuples, lists and dicts ``out`` is made of; ``out`` itself when it holds none."""
+    it is ``out`` or is held in the tuples (namedtuples included), lists and dicts (OrderedDict included) ``out`` is
+    made of; ``out`` itself when it holds none (or is a container that cannot be made again from its items)."""
     if out is instance:
         return model
-    kind = type(out)
-    if kind is tuple or kind is list:
+    if isinstance(out, (tuple, list)):
         items = [_original_in(o, instance, model) for o in out]
         if any(a is not b for a, b in zip(items, out)):
-            return kind(items)
-    elif kind is dict:
+            return _remade(out, items)
+    elif isinstance(out, dict):
         items = {k: _original_in(v, instance, model) for k, v in out.items()}
         if any(items[k] is not v for k, v in out.items()):
-            return items
+            return _remade(out, items)
     return out
+
+
+def _remade(container, items):
+    """A container of ``container``'s type holding ``items``; ``container`` where its type cannot be made so."""
+    kind = type(container)
+    try:
+        return kind._make(items) if isinstance(container, tuple) and hasattr(kind, "_make") else kind(items)
+    except Exception:  # noqa: BLE001 -- a container type whose constructor takes other arguments
+        return container
 
 
 def _is_dunder(name):

@@ -778,7 +778,12 @@ class _Importer:
             if self.selected is None:
                 output = next(n for n in reversed(self.gm.graph.nodes) if n.op == "output")
                 returned = list(output.args[0]) if isinstance(output.args[0], (tuple, list)) else []
-                self.selected = _selected_inputs(returned, list(self.examples.items()))
+                placeholders = list(self.examples.items())
+                try:
+                    views = _output_views(returned, placeholders)
+                except UnsupportedGraph:  # raised again where the graph's output is imported
+                    views = []
+                self.selected = _selected_inputs(returned, placeholders, views)
             if node in self.selected[1]:
                 self.condition_copies[node] = self.builder.call("ltorch", "clone", [cond], {})
             self.builder.call("prims", "branch_begin", [cond], {})
@@ -1418,10 +1423,11 @@ def _output_views(outputs, placeholders):
     return views
 
 
-def _selected_inputs(outputs, placeholders):
+def _selected_inputs(outputs, placeholders, views):
     """The outputs that are selects of converted branches with an input itself, or a view of one, among their arms
     -- or views of such selects -- (SelectedInput), and the condition nodes (the branches' begin markers) their
-    choices read, in order."""
+    choices read, in order. An output among ``views`` (OutputViews: made again from its group's base after the
+    call) is not one: where the base its group is made from is such a select, the base's output is."""
     examples = dict(placeholders)
     inputs = {node: k for k, (node, example) in enumerate(placeholders) if isinstance(example, torch.Tensor)}
     conditions = {}
@@ -1457,8 +1463,10 @@ def _selected_inputs(outputs, placeholders):
                         else ("over", replay, inner)
         return ("computed",)
 
+    grouped = {i for group in views for i, _ in group.members}
+    bases = [(group.base_output, group.root) for group in views if group.base_input < 0]
     selected = []
-    for i, node in enumerate(outputs):
+    for i, node in [(i, node) for i, node in enumerate(outputs) if i not in grouped] + bases:
         c = choice(node)
         if c[0] not in ("computed", "input", "view"):
             selected.append(SelectedInput(i, c))
