@@ -1465,17 +1465,23 @@ def _selected_inputs(outputs, placeholders, views):
 
     grouped = {i for group in views for i, _ in group.members}
     bases = [(group.base_output, group.root) for group in views if group.base_input < 0]
-    selected = []
-    for i, node in [(i, node) for i, node in enumerate(outputs) if i not in grouped] + bases:
-        c = choice(node)
-        if c[0] not in ("computed", "input", "view"):
-            selected.append(SelectedInput(i, c))
-    return selected, list(conditions)
+    choices = [(i, choice(node)) for i, node in [(i, n) for i, n in enumerate(outputs) if i not in grouped] + bases]
+    choices = [(i, c) for i, c in choices if c[0] not in ("computed", "input", "view")]
+    # Only the conditions the kept choices read, numbered in order (a choice given up may have read others).
+    nodes, used = list(conditions), {}
+
+    def renumbered(c):
+        if isinstance(c[0], int):
+            return (used.setdefault(c[0], len(used)), renumbered(c[1]), renumbered(c[2]))
+        return ("over", c[1], renumbered(c[2])) if c[0] == "over" else c
+
+    selected = [SelectedInput(i, renumbered(c)) for i, c in choices]
+    return selected, [nodes[old] for old in sorted(used, key=used.get)]
 
 
 def _input_itself(node):
     """The node whose tensor ``node``'s is, following ops that return their argument itself (``x.float()`` of a
-    float32 ``x``, in-place ops: _returns_an_input)."""
+    float32 ``x``, in-place ops: _returned_argument)."""
     while isinstance(node, torch.fx.Node) and node.op in ("call_function", "call_method"):
         same = _returned_argument(node)
         if same is None:
