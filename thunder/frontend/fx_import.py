@@ -1109,7 +1109,8 @@ class _Importer:
         # is an effect too: torch raises for it, and eager raises even where its result is unused, so it is not
         # dead code.
         self.opaque_calls += 1
-        view = _is_view(node.meta.get("example_value")) or _aliases_an_argument(node) or _may_return_its_input(node)
+        view = _is_view(node.meta.get("example_value")) or _aliases_an_argument(node) or \
+            _aliasing_decided_at_run_time(node)
         if view:
             self.opaque_view_seen = True
         if self.regions and (view or _has_effect(node, _target_name(node))):
@@ -1244,8 +1245,9 @@ def _aliases_an_argument(node):
     return is_view and (any(isinstance(a, torch.dtype) for a in node.args[1:]) or "dtype" in node.kwargs)
 
 
-def _may_return_its_input(node):
-    """Whether an opaque op may return its input itself at run time though Dynamo's example value is a new tensor:
+def _aliasing_decided_at_run_time(node):
+    """Whether an opaque op may return its input itself at run time though Dynamo's example value is a new tensor
+    (unlike dynamo._may_return_its_input, which reads ATen's schema for a native op's name):
     dropout (ATen's ``_dropout_impl`` returns the input when not training, for p = 0 or an empty input) whose p or
     training flag is symbolic, or called as ``torch.ops.aten.dropout``, ``feature_dropout``, ``alpha_dropout``...
     (an imported dropout with constant arguments is native, an alias exactly then: functionalization's torch_views)."""
@@ -1501,9 +1503,10 @@ def _fresh_outputs(outputs, placeholders):
 
 def _from_possible_alias(node):
     """Whether a node's tensor is, or is a view of, or was written in place through, the result of an op that may
-    return its input at run time (_may_return_its_input): its example value's memory is new, eager's may not be."""
+    return its input at run time (_aliasing_decided_at_run_time): its example value's memory is new, eager's may
+    not be."""
     while isinstance(node, torch.fx.Node) and node.op in ("call_function", "call_method"):
-        if _may_return_its_input(node):
+        if _aliasing_decided_at_run_time(node):
             return True
         example = node.meta.get("example_value")
         node = _returned_argument(node) or (node.args[0] if _is_view(example) and node.args else None)
