@@ -590,6 +590,33 @@ def test_many_kernels_compile_as_several_units_in_parallel(monkeypatch):
     assert len(names) == len(set(names)) >= 3
 
 
+def test_a_repeated_layer_compiles_once_across_units(monkeypatch):
+    """A model's layers make kernels whose text differs only in their names. Units used to be cut from all the
+    kernels in order, so every unit compiled its own copy of each layer kernel (GPT-2's 12 layers in 9 units on
+    16 cores: each unit compiled nearly all 5 distinct kernels). Units are cut from the distinct kernels now, and
+    a repeat joins its first's unit as an alias."""
+    from thunder.executors import cpuex
+
+    monkeypatch.setattr(cpuex, "KERNELS_PER_UNIT", 1)
+    monkeypatch.setattr(cpuex.os, "cpu_count", lambda: 4)
+
+    def fn(x, w):
+        for _ in range(4):
+            x = torch.softmax(x * 2, -1) @ w  # one kernel a layer, each rendering alike but for its name
+        return x.tanh()
+
+    x, w = torch.randn(8, 16), torch.randn(16, 16)
+    out = assert_matches_eager(fn, x, w)
+    jitted = thunder.jit(fn, executors=CPU)
+    with torch.no_grad():
+        torch.testing.assert_close(jitted(x, w), out)
+    units = thunder.last_kernels(jitted)
+    assert len(units) == 2, [u["source"] for u in units]
+    defined = [u["source"].count("(void* const* args) {") for u in units]
+    aliases = [u["source"].count("__attribute__((alias(") for u in units]
+    assert defined == [1, 1] and sorted(aliases) == [0, 3]
+
+
 # ---- non-contiguous inputs are read in place, with their strides ----
 
 @pytest.mark.parametrize("make", [

@@ -112,10 +112,10 @@ def test_cuda_launchers_are_made_without_a_gpu():
     found, errors = check.collect_traces({"p": program})
     assert not errors and len(found["p"]) == 1
     trace = found["p"][0]
-    source, kernels = _core.render_cuda(trace, "cpu")
+    ((source, kernels),) = _core.render_cuda(trace, "cpu")
     assert kernels
-    for name, ins, outs, sizes, block, grid, workspace in kernels:
-        launcher = cudaex._launcher(name, None, source, trace, ins, outs, sizes, block, grid, workspace)
+    for name, ins, outs, sizes, block, grid, workspace, _, symbol in kernels:
+        launcher = cudaex._launcher(name, None, source, trace, ins, outs, sizes, block, grid, workspace, symbol)
         assert launcher.registry_name.startswith(name + "_")
     # The numbers become 8-byte arguments as the CPU's do (one conversion): an int beyond 64 bits is refused
     # before any driver call.
@@ -160,8 +160,9 @@ def test_cuda_launchers_run_on_their_inputs_device(monkeypatch):
     from thunder.executors import cudaex
 
     trace = _cuda_trace()
-    source, kernels = _core.render_cuda(trace, "cuda")
-    texts = {name: inspect.getsource(cudaex._launcher(name, None, source, trace, *rest)) for name, *rest in kernels}
+    ((source, kernels),) = _core.render_cuda(trace, "cuda")
+    texts = {name: inspect.getsource(cudaex._launcher(name, None, source, trace, *rest[:6], rest[7]))
+             for name, *rest in kernels}
     assert sorted(texts) == ["cuda_fusion0", "cuda_fusion1"]
     for name, text in texts.items():
         assert "    device = a0.device\n    if device.index != current_device():\n        with device_guard(device):\n" \
@@ -170,6 +171,78 @@ def test_cuda_launchers_run_on_their_inputs_device(monkeypatch):
     if nvrtc_library() is None:
         return
     monkeypatch.setattr(cudaex, "device_arch", lambda device=None: "sm_90")
-    monkeypatch.setattr(_core, "CudaModule", lambda image: image)  # loading needs a driver
+    monkeypatch.setattr(_core, "CudaModule", _Unloaded)  # loading needs a driver
     launchers, units = cudaex.lower(trace)
     assert sorted(launchers) == ["cuda_fusion0", "cuda_fusion1"] and len(units) == 1
+
+
+class _Unloaded:
+    """A CudaModule that loads nothing (loading needs a driver)."""
+
+    def __init__(self, image):
+        self.image = image
+
+
+def _layers_trace(layers=3, width=8):
+    """``layers`` times tanh(x) * 2 then a matmul, on cuda:0: each layer's fusion renders alike but for its name."""
+    from thunder.core.options import DEFAULT_PASSES
+    from thunder.executors.cudaex import cuda_executor
+    from thunder.executors.torchex import torch_executor
+
+    tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices), list(ex.dtypes), list(ex.closed_by))
+              for ex in (cuda_executor, torch_executor)]
+    b, f32 = _core.TraceBuilder(), _core.DType.float32
+    x, w = b.add_input_tensor(f32, [4, width], "cuda:0", False, []), b.add_input_tensor(f32, [width, width], "cuda:0", False, [])
+    for _ in range(layers):
+        x = b.call("ltorch", "matmul", [b.call("ltorch", "mul", [b.call("ltorch", "tanh", [x], {}), 2.0], {}), w], {})
+    out = b.call("ltorch", "sigmoid", [x], {})
+    return _core.run_pipeline(b.finish((out,)), list(DEFAULT_PASSES), None, tables)[-1].trace
+
+
+def test_cuda_kernels_repeating_a_layer_are_rendered_once():
+    """A model's layers make fusions whose texts differ only in their names: NVRTC compiled each (GPT-2's 12
+    layers, 12 times). A repeat is listed with the symbol of the first, whose code it runs."""
+    trace = _layers_trace()
+    ((source, kernels),) = _core.render_cuda(trace, "cuda")
+    assert [k[0] for k in kernels] == ["cuda_fusion0", "cuda_fusion1", "cuda_fusion2", "cuda_fusion3"], kernels
+    assert source.count("__global__") == 2
+    symbols = {k[0]: k[8] for k in kernels}
+    assert symbols == {"cuda_fusion0": "cuda_fusion0", "cuda_fusion1": "cuda_fusion0", "cuda_fusion2": "cuda_fusion0",
+                       "cuda_fusion3": "cuda_fusion3"}
+    assert len({k[7] for k in kernels}) == 2  # keys: the text apart from the name
+
+
+def test_cuda_units_split_for_parallel_compiles_and_leave_out_loaded_kernels():
+    """At most ``parts`` units of consecutive distinct kernels (NVRTC compiles them in threads); kernels whose key
+    is loaded go into a last unit without source."""
+    trace = _cuda_trace()
+    one = _core.render_cuda(trace, "cuda", 1)
+    two = _core.render_cuda(trace, "cuda", 2)
+    assert len(one) == 1 and len(two) == 2 and all(src.count("__global__") == 1 for src, _ in two)
+    assert sorted(k[0] for _, ks in two for k in ks) == ["cuda_fusion0", "cuda_fusion1"]
+    keys = {k[0]: k[7] for k in one[0][1]}
+    ((src0, ks0), (src1, ks1)) = _core.render_cuda(trace, "cuda", 2, {keys["cuda_fusion1"]})
+    assert src0.count("__global__") == 1 and [k[0] for k in ks0] == ["cuda_fusion0"]
+    assert src1 == "" and [k[0] for k in ks1] == ["cuda_fusion1"]
+    assert _core.render_cuda(_core.TraceBuilder().finish(()), "cuda", 2) == []
+
+
+@pytest.mark.skipif(nvrtc_library() is None, reason="needs NVRTC (requirements-dev.txt)")
+def test_cuda_lower_compiles_each_kernel_once_per_jitted_function(monkeypatch, tmp_path):
+    """Units compile in parallel threads; a second trace of the same jitted function (another graph, another
+    shape) reuses the kernels the first compiled, by key, as the CPU executor does."""
+    from thunder.executors import cudaex
+
+    monkeypatch.setattr(cudaex, "device_arch", lambda device=None: "sm_90")
+    monkeypatch.setattr(cudaex, "cache_dir", lambda: str(tmp_path))
+    monkeypatch.setattr(_core, "CudaModule", _Unloaded)
+    monkeypatch.setattr(cudaex, "KERNELS_PER_UNIT", 1)
+    monkeypatch.setattr(cudaex.os, "cpu_count", lambda: 2)
+    compiled = {}
+    launchers, units = cudaex.lower(_layers_trace(), compiled=compiled)
+    assert sorted(launchers) == [f"cuda_fusion{k}" for k in range(4)] and len(units) == 2
+    assert {u.cache_hit for u, _ in units} == {False} and len(compiled) == 2
+    # A deeper model: its repeated layer and its last kernel were compiled for the first trace.
+    launchers, again = cudaex.lower(_layers_trace(5), compiled=compiled)
+    assert len(launchers) == 6 and sorted(s for _, s in again) == sorted(s for _, s in units)
+    assert len(compiled) == 2

@@ -463,22 +463,31 @@ NB_MODULE(_core, m) {
      "backward's kernels).");
 
   // ---- the GPU: the CUDA dialect, NVRTC, the driver (each loaded by dlopen only when called) ----
-  m.def("render_cuda", [](const ir::Trace& t, const std::string& executor) {
-    const codegen::TranslationUnit unit = codegen::cuda_translation_unit(t, executor);
-    nb::list kernels;
-    for (const codegen::KernelSignature& k : unit.kernels) {
-      std::vector<PyProxy> ins, outs;
-      for (ir::ProxyId id : k.inputs) ins.push_back(PyProxy{id});
-      for (ir::ProxyId id : k.outputs) outs.push_back(PyProxy{id});
-      nb::list sizes;
-      for (const codegen::SizeArgument& a : k.sizes) sizes.append(nb::make_tuple(a.input, a.input_dim, a.stride, a.value));
-      kernels.append(nb::make_tuple(k.name, ins, outs, sizes, k.block, k.grid, k.workspace));
+  m.def("render_cuda", [](const ir::Trace& t, const std::string& executor, size_t parts,
+                          const std::set<std::string>& loaded) {
+    nb::list units;
+    for (const codegen::TranslationUnit& unit : codegen::cuda_translation_units(t, executor, parts, loaded)) {
+      nb::list kernels;
+      for (const codegen::KernelSignature& k : unit.kernels) {
+        std::vector<PyProxy> ins, outs;
+        for (ir::ProxyId id : k.inputs) ins.push_back(PyProxy{id});
+        for (ir::ProxyId id : k.outputs) outs.push_back(PyProxy{id});
+        nb::list sizes;
+        for (const codegen::SizeArgument& a : k.sizes) sizes.append(nb::make_tuple(a.input, a.input_dim, a.stride, a.value));
+        kernels.append(nb::make_tuple(k.name, ins, outs, sizes, k.block, k.grid, k.workspace, k.key,
+                                      k.symbol.empty() ? k.name : k.symbol));
+      }
+      units.append(nb::make_tuple(unit.source, kernels));
     }
-    return nb::make_tuple(unit.source, kernels);
-  }, nb::arg("trace"), nb::arg("executor"),
-     "The fusions of `executor`, planned as on the CPU, scheduled for a GPU and rendered in the CUDA dialect as one "
-     "translation unit: (source, [(kernel name, [input proxies], [output proxies], [size arguments], threads per "
-     "block, blocks, workspace bytes)]); source '' if the trace has no such fusions (codegen::cuda_translation_unit).");
+    return units;
+  }, nb::arg("trace"), nb::arg("executor"), nb::arg("parts") = 1, nb::arg("loaded") = std::set<std::string>{},
+     "The fusions of `executor`, planned as on the CPU, scheduled for a GPU and rendered in the CUDA dialect as at "
+     "most `parts` translation units of consecutive kernels, balanced by their prim counts (so that they compile in "
+     "parallel): [(source, [(kernel name, [input proxies], [output proxies], [size arguments], threads per block, "
+     "blocks, workspace bytes, key, symbol)])], empty if the trace has no such fusions "
+     "(codegen::cuda_translation_units). A kernel's key is its text apart from its name; a kernel repeating an "
+     "earlier one's text runs that one's code: its symbol is the name compiled in its unit's source (otherwise its "
+     "own). Kernels whose key is in `loaded` are in no unit but the last, whose source is ''.");
   nb::class_<runtime::CudaImage>(m, "CudaImage", "CUDA kernels compiled by NVRTC: CUBIN, PTX and ptxas' report.")
       .def_prop_ro("cubin", [](const runtime::CudaImage& i) { return nb::bytes(i.cubin.data(), i.cubin.size()); })
       .def_ro("ptx", &runtime::CudaImage::ptx)
@@ -523,13 +532,17 @@ NB_MODULE(_core, m) {
     const bool ok = runtime::cuda_driver_available(&why);
     return nb::make_tuple(ok, why);
   }, "(available, why not): whether libcuda.so.1 loads and initializes (loaded by dlopen on the first call).");
-  nb::class_<runtime::CudaModule>(m, "CudaModule", "A CudaImage loaded into the CUDA contexts it is used in.")
+  nb::class_<runtime::CudaModule>(m, "CudaModule", "A CudaImage loaded into the CUDA contexts it is used in.",
+                                  nb::is_weak_referenceable())
       .def(nb::new_([](std::shared_ptr<runtime::CudaImage> image) {
         return std::make_shared<runtime::CudaModule>(std::move(image));
       }), nb::arg("image"))
       .def("function", &runtime::CudaModule::function, nb::arg("name"),
            "The kernel's CUfunction in the current context (the module is loaded there first: CUBIN, else PTX).")
-      .def_prop_ro("loaded_from_ptx", &runtime::CudaModule::loaded_from_ptx);
+      .def_prop_ro("loaded_from_ptx", &runtime::CudaModule::loaded_from_ptx)
+      .def_prop_ro("image", [](const runtime::CudaModule& m) {
+        return std::const_pointer_cast<runtime::CudaImage>(m.shared_image());
+      }, "The CudaImage it loads.");
   m.def("launch_cuda", [](uintptr_t function, int64_t grid, int block, uintptr_t stream, nb::sequence values) {
     std::vector<uint64_t> args(nb::len(values));
     for (size_t i = 0; i < args.size(); ++i) args[i] = kernel_argument(values[i], i);

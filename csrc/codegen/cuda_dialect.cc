@@ -547,20 +547,35 @@ int64_t cuda_workspace_bytes(const KernelPlan& plan, const GpuSchedule& schedule
   return reduction_count(plan) * schedule.limits.max_partials * 8 + 8;
 }
 
-std::string render_cuda_module(const ir::Trace& t, const std::vector<CudaKernel>& kernels) {
+bool cuda_kernel_draws(const KernelPlan& plan) {
+  return std::any_of(plan.symbols.begin(), plan.symbols.end(),
+                     [](const ir::BoundSymbol& b) { return b.is(PrimId::uniform_philox); });
+}
+
+std::string render_cuda_kernel(const ir::Trace& t, const CudaKernel& k) {
+  return CudaWriter(t, *k.plan, *k.schedule).write(k.name);
+}
+
+std::string cuda_module_source(const std::vector<std::string>& kernel_texts, bool draws) {
   std::string code = cuda_prelude();
-  // The Philox code (codegen/philox.h) as device functions, only where a kernel draws.
-  for (const CudaKernel& k : kernels)
-    if (std::any_of(k.plan->symbols.begin(), k.plan->symbols.end(),
-                    [](const ir::BoundSymbol& b) { return b.is(PrimId::uniform_philox); })) {
-      std::string philox_code = philox::source();
-      for (size_t at = 0; (at = philox_code.find("static inline", at)) != std::string::npos; at += 24)
-        philox_code.replace(at, 13, "static __device__ inline");
-      code += "// Philox4x32-10 (codegen/philox.h)\n" + philox_code + "\n";
-      break;
-    }
-  for (const CudaKernel& k : kernels) code += "\n" + CudaWriter(t, *k.plan, *k.schedule).write(k.name);
+  if (draws) {  // the Philox code (codegen/philox.h) as device functions
+    std::string philox_code = philox::source();
+    for (size_t at = 0; (at = philox_code.find("static inline", at)) != std::string::npos; at += 24)
+      philox_code.replace(at, 13, "static __device__ inline");
+    code += "// Philox4x32-10 (codegen/philox.h)\n" + philox_code + "\n";
+  }
+  for (const std::string& text : kernel_texts) code += "\n" + text;
   return code;
+}
+
+std::string render_cuda_module(const ir::Trace& t, const std::vector<CudaKernel>& kernels) {
+  std::vector<std::string> texts;
+  bool draws = false;
+  for (const CudaKernel& k : kernels) {
+    texts.push_back(render_cuda_kernel(t, k));
+    draws = draws || cuda_kernel_draws(*k.plan);
+  }
+  return cuda_module_source(texts, draws);
 }
 
 std::string render_cuda_module(const ir::Trace& t,

@@ -31,6 +31,16 @@ struct CudaKernel {
 /// block counter, which must be zero before the first launch (the last block resets it); 0 for others.
 int64_t cuda_workspace_bytes(const KernelPlan& plan, const GpuSchedule& schedule);
 
+/// One kernel's text, `extern "C" __global__ void __launch_bounds__(<block>) <name>(...) {...}` (below).
+std::string render_cuda_kernel(const ir::Trace& trace, const CudaKernel& kernel);
+
+/// Whether the plan draws random numbers (its kernel calls the Philox device functions).
+bool cuda_kernel_draws(const KernelPlan& plan);
+
+/// A translation unit of kernel texts (render_cuda_kernel): the prelude, the Philox device functions if
+/// `draws` (a kernel calls them), then the texts.
+std::string cuda_module_source(const std::vector<std::string>& kernel_texts, bool draws);
+
 /// One translation unit holding the given kernels: each is `extern "C" __global__ void <name>(...)` taking the
 /// plan's input pointers, then its output pointers (contiguous, except trace inputs with recorded strides,
 /// read in place), then the size arguments of a shape-generic kernel (size_arguments, as int64), then, if

@@ -68,70 +68,138 @@ void plan_fusions(const ir::Trace& t, const std::string& executor, std::vector<K
   }
 }
 
+// Consecutive ranges [begin, end) of items with the given sizes, at most `parts` of them, balanced: each range
+// takes items until it holds its share of the size not yet placed (and at least one item).
+std::vector<std::pair<size_t, size_t>> balanced_ranges(const std::vector<size_t>& sizes, size_t parts) {
+  size_t total = 0;
+  for (size_t z : sizes) total += z;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  parts = std::max<size_t>(1, std::min(parts, sizes.size()));
+  size_t begin = 0, done = 0;
+  for (size_t part = 0; part < parts && begin < sizes.size(); ++part) {
+    const size_t share = (total - done + (parts - part) - 1) / (parts - part);
+    size_t size = 0, end = begin;
+    while (end < sizes.size() && (end == begin || size < share || part + 1 == parts)) size += sizes[end++];
+    ranges.emplace_back(begin, end);
+    begin = end;
+    done += size;
+  }
+  return ranges;
+}
+
+// A kernel's text apart from its name: kernels with equal keys compile to the same code.
+std::string key_without_name(const std::string& text, const std::string& name) {
+  std::string key = text;
+  const size_t at = key.find(" " + name + "(");
+  if (at != std::string::npos) key.erase(at + 1, name.size());
+  return key;
+}
+
+// The kernels of distinct[begin, end) and their repeats, in trace order.
+std::vector<size_t> with_repeats(const std::vector<size_t>& distinct, const std::vector<std::vector<size_t>>& repeats,
+                                 size_t begin, size_t end) {
+  std::vector<size_t> kernels;
+  for (size_t d = begin; d < end; ++d) {
+    kernels.push_back(distinct[d]);
+    kernels.insert(kernels.end(), repeats[d].begin(), repeats[d].end());
+  }
+  std::sort(kernels.begin(), kernels.end());
+  return kernels;
+}
+
 }  // namespace
 
-TranslationUnit cuda_translation_unit(const ir::Trace& t, const std::string& executor) {
+std::vector<TranslationUnit> cuda_translation_units(const ir::Trace& t, const std::string& executor, size_t parts,
+                                                    const std::set<std::string>& loaded) {
   std::vector<KernelPlan> plans;
-  TranslationUnit unit;
-  plan_fusions(t, executor, plans, unit.kernels);
-  if (plans.empty()) return unit;
-  std::vector<GpuSchedule> schedules;
-  schedules.reserve(plans.size());
-  std::vector<CudaKernel> kernels;
+  std::vector<KernelSignature> signatures;
+  plan_fusions(t, executor, plans, signatures);
+  std::vector<std::string> texts(plans.size());
+  std::map<std::string, size_t> first_with;  // a kernel's key -> the first kernel with it, an index into `distinct`
+  std::vector<size_t> distinct, sizes;
+  std::vector<std::vector<size_t>> repeats;  // per distinct kernel, the kernels whose text repeats its own
+  TranslationUnit reused;                    // the kernels already compiled: no source
   for (size_t i = 0; i < plans.size(); ++i) {
-    schedules.push_back(schedule_gpu_kernel(t, plans[i]));
-    KernelSignature& sig = unit.kernels[i];
-    sig.block = schedules.back().block;
-    sig.grid = schedules.back().grid;
-    sig.workspace = cuda_workspace_bytes(plans[i], schedules.back());
-    kernels.push_back({&plans[i], &schedules.back(), sig.name});
+    const GpuSchedule schedule = schedule_gpu_kernel(t, plans[i]);
+    KernelSignature& sig = signatures[i];
+    sig.block = schedule.block;
+    sig.grid = schedule.grid;
+    sig.workspace = cuda_workspace_bytes(plans[i], schedule);
+    texts[i] = render_cuda_kernel(t, {&plans[i], &schedule, sig.name});
+    sig.key = key_without_name(texts[i], sig.name);
+    if (loaded.count(sig.key)) {
+      reused.kernels.push_back(sig);
+      continue;
+    }
+    const auto [first, added] = first_with.emplace(sig.key, distinct.size());
+    if (!added) {
+      sig.symbol = signatures[distinct[first->second]].name;
+      repeats[first->second].push_back(i);
+      continue;
+    }
+    distinct.push_back(i);
+    sizes.push_back(plans[i].symbols.size());
+    repeats.emplace_back();
   }
-  unit.source = render_cuda_module(t, kernels);
-  return unit;
+  // Units of consecutive distinct kernels, balanced by their prim counts; a kernel repeating another's text (a
+  // model's layers) joins that kernel's unit and runs its code (KernelSignature::symbol): compiled once.
+  std::vector<TranslationUnit> units;
+  for (const auto& [begin, end] : balanced_ranges(sizes, parts)) {
+    TranslationUnit unit;
+    std::vector<std::string> unit_texts;
+    bool draws = false;
+    for (size_t i : with_repeats(distinct, repeats, begin, end)) {
+      unit.kernels.push_back(signatures[i]);
+      if (!signatures[i].symbol.empty()) continue;
+      unit_texts.push_back(texts[i]);
+      draws = draws || cuda_kernel_draws(plans[i]);
+    }
+    unit.source = cuda_module_source(unit_texts, draws);
+    units.push_back(std::move(unit));
+  }
+  if (!reused.kernels.empty()) units.push_back(std::move(reused));
+  return units;
 }
 
 std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& t, const std::string& executor, size_t parts,
                                                    HalfRounding rounding, const std::set<std::string>& loaded) {
-  std::vector<KernelPlan> all_plans;
-  std::vector<KernelSignature> all_signatures;
-  plan_fusions(t, executor, all_plans, all_signatures, /*reuse=*/true);
   std::vector<KernelPlan> plans;
   std::vector<KernelSignature> signatures;
+  plan_fusions(t, executor, plans, signatures, /*reuse=*/true);
   std::vector<Schedule> schedules;
-  TranslationUnit reused;  // the kernels already compiled: no source
-  for (size_t i = 0; i < all_plans.size(); ++i) {
-    Schedule schedule = schedule_kernel(t, all_plans[i]);
-    all_signatures[i].key = cpu_kernel_key(t, {&all_plans[i], &schedule, all_signatures[i].name}, rounding);
-    if (loaded.count(all_signatures[i].key)) {
-      reused.kernels.push_back(std::move(all_signatures[i]));
+  schedules.reserve(plans.size());
+  std::map<std::string, size_t> first_with;  // a kernel's key -> the first kernel with it, an index into `distinct`
+  std::vector<size_t> distinct, sizes;
+  std::vector<std::vector<size_t>> repeats;  // per distinct kernel, the kernels whose text repeats its own
+  TranslationUnit reused;                    // the kernels already compiled: no source
+  for (size_t i = 0; i < plans.size(); ++i) {
+    schedules.push_back(schedule_kernel(t, plans[i]));
+    signatures[i].key = cpu_kernel_key(t, {&plans[i], &schedules[i], signatures[i].name}, rounding);
+    if (loaded.count(signatures[i].key)) {
+      reused.kernels.push_back(signatures[i]);
       continue;
     }
-    plans.push_back(std::move(all_plans[i]));
-    signatures.push_back(std::move(all_signatures[i]));
-    schedules.push_back(std::move(schedule));
+    const auto [first, added] = first_with.emplace(signatures[i].key, distinct.size());
+    if (!added) {
+      repeats[first->second].push_back(i);
+      continue;
+    }
+    distinct.push_back(i);
+    sizes.push_back(plans[i].symbols.size());
+    repeats.emplace_back();
   }
-  size_t total = 0;
-  for (const KernelPlan& p : plans) total += p.symbols.size();
-
+  // Units of consecutive distinct kernels, balanced by their prim counts; a kernel repeating another's text (a
+  // model's layers) joins that kernel's unit, where render_cpu_module makes it an alias: compiled once.
   std::vector<TranslationUnit> units;
-  parts = std::max<size_t>(1, std::min(parts, plans.size()));
-  size_t begin = 0, done = 0;
-  for (size_t part = 0; part < parts && begin < plans.size(); ++part) {
-    // This unit takes kernels until it holds its share of the prims not yet placed.
-    const size_t share = (total - done + (parts - part) - 1) / (parts - part);
+  for (const auto& [begin, end] : balanced_ranges(sizes, parts)) {
     std::vector<CpuKernel> kernels;
     TranslationUnit unit;
-    size_t size = 0, end = begin;
-    while (end < plans.size() && (end == begin || size < share || part + 1 == parts)) {
-      kernels.push_back({&plans[end], &schedules[end], signatures[end].name});
-      unit.kernels.push_back(signatures[end]);
-      size += plans[end].symbols.size();
-      ++end;
+    for (size_t i : with_repeats(distinct, repeats, begin, end)) {
+      kernels.push_back({&plans[i], &schedules[i], signatures[i].name});
+      unit.kernels.push_back(signatures[i]);
     }
     unit.source = render_cpu_module(t, kernels, rounding);
     units.push_back(std::move(unit));
-    begin = end;
-    done += size;
   }
   if (!reused.kernels.empty()) units.push_back(std::move(reused));
   return units;

@@ -1,5 +1,5 @@
-// Translation units: a trace's CPU fusions rendered as C++ sources to compile, one or several (compiled by
-// parallel compiler processes).
+// Translation units: a trace's fusions rendered as sources to compile, one or several (compiled in parallel:
+// C++ by compiler processes, CUDA by NVRTC in threads).
 #pragma once
 
 #include <cstddef>
@@ -22,9 +22,12 @@ struct KernelSignature {
   // CPU kernels: per output, the input whose buffer it is written into, which the launcher passes as that
   // output (KernelPlan::written_over); empty: every output is a new tensor.
   std::vector<int> written_over;
-  // CPU kernels: what its text is apart from its name (cpu_kernel_key).
+  // What its text is apart from its name (CPU: cpu_kernel_key): kernels with equal keys compile alike.
   std::string key;
-  // GPU kernels (cuda_translation_unit): threads per block, blocks for the trace's shapes, and workspace bytes
+  // GPU kernels: the kernel of its unit whose code it runs, when its text repeats that one's (rendered and
+  // compiled once); empty: its own name.
+  std::string symbol;
+  // GPU kernels (cuda_translation_units): threads per block, blocks for the trace's shapes, and workspace bytes
   // (cuda_workspace_bytes); 0 for CPU kernels.
   int block = 0;
   int64_t grid = 0, workspace = 0;
@@ -49,9 +52,13 @@ std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& trace, const
                                                    const std::set<std::string>& loaded = {});
 
 /// The fusions of `executor` in `trace`, each planned (the same plans as on the CPU), scheduled for a GPU and
-/// rendered in the CUDA dialect, as one translation unit (NVRTC compiles in-process); an empty source if the
-/// trace has no fusions. std::logic_error if a fusion no longer plans as one kernel, or if the CUDA dialect
-/// has no row for one of its prims.
-TranslationUnit cuda_translation_unit(const ir::Trace& trace, const std::string& executor);
+/// rendered in the CUDA dialect, as at most `parts` translation units of consecutive kernels balanced by their
+/// prim counts (NVRTC compiles them in parallel threads); empty if the trace has no fusions. A kernel whose
+/// text repeats an earlier one's apart from its name (a model's layers) is rendered once: it is listed in
+/// that kernel's unit with KernelSignature::symbol naming it. Kernels whose key is in `loaded` (compiled for
+/// another trace) go into no unit: they come last, in a unit with an empty source. std::logic_error if a
+/// fusion no longer plans as one kernel, or if the CUDA dialect has no row for one of its prims.
+std::vector<TranslationUnit> cuda_translation_units(const ir::Trace& trace, const std::string& executor, size_t parts,
+                                                    const std::set<std::string>& loaded = {});
 
 }  // namespace thunder::codegen

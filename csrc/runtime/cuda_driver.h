@@ -34,6 +34,7 @@ class CudaModule {
   /// Whether the last load in a context fell back to the PTX.
   bool loaded_from_ptx() const { return from_ptx_; }
   const CudaImage& image() const { return *image_; }
+  const std::shared_ptr<const CudaImage>& shared_image() const { return image_; }
 
  private:
   std::shared_ptr<const CudaImage> image_;

@@ -202,14 +202,15 @@ def _lower(trace, executors, namespace, kernels, seconds, round_every_op=True, p
     then exports them: printed traces import them from the kernel registry), recording each executor's
     "codegen" and "compile" seconds in ``seconds`` (keys prefixed with ``prefix``). ``round_every_op=False`` for
     a backward trace: its kernels keep half-precision values in float32 between ops (see Executor).
-    ``compiled``: the kernels the jitted function's other graphs compiled, for an executor that reuses them
-    (``thunder.executors.cpuex.lower``). ``guarded_inputs``: the trace's inputs are a Dynamo graph's, whose
+    ``compiled``: the kernels the jitted function's other graphs compiled, per executor, for an executor that
+    reuses them (its ``lower`` takes ``compiled``: its own dict, ``compiled[ex.name]``). ``guarded_inputs``: the trace's inputs are a Dynamo graph's, whose
     layout and negative bit the guards fix (for an executor that takes it)."""
     for ex in executors:
         if ex.fusion and ex.lower is not None:
             stages, start = {}, time.perf_counter()
             parameters = inspect.signature(ex.lower).parameters
-            optional = {"seconds": stages, "compiled": compiled, "guarded_inputs": guarded_inputs}
+            optional = {"seconds": stages, "compiled": None if compiled is None else compiled.setdefault(ex.name, {}),
+                        "guarded_inputs": guarded_inputs}
             launchers, units = ex.lower(trace, round_every_op=round_every_op,
                                         **{k: v for k, v in optional.items() if k in parameters})
             if "seconds" not in parameters:  # an executor that does not time its stages: codegen and compile as one
@@ -288,7 +289,8 @@ def compile_trace(imported, executors, passes=DEFAULT_PASSES, index=0, debug_mod
         import_seconds: the stages that made ``imported`` ({"import": seconds} or {"bind sizes": seconds}), counted
             in the graph's ``compile_seconds`` and first in its ``stage_seconds``.
         compiled_kernels: the kernels the jitted function's other graphs compiled, reused where this graph's
-            compute alike (``thunder.executors.cpuex.lower``), and to which this graph's are added; None: no reuse.
+            compute alike (per fusion executor: ``thunder.executors.cpuex.lower``, ``cudaex.lower``), and to which this
+            graph's are added; None: no reuse.
         guarded_inputs: the graph's inputs pass Dynamo's guards (each tensor's strides and negative bit are the
             ones traced), so the forward's kernels read them without checks; False (a trace run with any inputs):
             its launchers make them contiguous and resolved where needed.

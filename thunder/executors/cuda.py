@@ -183,10 +183,13 @@ def compile_check(arch="sm_90", quick=False, out=sys.stdout, programs=None):
     for program, traces in found.items():
         for trace in traces:
             try:
-                source, kernels = _core.render_cuda(trace, "cpu")
+                units = _core.render_cuda(trace, "cpu")
             except Exception as e:
                 records.append({"program": program, "kernel": "?", "error": f"render: {e}"})
                 continue
+            if not units:
+                continue
+            ((source, kernels),) = units  # one unit: each kernel text once
             prelude, codes = split_kernels(source)
             info = {k[0]: k for k in kernels}
             for name, code in codes:

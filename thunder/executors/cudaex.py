@@ -13,9 +13,11 @@ Nothing CUDA is loaded until a trace has a ``cuda`` fusion: NVRTC (``libnvrtc.so
 ``nvidia-cuda-nvrtc`` wheel, or ``$THUNDER_NVRTC_LIBRARY``) and the driver (``libcuda.so.1``) are opened with
 ``dlopen`` by the C++ core then. See docs/gpu_executor.md.
 """
+import concurrent.futures
 import importlib.util
 import os
 import time
+import weakref
 
 import torch
 
@@ -73,11 +75,15 @@ def _workspace(cache, device, nbytes):
     return ws
 
 
-def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, workspace):
+def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, workspace, symbol=None,
+              device_type="cuda"):
     """The Python function that runs one CUDA kernel: inputs made contiguous where the kernel reads them so,
     outputs from torch's caching allocator on the inputs' device, the kernel launched on that device's current
     stream with the grid and block the schedule chose for these shapes. Inputs on another device than the
-    current one make theirs current for the call (the module is loaded per context)."""
+    current one make theirs current for the call (the module is loaded per context). ``symbol``: the kernel's
+    name in ``module`` when it runs the code of another kernel (default: ``name``). ``device_type``: the tensors
+    the kernel reads where they are (others are copied there: a 0-dim CPU scalar); "cpu" for the emulator
+    (``thunder.executors.cuda_emulation``)."""
     namespace = {"launch": _core.launch_cuda, "module": module, "empty": torch.empty, "stream": torch.cuda.current_stream,
                  "current_device": torch.cuda.current_device, "device_guard": torch.cuda.device,
                  "workspaces": {}, "workspace_of": _workspace}
@@ -86,7 +92,7 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     tensors = [p for p in inputs if trace.meta(p)[0] != "number"]
     # A 0-dim CPU tensor is a scalar the fusion takes (as torch takes cuda_x * torch.tensor(2.0)); the kernel reads
     # device memory, so it is copied to the device. The device is a CUDA input's.
-    on_device = {a: str(trace.meta(p)[2]).startswith("cuda") for a, p in zip(params, tensors)}
+    on_device = {a: str(trace.meta(p)[2]).startswith(device_type) for a, p in zip(params, tensors)}
     on_cuda = [a for a in params if on_device[a]]
     made_on = str(trace.meta(outputs[0])[2]) if outputs else "cuda"  # without CUDA inputs, the outputs' device
     namespace["made_on"] = torch.device(made_on) if ":" in made_on else None
@@ -107,7 +113,7 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     namespace.update(values)
     if workspace:
         args.append(f"workspace_of(workspaces, device, {workspace}).data_ptr()")
-    lines.append(f"    launch(module.function({name!r}), {grid}, {block}, stream(device).cuda_stream, "
+    lines.append(f"    launch(module.function({symbol or name!r}), {grid}, {block}, stream(device).cuda_stream, "
                  f"[{', '.join(args)}])")
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
     text = "\n".join(lines) + "\n"
@@ -130,32 +136,84 @@ def compile_source(source, arch=None, directory=None):
     return image
 
 
-def lower(trace, round_every_op=True, seconds=None):
-    """Compiles the trace's CUDA fusions; returns ({fusion name: launcher}, [(image, source)]). The CUDA dialect
-    rounds float16/bfloat16 values after every op whatever ``round_every_op`` says (not yet measured there).
-    ``seconds``, a dict, receives the wall time of "codegen" and "compile" (NVRTC or the cache, the module, the
-    launchers)."""
+#: The modules of units lowered before, by (source, cache directory, architecture): a unit lowered again (each
+#: new length of a graph with symbolic sizes lowers the same shape-generic kernels) is not looked up, read and
+#: verified in the cache again.
+_loaded = weakref.WeakValueDictionary()
+
+#: Kernels per translation unit below which a trace's kernels are not split across NVRTC threads (each
+#: program pays NVRTC's start again: ~25 ms against ~60-80 ms a kernel).
+KERNELS_PER_UNIT = 2
+
+
+def _compile_units(sources, arch, directory):
+    """The CudaModule of each source, compiled (or loaded from the cache) by NVRTC in parallel threads:
+    ``thunder._core.compile_cuda`` releases the GIL, and NVRTC compiles separate programs concurrently."""
+    def one(source):
+        module = _loaded.get((source, directory, arch))
+        if module is None:
+            image = compile_source(source, arch, directory)
+            if image.cache_hit:
+                logger.debug("thunder: cuda kernels %s loaded from the cache", image.path)
+            else:
+                logger.debug("thunder: compiled cuda kernels in %.0f ms with: %s", image.compile_seconds * 1e3,
+                             image.command)
+            if trace_enabled():
+                log_trace("thunder: cuda kernel source (%s):\n%s", image.path, source)
+            module = _loaded[(source, directory, arch)] = _core.CudaModule(image)
+        return module
+    if len(sources) <= 1:
+        return [one(s) for s in sources]
+    with concurrent.futures.ThreadPoolExecutor(min(len(sources), os.cpu_count() or 1)) as pool:
+        return list(pool.map(one, sources))
+
+
+def lower(trace, round_every_op=True, seconds=None, compiled=None):
+    """Compiles the trace's CUDA fusions, in parallel NVRTC threads when there are many; returns ({fusion name:
+    launcher}, [(image, its CUDA source)]) (``thunder._core.CudaImage``s: the units' CUBIN and how it was made). A kernel whose text repeats another's apart from its name (a
+    model's layers) is compiled once. The CUDA dialect rounds float16/bfloat16 values after every op whatever
+    ``round_every_op`` says (not yet measured there). ``seconds``, a dict, receives the wall time of "codegen" and
+    "compile" (NVRTC or the cache, the modules, the launchers).
+
+    ``compiled``: a dict of the kernels compiled for other traces of one jitted function, by key (a kernel's text
+    apart from its name), cache directory and architecture: (its module, held weakly, its symbol there, its
+    unit's source). A kernel found there is not compiled again (a prefill and a decode step, a static graph and
+    its graph with symbolic sizes share most kernels); the trace's other kernels are, and are added to it."""
     global last_source
     seconds = {} if seconds is None else seconds
-    start = time.perf_counter()
-    source, kernels = _core.render_cuda(trace, "cuda")
-    seconds["codegen"] = time.perf_counter() - start
-    if not kernels:
+    count = sum(1 for b in trace.symbols if b.executor == "cuda" and b.callee.startswith("cuda_fusion"))
+    if not count:
         return {}, []
     start = time.perf_counter()
-    image = compile_source(source)
-    if image.cache_hit:
-        logger.debug("thunder: cuda kernels %s loaded from the cache", image.path)
-    else:
-        logger.debug("thunder: compiled cuda kernels in %.0f ms with: %s", image.compile_seconds * 1e3, image.command)
-    if trace_enabled():
-        log_trace("thunder: cuda kernel source (%s):\n%s", image.path, source)
-    module = _core.CudaModule(image)
-    launchers = {name: _launcher(name, module, source, trace, ins, outs, sizes, block, grid, workspace)
-                 for name, ins, outs, sizes, block, grid, workspace in kernels}
-    last_source = source
+    where = (cache_dir(), device_arch())
+    reusable = {}  # key -> (module, symbol, source) of a kernel compiled for another trace
+    for (key, at), (module, symbol, source) in list((compiled or {}).items()):
+        if module() is None:
+            del compiled[(key, at)]
+        elif at == where:
+            reusable[key] = (module(), symbol, source)
+    parts = max(1, min(os.cpu_count() or 1, count // KERNELS_PER_UNIT))
+    units = _core.render_cuda(trace, "cuda", parts, set(reusable))
+    seconds["codegen"] = time.perf_counter() - start
+    if not units:
+        return {}, []
+    start = time.perf_counter()
+    sources = [source for source, _ in units if source]
+    modules = dict(zip(sources, _compile_units(sources, where[1], where[0])))
+    launchers, used = {}, {}
+    for source, kernels in units:
+        for name, ins, outs, sizes, block, grid, workspace, key, symbol in kernels:
+            if source:
+                module, text = modules[source], source
+                if compiled is not None:
+                    compiled[(key, where)] = (weakref.ref(module), symbol, source)
+            else:  # compiled for another trace
+                module, symbol, text = reusable[key]
+            used[id(module)] = (module.image, text)
+            launchers[name] = _launcher(name, module, text, trace, ins, outs, sizes, block, grid, workspace, symbol)
+    last_source = "\n".join(text for _, text in used.values())
     seconds["compile"] = time.perf_counter() - start
-    return launchers, [(image, source)]
+    return launchers, list(used.values())
 
 
 #: Claims the prims the kernel plans fuse (as the CPU executor), on CUDA tensors of every non-complex dtype;

@@ -85,7 +85,8 @@ class JitState:
     debug: str = None                                 # thunder.jit's debug mode (None, "pdb")
     plan_only: bool = False                           # thunder.examine: graphs are planned, not compiled; they run
                                                       # as captured
-    #: The kernels its graphs compiled, which its later graphs reuse (thunder.executors.cpuex.lower's ``compiled``).
+    #: The kernels its graphs compiled, per fusion executor, which its later graphs reuse (the ``compiled`` of
+    #: thunder.executors.cpuex.lower and cudaex.lower).
     compiled_kernels: dict = field(default_factory=dict, repr=False)
 
     def __repr__(self):  # Dynamo prints the backend, a partial holding this, in its recompile messages
