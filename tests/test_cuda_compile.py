@@ -246,3 +246,24 @@ def test_cuda_lower_compiles_each_kernel_once_per_jitted_function(monkeypatch, t
     launchers, again = cudaex.lower(_layers_trace(5), compiled=compiled)
     assert len(launchers) == 6 and sorted(s for _, s in again) == sorted(s for _, s in units)
     assert len(compiled) == 2
+
+
+def test_half_precision_graphs_keep_thunders_autodiff_where_their_device_fuses():
+    """A float16/bfloat16 graph on CUDA tensors kept torch's autograd (unmeasured then), so no backward region ran
+    as a CUDA kernel; its backward kernels' values are checked by the emulator (test_cuda_emulation.py). Without a
+    fusion executor for the device, torch's derivative kernels stay the faster choice."""
+    from thunder.core.compile import _autodiff_held_back
+    from thunder.executors.cpuex import cpu_executor
+    from thunder.executors.cudaex import cuda_executor
+    from thunder.executors.torchex import torch_executor
+
+    def trace_on(*devices):
+        b = _core.TraceBuilder()
+        xs = [b.add_input_tensor(_core.DType.bfloat16, [4, 8], d, True, []) for d in devices]
+        return b.finish(tuple(b.call("ltorch", "exp", [x], {}) for x in xs))
+
+    assert _autodiff_held_back(trace_on("cuda:0"), None, [cuda_executor, torch_executor]) is None
+    assert _autodiff_held_back(trace_on("cpu"), None, [cpu_executor, cuda_executor, torch_executor]) is None
+    reason = _autodiff_held_back(trace_on("cuda:0", "cpu"), None, [cpu_executor, torch_executor])
+    assert "fusion executor for their device (cuda;" in reason
+    assert "(cpu, cuda;" in _autodiff_held_back(trace_on("cuda:1", "cpu"), None, [torch_executor])

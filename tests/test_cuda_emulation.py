@@ -59,6 +59,8 @@ def _run(fn, args, grad):
                 grads = torch.autograd.grad(loss, [a for a in inputs if isinstance(a, torch.Tensor) and a.requires_grad])
         results.append((out, grads))
     _compiled(jitted)
+    if grad:  # thunder's backward, its regions CUDA kernels (not torch's autograd)
+        assert {g["backward"] for g in thunder.compile_stats(jitted).graphs if g["backward"]} == {"thunder"}
     return results
 
 

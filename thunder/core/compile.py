@@ -229,15 +229,18 @@ def _requires_grad(trace):
 
 #: Why a graph keeps torch's autograd although thunder's could differentiate it (None: nothing holds it back).
 def _autodiff_held_back(trace, imported=None, executors=()):
-    # Half precision (docs/autodiff.md, "Half precision"): with the CPU fusion executor, thunder's backward is the
-    # faster one (a bfloat16 GPT-2 training step 1.46x eager against 0.99x with torch's autograd; its kernels keep
-    # float32 between ops). Without it each prim of the backward is a torch op of its own, slower than torch's
-    # derivative kernels (0.80x against 0.92x); on other devices it is not measured yet.
-    half = [m for m in (trace.meta(p) for p in trace.inputs) if m[0] != "number" and
-            to_torch(m[0]) in (torch.float16, torch.bfloat16)]
-    if half and not (all(m[2] == "cpu" for m in half) and
-                     any(ex.fusion and "cpu" in ex.devices for ex in executors)):
-        return "half-precision graphs keep torch autograd without the CPU fusion executor (slower there)"
+    # Half precision (docs/autodiff.md, "Half precision"): with a fusion executor for the inputs' device, thunder's
+    # backward is the faster one on the CPU (a bfloat16 GPT-2 training step 1.46x eager against 0.99x with torch's
+    # autograd; its kernels keep float32 between ops), and its CUDA kernels are fused alike (their values checked
+    # against eager by the emulator, tests/test_cuda_emulation.py; speed not measured on a device yet). Without
+    # one each prim of the backward is a torch op of its own, slower than torch's derivative kernels (0.80x
+    # against 0.92x on the CPU).
+    half = {str(m[2]).split(":")[0] for m in (trace.meta(p) for p in trace.inputs)
+            if m[0] != "number" and to_torch(m[0]) in (torch.float16, torch.bfloat16)}
+    unfused = sorted(d for d in half if not any(ex.fusion and d in ex.devices for ex in executors))
+    if unfused:
+        return (f"half-precision graphs keep torch autograd without a fusion executor for their device "
+                f"({', '.join(unfused)}; slower there)")
     # A graph inside an autocast region entered before it whose ops could not be written as casts: their dtypes
     # come from autocast's state, which an op the backward recomputes (the generic rule) would not see.
     if getattr(imported, "under_autocast", False):
