@@ -267,3 +267,13 @@ def test_half_precision_graphs_keep_thunders_autodiff_where_their_device_fuses()
     reason = _autodiff_held_back(trace_on("cuda:0", "cpu"), None, [cpu_executor, torch_executor])
     assert "fusion executor for their device (cuda;" in reason
     assert "(cpu, cuda;" in _autodiff_held_back(trace_on("cuda:1", "cpu"), None, [torch_executor])
+
+
+def test_two_stage_workspaces_are_per_device_and_stream():
+    """A two-stage reduction's block counter lives in its launcher's workspace: two streams launching the same
+    graph at once shared it (each launch's last block would be miscounted)."""
+    from thunder.executors.cudaex import _workspace
+
+    cache = {}
+    first, again, other = _workspace(cache, "cpu", 7, 16), _workspace(cache, "cpu", 7, 16), _workspace(cache, "cpu", 9, 16)
+    assert first is again and other is not first and not first.any() and first.numel() == 16

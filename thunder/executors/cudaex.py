@@ -66,12 +66,13 @@ def device_arch(device=None):
 last_source = None
 
 
-def _workspace(cache, device, nbytes):
+def _workspace(cache, device, stream, nbytes):
     """A zeroed workspace of a launcher (a two-stage reduction's partial results and its block counter, which the
-    kernel resets): one per device, kept by the launcher."""
-    ws = cache.get(device)
+    kernel resets): one per device and stream, kept by the launcher (launches on two streams at once would
+    otherwise share the counter; launches on one stream run in order)."""
+    ws = cache.get((device, stream))
     if ws is None:
-        ws = cache[device] = torch.zeros(nbytes, dtype=torch.uint8, device=device)
+        ws = cache[(device, stream)] = torch.zeros(nbytes, dtype=torch.uint8, device=device)
     return ws
 
 
@@ -111,10 +112,10 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     values = {}  # the sizes the text names
     args = [f"{x}.data_ptr()" for x in params + outs] + [_size_argument(params, z, values) for z in sizes] + numbers
     namespace.update(values)
+    lines.append("    on = stream(device).cuda_stream")
     if workspace:
-        args.append(f"workspace_of(workspaces, device, {workspace}).data_ptr()")
-    lines.append(f"    launch(module.function({symbol or name!r}), {grid}, {block}, stream(device).cuda_stream, "
-                 f"[{', '.join(args)}])")
+        args.append(f"workspace_of(workspaces, device, on, {workspace}).data_ptr()")
+    lines.append(f"    launch(module.function({symbol or name!r}), {grid}, {block}, on, [{', '.join(args)}])")
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
     text = "\n".join(lines) + "\n"
     registry_name = f"{name}_{registry.digest(source + text + repr(sorted(values.items())))}"
