@@ -63,7 +63,7 @@ void plan_fusions(const ir::Trace& t, const std::string& executor, std::vector<K
     plan->written_over = written_over(t, *plan, dying[i]);
     std::vector<ir::ProxyId> ins = plan->inputs;  // the launcher's arguments: the tensors, then the numbers
     ins.insert(ins.end(), plan->scalars.begin(), plan->scalars.end());
-    signatures.push_back({b.callee, std::move(ins), plan->outputs, size_arguments(t, *plan), plan->written_over, ""});
+    signatures.push_back({b.callee, std::move(ins), plan->outputs, size_arguments(t, *plan), plan->written_over, "", ""});
     plans.push_back(std::move(*plan));
   }
 }
@@ -95,16 +95,55 @@ std::string key_without_name(const std::string& text, const std::string& name) {
   return key;
 }
 
-// The kernels of distinct[begin, end) and their repeats, in trace order.
-std::vector<size_t> with_repeats(const std::vector<size_t>& distinct, const std::vector<std::vector<size_t>>& repeats,
-                                 size_t begin, size_t end) {
-  std::vector<size_t> kernels;
-  for (size_t d = begin; d < end; ++d) {
-    kernels.push_back(distinct[d]);
-    kernels.insert(kernels.end(), repeats[d].begin(), repeats[d].end());
+// Where a trace's kernels go, from their keys and prim counts: those whose key is `loaded` (compiled for another
+// trace) into no unit; the others into at most `parts` units of consecutive distinct kernels balanced by prim
+// count, a kernel repeating an earlier one's key joining that one's unit (compiled once: an alias on the CPU, the
+// same symbol on a GPU).
+struct Placement {
+  std::vector<size_t> reused;
+  std::vector<std::vector<size_t>> units;  // kernel indices, in trace order
+  std::vector<size_t> runs;                // per kernel, the kernel whose code it runs (itself if not a repeat)
+};
+
+Placement place_kernels(const std::vector<std::string>& keys, const std::vector<size_t>& prims, size_t parts,
+                        const std::set<std::string>& loaded) {
+  Placement out;
+  out.runs.resize(keys.size());
+  std::map<std::string, size_t> first_with;  // key -> the first kernel with it, an index into `distinct`
+  std::vector<size_t> distinct, sizes;
+  std::vector<std::vector<size_t>> repeats;  // per distinct kernel, the kernels repeating it
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out.runs[i] = i;
+    if (loaded.count(keys[i])) {
+      out.reused.push_back(i);
+      continue;
+    }
+    const auto [first, added] = first_with.emplace(keys[i], distinct.size());
+    if (!added) {
+      out.runs[i] = distinct[first->second];
+      repeats[first->second].push_back(i);
+      continue;
+    }
+    distinct.push_back(i);
+    sizes.push_back(prims[i]);
+    repeats.emplace_back();
   }
-  std::sort(kernels.begin(), kernels.end());
-  return kernels;
+  for (const auto& [begin, end] : balanced_ranges(sizes, parts)) {
+    std::vector<size_t> unit;
+    for (size_t d = begin; d < end; ++d) {
+      unit.push_back(distinct[d]);
+      unit.insert(unit.end(), repeats[d].begin(), repeats[d].end());
+    }
+    std::sort(unit.begin(), unit.end());
+    out.units.push_back(std::move(unit));
+  }
+  return out;
+}
+
+std::vector<size_t> prim_counts(const std::vector<KernelPlan>& plans) {
+  std::vector<size_t> out;
+  for (const KernelPlan& p : plans) out.push_back(p.symbols.size());
+  return out;
 }
 
 }  // namespace
@@ -114,49 +153,37 @@ std::vector<TranslationUnit> cuda_translation_units(const ir::Trace& t, const st
   std::vector<KernelPlan> plans;
   std::vector<KernelSignature> signatures;
   plan_fusions(t, executor, plans, signatures);
-  std::vector<std::string> texts(plans.size());
-  std::map<std::string, size_t> first_with;  // a kernel's key -> the first kernel with it, an index into `distinct`
-  std::vector<size_t> distinct, sizes;
-  std::vector<std::vector<size_t>> repeats;  // per distinct kernel, the kernels whose text repeats its own
-  TranslationUnit reused;                    // the kernels already compiled: no source
+  std::vector<std::string> texts, keys;
   for (size_t i = 0; i < plans.size(); ++i) {
     const GpuSchedule schedule = schedule_gpu_kernel(t, plans[i]);
     KernelSignature& sig = signatures[i];
     sig.block = schedule.block;
     sig.grid = schedule.grid;
     sig.workspace = cuda_workspace_bytes(plans[i], schedule);
-    texts[i] = render_cuda_kernel(t, {&plans[i], &schedule, sig.name});
+    texts.push_back(render_cuda_kernel(t, {&plans[i], &schedule, sig.name}));
     sig.key = key_without_name(texts[i], sig.name);
-    if (loaded.count(sig.key)) {
-      reused.kernels.push_back(sig);
-      continue;
-    }
-    const auto [first, added] = first_with.emplace(sig.key, distinct.size());
-    if (!added) {
-      sig.symbol = signatures[distinct[first->second]].name;
-      repeats[first->second].push_back(i);
-      continue;
-    }
-    distinct.push_back(i);
-    sizes.push_back(plans[i].symbols.size());
-    repeats.emplace_back();
+    keys.push_back(sig.key);
   }
-  // Units of consecutive distinct kernels, balanced by their prim counts; a kernel repeating another's text (a
-  // model's layers) joins that kernel's unit and runs its code (KernelSignature::symbol): compiled once.
+  const Placement place = place_kernels(keys, prim_counts(plans), parts, loaded);
   std::vector<TranslationUnit> units;
-  for (const auto& [begin, end] : balanced_ranges(sizes, parts)) {
+  for (const std::vector<size_t>& members : place.units) {
     TranslationUnit unit;
     std::vector<std::string> unit_texts;
     bool draws = false;
-    for (size_t i : with_repeats(distinct, repeats, begin, end)) {
+    for (size_t i : members) {
+      if (place.runs[i] != i) {  // a repeat runs its first's code
+        signatures[i].symbol = signatures[place.runs[i]].name;
+      } else {
+        unit_texts.push_back(texts[i]);
+        draws = draws || cuda_kernel_draws(plans[i]);
+      }
       unit.kernels.push_back(signatures[i]);
-      if (!signatures[i].symbol.empty()) continue;
-      unit_texts.push_back(texts[i]);
-      draws = draws || cuda_kernel_draws(plans[i]);
     }
     unit.source = cuda_module_source(unit_texts, draws);
     units.push_back(std::move(unit));
   }
+  TranslationUnit reused;  // the kernels already compiled: no source
+  for (size_t i : place.reused) reused.kernels.push_back(signatures[i]);
   if (!reused.kernels.empty()) units.push_back(std::move(reused));
   return units;
 }
@@ -167,40 +194,26 @@ std::vector<TranslationUnit> cpu_translation_units(const ir::Trace& t, const std
   std::vector<KernelSignature> signatures;
   plan_fusions(t, executor, plans, signatures, /*reuse=*/true);
   std::vector<Schedule> schedules;
-  schedules.reserve(plans.size());
-  std::map<std::string, size_t> first_with;  // a kernel's key -> the first kernel with it, an index into `distinct`
-  std::vector<size_t> distinct, sizes;
-  std::vector<std::vector<size_t>> repeats;  // per distinct kernel, the kernels whose text repeats its own
-  TranslationUnit reused;                    // the kernels already compiled: no source
+  std::vector<std::string> keys;
   for (size_t i = 0; i < plans.size(); ++i) {
     schedules.push_back(schedule_kernel(t, plans[i]));
     signatures[i].key = cpu_kernel_key(t, {&plans[i], &schedules[i], signatures[i].name}, rounding);
-    if (loaded.count(signatures[i].key)) {
-      reused.kernels.push_back(signatures[i]);
-      continue;
-    }
-    const auto [first, added] = first_with.emplace(signatures[i].key, distinct.size());
-    if (!added) {
-      repeats[first->second].push_back(i);
-      continue;
-    }
-    distinct.push_back(i);
-    sizes.push_back(plans[i].symbols.size());
-    repeats.emplace_back();
+    keys.push_back(signatures[i].key);
   }
-  // Units of consecutive distinct kernels, balanced by their prim counts; a kernel repeating another's text (a
-  // model's layers) joins that kernel's unit, where render_cpu_module makes it an alias: compiled once.
+  const Placement place = place_kernels(keys, prim_counts(plans), parts, loaded);
   std::vector<TranslationUnit> units;
-  for (const auto& [begin, end] : balanced_ranges(sizes, parts)) {
+  for (const std::vector<size_t>& members : place.units) {
     std::vector<CpuKernel> kernels;
     TranslationUnit unit;
-    for (size_t i : with_repeats(distinct, repeats, begin, end)) {
+    for (size_t i : members) {  // render_cpu_module writes a repeat as an alias of its first
       kernels.push_back({&plans[i], &schedules[i], signatures[i].name});
       unit.kernels.push_back(signatures[i]);
     }
     unit.source = render_cpu_module(t, kernels, rounding);
     units.push_back(std::move(unit));
   }
+  TranslationUnit reused;  // the kernels already compiled: no source
+  for (size_t i : place.reused) reused.kernels.push_back(signatures[i]);
   if (!reused.kernels.empty()) units.push_back(std::move(reused));
   return units;
 }
