@@ -305,23 +305,26 @@ class CudaWriter {
     row.lines += stores;
   }
 
-  // One long row: every block reduces its slice into one partial result per reduction (stage one); the last
-  // block to finish (a counter in the workspace) combines the partial results in block order (stage two), then
-  // computes the row-level values and stores them, and resets the counter for the next launch.
+  // A few long rows, each split across `parts` consecutive blocks (the grid is rows x parts): every block reduces
+  // its slice of its row into one partial result per reduction (stage one); the row's last block to finish (the
+  // row's counter in the workspace) combines the row's partial results in block order (stage two), then computes
+  // the row-level values and stores them, and resets the counter for the next launch.
   std::string two_stage() {
     two_stage_ = true;
     const int64_t slots = reduction_count(p_);
     std::string out = "__shared__ double thunder_shared[32];\n__shared__ int thunder_last;\n";
     out += "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n(void)lane; (void)warp;\n";
-    out += "const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, threads = (int64_t)gridDim.x * blockDim.x;\n";
+    out += "const int64_t parts = (int64_t)gridDim.x / " + count(s_.outer) + ";\n";
+    out += "const int64_t row = (int64_t)blockIdx.x / parts, part = (int64_t)blockIdx.x % parts;\n";
+    out += "const int64_t tid = part * blockDim.x + threadIdx.x, threads = parts * blockDim.x;\n";
     out += "const int64_t length = " + count(s_.inner) + ";\n";
-    out += "unsigned int* counter = (unsigned int*)(workspace + " + ll(slots * s_.limits.max_partials * 8) + ");\n";
+    out += "unsigned int* counter = (unsigned int*)(workspace + " + ll(slots * s_.limits.max_partials * 8) + ") + row;\n";
     Scope row;
-    std::string outer = decompose(s_.outer, "0LL", "row");
+    std::string outer = decompose(s_.outer, "row", "row");
     row_body(row, "threadIdx.x == 0");
     out += outer + stage_one_;
     out += "__threadfence();\n__syncthreads();\n";
-    out += "if (threadIdx.x == 0) thunder_last = atomicAdd(counter, 1u) == gridDim.x - 1;\n__syncthreads();\n";
+    out += "if (threadIdx.x == 0) thunder_last = atomicAdd(counter, 1u) == parts - 1;\n__syncthreads();\n";
     out += "if (!thunder_last) return;\n__threadfence();\n";
     out += row.lines + "if (threadIdx.x == 0) *counter = 0;\n";
     return out;
@@ -479,9 +482,9 @@ class CudaWriter {
     if (two_stage_) {
       const std::string slot = "((" + r.acc_type + "*)(workspace + " + ll(next_slot_++ * s_.limits.max_partials * 8) + "))";
       stage_one_ += "{\n" + indent(loop + "if (threadIdx.x == 0) " + slot + "[blockIdx.x] = " + acc + ";\n", "  ") + "}\n";
-      // Stage two, in the last block: the partial results in block order.
-      loop = r.acc_type + " " + acc + " = " + r.init + ";\nfor (int64_t b = threadIdx.x; b < gridDim.x; b += blockDim.x) " + acc +
-             " = " + combine_text(r.combine, acc, "((volatile " + r.acc_type + "*)" + slot + ")[b]") + ";\n" +
+      // Stage two, in the row's last block: the row's partial results in block order.
+      loop = r.acc_type + " " + acc + " = " + r.init + ";\nfor (int64_t b = threadIdx.x; b < parts; b += blockDim.x) " + acc +
+             " = " + combine_text(r.combine, acc, "((volatile " + r.acc_type + "*)" + slot + ")[row * parts + b]") + ";\n" +
              combine_threads(r, acc, true);
     }
     scope.lines += loop;
@@ -544,7 +547,7 @@ std::string cuda_prelude() { return kCudaPrelude; }
 
 int64_t cuda_workspace_bytes(const KernelPlan& plan, const GpuSchedule& schedule) {
   if (schedule.strategy != GpuStrategy::TwoStage) return 0;
-  return reduction_count(plan) * schedule.limits.max_partials * 8 + 8;
+  return reduction_count(plan) * schedule.limits.max_partials * 8 + 4 * schedule.limits.split_rows;  // + the counters
 }
 
 bool cuda_kernel_draws(const KernelPlan& plan) {

@@ -144,9 +144,14 @@ GpuSchedule schedule_gpu_kernel(const ir::Trace& t, const KernelPlan& p, const G
   }
   bool element_outputs = false;
   for (ProxyId v : p.outputs) element_outputs = element_outputs || p.element_level(v);
-  if (rows == 1 && length >= limits.two_stage && !element_outputs && reductions_read_only_inputs(p)) {
+  // A few long rows: one block per row would leave most of the GPU idle (4 rows of 100K elements: 4 blocks), so
+  // each row is split across blocks (at most max_partials blocks in all).
+  if (rows >= 1 && rows <= limits.split_rows && length >= limits.two_stage && !element_outputs &&
+      reductions_read_only_inputs(p)) {
     s.strategy = GpuStrategy::TwoStage;
-    s.grid = std::clamp<int64_t>(ceil_div(length, int64_t{s.block} * limits.items_per_thread), 1, limits.max_partials);
+    const int64_t parts = std::clamp<int64_t>(ceil_div(length, int64_t{s.block} * limits.items_per_thread), 1,
+                                              limits.max_partials / rows);
+    s.grid = rows * parts;
     return s;
   }
   if (length <= limits.warp_row) {

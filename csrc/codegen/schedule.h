@@ -81,8 +81,9 @@ enum class GpuStrategy {
   Elementwise,  // no reductions: a grid-stride loop over the domain's elements (vectors of 16 bytes where it can)
   WarpPerRow,   // rows up to `warp_row` elements: one warp per row, reductions by warp shuffles
   BlockPerRow,  // longer rows, or one long row that cannot split: one block per row, warp shuffles then shared memory
-  TwoStage,     // one long row whose reductions read only inputs (a full reduction): every block reduces its slice
-                // of the row, the last block to finish combines the partial results in block order (deterministic)
+  TwoStage,     // a few long rows whose reductions read only inputs (a full reduction, a sum over a long last dim):
+                // each row is split across blocks, every block reduces its slice of its row, and the row's last
+                // block to finish combines the row's partial results in block order (deterministic)
 };
 
 /// The thresholds a GPU schedule decides by (size classes, as on the CPU: never an exact size).
@@ -91,8 +92,10 @@ struct GpuLimits {
   int long_row_block = 1024;         // threads per block for rows longer than `block_row`
   int64_t warp_row = 1024;           // longest row reduced by one warp
   int64_t block_row = 8192;          // longest row reduced by a block of `block` threads
-  int64_t two_stage = 1 << 16;       // one row at least this long reduces in two stages
-  int64_t max_partials = 1024;       // a two-stage reduction's blocks (each writes one partial result per reduction)
+  int64_t two_stage = 1 << 16;       // rows at least this long, at most `split_rows` of them, reduce in two stages
+  int64_t split_rows = 64;           // the most rows a two-stage reduction splits across blocks
+  int64_t max_partials = 1024;       // a two-stage reduction's blocks, over all its rows (each block writes one
+                                     // partial result per reduction)
   int64_t items_per_thread = 8;      // elements per thread a two-stage reduction aims for
   int64_t max_blocks = 1 << 16;      // grid-stride loops cap their grid here
   int vector_bytes = 16;             // the width of a vectorized load or store

@@ -162,12 +162,37 @@ TEST_F(Cuda, AFullReductionRunsInTwoStagesWithAWorkspace) {
   const GpuSchedule s = schedule_gpu_kernel(trace, p);
   EXPECT_EQ(s.strategy, GpuStrategy::TwoStage);
   EXPECT_EQ(s.grid, 64);  // 128K elements / (256 threads x 8)
-  EXPECT_EQ(cuda_workspace_bytes(p, s), 1024 * 8 + 8);
+  EXPECT_EQ(cuda_workspace_bytes(p, s), 1024 * 8 + 4 * 64);
   const std::string code = render(p);
   EXPECT_TRUE(has(code, "unsigned char* __restrict__ workspace"));
-  EXPECT_TRUE(has(code, "thunder_last = atomicAdd(counter, 1u) == gridDim.x - 1;"));
-  EXPECT_TRUE(has(code, "for (int64_t b = threadIdx.x; b < gridDim.x; b += blockDim.x)"));
+  EXPECT_TRUE(has(code, "thunder_last = atomicAdd(counter, 1u) == parts - 1;"));
+  EXPECT_TRUE(has(code, "for (int64_t b = threadIdx.x; b < parts; b += blockDim.x)"));
+  EXPECT_TRUE(has(code, "[row * parts + b]"));
   EXPECT_TRUE(has(code, "if (threadIdx.x == 0) *counter = 0;"));
+}
+
+TEST_F(Cuda, AFewLongRowsAreEachSplitAcrossBlocks) {
+  // 4 rows of 128K: one block a row left a GPU's other multiprocessors idle; each row takes 64 blocks now.
+  Value x = input(DType::Float32, {4, 1 << 17});
+  const KernelPlan p = plan({prim("sum", {prim("exp", {x}), Value::ints({1})})});
+  const GpuSchedule s = schedule_gpu_kernel(trace, p);
+  EXPECT_EQ(s.strategy, GpuStrategy::TwoStage);
+  EXPECT_EQ(s.grid, 4 * 64);
+  const std::string code = render(p);
+  EXPECT_TRUE(has(code, "const int64_t row = (int64_t)blockIdx.x / parts, part = (int64_t)blockIdx.x % parts;"));
+  EXPECT_TRUE(has(code, "+ row;"));  // the row's counter
+}
+
+TEST_F(Cuda, SixtyFourLongRowsShareTheBlocksOfATwoStageReduction) {
+  Value x = input(DType::Float32, {64, 1 << 17});
+  const GpuSchedule s = schedule_gpu_kernel(trace, plan({prim("sum", {x, Value::ints({1})})}));
+  EXPECT_EQ(s.strategy, GpuStrategy::TwoStage);
+  EXPECT_EQ(s.grid, 64 * 16);  // at most 1024 blocks in all
+}
+
+TEST_F(Cuda, MoreLongRowsTakeABlockARow) {
+  Value x = input(DType::Float32, {65, 1 << 17});
+  EXPECT_EQ(schedule_gpu_kernel(trace, plan({prim("sum", {x, Value::ints({1})})})).strategy, GpuStrategy::BlockPerRow);
 }
 
 TEST_F(Cuda, ACatSelectsItsInputByABranchWithoutClamps) {
