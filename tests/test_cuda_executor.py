@@ -115,6 +115,31 @@ def test_bf16_training_step():
         torch.testing.assert_close(g, p.grad, atol=5e-2, rtol=5e-2)
 
 
+def test_autocast_training_step():
+    """A float32 model under torch.autocast("cuda", bfloat16): the region written as casts (CUDA's lists), fused and
+    differentiated by thunder; loss and gradients as eager's autocast step."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.LayerNorm(128),
+                                torch.nn.Linear(128, 10)).cuda()
+    x, t = torch.randn(32, 64, device="cuda"), torch.randint(0, 10, (32,), device="cuda")
+
+    def step(m):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(m(x), t)
+        loss.backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        return loss, grads
+
+    jitted = thunder.jit(model, executors=CUDA)
+    (loss, grads), (expected, expected_grads) = step(jitted), step(model)
+    assert loss.dtype == expected.dtype == torch.float32
+    torch.testing.assert_close(loss, expected, atol=2e-2, rtol=2e-2)
+    for g, e in zip(grads, expected_grads):
+        torch.testing.assert_close(g, e, atol=5e-2, rtol=5e-2)
+    assert [g["backward"] for g in thunder.compile_stats(jitted).graphs if g["backward"]] == ["thunder"]
+
+
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_hf_models_forward_and_backward(arch):
     from thunder import testing

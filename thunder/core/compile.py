@@ -1,4 +1,5 @@
 """Compiling one captured graph: import, passes, execution callable."""
+import contextlib
 import dataclasses
 import inspect
 import time
@@ -506,10 +507,13 @@ def has_negative_bit(args):
 
 
 def _without_autocast(fn):
-    """fn run with CPU autocast off: the program of a graph whose autocast regions are written as casts
-    (``ImportedGraph.autocast_written_out``), called while the user's region is on."""
+    """fn run with autocast off on every device where it is on: the program of a graph whose autocast regions are
+    written as casts (``ImportedGraph.autocast_written_out``), called while the user's region is on."""
     def run(*args):
-        with torch.autocast("cpu", enabled=False):
+        with contextlib.ExitStack() as stack:
+            for device in ("cpu", "cuda"):
+                if torch.is_autocast_enabled(device):
+                    stack.enter_context(torch.autocast(device, enabled=False))
             return fn(*args)
     return run
 

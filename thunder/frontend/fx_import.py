@@ -8,6 +8,7 @@ the node is imported as an *opaque* op: the original callable, with Dynamo's
 metadata, run by torch. So no program fails to compile for a missing op.
 """
 import builtins
+import contextlib
 import inspect
 import linecache
 import math
@@ -386,16 +387,32 @@ class _AutocastNotExplicit(Exception):
     """An autocast region this importer cannot write as casts (see _Importer._autocast_op)."""
 
 
-#: torch's CPU autocast lists (aten/src/ATen/autocast_mode.cpp), by the names the FX graph calls them: ops whose
-#: floating operands are cast to the region's dtype, and ops whose operands are cast to float32.
-_AUTOCAST_LOWER = {"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "conv1d", "conv2d", "conv3d",
-                   "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu",
-                   "scaled_dot_product_attention", "__matmul__"}
-_AUTOCAST_FLOAT32 = {"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
-                     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
-                     "margin_ranking_loss", "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss",
-                     "multilabel_margin_loss", "multi_margin_loss", "triplet_margin_loss", "ctc_loss", "prod",
-                     "cdist", "polar", "stft", "grid_sample", "quantile", "nanquantile", "avg_pool3d"}
+#: torch's autocast lists (aten/src/ATen/autocast_mode.cpp), per device type, by the names the FX graph calls
+#: them: (ops whose floating operands on that device are cast to the region's dtype, ops whose floating operands
+#: are cast to float32). CUDA's float32 ops include those that take an output dtype and default it to float32
+#: there (softmax, sum, ...: an upcast before them computes alike). tests/test_autocast_cuda.py checks the CUDA
+#: lists against torch's own CUDA autocast on fake CUDA tensors.
+_AUTOCAST_LISTS = {
+    "cpu": ({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "conv1d", "conv2d", "conv3d",
+             "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu", "scaled_dot_product_attention",
+             "__matmul__"},
+            {"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+             "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss", "margin_ranking_loss",
+             "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss", "multilabel_margin_loss",
+             "multi_margin_loss", "triplet_margin_loss", "ctc_loss", "prod", "cdist", "polar", "stft", "grid_sample",
+             "quantile", "nanquantile", "avg_pool3d"}),
+    "cuda": ({"linear", "matmul", "mm", "bmm", "addmm", "addmv", "addr", "baddbmm", "addbmm", "mv", "einsum",
+              "chain_matmul", "linalg_multi_dot", "linalg_vecdot", "conv1d", "conv2d", "conv3d", "conv_tbc",
+              "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu", "scaled_dot_product_attention",
+              "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell", "__matmul__"},
+             {"acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt",
+              "sinh", "tan", "pow", "__pow__", "__rpow__", "softplus", "layer_norm", "group_norm", "cosine_similarity",
+              "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "hinge_embedding_loss", "kl_div", "l1_loss",
+              "smooth_l1_loss", "huber_loss", "mse_loss", "margin_ranking_loss", "multilabel_margin_loss",
+              "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss", "binary_cross_entropy_with_logits",
+              "cross_entropy", "dist", "pdist", "cdist", "renorm", "logsumexp", "softmax", "log_softmax", "sum",
+              "prod", "cumsum", "cumprod", "linalg_vector_norm", "linalg_matrix_norm", "rms_norm"}),
+}
 
 
 class _Importer:
@@ -411,15 +428,17 @@ class _Importer:
         self.namespace = {}      # opaque callables by printed name
         self.fallbacks = []
         self.sets_global_state = False
-        # torch.autocast regions written into the trace as casts (see _autocast_call): the lower-precision dtype of
-        # each open region (None: a region turning autocast off), innermost last; the innermost decides.
+        # torch.autocast regions written into the trace as casts (see _autocast_call): (device type, lower-precision
+        # dtype) of each open region (dtype None: a region turning autocast off), innermost last; for an op on a
+        # device, that device's innermost region decides.
         self.explicit_autocast = explicit_autocast
         self.autocast = []
         # A graph Dynamo starts inside a region (after a graph break within the `with` block; its guards fix the
         # autocast state) is all inside it.
-        self.outer_autocast = torch.is_autocast_enabled("cpu")
-        if self.outer_autocast and explicit_autocast:
-            self.autocast.append(torch.get_autocast_dtype("cpu"))
+        outer = [d for d in _AUTOCAST_LISTS if torch.is_autocast_enabled(d)]
+        self.outer_autocast = len(outer)
+        if outer and explicit_autocast:
+            self.autocast += [(d, torch.get_autocast_dtype(d)) for d in outer]
         self.opaque_calls = 0    # ops imported as opaque torch calls
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
         self.opaque_view_seen = False  # an opaque op made a view: later writes are not lowered (see _opaque)
@@ -580,13 +599,13 @@ class _Importer:
                     selected, conditions = self.selected or ([], [])
                     out = tuple(out) + tuple(self.condition_copies[c] for c in conditions)
                 if self.explicit_autocast and self.outer_autocast:
-                    self.autocast.pop()
+                    del self.autocast[-self.outer_autocast:]
                 if self.autocast:
                     raise _AutocastNotExplicit("a graph break inside an autocast region")
                 return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state,
                                      self.branch_sites, views, size_inputs=self.size_inputs,
-                                     under_autocast=self.outer_autocast and not self.explicit_autocast,
-                                     autocast_written_out=self.outer_autocast and self.explicit_autocast,
+                                     under_autocast=bool(self.outer_autocast) and not self.explicit_autocast,
+                                     autocast_written_out=bool(self.outer_autocast) and self.explicit_autocast,
                                      fresh_outputs=fresh, selected_inputs=selected)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
@@ -992,17 +1011,21 @@ class _Importer:
 
     # -- torch.autocast regions, written into the trace as casts --
     #
-    # Inside `with torch.autocast("cpu", dtype=torch.bfloat16):` torch casts the floating operands of the ops on
-    # its lower-precision list (linear, matmul, ...) to bfloat16 and those of its float32 list (the losses) to
-    # float32; every other op runs on its operands as they come. Dynamo records the region as calls that set the
+    # Inside `with torch.autocast("cpu", dtype=torch.bfloat16):` torch casts the floating CPU operands of the ops
+    # on its lower-precision list (linear, matmul, ...) to bfloat16 and those of its float32 list (the losses) to
+    # float32; every other op runs on its operands as they come. A "cuda" region does the same to CUDA operands
+    # with CUDA's lists (which send more ops to float32: exp, pow, layer_norm, softmax, sum, ...); each device's
+    # regions apply to that device's tensors only. Dynamo records the region as calls that set the
     # global autocast state, which the trace would keep as effects (then torch's autograd differentiates the graph).
     # Instead, each op of the region is imported with those casts made explicit (``ltorch.to``) and the region's
     # calls are dropped: the trace computes the region's dtypes itself, and thunder differentiates it. An op of the
     # region not imported natively (an opaque op, or one whose dtype Dynamo reports otherwise) is called under the
     # region's own autocast state (_call_under_autocast), also when the backward recomputes it. Regions nest, the
     # innermost deciding; one with enabled=False (HF Llama's rotary embedding, inside the user's region) casts
-    # nothing. A region the casts cannot express (another device, a dtype other than float16/bfloat16, a graph break
-    # inside it) abandons this: the graph is imported again with the region's calls kept as effects (import_graph).
+    # nothing. A region the casts cannot express (a device other than the CPU and CUDA, a dtype other than
+    # float16/bfloat16, a graph break inside it) abandons this: the graph is imported again with the region's calls
+    # kept as effects (import_graph). An op whose dtype the lists predict wrongly is caught as any op whose dtype
+    # Dynamo reports otherwise: it is called under the region's state.
 
     def _autocast_call(self, node):
         """Handles an autocast enter or exit call as a region of casts; False if it is another call, or if
@@ -1019,17 +1042,24 @@ class _Importer:
         params = dict(zip(names, node.args))
         params.update(node.kwargs)
         device, dtype, enabled = params.get("device_type"), params.get("dtype"), params.get("enabled", True)
-        if device != "cpu" or enabled not in (True, False):
+        if device not in _AUTOCAST_LISTS or enabled not in (True, False):
             raise _AutocastNotExplicit(f"autocast on {device!r}, enabled={enabled!r}")
         if enabled is False:  # a region turning autocast off (HF Llama's rotary embedding): its ops cast nothing
-            self.autocast.append(None)
+            self.autocast.append((device, None))
             return True
         if dtype is None:
-            dtype = torch.get_autocast_dtype("cpu")
+            dtype = torch.get_autocast_dtype(device)
         if dtype not in (torch.bfloat16, torch.float16):
             raise _AutocastNotExplicit(f"autocast to {dtype}")
-        self.autocast.append(dtype)
+        self.autocast.append((device, dtype))
         return True
+
+    def _regions(self):
+        """The innermost open region of each device: ((device type, dtype or None), ...)."""
+        innermost = {}
+        for device, dtype in self.autocast:
+            innermost[device] = dtype
+        return tuple(innermost.items())
 
     def _autocast_op(self, node):
         """An op inside an autocast region: its floating operands cast as the innermost region would, then imported
@@ -1037,27 +1067,24 @@ class _Importer:
         if node.op == "call_function" and node.target is operator.getitem:
             return self._call_op(node)
         name = _target_name(node).rsplit(".", 1)[-1]
-        if self.autocast[-1] is None:  # inside a region that turns autocast off
-            dtype = None
-        elif name in _AUTOCAST_LOWER:
-            dtype = self.autocast[-1]
-        elif name in _AUTOCAST_FLOAT32:
-            dtype = torch.float32
-        else:
-            dtype = None
+        regions = dict(self._regions())
         saved = {}
         try:
-            if dtype is not None:
-                for a in node.all_input_nodes:
-                    v = self.env.get(a)
-                    if a in saved or not isinstance(v, _core.Proxy):
-                        continue
-                    meta = self.builder.meta(v)
-                    have = None if meta[0] == "number" else dtypes.to_torch(meta[0])
-                    if have is None or not have.is_floating_point or have in (torch.float64, dtype):
-                        continue
-                    saved[a] = v
-                    self.env[a] = self.builder.call("ltorch", "to", [v, dtypes.to_core(dtype)], {})
+            for a in node.all_input_nodes:  # each floating operand by its device's innermost region
+                v = self.env.get(a)
+                if a in saved or not isinstance(v, _core.Proxy):
+                    continue
+                meta = self.builder.meta(v)
+                have = None if meta[0] == "number" else dtypes.to_torch(meta[0])
+                device = str(meta[2]).split(":")[0] if have is not None else None
+                if regions.get(device) is None:  # no region for its device, or one turning autocast off
+                    continue
+                lower, float32 = _AUTOCAST_LISTS[device]
+                dtype = regions[device] if name in lower else torch.float32 if name in float32 else None
+                if dtype is None or not have.is_floating_point or have in (torch.float64, dtype):
+                    continue
+                saved[a] = v
+                self.env[a] = self.builder.call("ltorch", "to", [v, dtypes.to_core(dtype)], {})
             out = self._call_op(node)
         finally:
             self.env.update(saved)
@@ -1126,7 +1153,7 @@ class _Importer:
             # whatever autocast state the call finds (and again so when the backward recomputes it): it runs under
             # the region's own state instead.
             fn = method or (getattr(torch.Tensor, target) if node.op == "call_method" else target)
-            callee = self._register(functools.partial(_call_under_autocast, fn, self.autocast[-1]), "_autocast").text
+            callee = self._register(functools.partial(_call_under_autocast, fn, self._regions()), "_autocast").text
         elif node.op == "call_method":
             callee = f"torch.Tensor.{target}" if method is None else self._register(method, "_method").text
         else:
@@ -1164,10 +1191,13 @@ class _Importer:
 _NOT_A_WRITE = object()
 
 
-def _call_under_autocast(fn, region_dtype, /, *args, **kwargs):
-    """fn(*args, **kwargs) with CPU autocast as the region the op was captured in set it: to ``region_dtype``, or
-    off (None). An opaque op of an autocast region written as casts (see _Importer._autocast_call)."""
-    with torch.autocast("cpu", dtype=region_dtype or torch.bfloat16, enabled=region_dtype is not None):
+def _call_under_autocast(fn, regions, /, *args, **kwargs):
+    """fn(*args, **kwargs) with autocast as the regions the op was captured in set it: per device type, to its
+    dtype, or off (None). An opaque op of an autocast region written as casts (see _Importer._autocast_call)."""
+    with contextlib.ExitStack() as stack:
+        for device, dtype in regions:
+            stack.enter_context(torch.autocast(device, dtype=dtype or torch.get_autocast_dtype(device),
+                                               enabled=dtype is not None))
         return fn(*args, **kwargs)
 
 
