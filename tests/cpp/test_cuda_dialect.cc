@@ -171,6 +171,23 @@ TEST_F(Cuda, AFullReductionRunsInTwoStagesWithAWorkspace) {
   EXPECT_TRUE(has(code, "if (threadIdx.x == 0) *counter = 0;"));
 }
 
+TEST_F(Cuda, IndexDivisionsAre32BitUnder2To31Elements) {
+  // A broadcast read decomposes the flat index; a GPU's 64-bit division is a call of ~70 instructions.
+  Value x = input(DType::Float32, {64, 96}), b = input(DType::Float32, {96});
+  const std::string code = render(plan({prim("add", {x, prim("broadcast_in_dim", {b, Value::ints({64, 96}),
+                                                                                   Value::ints({1})})})}));
+  EXPECT_TRUE(has(code, "uint32_t rest_L = (uint32_t)L;"));
+  EXPECT_TRUE(has(code, "rest_L % (uint32_t)n1;"));
+}
+
+TEST_F(Cuda, IndexDivisionsStay64BitFrom2To31Elements) {
+  Value x = input(DType::Float32, {1 << 16, 1 << 16}), b = input(DType::Float32, {1 << 16});
+  const std::string code = render(plan({prim("add", {x, prim("broadcast_in_dim", {b, Value::ints({1 << 16, 1 << 16}),
+                                                                                   Value::ints({1})})})}));
+  EXPECT_TRUE(has(code, "int64_t rest_L = L;"));
+  EXPECT_FALSE(has(code, "uint32_t rest"));
+}
+
 TEST_F(Cuda, AFewLongRowsAreEachSplitAcrossBlocks) {
   // 4 rows of 128K: one block a row left a GPU's other multiprocessors idle; each row takes 64 blocks now.
   Value x = input(DType::Float32, {4, 1 << 17});
