@@ -171,10 +171,11 @@ def _compile_units(sources, arch, directory):
 
 def lower(trace, round_every_op=True, seconds=None, compiled=None):
     """Compiles the trace's CUDA fusions, in parallel NVRTC threads when there are many; returns ({fusion name:
-    launcher}, [(image, its CUDA source)]) (``thunder._core.CudaImage``s: the units' CUBIN and how it was made). A kernel whose text repeats another's apart from its name (a
-    model's layers) is compiled once. The CUDA dialect rounds float16/bfloat16 values after every op whatever
-    ``round_every_op`` says (not yet measured there). ``seconds``, a dict, receives the wall time of "codegen" and
-    "compile" (NVRTC or the cache, the modules, the launchers).
+    launcher}, [(image, its CUDA source)]) (``thunder._core.CudaImage``s: each unit's CUBIN and how it was made).
+    A kernel whose text repeats another's apart from its name (a model's layers) is compiled once. The CUDA
+    dialect rounds float16/bfloat16 values after every op whatever ``round_every_op`` says, as eager's kernels do.
+    ``seconds``, a dict, receives the wall time of "codegen" and "compile" (NVRTC or the cache, the modules, the
+    launchers).
 
     ``compiled``: a dict of the kernels compiled for other traces of one jitted function, by key (a kernel's text
     apart from its name), cache directory and architecture: (its module, held weakly, its symbol there, its
