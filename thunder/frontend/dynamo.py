@@ -341,13 +341,12 @@ def _remake_output_views(fn, groups):
     return lambda *args: remake_output_views(fn(*args), args, groups)
 
 
-def _return_selected_inputs(fn, selected):
-    """fn, whose trace returns the conditions of converted branches after the graph's outputs, returning the
+def _return_selected_inputs(fn, selected, count):
+    """fn, whose trace returns ``count`` conditions of converted branches after the graph's outputs, returning the
     graph's outputs with each one eager returns as an input itself, where the conditions lead to it, that input
     (fx_import.SelectedInput)."""
     if not selected:
         return fn
-    count = 1 + max(_condition_indices(s.choice) for s in selected)
 
     def selected_inputs(*args):
         out = fn(*args)
@@ -356,13 +355,6 @@ def _return_selected_inputs(fn, selected):
             values[s.output] = s.pick(values[s.output], args, conditions)
         return type(out)(values)
     return selected_inputs
-
-
-def _condition_indices(choice):
-    """The largest condition index a SelectedInput's choice reads (-1: none)."""
-    if isinstance(choice[0], int):
-        return max(choice[0], _condition_indices(choice[1]), _condition_indices(choice[2]))
-    return _condition_indices(choice[2]) if choice[0] == "over" else -1
 
 
 def _keep_outputs_fresh(fn, compiled, fresh):
@@ -666,7 +658,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     # A graph that sets grad mode, autocast or inference mode undoes it if it raises, as leaving `with` blocks does.
     fn = global_state.restoring(compiled.fn) if imported.sets_global_state else compiled.fn
     fn = _keep_outputs_fresh(fn, compiled, imported.fresh_outputs)
-    fn = _return_selected_inputs(fn, imported.selected_inputs)
+    fn = _return_selected_inputs(fn, imported.selected_inputs, imported.selected_conditions)
     fn = _remake_output_views(fn, imported.output_views)
     fn = _guard_input_aliasing(fn, compiled, gm, imported.sets_global_state)
 

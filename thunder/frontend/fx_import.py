@@ -88,8 +88,9 @@ class ImportedGraph:
     #: The positions of tensor outputs that share no memory with an input in eager (Dynamo's example values tell).
     fresh_outputs: list = field(default_factory=list)
     #: Outputs a converted branch selects where an arm leaves them an input itself (SelectedInput); the trace
-    #: returns the conditions they read after the graph's own outputs.
+    #: returns the conditions they read, ``selected_conditions`` of them, after the graph's own outputs.
     selected_inputs: list = field(default_factory=list)
+    selected_conditions: int = 0
 
     def bind(self, args) -> "ImportedGraph":
         """This graph for one call's arguments ``args``: its size symbols bound to the values of their inputs
@@ -448,6 +449,7 @@ class _Importer:
         # its branch begins (a condition written later, `if flag: ...; flag.logical_not_()`, keeps its value).
         self.selected = None
         self.condition_copies = {}
+        self.output_views = None  # (_output_views of the graph's outputs, the UnsupportedGraph it raised), once
         self.selects = []        # (select node, site, memory of its operands) of each name converted branches bind
         self.order = {n: k for k, n in enumerate(gm.graph.nodes)}
         self.examples = {}       # placeholder -> its example value
@@ -587,9 +589,11 @@ class _Importer:
                 if self.selects:
                     self._check_selected_outputs(node)
                 out = self._unwrap(self._arg(node.args[0]))
-                views, fresh, selected = [], [], []
+                views, fresh, selected, selected_conditions = [], [], [], 0
                 if isinstance(node.args[0], (tuple, list)):
-                    views = _output_views(list(node.args[0]), placeholders)
+                    views, error = self._views_of_outputs(list(node.args[0]), placeholders)
+                    if error is not None:
+                        raise error
                     fresh = _fresh_outputs(list(node.args[0]), placeholders)
                     out = list(out)
                     for group in views:  # each output made again from the base: the program returns the base
@@ -598,6 +602,7 @@ class _Importer:
                             out[i] = self.env[base]
                     selected, conditions = self.selected or ([], [])
                     out = tuple(out) + tuple(self.condition_copies[c] for c in conditions)
+                    selected_conditions = len(conditions)
                 if self.explicit_autocast and self.outer_autocast:
                     del self.autocast[-self.outer_autocast:]
                 if self.autocast:
@@ -606,7 +611,8 @@ class _Importer:
                                      self.branch_sites, views, size_inputs=self.size_inputs,
                                      under_autocast=bool(self.outer_autocast) and not self.explicit_autocast,
                                      autocast_written_out=bool(self.outer_autocast) and self.explicit_autocast,
-                                     fresh_outputs=fresh, selected_inputs=selected)
+                                     fresh_outputs=fresh, selected_inputs=selected,
+                                     selected_conditions=selected_conditions)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -797,12 +803,8 @@ class _Importer:
             if self.selected is None:
                 output = next(n for n in reversed(self.gm.graph.nodes) if n.op == "output")
                 returned = list(output.args[0]) if isinstance(output.args[0], (tuple, list)) else []
-                placeholders = list(self.examples.items())
-                try:
-                    views = _output_views(returned, placeholders)
-                except UnsupportedGraph:  # raised again where the graph's output is imported
-                    views = []
-                self.selected = _selected_inputs(returned, placeholders, views)
+                views, _ = self._views_of_outputs(returned, list(self.examples.items()))  # an error: at the output
+                self.selected = _selected_inputs(returned, list(self.examples.items()), views)
             if node in self.selected[1]:
                 self.condition_copies[node] = self.builder.call("ltorch", "clone", [cond], {})
             self.builder.call("prims", "branch_begin", [cond], {})
@@ -1008,6 +1010,16 @@ class _Importer:
                 self.builder.pop_symbol()
                 raise _core.NotNative(f"metadata mismatch: core says {(dtype, shape, device)}, Dynamo says {want}")
             self.builder.set_requires_grad(proxy, bool(e.requires_grad))
+
+    def _views_of_outputs(self, returned, placeholders):
+        """(_output_views of the graph's returned nodes, None), or ([], the UnsupportedGraph it raised): computed
+        once, where the first converted branch begins (for _selected_inputs) or at the output."""
+        if self.output_views is None:
+            try:
+                self.output_views = (_output_views(returned, placeholders), None)
+            except UnsupportedGraph as e:
+                self.output_views = ([], e)
+        return self.output_views
 
     # -- torch.autocast regions, written into the trace as casts --
     #
