@@ -226,6 +226,20 @@ _loaded = weakref.WeakValueDictionary()
 KERNELS_PER_UNIT = 4
 
 
+def reusable_kernels(compiled, where):
+    """The kernels other traces of a jitted function compiled that this one can call: ``compiled`` maps (key,
+    where) -- a kernel's text apart from its name, and where it was compiled (the cache directory; for CUDA also
+    the architecture) -- to (its module, held weakly, its symbol there, its unit's source). Returns {key: (module,
+    symbol, source)} for ``where``; entries whose module is gone are dropped from ``compiled``."""
+    reusable = {}
+    for (key, at), (module, symbol, source) in list((compiled or {}).items()):
+        if module() is None:
+            del compiled[(key, at)]
+        elif at == where:
+            reusable[key] = (module(), symbol, source)
+    return reusable
+
+
 def _units(trace, round_every_op, loaded=()):
     """The trace's CPU kernels rendered as translation units, as many as there are cores for (at least
     KERNELS_PER_UNIT kernels each), leaving out the kernels whose key is in ``loaded``: [(source, kernels)]."""
@@ -257,12 +271,7 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None, guarded_input
     guarded = frozenset(trace.inputs) if guarded_inputs else frozenset()
     start = time.perf_counter()
     directory = cache_dir()
-    reusable = {}  # key -> (module, name, source) of a kernel compiled for another trace
-    for (key, where), (module, name, source) in list((compiled or {}).items()):
-        if module() is None:
-            del compiled[(key, where)]
-        elif where == directory:
-            reusable[key] = (module(), name, source)
+    reusable = reusable_kernels(compiled, directory)
     units = _units(trace, round_every_op, reusable)
     seconds["codegen"] = time.perf_counter() - start
     if not units:

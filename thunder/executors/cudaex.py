@@ -26,7 +26,7 @@ from thunder.core import debug, registry
 from thunder.core.dtypes import to_torch
 from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.executors import Executor
-from thunder.executors.cpuex import _parameters, _readable, _size_argument, cache_dir
+from thunder.executors.cpuex import _parameters, _readable, _size_argument, cache_dir, reusable_kernels
 
 #: Where the NVRTC wheels put the library, under a ``nvidia`` directory of site-packages (CUDA 13's layout first).
 _NVRTC_PATHS = ("cu13/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.12")
@@ -188,12 +188,7 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None):
         return {}, []
     start = time.perf_counter()
     where = (cache_dir(), device_arch())
-    reusable = {}  # key -> (module, symbol, source) of a kernel compiled for another trace
-    for (key, at), (module, symbol, source) in list((compiled or {}).items()):
-        if module() is None:
-            del compiled[(key, at)]
-        elif at == where:
-            reusable[key] = (module(), symbol, source)
+    reusable = reusable_kernels(compiled, where)
     parts = max(1, min(os.cpu_count() or 1, count // KERNELS_PER_UNIT))
     units = _core.render_cuda(trace, "cuda", parts, set(reusable))
     seconds["codegen"] = time.perf_counter() - start
