@@ -220,19 +220,31 @@ class CudaWriter {
     std::string out = "const int64_t total = " + count(all) + ";\n";
     out += "const int64_t step = (int64_t)gridDim.x * blockDim.x;\n";
     out += "const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
-    if (s_.vector > 1 && !all.empty()) out += vector_loop(all);
+    const bool tail = s_.vector > 1 && !all.empty() && all_dense();
+    if (tail) out += "int64_t tail = 0;  // where the vector path ended\n";
+    if (s_.vector > 1 && !all.empty()) out += vector_loop(all, tail);
     Scope body;
     std::string stores;
     for (size_t k = 0; k < p_.outputs.size(); ++k) stores += store_line(p_.outputs[k], k, body, "");
-    out += "for (int64_t L = first; L < total; L += step) {\n" + indent(decompose(all, "L", "L") + body.lines + stores, "  ") +
-           "}\n";
+    out += "for (int64_t L = " + std::string(tail ? "tail + first" : "first") + "; L < total; L += step) {\n" +
+           indent(decompose(all, "L", "L") + body.lines + stores, "  ") + "}\n";
     return out;
+  }
+
+  // Whether every input and output is laid out as the domain (read and written at the flat index alone).
+  bool all_dense() const {
+    for (const auto* list : {&p_.inputs, &p_.outputs})
+      for (ProxyId v : *list)
+        if (!dense_value(t_, p_, v)) return false;
+    return true;
   }
 
   // The vector path: where every dense value's pointer is aligned to its vector and the innermost extent is a
   // multiple of the vector, each thread takes `V` consecutive elements, loading and storing the dense values as
-  // one access each; the other values (broadcasts, strided inputs) are read per element.
-  std::string vector_loop(const std::vector<int>& all) {
+  // one access each; the other values (broadcasts, strided inputs) are read per element. Where every value is
+  // dense (`tail`), no index but the flat one is read, so any extent takes the vector path up to the last whole
+  // vector, and the per-element loop after it does the rest (a row of 50257 logits, 3 channels).
+  std::string vector_loop(const std::vector<int>& all, bool tail) {
     const int V = s_.vector;
     const std::string Vs = std::to_string(V);
     std::string aligned, loads, decls, writes;
@@ -265,6 +277,13 @@ class CudaWriter {
     for (size_t k = 0; k < p_.outputs.size(); ++k) stores += store_line(p_.outputs[k], k, body, "");
     vector_inputs_.clear();
     vector_outputs_.clear();
+    if (tail) {
+      const std::string element = "const int64_t L = L0 + j;\n(void)L;\n" + body.lines + stores;
+      const std::string loop = loads + decls + "#pragma unroll\nfor (int j = 0; j < " + Vs + "; ++j) {\n" +
+                               indent(element, "  ") + "}\n" + writes;
+      return "if (" + aligned.substr(4) + ") {\n  for (int64_t L0 = first * " + Vs + "; L0 + " + Vs + " <= total; L0 += step * " +
+             Vs + ") {\n" + indent(loop, "    ") + "  }\n  tail = total - total % " + Vs + ";\n}\n";
+    }
     std::string element = "const int64_t L = L0 + j;\n(void)L;\nconst int64_t " + index(last) + " = " + base + " + j;\n(void)" +
                           index(last) + ";\n" + body.lines + stores;
     std::string loop = decomposition + "(void)" + base + ";\n" + loads + decls + "#pragma unroll\nfor (int j = 0; j < " + Vs +

@@ -171,6 +171,17 @@ TEST_F(Cuda, AFullReductionRunsInTwoStagesWithAWorkspace) {
   EXPECT_TRUE(has(code, "if (threadIdx.x == 0) *counter = 0;"));
 }
 
+TEST_F(Cuda, DenseKernelsTakeTheVectorPathAtAnyExtentAndFinishPerElement) {
+  // 7 is not a multiple of the 4-float vector: a kernel of dense values only reads the flat index, so its
+  // vector loop runs to the last whole vector and the per-element loop takes the tail.
+  Value x = input(DType::Float32, {4, 7});
+  const std::string code = render(plan({prim("exp", {x})}));
+  EXPECT_TRUE(has(code, "for (int64_t L0 = first * 4; L0 + 4 <= total; L0 += step * 4)"));
+  EXPECT_TRUE(has(code, "tail = total - total % 4;"));
+  EXPECT_TRUE(has(code, "for (int64_t L = tail + first; L < total; L += step)"));
+  EXPECT_FALSE(has(code, "n1 % 4 == 0"));
+}
+
 TEST_F(Cuda, IndexDivisionsAre32BitUnder2To31Elements) {
   // A broadcast read decomposes the flat index; a GPU's 64-bit division is a call of ~70 instructions.
   Value x = input(DType::Float32, {64, 96}), b = input(DType::Float32, {96});
