@@ -172,3 +172,27 @@ def test_a_graph_started_inside_a_cuda_region_is_written_as_casts():
         imported = fx_import.import_graph(torch.fx.GraphModule(torch.nn.Module(), g), [x, w])
     assert imported.autocast_written_out and not imported.under_autocast
     assert [to_torch(imported.trace.meta(p)[0]) for p in imported.trace.output] == [torch.bfloat16, torch.float32]
+
+
+def test_an_exit_closes_its_own_enters_region():
+    """Regions of two devices: an exit closes the region its enter opened, not the last one opened (a CUDA region
+    closed while a CPU region opened inside it is still open)."""
+    mode = FakeTensorMode()
+    x = _fake(mode, 4, 4, dtype=torch.float32)
+    g = torch.fx.Graph()
+    p = g.placeholder("x")
+    cuda = g.call_function(torch.amp.autocast_mode._enter_autocast, ("cuda", torch.float16, True, None))
+    cpu = g.call_function(torch.amp.autocast_mode._enter_autocast, ("cpu", torch.bfloat16, True, None))
+    inside = g.call_function(torch.mm, (p, p))
+    g.call_function(torch.amp.autocast_mode._exit_autocast, (cuda,))
+    after = g.call_function(torch.mm, (p, p))
+    g.call_function(torch.amp.autocast_mode._exit_autocast, (cpu,))
+    g.output((inside, after))
+    p.meta["example_value"] = x
+    with mode:
+        with _cuda_autocast(torch.float16):
+            inside.meta["example_value"] = torch.mm(x, x)
+        after.meta["example_value"] = torch.mm(x, x)
+    imported = fx_import.import_graph(torch.fx.GraphModule(torch.nn.Module(), g), [x])
+    assert not imported.sets_global_state
+    assert [to_torch(imported.trace.meta(o)[0]) for o in imported.trace.output] == [torch.float16, torch.float32]

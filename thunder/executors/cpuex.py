@@ -234,7 +234,7 @@ def reusable_kernels(compiled, where):
     reusable = {}
     for (key, at), (module, symbol, source) in list((compiled or {}).items()):
         if module() is None:
-            del compiled[(key, at)]
+            compiled.pop((key, at), None)  # another thread may have dropped it
         elif at == where:
             reusable[key] = (module(), symbol, source)
     return reusable

@@ -430,8 +430,8 @@ class _Importer:
         self.fallbacks = []
         self.sets_global_state = False
         # torch.autocast regions written into the trace as casts (see _autocast_call): (device type, lower-precision
-        # dtype) of each open region (dtype None: a region turning autocast off), innermost last; for an op on a
-        # device, that device's innermost region decides.
+        # dtype, its enter node or None) of each open region (dtype None: a region turning autocast off), innermost
+        # last; for an op on a device, that device's innermost region decides.
         self.explicit_autocast = explicit_autocast
         self.autocast = []
         # A graph Dynamo starts inside a region (after a graph break within the `with` block; its guards fix the
@@ -439,7 +439,7 @@ class _Importer:
         outer = [d for d in _AUTOCAST_LISTS if torch.is_autocast_enabled(d)]
         self.outer_autocast = len(outer)
         if outer and explicit_autocast:
-            self.autocast += [(d, torch.get_autocast_dtype(d)) for d in outer]
+            self.autocast += [(d, torch.get_autocast_dtype(d), None) for d in outer]
         self.opaque_calls = 0    # ops imported as opaque torch calls
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
         self.opaque_view_seen = False  # an opaque op made a view: later writes are not lowered (see _opaque)
@@ -604,7 +604,7 @@ class _Importer:
                     out = tuple(out) + tuple(self.condition_copies[c] for c in conditions)
                     selected_conditions = len(conditions)
                 if self.explicit_autocast and self.outer_autocast:
-                    del self.autocast[-self.outer_autocast:]
+                    self.autocast = [r for r in self.autocast if r[2] is not None]
                 if self.autocast:
                     raise _AutocastNotExplicit("a graph break inside an autocast region")
                 return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state,
@@ -1046,9 +1046,11 @@ class _Importer:
         if not self.explicit_autocast or node.target not in (enter, exit_):
             return False
         if node.target is exit_:
-            if not self.autocast:
+            # the exit closes its own enter's region (regions of two devices need not close in order)
+            entered = [k for k, r in enumerate(self.autocast) if r[2] is not None and r[2] is node.args[0]]
+            if not entered:
                 raise _AutocastNotExplicit("an autocast exit without its enter")
-            self.autocast.pop()
+            del self.autocast[entered[-1]]
             return True
         names = ("device_type", "dtype", "enabled", "cache_enabled")
         params = dict(zip(names, node.args))
@@ -1057,19 +1059,19 @@ class _Importer:
         if device not in _AUTOCAST_LISTS or enabled not in (True, False):
             raise _AutocastNotExplicit(f"autocast on {device!r}, enabled={enabled!r}")
         if enabled is False:  # a region turning autocast off (HF Llama's rotary embedding): its ops cast nothing
-            self.autocast.append((device, None))
+            self.autocast.append((device, None, node))
             return True
         if dtype is None:
             dtype = torch.get_autocast_dtype(device)
         if dtype not in (torch.bfloat16, torch.float16):
             raise _AutocastNotExplicit(f"autocast to {dtype}")
-        self.autocast.append((device, dtype))
+        self.autocast.append((device, dtype, node))
         return True
 
     def _regions(self):
         """The innermost open region of each device: ((device type, dtype or None), ...)."""
         innermost = {}
-        for device, dtype in self.autocast:
+        for device, dtype, _ in self.autocast:
             innermost[device] = dtype
         return tuple(innermost.items())
 
