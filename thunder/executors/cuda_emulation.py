@@ -27,8 +27,6 @@ import subprocess
 import tempfile
 import threading
 
-import torch
-
 from thunder import _core
 
 #: Prepended to a generated CUDA translation unit (whose integer typedefs and PTX lines are taken out first).
