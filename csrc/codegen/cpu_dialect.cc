@@ -695,8 +695,7 @@ class KernelWriter {
 }  // namespace
 
 std::string cpu_kernel_key(const ir::Trace& t, const CpuKernel& k, HalfRounding rounding) {
-  const std::string text = KernelWriter(t, *k.plan, *k.schedule, rounding).write(k.name);
-  return text.substr(text.find('('));
+  return text_apart_from_name(KernelWriter(t, *k.plan, *k.schedule, rounding).write(k.name), k.name);
 }
 
 std::string render_cpu_module(const ir::Trace& t, const std::vector<CpuKernel>& kernels, HalfRounding rounding) {
@@ -705,12 +704,12 @@ std::string render_cpu_module(const ir::Trace& t, const std::vector<CpuKernel>& 
   // A model's layers repeat their fusions, which render alike (values are numbered per kernel): each text is
   // written once and the repeats are aliases of it. GCC folds identical functions itself, but not the OpenMP
   // regions outlined from them, so every parallel kernel's loops were optimized once per layer.
-  std::map<std::string, std::string> first_with;  // a kernel's text after its name -> the kernel written with it
+  std::map<std::string, std::string> first_with;  // a kernel's text apart from its name -> the kernel written with it
   for (const CpuKernel& k : kernels) {
     KernelWriter w(t, *k.plan, *k.schedule, rounding);
     const std::string text = w.write(k.name);
     reductions.insert(w.reductions().begin(), w.reductions().end());
-    const auto [first, added] = first_with.emplace(text.substr(text.find('(')), k.name);
+    const auto [first, added] = first_with.emplace(text_apart_from_name(text, k.name), k.name);
     code += "\n" + (added ? text
                            : "extern \"C\" int " + k.name + "(void* const* args) __attribute__((alias(\"" +
                                  first->second + "\")));\n");

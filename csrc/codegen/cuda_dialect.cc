@@ -268,26 +268,26 @@ class CudaWriter {
     const int last = all.back();
     // The innermost index of the vector's first element; its elements are that plus j.
     const std::string base = index(last) + "_0";
-    std::vector<std::string> saved = index_names_;
-    index_names_[last] = base;
-    std::string decomposition = decompose(all, "L0", "L0");
-    index_names_ = saved;
+    // Without a tail, the indices of the vector's elements: the innermost one is the first's plus j.
+    std::string decomposition, element_index;
+    if (!tail) {
+      std::vector<std::string> saved = index_names_;
+      index_names_[last] = base;
+      decomposition = decompose(all, "L0", "L0") + "(void)" + base + ";\n";
+      index_names_ = saved;
+      element_index = "const int64_t " + index(last) + " = " + base + " + j;\n(void)" + index(last) + ";\n";
+    }
     Scope body;
     std::string stores;
     for (size_t k = 0; k < p_.outputs.size(); ++k) stores += store_line(p_.outputs[k], k, body, "");
     vector_inputs_.clear();
     vector_outputs_.clear();
-    if (tail) {
-      const std::string element = "const int64_t L = L0 + j;\n(void)L;\n" + body.lines + stores;
-      const std::string loop = loads + decls + "#pragma unroll\nfor (int j = 0; j < " + Vs + "; ++j) {\n" +
-                               indent(element, "  ") + "}\n" + writes;
+    const std::string element = "const int64_t L = L0 + j;\n(void)L;\n" + element_index + body.lines + stores;
+    const std::string loop = decomposition + loads + decls + "#pragma unroll\nfor (int j = 0; j < " + Vs + "; ++j) {\n" +
+                             indent(element, "  ") + "}\n" + writes;
+    if (tail)
       return "if (" + aligned.substr(4) + ") {\n  for (int64_t L0 = first * " + Vs + "; L0 + " + Vs + " <= total; L0 += step * " +
              Vs + ") {\n" + indent(loop, "    ") + "  }\n  tail = total - total % " + Vs + ";\n}\n";
-    }
-    std::string element = "const int64_t L = L0 + j;\n(void)L;\nconst int64_t " + index(last) + " = " + base + " + j;\n(void)" +
-                          index(last) + ";\n" + body.lines + stores;
-    std::string loop = decomposition + "(void)" + base + ";\n" + loads + decls + "#pragma unroll\nfor (int j = 0; j < " + Vs +
-                       "; ++j) {\n" + indent(element, "  ") + "}\n" + writes;
     return "if (" + extent(last) + " % " + Vs + " == 0" + aligned + ") {\n" + "  for (int64_t L0 = first * " + Vs +
            "; L0 < total; L0 += step * " + Vs + ") {\n" + indent(loop, "    ") + "  }\n  return;\n}\n";
   }
@@ -597,26 +597,17 @@ std::string cuda_module_source(const std::vector<std::string>& kernel_texts, boo
   return code;
 }
 
-std::string render_cuda_module(const ir::Trace& t, const std::vector<CudaKernel>& kernels) {
-  std::vector<std::string> texts;
-  bool draws = false;
-  for (const CudaKernel& k : kernels) {
-    texts.push_back(render_cuda_kernel(t, k));
-    draws = draws || cuda_kernel_draws(*k.plan);
-  }
-  return cuda_module_source(texts, draws);
-}
 
 std::string render_cuda_module(const ir::Trace& t,
                                const std::vector<std::pair<const KernelPlan*, std::string>>& kernels) {
-  std::vector<GpuSchedule> schedules;
-  schedules.reserve(kernels.size());
-  std::vector<CudaKernel> all;
+  std::vector<std::string> texts;
+  bool draws = false;
   for (const auto& [plan, name] : kernels) {
-    schedules.push_back(schedule_gpu_kernel(t, *plan));
-    all.push_back({plan, &schedules.back(), name});
+    const GpuSchedule schedule = schedule_gpu_kernel(t, *plan);
+    texts.push_back(render_cuda_kernel(t, {plan, &schedule, name}));
+    draws = draws || cuda_kernel_draws(*plan);
   }
-  return render_cuda_module(t, all);
+  return cuda_module_source(texts, draws);
 }
 
 }  // namespace thunder::codegen

@@ -45,10 +45,8 @@ std::string cuda_module_source(const std::vector<std::string>& kernel_texts, boo
 /// plan's input pointers, then its output pointers (contiguous, except trace inputs with recorded strides,
 /// read in place), then the size arguments of a shape-generic kernel (size_arguments, as int64), then, if
 /// cuda_workspace_bytes is not 0, the workspace pointer. Launch it with the schedule's grid and block. An index
-/// out of range (take_along_axis) traps (the launch fails, as a device-side assert does in torch).
-std::string render_cuda_module(const ir::Trace& trace, const std::vector<CudaKernel>& kernels);
-
-/// The same, each plan with its GPU schedule (schedule_gpu_kernel).
+/// out of range (take_along_axis) traps (the launch fails, as a device-side assert does in torch). Each plan is
+/// scheduled by schedule_gpu_kernel (cuda_translation_units renders a trace's fusions; this, kernels by hand).
 std::string render_cuda_module(const ir::Trace& trace,
                                const std::vector<std::pair<const KernelPlan*, std::string>>& kernels);
 

@@ -107,4 +107,11 @@ std::string SizeTexts::product(int64_t n, const std::vector<int>& dims) const {
   return factors.size() > 1 ? "(" + out + ")" : out;
 }
 
+std::string text_apart_from_name(const std::string& text, const std::string& name) {
+  std::string key = text;
+  const size_t at = key.find(" " + name + "(");
+  if (at != std::string::npos) key.erase(at + 1, name.size());
+  return key;
+}
+
 }  // namespace thunder::codegen

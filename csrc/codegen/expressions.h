@@ -73,4 +73,8 @@ inline std::string scalar_name(size_t k) { return "x" + std::to_string(k); }
 /// The type it is passed in, 8 bytes in either dialect: "double" for a float, "int64_t" for an int or a bool.
 std::string scalar_type(const ir::Trace& t, const KernelPlan& p, size_t k);
 
+/// A kernel's text (either dialect's) without its name, where it is declared (`... <name>(`): kernels whose
+/// texts are equal so compute alike, and one compiled function serves them all.
+std::string text_apart_from_name(const std::string& text, const std::string& name);
+
 }  // namespace thunder::codegen

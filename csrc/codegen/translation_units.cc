@@ -87,14 +87,6 @@ std::vector<std::pair<size_t, size_t>> balanced_ranges(const std::vector<size_t>
   return ranges;
 }
 
-// A kernel's text apart from its name: kernels with equal keys compile to the same code.
-std::string key_without_name(const std::string& text, const std::string& name) {
-  std::string key = text;
-  const size_t at = key.find(" " + name + "(");
-  if (at != std::string::npos) key.erase(at + 1, name.size());
-  return key;
-}
-
 // Where a trace's kernels go, from their keys and prim counts: those whose key is `loaded` (compiled for another
 // trace) into no unit; the others into at most `parts` units of consecutive distinct kernels balanced by prim
 // count, a kernel repeating an earlier one's key joining that one's unit (compiled once: an alias on the CPU, the
@@ -161,7 +153,7 @@ std::vector<TranslationUnit> cuda_translation_units(const ir::Trace& t, const st
     sig.grid = schedule.grid;
     sig.workspace = cuda_workspace_bytes(plans[i], schedule);
     texts.push_back(render_cuda_kernel(t, {&plans[i], &schedule, sig.name}));
-    sig.key = key_without_name(texts[i], sig.name);
+    sig.key = text_apart_from_name(texts[i], sig.name);
     keys.push_back(sig.key);
   }
   const Placement place = place_kernels(keys, prim_counts(plans), parts, loaded);

@@ -22,7 +22,7 @@ struct KernelSignature {
   // CPU kernels: per output, the input whose buffer it is written into, which the launcher passes as that
   // output (KernelPlan::written_over); empty: every output is a new tensor.
   std::vector<int> written_over;
-  // What its text is apart from its name (CPU: cpu_kernel_key): kernels with equal keys compile alike.
+  // Its text apart from its name (text_apart_from_name): kernels with equal keys compile alike.
   std::string key;
   // GPU kernels: the kernel of its unit whose code it runs, when its text repeats that one's (rendered and
   // compiled once); empty: its own name.
