@@ -567,24 +567,29 @@ def test_a_freed_output_buffer_is_reused():
         _core.set_buffer_pool_limit(1 << 30)
 
 
-def test_many_kernels_compile_as_several_units_in_parallel(monkeypatch):
+def _units_of(fn, monkeypatch, cores):
+    """The translation units fn's graph compiles to with a unit allowed per kernel on ``cores`` cores, its
+    results checked against eager on (x: [8, 16], w: [16, 16])."""
     from thunder.executors import cpuex
 
     monkeypatch.setattr(cpuex, "KERNELS_PER_UNIT", 1)
-    monkeypatch.setattr(cpuex.os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(cpuex.os, "cpu_count", lambda: cores)
+    x, w = torch.randn(8, 16), torch.randn(16, 16)
+    out = assert_matches_eager(fn, x, w)
+    jitted = thunder.jit(fn, executors=CPU)
+    with torch.no_grad():
+        torch.testing.assert_close(jitted(x, w), out)
+    return thunder.last_kernels(jitted)
 
+
+def test_many_kernels_compile_as_several_units_in_parallel(monkeypatch):
     def fn(x, w):
         a = torch.softmax(x, -1)          # each reduction over a new layout is its own kernel
         b = (a @ w).sin()
         c = torch.log_softmax(b * 2, 0)
         return (c @ w.t()).tanh().sum(-1)
 
-    x, w = torch.randn(8, 16), torch.randn(16, 16)
-    out = assert_matches_eager(fn, x, w)
-    jitted = thunder.jit(fn, executors=CPU)
-    with torch.no_grad():
-        torch.testing.assert_close(jitted(x, w), out)
-    units = thunder.last_kernels(jitted)
+    units = _units_of(fn, monkeypatch, cores=3)
     assert len(units) == 3 and len({u["path"] for u in units}) == 3
     names = [line for u in units for line in u["source"].splitlines() if line.startswith('extern "C" int cpu_fusion')]
     assert len(names) == len(set(names)) >= 3
@@ -595,22 +600,12 @@ def test_a_repeated_layer_compiles_once_across_units(monkeypatch):
     kernels in order, so every unit compiled its own copy of each layer kernel (GPT-2's 12 layers in 9 units on
     16 cores: each unit compiled nearly all 5 distinct kernels). Units are cut from the distinct kernels now, and
     a repeat joins its first's unit as an alias."""
-    from thunder.executors import cpuex
-
-    monkeypatch.setattr(cpuex, "KERNELS_PER_UNIT", 1)
-    monkeypatch.setattr(cpuex.os, "cpu_count", lambda: 4)
-
     def fn(x, w):
         for _ in range(4):
             x = torch.softmax(x * 2, -1) @ w  # one kernel a layer, each rendering alike but for its name
         return x.tanh()
 
-    x, w = torch.randn(8, 16), torch.randn(16, 16)
-    out = assert_matches_eager(fn, x, w)
-    jitted = thunder.jit(fn, executors=CPU)
-    with torch.no_grad():
-        torch.testing.assert_close(jitted(x, w), out)
-    units = thunder.last_kernels(jitted)
+    units = _units_of(fn, monkeypatch, cores=4)
     assert len(units) == 2, [u["source"] for u in units]
     defined = [u["source"].count("(void* const* args) {") for u in units]
     aliases = [u["source"].count("__attribute__((alias(") for u in units]
