@@ -47,6 +47,8 @@ import warnings
 import torch
 import torch.utils._pytree as pytree
 
+from thunder.testing import tolerance
+
 DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.bool)
 DTYPE_NAMES = {d: str(d).replace("torch.", "") for d in DTYPES}
 
@@ -483,16 +485,7 @@ def _fresh_function(fn, tag):
 
 
 def _tolerance(dtype, check):
-    if dtype == torch.float16:
-        rtol, atol = 1e-3, 1e-3
-    elif dtype == torch.bfloat16:
-        rtol, atol = 1.6e-2, 1e-2
-    elif dtype == torch.float32:
-        rtol, atol = 1.3e-6, 1e-5
-    elif dtype == torch.float64:
-        rtol, atol = 1e-7, 1e-7
-    else:
-        return 0, 0
+    rtol, atol = tolerance(dtype)
     if check == "decomposed":  # a decomposition rounds where a fused torch kernel may not
         rtol, atol = rtol * 10, atol * 10
     return rtol, atol
