@@ -182,6 +182,17 @@ def test_torch_compile_dynamic_true_is_compiled_not_declined():
     assert stats.symbolic_graphs == 1 and len(stats.graphs) == 3 and all(g["compiled"] for g in stats.graphs)
 
 
+def test_torch_compile_automatic_dynamic_is_compiled_not_declined():
+    """torch.compile's default (dynamic=None): static at the first shape, symbolic once a size changes -- the
+    symbolic graph Dynamo hands over is compiled, and the later shapes only bind its sizes."""
+    compiled = torch.compile(scaled_rows, backend="thunder")
+    for n in (2, 6, 9, 11):
+        x, y = torch.randn(n, 3), torch.randn(n, 3)
+        assert_same(compiled(x, y), scaled_rows(x, y))
+    stats = thunder.compile_stats(compiled)
+    assert stats.symbolic_graphs == 1 and all(g["compiled"] for g in stats.graphs), stats.graphs
+
+
 class Block(nn.Module):
     def __init__(self):
         super().__init__()
