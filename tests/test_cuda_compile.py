@@ -153,8 +153,9 @@ def test_cuda_tensors_are_fused_one_kernel_per_device():
 
 def test_cuda_launchers_run_on_their_inputs_device(monkeypatch):
     """A launcher makes its inputs' device current for the call (a module is loaded, and a kernel launched, per
-    context; torch's current device may be another) and copies a 0-dim CPU input to that device (a kernel reads
-    device memory). With NVRTC, the trace's kernels compile as lowering does on a device."""
+    context; torch's current device may be another) and passes a 0-dim CPU input by value (read on the host: no
+    copy to the device, no synchronization). With NVRTC, the trace's kernels compile as lowering does on a
+    device."""
     import inspect
 
     from thunder.executors import cudaex
@@ -167,7 +168,9 @@ def test_cuda_launchers_run_on_their_inputs_device(monkeypatch):
     for name, text in texts.items():
         assert "    device = a0.device\n    if device.index != current_device():\n        with device_guard(device):\n" \
                f"            return {name}(" in text, text
-    assert "    a1 = a1.to(device)\n" in texts["cuda_fusion0"] and ".to(device)" not in texts["cuda_fusion1"]
+    assert "    a1 = a1.item()\n" in texts["cuda_fusion0"] and "[a0.data_ptr(), a1, o0.data_ptr()" in texts["cuda_fusion0"]
+    assert ".item()" not in texts["cuda_fusion1"] and ".to(" not in texts["cuda_fusion0"] + texts["cuda_fusion1"]
+    assert "(const float* __restrict__ in0,\n    const double in1,\n" in source
     if nvrtc_library() is None:
         return
     monkeypatch.setattr(cudaex, "device_arch", lambda device=None: "sm_90")

@@ -96,6 +96,26 @@ def test_strided_broadcast_and_unaligned_inputs():
     _check(lambda x: torch.cat((-x[..., 16:], x[..., :16]), -1) * 2, (x,))
 
 
+def test_a_cpu_scalar_is_passed_by_value_and_a_call_captures_in_a_cuda_graph():
+    """A 0-dim CPU operand is a kernel argument, as torch passes it: no copy to the device, so no synchronization,
+    and a jitted call can be captured in a CUDA graph (the scalar's value as it was at capture, as torch's)."""
+    fn = lambda x, s: (x * s).exp() - s  # noqa: E731
+    x, s = torch.randn(64, 96, device="cuda"), torch.tensor(0.75)
+    jitted = _check(fn, (x, s))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graphs asks
+        jitted(x, s)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = jitted(x, s)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, fn(x, s), **TOL[torch.float32])
+
+
 def test_bf16_training_step():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.LayerNorm(128),

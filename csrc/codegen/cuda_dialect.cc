@@ -105,8 +105,13 @@ class CudaWriter {
 
   std::string write(const std::string& name) {
     std::vector<std::string> params;
-    for (size_t k = 0; k < p_.inputs.size(); ++k)
-      params.push_back("const " + storage_type(dtype(p_.inputs[k])) + "* __restrict__ in" + std::to_string(k));
+    for (size_t k = 0; k < p_.inputs.size(); ++k) {
+      const DType d = dtype(p_.inputs[k]);
+      const std::string type = !host_scalar(t_, p_.inputs[k]) ? storage_type(d) + "* __restrict__"
+                               : ir::is_floating(d)          ? "double"
+                                                             : "int64_t";
+      params.push_back("const " + type + " in" + std::to_string(k));
+    }
     for (size_t k = 0; k < p_.outputs.size(); ++k)
       params.push_back(storage_type(dtype(p_.outputs[k])) + "* __restrict__ out" + std::to_string(k));
     for (const SizeArgument& a : size_arguments(t_, p_)) params.push_back("const int64_t " + a.name);
@@ -231,11 +236,12 @@ class CudaWriter {
     return out;
   }
 
-  // Whether every input and output is laid out as the domain (read and written at the flat index alone).
+  // Whether every input and output is laid out as the domain (read and written at the flat index alone), or
+  // taken by value.
   bool all_dense() const {
     for (const auto* list : {&p_.inputs, &p_.outputs})
       for (ProxyId v : *list)
-        if (!dense_value(t_, p_, v)) return false;
+        if (!dense_value(t_, p_, v) && !host_scalar(t_, v)) return false;
     return true;
   }
 
@@ -372,6 +378,7 @@ class CudaWriter {
     };
     auto it = producer_.find(v);
     if (it == producer_.end()) {  // a kernel input
+      if (host_scalar(t_, v)) return define("(" + T + ")in" + std::to_string(input_index_.at(v)));  // by value
       auto vec = vector_inputs_.find(v);
       const std::string lvalue = vec != vector_inputs_.end() ? vec->second
                                                              : "in" + std::to_string(input_index_.at(v)) + "[" + offset(v) + "]";

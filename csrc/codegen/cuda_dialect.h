@@ -42,9 +42,10 @@ bool cuda_kernel_draws(const KernelPlan& plan);
 std::string cuda_module_source(const std::vector<std::string>& kernel_texts, bool draws);
 
 /// One translation unit holding the given kernels: each is `extern "C" __global__ void <name>(...)` taking the
-/// plan's input pointers, then its output pointers (contiguous, except trace inputs with recorded strides,
-/// read in place), then the size arguments of a shape-generic kernel (size_arguments, as int64), then, if
-/// cuda_workspace_bytes is not 0, the workspace pointer. Launch it with the schedule's grid and block. An index
+/// plan's input pointers (a host_scalar by value: a double, or an int64 for an integer or bool), then its
+/// output pointers (contiguous, except trace inputs with recorded strides, read in place), then the size
+/// arguments of a shape-generic kernel (size_arguments, as int64), then, if cuda_workspace_bytes is not 0, the
+/// workspace pointer. Launch it with the schedule's grid and block. An index
 /// out of range (take_along_axis) traps (the launch fails, as a device-side assert does in torch). Each plan is
 /// scheduled by schedule_gpu_kernel (cuda_translation_units renders a trace's fusions; this, kernels by hand).
 std::string render_cuda_module(const ir::Trace& trace,

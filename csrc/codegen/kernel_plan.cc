@@ -330,8 +330,8 @@ std::vector<int> written_over(const ir::Trace& t, const KernelPlan& p, const std
     if (!spans_domain(p.outputs[i])) continue;
     for (size_t k = 0; k < p.inputs.size(); ++k) {
       const ProxyId in = p.inputs[k];
-      if (taken.count(k) || !dying.count(in) || t.tensor(in).dtype != t.tensor(p.outputs[i]).dtype ||
-          !spans_domain(in))
+      const ir::TensorMeta &from = t.tensor(in), &to = t.tensor(p.outputs[i]);
+      if (taken.count(k) || !dying.count(in) || from.dtype != to.dtype || from.device != to.device || !spans_domain(in))
         continue;
       over[i] = static_cast<int>(k);
       taken.insert(k);

@@ -159,9 +159,9 @@ const ir::PrimTable<PrimKind>& plan_table();
 /// into, or -1. `dying` are the inputs the caller may give up (read by nothing after the kernel, owned by no
 /// one else; translation_units.cc decides). An output takes one only where that is the same as writing a new
 /// tensor: a kernel without reductions or remaps, whose every prim computes per element or moves no data
-/// across elements, and an input and output of one dtype with the domain's shape, each read and written at
-/// the same index -- each element of the input is read, at its own index, before the output's element there
-/// is stored. Empty if no output takes one.
+/// across elements, and an input and output of one dtype and device with the domain's shape, each read and
+/// written at the same index -- each element of the input is read, at its own index, before the output's
+/// element there is stored. Empty if no output takes one.
 std::vector<int> written_over(const ir::Trace& trace, const KernelPlan& plan, const std::set<ProxyId>& dying);
 
 /// The size arguments of the plan's kernel, in order (none for a kernel that is not shape-generic).

@@ -66,8 +66,14 @@ Schedule schedule_kernel(const ir::Trace& t, const KernelPlan& p, const Schedule
 
 // ---- GPU ----
 
+bool host_scalar(const ir::Trace& t, ProxyId v) {
+  if (!t.proxy(v).is_tensor) return false;
+  const ir::TensorMeta& m = t.tensor(v);
+  return m.shape.empty() && m.device == "cpu";
+}
+
 bool dense_value(const ir::Trace& t, const KernelPlan& p, ProxyId v) {
-  if (p.remaps.count(v)) return false;
+  if (p.remaps.count(v) || host_scalar(t, v)) return false;
   const ir::TensorMeta& m = t.tensor(v);
   const auto& al = p.align.at(v);
   if (m.shape.size() != p.domain.size()) return false;

@@ -115,8 +115,13 @@ struct GpuSchedule {
   GpuLimits limits;
 };
 
+/// Whether `v` is a 0-dim tensor on the CPU, which a GPU kernel takes by value (a kernel argument, as torch
+/// passes `torch.tensor(2.0)` to the kernel of `cuda_x * torch.tensor(2.0)`): no copy to the device, no
+/// synchronization, and a launch a CUDA graph can capture (the value read when it is captured, as torch's).
+bool host_scalar(const ir::Trace& trace, ProxyId v);
+
 /// Whether value `v` of the plan is dense: laid out exactly as the domain, contiguous, so its offset is the
-/// element's linear index.
+/// element's linear index (never a host_scalar).
 bool dense_value(const ir::Trace& trace, const KernelPlan& plan, ProxyId v);
 
 /// The schedule of a plan's kernel on a GPU.

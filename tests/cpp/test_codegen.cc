@@ -684,6 +684,18 @@ TEST_F(Codegen, AnOutputOfAnotherDtypeIsANewTensor) {
   EXPECT_EQ(written_over(trace, *p, {x.proxy()}), std::vector<int>{});
 }
 
+TEST_F(Codegen, NoOutputIsWrittenOverAnInputOnAnotherDevice) {
+  // cuda_x * torch.tensor(2.0), both 0-dim: the CPU scalar is of the domain's shape and dtype, not its device.
+  Value x = Value(ir::ProxyRef{b.add_input_tensor(TensorMeta{DType::Float32, {}, "cuda:0"})});
+  Value s = input(DType::Float32, {});
+  Value z = prim("mul", {x, s});
+  auto p = plan({z});
+  ASSERT_TRUE(p);
+  ASSERT_EQ(trace.tensor(z.proxy()).device, "cuda:0");
+  EXPECT_EQ(written_over(trace, *p, {s.proxy()}), std::vector<int>{});
+  EXPECT_EQ(written_over(trace, *p, {x.proxy(), s.proxy()}), std::vector<int>{0});
+}
+
 // ---- shape-generic kernels ----
 
 // The kernel of (sin(x) * 2).sum(-1) over an [rows, n] float tensor, rendered alone.

@@ -78,6 +78,8 @@ def _samples():
         for name, fn in binary.items():
             out[f"{name}.{tag}"] = (fn, (randn(64, 96, dtype=dtype), randn(96, dtype=dtype)))  # a broadcast
         # dense values only, an innermost extent no vector divides: the vector path, then a per-element tail
+        # a 0-dim CPU tensor, taken by value (as in cuda_x * torch.tensor(0.75)), of another dtype
+        out[f"scalar_operand.{tag}"] = (lambda x, s: (x * s).exp() - s, (randn(64, 96, dtype=dtype), torch.tensor(0.75, dtype=torch.float64)))
         out[f"odd_extent.{tag}"] = (lambda a, b: (a * b).exp() - a, (randn(3, 1001, dtype=dtype), randn(3, 1001, dtype=dtype)))
         out[f"strided.{tag}"] = (lambda a, b: (a.t() * 2 + b).exp(), (randn(96, 64, dtype=dtype), randn(64, 96, dtype=dtype)))
         for rows, n in ((64, 96), (8, 4096), (4, 32768)):  # warp, block, and 1024-thread block per row
@@ -105,6 +107,10 @@ def _samples():
             out[f"logic.{tag}"] = (lambda a, b: (a & b) | (a ^ b), (a, b))
         else:
             out[f"int_ops.{tag}"] = (lambda a, b: (a + b) * a - torch.maximum(a, b) + (a & b), (a, b))
+        if dtype == torch.bool:
+            out[f"logic_scalar_operand.{tag}"] = (lambda a, s: (a & s) | (a ^ s), (a, torch.tensor(True)))
+        else:
+            out[f"int_scalar_operand.{tag}"] = (lambda a, s: a * s + s, (a, torch.tensor(3)))
         out[f"int_sum_max.{tag}"] = (lambda a: a.sum(-1) + a.amax(-1).to(torch.int64), (a,))
     return out
 

@@ -83,18 +83,19 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     stream with the grid and block the schedule chose for these shapes. Inputs on another device than the
     current one make theirs current for the call (the module is loaded per context). ``symbol``: the kernel's
     name in ``module`` when it runs the code of another kernel (default: ``name``). ``device_type``: the tensors
-    the kernel reads where they are (others are copied there: a 0-dim CPU scalar); "cpu" for the emulator
-    (``thunder.executors.cuda_emulation``)."""
+    the kernel reads where they are; "cpu" for the emulator (``thunder.executors.cuda_emulation``). A 0-dim CPU
+    tensor (``cuda_x * torch.tensor(2.0)``) is passed by value, as torch passes it: read on the host, no copy to
+    the device and no synchronization, and a launch a CUDA graph can capture (with the value it had then)."""
     namespace = {"launch": _core.launch_cuda, "module": module, "empty": torch.empty, "stream": torch.cuda.current_stream,
                  "current_device": torch.cuda.current_device, "device_guard": torch.cuda.device,
                  "workspaces": {}, "workspace_of": _workspace}
     all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"def {name}({', '.join(all_params)}):"]
     tensors = [p for p in inputs if trace.meta(p)[0] != "number"]
-    # A 0-dim CPU tensor is a scalar the fusion takes (as torch takes cuda_x * torch.tensor(2.0)); the kernel reads
-    # device memory, so it is copied to the device. The device is a CUDA input's.
-    on_device = {a: str(trace.meta(p)[2]).startswith(device_type) for a, p in zip(params, tensors)}
-    on_cuda = [a for a in params if on_device[a]]
+    # The CUDA dialect's host_scalar (codegen/schedule.h): the kernel takes a 0-dim CPU tensor by value, as a
+    # double or an int64; every other tensor input is where the kernel runs.
+    by_value = {a: not trace.meta(p)[1] and str(trace.meta(p)[2]) == "cpu" for a, p in zip(params, tensors)}
+    on_cuda = [a for a, p in zip(params, tensors) if not by_value[a] and str(trace.meta(p)[2]).startswith(device_type)]
     made_on = str(trace.meta(outputs[0])[2]) if outputs else "cuda"  # without CUDA inputs, the outputs' device
     namespace["made_on"] = torch.device(made_on) if ":" in made_on else None
     named = on_cuda or namespace["made_on"] is not None  # a device with an index, not the current one
@@ -103,14 +104,15 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
         lines += ["    if device.index != current_device():", "        with device_guard(device):",
                   f"            return {name}({', '.join(all_params)})"]
     for a, p in zip(params, tensors):
-        lines.append(f"    {a} = {a}.to(device)" if not on_device[a] else "    " + _readable(a, bool(trace.strides(p))))
+        lines.append(f"    {a} = {a}.item()" if by_value[a] else "    " + _readable(a, bool(trace.strides(p))))
     outs = [f"o{k}" for k in range(len(outputs))]
     for k, (o, p) in enumerate(zip(outs, outputs)):
         dtype, shape, _, _ = trace.meta(p)
         namespace[f"dtype{k}"] = to_torch(dtype)
         lines.append(f"    {o} = empty({tuple(shape)}, dtype=dtype{k}, device=device)")
     values = {}  # the sizes the text names
-    args = [f"{x}.data_ptr()" for x in params + outs] + [_size_argument(params, z, values) for z in sizes] + numbers
+    args = [x if by_value.get(x) else f"{x}.data_ptr()" for x in params + outs]
+    args += [_size_argument(params, z, values) for z in sizes] + numbers
     namespace.update(values)
     lines.append("    on = stream(device).cuda_stream")
     if workspace:
