@@ -160,3 +160,32 @@ def test_host_source_takes_out_the_ptx_and_the_typedefs():
     assert ('extern "C" int emu_k(const unsigned long long* a, long long grid, int block) { return emu::run(grid, '
             'block, [&] { k(emu::arg<const float*>(a[0]), emu::arg<const int64_t>(a[1]), '
             'emu::arg<const double>(a[2])); }); }') in text
+
+
+def test_the_cuda_lowering_splits_units_and_reuses_kernels_across_traces(monkeypatch):
+    """The emulator runs cudaex.lower itself: a trace's distinct kernels cut into units compiled in parallel
+    threads, a layer's repeat run as its first's symbol, and a later trace of the jitted function (a second
+    shape: a graph with symbolic sizes) compiling none of the kernels the first compiled."""
+    from thunder.executors import cudaex
+
+    monkeypatch.setattr(cudaex.os, "cpu_count", lambda: 2)
+    compiled_units = []
+    compile_units = cudaex._compile_units
+    monkeypatch.setattr(cudaex, "_compile_units", lambda sources, *rest: compiled_units.append(len(sources))
+                        or compile_units(sources, *rest))
+
+    def fn(x, w):
+        for _ in range(3):  # three fusions alike, split by the matmuls
+            x = (torch.tanh(x) * 1.375) @ w
+        return torch.softmax(x, -1) - x.sigmoid()
+
+    w = torch.randn(24, 24) / 5
+    jitted = thunder.jit(fn, executors=EXECUTORS)
+    with torch.no_grad():
+        for rows in (4, 6, 9):
+            x = torch.randn(rows, 24)
+            _close(jitted(x, w), fn(x, w), f"{rows} rows")
+    _compiled(jitted)
+    assert compiled_units[0] == 2, compiled_units  # 4 fusions, 2 distinct kernels: 2 units
+    assert len(thunder.last_kernels(jitted, 0)) == 2
+    assert sum(compiled_units[1:]) == 0, compiled_units  # the symbolic graph's kernels are the static graph's

@@ -68,8 +68,9 @@ void plan_fusions(const ir::Trace& t, const std::string& executor, std::vector<K
   }
 }
 
-// Consecutive ranges [begin, end) of items with the given sizes, at most `parts` of them, balanced: each range
-// takes items until it holds its share of the size not yet placed (and at least one item).
+// Consecutive ranges [begin, end) of items with the given sizes, min(parts, items) of them, balanced: each range
+// takes at least one item, then the next while that brings it nearer its share of the size not yet placed and
+// leaves an item for each range after it; the last takes the rest. (Sizes 2 and 12 in two parts: one each.)
 std::vector<std::pair<size_t, size_t>> balanced_ranges(const std::vector<size_t>& sizes, size_t parts) {
   size_t total = 0;
   for (size_t z : sizes) total += z;
@@ -79,7 +80,13 @@ std::vector<std::pair<size_t, size_t>> balanced_ranges(const std::vector<size_t>
   for (size_t part = 0; part < parts && begin < sizes.size(); ++part) {
     const size_t share = (total - done + (parts - part) - 1) / (parts - part);
     size_t size = 0, end = begin;
-    while (end < sizes.size() && (end == begin || size < share || part + 1 == parts)) size += sizes[end++];
+    while (end < sizes.size()) {
+      if (end != begin && part + 1 != parts) {
+        const size_t with = size + sizes[end];
+        if (sizes.size() - end < parts - part || (with > share && with - share >= share - size)) break;
+      }
+      size += sizes[end++];
+    }
     ranges.emplace_back(begin, end);
     begin = end;
     done += size;

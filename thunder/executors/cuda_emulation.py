@@ -18,6 +18,7 @@ schedule would expose may not show here. Slow: a block of 256 threads is 256 OS 
 import atexit
 import ctypes
 import dataclasses
+import functools
 import hashlib
 import os
 import re
@@ -26,8 +27,9 @@ import struct
 import subprocess
 import tempfile
 import threading
+import time
 
-from thunder import _core
+from thunder.executors import cudaex
 
 #: Prepended to a generated CUDA translation unit (whose integer typedefs and PTX lines are taken out first).
 SHIM = r"""
@@ -175,20 +177,23 @@ def _private_directory():
 
 class EmulatedModule:
     """A CUDA translation unit compiled for the host (g++ -O1, C++20), as ``thunder._core.CudaModule`` is used:
-    ``function(name)`` gives what the launcher passes to ``launch``. RuntimeError with g++'s errors if the unit
-    does not compile."""
+    ``function(name)`` gives what the launcher passes to ``launch``; ``image`` says how it was made (``command``,
+    ``path``, ``cache_hit``: always False, ``compile_seconds``), as a CudaModule's. RuntimeError with g++'s errors
+    if the unit does not compile."""
 
     def __init__(self, source):
         text = host_source(source)
         base = os.path.join(_private_directory(), hashlib.sha256(text.encode()).hexdigest()[:24])
         with open(base + ".cc", "w") as f:
             f.write(text)
-        done = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", base + ".cc", "-o",
-                               base + ".so"], capture_output=True, text=True)
+        command = ["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", base + ".cc", "-o", base + ".so"]
+        start = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"the emulated CUDA unit does not compile ({base}.cc):\n{done.stderr[-4000:]}")
         self.library = ctypes.CDLL(base + ".so")
-        self.path, self.source = base + ".so", source
+        self.path, self.source, self.command = base + ".so", source, " ".join(command)
+        self.cache_hit, self.compile_seconds, self.image = False, time.perf_counter() - start, self
 
     def function(self, name):
         fn = getattr(self.library, f"emu_{name}")
@@ -218,26 +223,25 @@ class _Stream:
     cuda_stream = 0
 
 
-def lower(trace, round_every_op=True, seconds=None):
-    """The trace's CPU fusions rendered in the CUDA dialect (one unit: each kernel text once), compiled for the
-    host and wrapped in the CUDA executor's launchers, launching on the emulator."""
-    from thunder.executors import cudaex
-
-    units = _core.render_cuda(trace, "cpu")
-    if not units:
-        return {}, []
-    ((source, kernels),) = units
+def _module(source, where):
+    """The unit's EmulatedModule, compiled once per process (several threads may compile one unit at once; one
+    result is kept)."""
     with _lock:
-        module = _modules.get(source) or _modules.setdefault(source, EmulatedModule(source))
-    launchers = {}
-    for name, ins, outs, sizes, block, grid, workspace, _, symbol in kernels:
-        launcher = cudaex._launcher(name, module, source, trace, ins, outs, sizes, block, grid, workspace, symbol,
-                                    device_type="cpu")
-        # The launcher's names, for CPU tensors: the CPU is the device (whose index, None, is always current), its
-        # stream a stand-in.
-        launcher.__globals__.update(launch=launch, stream=lambda device: _Stream, current_device=lambda: None)
-        launchers[name] = launcher
-    return launchers, []
+        module = _modules.get(source)
+    if module is None:
+        module = EmulatedModule(source)
+        with _lock:
+            module = _modules.setdefault(source, module)
+    return module
+
+
+#: The CUDA executor's lowering (``cudaex.lower``: its units, reuse across traces, parallel compiles, launchers)
+#: for the CPU fusion executor's fusions, compiled for the host. The launchers' runtime, for CPU tensors: the CPU
+#: is the device (whose index, None, is always current), its stream a stand-in.
+HOST = cudaex.Target(executor="cpu", device_type="cpu", where=lambda: ("emulated", "host"), module=_module,
+                     names={"launch": launch, "stream": lambda device: _Stream, "current_device": lambda: None})
+
+lower = functools.partial(cudaex.lower, target=HOST)
 
 
 def _make_executor():

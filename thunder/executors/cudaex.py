@@ -14,10 +14,12 @@ Nothing CUDA is loaded until a trace has a ``cuda`` fusion: NVRTC (``libnvrtc.so
 ``dlopen`` by the C++ core then. See docs/gpu_executor.md.
 """
 import concurrent.futures
+import dataclasses
 import importlib.util
 import os
 import time
 import weakref
+from typing import Callable
 
 import torch
 
@@ -77,7 +79,7 @@ def _workspace(cache, device, stream, nbytes):
 
 
 def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, workspace, symbol=None,
-              device_type="cuda"):
+              device_type="cuda", names=None):
     """The Python function that runs one CUDA kernel: inputs made contiguous where the kernel reads them so,
     outputs from torch's caching allocator on the inputs' device, the kernel launched on that device's current
     stream with the grid and block the schedule chose for these shapes. Inputs on another device than the
@@ -85,10 +87,12 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     name in ``module`` when it runs the code of another kernel (default: ``name``). ``device_type``: the tensors
     the kernel reads where they are; "cpu" for the emulator (``thunder.executors.cuda_emulation``). A 0-dim CPU
     tensor (``cuda_x * torch.tensor(2.0)``) is passed by value, as torch passes it: read on the host, no copy to
-    the device and no synchronization, and a launch a CUDA graph can capture (with the value it had then)."""
+    the device and no synchronization, and a launch a CUDA graph can capture (with the value it had then).
+    ``names``: what the launcher's text calls instead of the CUDA runtime's ``launch``, ``stream`` and
+    ``current_device`` (the emulator's)."""
     namespace = {"launch": _core.launch_cuda, "module": module, "empty": torch.empty, "stream": torch.cuda.current_stream,
                  "current_device": torch.cuda.current_device, "device_guard": torch.cuda.device,
-                 "workspaces": {}, "workspace_of": _workspace}
+                 "workspaces": {}, "workspace_of": _workspace, **(names or {})}
     all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"def {name}({', '.join(all_params)}):"]
     tensors = [p for p in inputs if trace.meta(p)[0] != "number"]
@@ -149,29 +153,53 @@ _loaded = weakref.WeakValueDictionary()
 KERNELS_PER_UNIT = 2
 
 
-def _compile_units(sources, arch, directory):
-    """The CudaModule of each source, compiled (or loaded from the cache) by NVRTC in parallel threads:
+def _module(source, where):
+    """The CudaModule of a translation unit, compiled by NVRTC or loaded from the kernel cache; ``where``: (the
+    cache directory, the architecture)."""
+    directory, arch = where
+    module = _loaded.get((source, directory, arch))
+    if module is None:
+        image = compile_source(source, arch, directory)
+        if image.cache_hit:
+            logger.debug("thunder: cuda kernels %s loaded from the cache", image.path)
+        else:
+            logger.debug("thunder: compiled cuda kernels in %.0f ms with: %s", image.compile_seconds * 1e3,
+                         image.command)
+        if trace_enabled():
+            log_trace("thunder: cuda kernel source (%s):\n%s", image.path, source)
+        module = _loaded[(source, directory, arch)] = _core.CudaModule(image)
+    return module
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Where ``lower``'s kernels run. ``executor``: the fusions' executor (its fusions are named
+    ``<executor>_fusion<k>``); ``device_type``: the device of the tensors the kernels read in place; ``where()``:
+    what a compiled kernel is valid for (a cache directory, an architecture), part of its reuse key;
+    ``module(source, where)``: a translation unit compiled and loaded (``.function(name)``, ``.image``: how it was
+    made, as ``thunder.last_kernels`` reports it), called from several threads at once; ``names``: the
+    launchers' runtime (see ``_launcher``). The emulator (``thunder.executors.cuda_emulation``) is the other
+    target: the same units, compiled for the host."""
+    executor: str = "cuda"
+    device_type: str = "cuda"
+    where: Callable[[], tuple] = lambda: (cache_dir(), device_arch())
+    module: Callable[[str, tuple], object] = _module
+    names: dict = dataclasses.field(default_factory=dict)
+
+
+CUDA = Target()
+
+
+def _compile_units(sources, where, target):
+    """The module of each source (``target.module``), in parallel threads when there are several:
     ``thunder._core.compile_cuda`` releases the GIL, and NVRTC compiles separate programs concurrently."""
-    def one(source):
-        module = _loaded.get((source, directory, arch))
-        if module is None:
-            image = compile_source(source, arch, directory)
-            if image.cache_hit:
-                logger.debug("thunder: cuda kernels %s loaded from the cache", image.path)
-            else:
-                logger.debug("thunder: compiled cuda kernels in %.0f ms with: %s", image.compile_seconds * 1e3,
-                             image.command)
-            if trace_enabled():
-                log_trace("thunder: cuda kernel source (%s):\n%s", image.path, source)
-            module = _loaded[(source, directory, arch)] = _core.CudaModule(image)
-        return module
     if len(sources) <= 1:
-        return [one(s) for s in sources]
+        return [target.module(s, where) for s in sources]
     with concurrent.futures.ThreadPoolExecutor(min(len(sources), os.cpu_count() or 1)) as pool:
-        return list(pool.map(one, sources))
+        return list(pool.map(lambda s: target.module(s, where), sources))
 
 
-def lower(trace, round_every_op=True, seconds=None, compiled=None):
+def lower(trace, round_every_op=True, seconds=None, compiled=None, target=CUDA):
     """Compiles the trace's CUDA fusions, in parallel NVRTC threads when there are many; returns ({fusion name:
     launcher}, [(image, its CUDA source)]) (``thunder._core.CudaImage``s: each unit's CUBIN and how it was made).
     A kernel whose text repeats another's apart from its name (a model's layers) is compiled once. The CUDA
@@ -182,23 +210,26 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None):
     ``compiled``: a dict of the kernels compiled for other traces of one jitted function, by key (a kernel's text
     apart from its name), cache directory and architecture: (its module, held weakly, its symbol there, its
     unit's source). A kernel found there is not compiled again (a prefill and a decode step, a static graph and
-    its graph with symbolic sizes share most kernels); the trace's other kernels are, and are added to it."""
+    its graph with symbolic sizes share most kernels); the trace's other kernels are, and are added to it.
+
+    ``target``: where the kernels run (``Target``; the emulator's for CPU tensors)."""
     global last_source
     seconds = {} if seconds is None else seconds
-    count = sum(1 for b in trace.symbols if b.executor == "cuda" and b.callee.startswith("cuda_fusion"))
+    count = sum(1 for b in trace.symbols
+                if b.executor == target.executor and b.callee.startswith(f"{target.executor}_fusion"))
     if not count:
         return {}, []
     start = time.perf_counter()
-    where = (cache_dir(), device_arch())
+    where = target.where()
     reusable = reusable_kernels(compiled, where)
     parts = max(1, min(os.cpu_count() or 1, count // KERNELS_PER_UNIT))
-    units = _core.render_cuda(trace, "cuda", parts, set(reusable))
+    units = _core.render_cuda(trace, target.executor, parts, set(reusable))
     seconds["codegen"] = time.perf_counter() - start
     if not units:
         return {}, []
     start = time.perf_counter()
     sources = [source for source, _ in units if source]
-    modules = dict(zip(sources, _compile_units(sources, where[1], where[0])))
+    modules = dict(zip(sources, _compile_units(sources, where, target)))
     launchers, used = {}, {}
     for source, kernels in units:
         for name, ins, outs, sizes, block, grid, workspace, key, symbol in kernels:
@@ -209,7 +240,8 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None):
             else:  # compiled for another trace
                 module, symbol, text = reusable[key]
             used[id(module)] = (module.image, text)
-            launchers[name] = _launcher(name, module, text, trace, ins, outs, sizes, block, grid, workspace, symbol)
+            launchers[name] = _launcher(name, module, text, trace, ins, outs, sizes, block, grid, workspace, symbol,
+                                        target.device_type, target.names)
     last_source = "\n".join(text for _, text in used.values())
     seconds["compile"] = time.perf_counter() - start
     return launchers, list(used.values())
