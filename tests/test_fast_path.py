@@ -367,8 +367,11 @@ def test_the_graph_is_called_directly_where_dynamos_code_only_returns_its_output
                 assert x == y
     directs = [direct for _, _, direct in jitted._fast_path.entries]
     assert directs and all((direct is None) == (fn is _side_effect) for direct in directs)
+    # thunder's graph is called without its run wrapper, counted as that wrapper counts
+    assert all(isinstance(direct[0], tuple) for direct in directs if direct is not None)
     stats = thunder.compile_stats(jitted)
     assert stats.calls == 3 and stats.eager_calls == 0 and stats.cache_hits + stats.cache_misses == 3
+    assert sum(g["calls"] for g in stats.graphs) == 3 and jitted._state.graph_calls == 3
 
 
 def test_a_call_that_raises_on_the_fast_path_is_counted():
@@ -381,6 +384,7 @@ def test_a_call_that_raises_on_the_fast_path_is_counted():
         jitted(torch.tensor([0, 9]), w)
     stats, state = thunder.compile_stats(jitted), jitted._state
     assert (stats.calls, state.raised_calls, stats.cache_hits + stats.cache_misses) == (3, 1, 2)
+    assert stats.graphs[0]["calls"] == 3 and state.graph_calls == 3  # as the graph's run wrapper counts
 
 
 def _one_list_twice(x):

@@ -211,6 +211,22 @@ uint64_t kernel_argument(nb::handle value, size_t i) {
   return static_cast<uint64_t>(n);
 }
 
+// Runs a CPU kernel on its arguments (see "launch" below), releasing the GIL while it runs if `release`.
+int launch_kernel(uintptr_t kernel, nb::tuple pointers, bool release) {
+  auto fn = reinterpret_cast<runtime::Kernel>(kernel);
+  const size_t n = nb::len(pointers);
+  // Most kernels take a few dozen arguments: those are kept on the stack (a heap vector cost ~15 ns a launch).
+  constexpr size_t kOnStack = 64;
+  void* on_stack[kOnStack];
+  std::vector<void*> on_heap(n > kOnStack ? n : 0);
+  void** args = n > kOnStack ? on_heap.data() : on_stack;
+  static_assert(sizeof(void*) == sizeof(uint64_t));
+  for (size_t i = 0; i < n; ++i) args[i] = reinterpret_cast<void*>(static_cast<uintptr_t>(kernel_argument(pointers[i], i)));
+  if (!release) return fn(args);
+  nb::gil_scoped_release unlocked;
+  return fn(args);
+}
+
 nb::tuple meta_tuple(const ir::ProxyInfo& p) {
   if (!p.is_tensor) return nb::make_tuple("number", ir::number_type_name(p.number));
   return nb::make_tuple(p.tensor.dtype, shape_to_py(p.tensor.shape), p.tensor.device, p.tensor.requires_grad);
@@ -593,22 +609,15 @@ NB_MODULE(_core, m) {
     return runtime::cache_bytes(dir);
   }, nb::arg("cache_dir"), "Total bytes of the entries in the cache directory.");
   m.def("default_compile_flags", [] { return runtime::CompileOptions{}.flags; });
-  m.def("launch", [](uintptr_t kernel, nb::tuple pointers) {
-    auto fn = reinterpret_cast<runtime::Kernel>(kernel);
-    const size_t n = nb::len(pointers);
-    // Most kernels take a few dozen arguments: those are kept on the stack (a heap vector cost ~15 ns a launch).
-    constexpr size_t kOnStack = 64;
-    void* on_stack[kOnStack];
-    std::vector<void*> on_heap(n > kOnStack ? n : 0);
-    void** args = n > kOnStack ? on_heap.data() : on_stack;
-    static_assert(sizeof(void*) == sizeof(uint64_t));
-    for (size_t i = 0; i < n; ++i) args[i] = reinterpret_cast<void*>(static_cast<uintptr_t>(kernel_argument(pointers[i], i)));
-    nb::gil_scoped_release release;
-    return fn(args);
-  }, nb::arg("kernel"), nb::arg("pointers"),
+  m.def("launch", [](uintptr_t kernel, nb::tuple pointers) { return launch_kernel(kernel, pointers, true); },
+     nb::arg("kernel"), nb::arg("pointers"),
      "Runs a kernel on its arguments (a tuple): the data pointers of its inputs and outputs, the thread count, its "
-     "sizes (ints), then its run-time numbers (ints, or floats passed as their bits). Returns the kernel's status: "
-     "0, or 1 if an index was out of range.");
+     "sizes (ints), then its run-time numbers (ints, or floats passed as their bits), with the GIL released. "
+     "Returns the kernel's status: 0, or 1 if an index was out of range.");
+  m.def("launch_brief", [](uintptr_t kernel, nb::tuple pointers) { return launch_kernel(kernel, pointers, false); },
+     nb::arg("kernel"), nb::arg("pointers"),
+     "launch, holding the GIL: for a kernel over so few elements that releasing and taking the GIL again (~45 ns) "
+     "costs more than other threads would gain.");
 
   // Large kernel outputs come from the buffer pool, handed to torch as a DLPack capsule (torch's
   // from_dlpack takes it); the tensor's deleter gives the buffer back.

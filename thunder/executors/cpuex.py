@@ -89,6 +89,11 @@ def _index_error(name):
 #: ``torch.empty(shape, dtype=...)`` takes 1.2 us to parse its arguments); malloc serves them without fresh pages.
 POOLED_OUTPUT_BYTES = 64 << 10
 
+#: A kernel whose inputs and outputs hold fewer elements than this all together is launched holding the GIL
+#: (``thunder._core.launch_brief``): it runs for well under a microsecond, less than releasing and taking the GIL
+#: again would let another thread do (~45 ns of a 2x2 add's ~2 us call).
+BRIEF_LAUNCH_ELEMENTS = 1 << 14
+
 _DLPACK_DTYPES = {torch.bool: 6, torch.bfloat16: 4, torch.float16: 2, torch.float32: 2, torch.float64: 2,
                   torch.uint8: 1, torch.int8: 0, torch.int16: 0, torch.int32: 0, torch.int64: 0}
 
@@ -152,7 +157,7 @@ def _parameters(trace, inputs):
 
 
 #: What every launcher's text refers to besides its own values.
-_LAUNCHER_GLOBALS = {"launch": _core.launch, "threads": torch.get_num_threads, "index_error": _index_error,
+_LAUNCHER_GLOBALS = {"launch": _core.launch, "launch_brief": _core.launch_brief, "threads": torch.get_num_threads, "index_error": _index_error,
                      "empty_like": torch.empty_like, "pooled": _core.pooled_capsule,
                      "from_dlpack": torch.utils.dlpack.from_dlpack}
 
@@ -200,7 +205,9 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
             lines.append(f"        {o} = {_allocation(o, shape, to_torch(dtype), values)}")
     sizes = [_size_argument(params, z, values) for z in sizes]
     pointers = [f"{x}.data_ptr()" for x in params + outs] + ["threads()"] + sizes + numbers
-    lines.append(f"        if launch(kernel, ({', '.join(pointers)},)):")
+    elements = sum(math.prod(trace.meta(p)[1]) for p in [*inputs, *outputs] if trace.meta(p)[0] != "number")
+    launch = "launch_brief" if elements < BRIEF_LAUNCH_ELEMENTS else "launch"
+    lines.append(f"        if {launch}(kernel, ({', '.join(pointers)},)):")
     lines.append(f"            raise index_error({name!r})")
     lines.append(f"        return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
     lines.append(f"    return {name}")

@@ -670,6 +670,8 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
         except Exception as e:
             debug.annotate(e)  # the trace's line it was raised at, and the user's line that came from
             raise
+    if also is None:  # what run does, for the fast path to write out in its own call (thunder.frontend.fast_path)
+        run.parts = (fn, compiled, state)
     return run
 
 
