@@ -157,8 +157,8 @@ def _parameters(trace, inputs):
 
 
 #: What every launcher's text refers to besides its own values.
-_LAUNCHER_GLOBALS = {"launch": _core.launch, "launch_brief": _core.launch_brief, "threads": torch.get_num_threads, "index_error": _index_error,
-                     "empty_like": torch.empty_like, "pooled": _core.pooled_capsule,
+_LAUNCHER_GLOBALS = {"launch": _core.launch, "launch_brief": _core.launch_brief, "threads": torch.get_num_threads,
+                     "index_error": _index_error, "empty_like": torch.empty_like, "pooled": _core.pooled_capsule,
                      "from_dlpack": torch.utils.dlpack.from_dlpack}
 
 

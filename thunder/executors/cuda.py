@@ -77,9 +77,10 @@ def _samples():
             out[f"{name}.{tag}"] = (fn, (randn(64, 96, dtype=dtype),))
         for name, fn in binary.items():
             out[f"{name}.{tag}"] = (fn, (randn(64, 96, dtype=dtype), randn(96, dtype=dtype)))  # a broadcast
-        # dense values only, an innermost extent no vector divides: the vector path, then a per-element tail
         # a 0-dim CPU tensor, taken by value (as in cuda_x * torch.tensor(0.75)), of another dtype
-        out[f"scalar_operand.{tag}"] = (lambda x, s: (x * s).exp() - s, (randn(64, 96, dtype=dtype), torch.tensor(0.75, dtype=torch.float64)))
+        out[f"scalar_operand.{tag}"] = (lambda x, s: (x * s).exp() - s,
+                                        (randn(64, 96, dtype=dtype), torch.tensor(0.75, dtype=torch.float64)))
+        # dense values only, an innermost extent no vector divides: the vector path, then a per-element tail
         out[f"odd_extent.{tag}"] = (lambda a, b: (a * b).exp() - a, (randn(3, 1001, dtype=dtype), randn(3, 1001, dtype=dtype)))
         out[f"strided.{tag}"] = (lambda a, b: (a.t() * 2 + b).exp(), (randn(96, 64, dtype=dtype), randn(64, 96, dtype=dtype)))
         for rows, n in ((64, 96), (8, 4096), (4, 32768)):  # warp, block, and 1024-thread block per row

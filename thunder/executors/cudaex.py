@@ -99,7 +99,8 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     # The CUDA dialect's host_scalar (codegen/schedule.h): the kernel takes a 0-dim CPU tensor by value, as a
     # double or an int64; every other tensor input is where the kernel runs.
     by_value = {a: not trace.meta(p)[1] and str(trace.meta(p)[2]) == "cpu" for a, p in zip(params, tensors)}
-    on_cuda = [a for a, p in zip(params, tensors) if not by_value[a] and str(trace.meta(p)[2]).startswith(device_type)]
+    on_cuda = [a for a, p in zip(params, tensors)
+               if not by_value[a] and str(trace.meta(p)[2]).startswith(device_type)]
     made_on = str(trace.meta(outputs[0])[2]) if outputs else "cuda"  # without CUDA inputs, the outputs' device
     namespace["made_on"] = torch.device(made_on) if ":" in made_on else None
     named = on_cuda or namespace["made_on"] is not None  # a device with an index, not the current one
