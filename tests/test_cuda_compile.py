@@ -166,8 +166,8 @@ def test_cuda_launchers_run_on_their_inputs_device(monkeypatch):
              for name, *rest in kernels}
     assert sorted(texts) == ["cuda_fusion0", "cuda_fusion1"]
     for name, text in texts.items():
-        assert "    device = a0.device\n    if device.index != current_device():\n        with device_guard(device):\n" \
-               f"            return {name}(" in text, text
+        assert "    device = a0.device\n    index = device.index\n    if index != current_device():\n" \
+               f"        with device_guard(device):\n            return {name}(" in text, text
     assert "    a1 = a1.item()\n" in texts["cuda_fusion0"] and "[a0.data_ptr(), a1, o0.data_ptr()" in texts["cuda_fusion0"]
     assert ".item()" not in texts["cuda_fusion1"] and ".to(" not in texts["cuda_fusion0"] + texts["cuda_fusion1"]
     assert "(const float* __restrict__ in0,\n    const double in1,\n" in source

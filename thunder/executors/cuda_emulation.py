@@ -219,10 +219,6 @@ def launch(function, grid, block, stream, args):
         raise RuntimeError("the emulated CUDA kernel trapped (an index out of range)")
 
 
-class _Stream:
-    cuda_stream = 0
-
-
 def _module(source, where):
     """The unit's EmulatedModule, compiled once per process (several threads may compile one unit at once; one
     result is kept)."""
@@ -237,9 +233,9 @@ def _module(source, where):
 
 #: The CUDA executor's lowering (``cudaex.lower``: its units, reuse across traces, parallel compiles, launchers)
 #: for the CPU fusion executor's fusions, compiled for the host. The launchers' runtime, for CPU tensors: the CPU
-#: is the device (whose index, None, is always current), its stream a stand-in.
+#: is the device (whose index, None, is always current), its stream 0.
 HOST = cudaex.Target(executor="cpu", device_type="cpu", where=lambda: ("emulated", "host"), module=_module,
-                     names={"launch": launch, "stream": lambda device: _Stream, "current_device": lambda: None})
+                     names={"launch": launch, "raw_stream": lambda index: 0, "current_device": lambda: None})
 
 lower = functools.partial(cudaex.lower, target=HOST)
 

@@ -78,6 +78,12 @@ def _workspace(cache, device, stream, nbytes):
     return ws
 
 
+#: The raw ``cudaStream_t`` of a device's current stream, by device index (as Inductor's generated code reads it:
+#: ~0.1 us, where ``torch.cuda.current_stream(index).cuda_stream`` makes a Stream object each call).
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda index: torch.cuda.current_stream(index).cuda_stream)
+
+
 def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, workspace, symbol=None,
               device_type="cuda", names=None):
     """The Python function that runs one CUDA kernel: inputs made contiguous where the kernel reads them so,
@@ -88,11 +94,22 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     the kernel reads where they are; "cpu" for the emulator (``thunder.executors.cuda_emulation``). A 0-dim CPU
     tensor (``cuda_x * torch.tensor(2.0)``) is passed by value, as torch passes it: read on the host, no copy to
     the device and no synchronization, and a launch a CUDA graph can capture (with the value it had then).
-    ``names``: what the launcher's text calls instead of the CUDA runtime's ``launch``, ``stream`` and
-    ``current_device`` (the emulator's)."""
-    namespace = {"launch": _core.launch_cuda, "module": module, "empty": torch.empty, "stream": torch.cuda.current_stream,
+    ``names``: what the launcher's text calls instead of the CUDA runtime's ``launch``, ``raw_stream`` and
+    ``current_device`` (the emulator's).
+
+    Per device, the first call looks up the kernel in the device's context and makes a prototype of each output
+    there (zero strides: one element of memory), which ``torch.empty_like`` copies the shape and dtype of (~0.6
+    us less than ``torch.empty(shape, dtype=..., device=...)`` parsing its arguments)."""
+    outputs_made = [(tuple(trace.meta(p)[1]), to_torch(trace.meta(p)[0])) for p in outputs]
+
+    def prepare(device):
+        with torch.inference_mode(False):  # a launcher first called under inference mode serves calls outside it
+            return (module.function(symbol or name),) + tuple(
+                torch.empty_strided(shape, (0,) * len(shape), dtype=dtype, device=device) for shape, dtype in outputs_made)
+
+    namespace = {"launch": _core.launch_cuda, "empty_like": torch.empty_like, "raw_stream": _raw_stream,
                  "current_device": torch.cuda.current_device, "device_guard": torch.cuda.device,
-                 "workspaces": {}, "workspace_of": _workspace, **(names or {})}
+                 "workspaces": {}, "workspace_of": _workspace, "per_device": {}, "prepare": prepare, **(names or {})}
     all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"def {name}({', '.join(all_params)}):"]
     tensors = [p for p in inputs if trace.meta(p)[0] != "number"]
@@ -103,33 +120,35 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
                if not by_value[a] and str(trace.meta(p)[2]).startswith(device_type)]
     made_on = str(trace.meta(outputs[0])[2]) if outputs else "cuda"  # without CUDA inputs, the outputs' device
     namespace["made_on"] = torch.device(made_on) if ":" in made_on else None
-    named = on_cuda or namespace["made_on"] is not None  # a device with an index, not the current one
-    lines.append(f"    device = {on_cuda[0] + '.device' if on_cuda else 'made_on' if named else 'current_device()'}")
-    if named:  # the module is loaded, and the kernel launched, in the device's context
-        lines += ["    if device.index != current_device():", "        with device_guard(device):",
+    if on_cuda or namespace["made_on"] is not None:  # a device with an index, not the current one
+        lines += [f"    device = {on_cuda[0] + '.device' if on_cuda else 'made_on'}", "    index = device.index"]
+        # the module is loaded, and the kernel launched, in the device's context
+        lines += ["    if index != current_device():", "        with device_guard(device):",
                   f"            return {name}({', '.join(all_params)})"]
+    else:
+        lines.append("    device = index = current_device()")
     for a, p in zip(params, tensors):
         lines.append(f"    {a} = {a}.item()" if by_value[a] else "    " + _readable(a, bool(trace.strides(p))))
+    lines += ["    made = per_device.get(index)", "    if made is None:",
+              "        made = per_device[index] = prepare(device)"]
     outs = [f"o{k}" for k in range(len(outputs))]
-    for k, (o, p) in enumerate(zip(outs, outputs)):
-        dtype, shape, _, _ = trace.meta(p)
-        namespace[f"dtype{k}"] = to_torch(dtype)
-        lines.append(f"    {o} = empty({tuple(shape)}, dtype=dtype{k}, device=device)")
+    lines += [f"    {o} = empty_like(made[{k + 1}])" for k, o in enumerate(outs)]
     values = {}  # the sizes the text names
     args = [x if by_value.get(x) else f"{x}.data_ptr()" for x in params + outs]
     args += [_size_argument(params, z, values) for z in sizes] + numbers
     namespace.update(values)
-    lines.append("    on = stream(device).cuda_stream")
+    lines.append("    on = raw_stream(index)")
     if workspace:
         args.append(f"workspace_of(workspaces, device, on, {workspace}).data_ptr()")
-    lines.append(f"    launch(module.function({symbol or name!r}), {grid}, {block}, on, [{', '.join(args)}])")
+    lines.append(f"    launch(made[0], {grid}, {block}, on, [{', '.join(args)}])")
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
     text = "\n".join(lines) + "\n"
-    registry_name = f"{name}_{registry.digest(source + text + repr(sorted(values.items())))}"
+    registry_name = f"{name}_{registry.digest(source + text + repr(sorted(values.items())) + repr(outputs_made))}"
     filename = debug.register_source(text, f"kernel launcher {registry_name}")
     exec(compile(text, filename, "exec"), namespace)
     launcher = namespace[name]
     launcher.registry_name = registry_name
+    launcher.module = module  # keeps it loaded
     debug.release_source_with(launcher, filename)
     return launcher
 
