@@ -236,12 +236,13 @@ class CudaWriter {
     return out;
   }
 
-  // Whether every input and output is laid out as the domain (read and written at the flat index alone), or
-  // taken by value.
+  // Whether every output and input is laid out as the domain (read and written at the flat index alone), or an
+  // input taken by value.
   bool all_dense() const {
-    for (const auto* list : {&p_.inputs, &p_.outputs})
-      for (ProxyId v : *list)
-        if (!dense_value(t_, p_, v) && !host_scalar(t_, v)) return false;
+    for (ProxyId v : p_.outputs)
+      if (!dense_value(t_, p_, v)) return false;
+    for (ProxyId v : p_.inputs)
+      if (!dense_value(t_, p_, v) && !host_scalar(t_, v)) return false;
     return true;
   }
 

@@ -83,7 +83,8 @@ std::vector<std::pair<size_t, size_t>> balanced_ranges(const std::vector<size_t>
     while (end < sizes.size()) {
       if (end != begin && part + 1 != parts) {
         const size_t with = size + sizes[end];
-        if (sizes.size() - end < parts - part || (with > share && with - share >= share - size)) break;
+        if (sizes.size() - end < parts - part || (with > share && (size >= share || with - share >= share - size)))
+          break;
       }
       size += sizes[end++];
     }

@@ -89,7 +89,8 @@ def _index_error(name):
 #: ``torch.empty(shape, dtype=...)`` takes 1.2 us to parse its arguments); malloc serves them without fresh pages.
 POOLED_OUTPUT_BYTES = 64 << 10
 
-#: A kernel whose inputs and outputs hold fewer elements than this all together is launched holding the GIL
+#: A kernel whose inputs and outputs hold fewer elements than this all together, over a domain no larger, is
+#: launched holding the GIL
 #: (``thunder._core.launch_brief``): it runs for well under a microsecond, less than releasing and taking the GIL
 #: again would let another thread do (~45 ns of a 2x2 add's ~2 us call).
 BRIEF_LAUNCH_ELEMENTS = 1 << 14
@@ -203,9 +204,12 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
             lines.append(f"        {o} = {params[over]} if {params[over]}._base is None else {params[over]}.detach()")
         else:
             lines.append(f"        {o} = {_allocation(o, shape, to_torch(dtype), values)}")
+    # The elements read and written, or the domain's (an outer product reads few and computes many): its extents
+    # are the size arguments that are not strides.
+    elements = max(sum(math.prod(trace.meta(p)[1]) for p in [*inputs, *outputs] if trace.meta(p)[0] != "number"),
+                   math.prod(value for _, _, stride, value in sizes if not stride))
     sizes = [_size_argument(params, z, values) for z in sizes]
     pointers = [f"{x}.data_ptr()" for x in params + outs] + ["threads()"] + sizes + numbers
-    elements = sum(math.prod(trace.meta(p)[1]) for p in [*inputs, *outputs] if trace.meta(p)[0] != "number")
     launch = "launch_brief" if elements < BRIEF_LAUNCH_ELEMENTS else "launch"
     lines.append(f"        if {launch}(kernel, ({', '.join(pointers)},)):")
     lines.append(f"            raise index_error({name!r})")

@@ -211,11 +211,18 @@ def _bits(value, index):
     raise TypeError(f"kernel argument {index}: {type(value).__name__}")
 
 
+#: One emulated launch at a time: the shim's grid, block, trap flag and `__shared__` statics are the process's,
+#: and every emulated call shares one device and stream (and so a two-stage workspace).
+_launching = threading.Lock()
+
+
 def launch(function, grid, block, stream, args):
     """Runs an emulated kernel: the blocks in turn, each block's threads concurrently. RuntimeError if it trapped
     (an index out of range, as a device-side assert)."""
     values = (ctypes.c_ulonglong * max(1, len(args)))(*[_bits(v, k) for k, v in enumerate(args)])
-    if function(values, grid, block):
+    with _launching:
+        trapped = function(values, grid, block)
+    if trapped:
         raise RuntimeError("the emulated CUDA kernel trapped (an index out of range)")
 
 

@@ -97,19 +97,11 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     ``names``: what the launcher's text calls instead of the CUDA runtime's ``launch``, ``raw_stream`` and
     ``current_device`` (the emulator's).
 
-    Per device, the first call looks up the kernel in the device's context and makes a prototype of each output
-    there (zero strides: one element of memory), which ``torch.empty_like`` copies the shape and dtype of (~0.6
-    us less than ``torch.empty(shape, dtype=..., device=...)`` parsing its arguments)."""
-    outputs_made = [(tuple(trace.meta(p)[1]), to_torch(trace.meta(p)[0])) for p in outputs]
-
-    def prepare(device):
-        with torch.inference_mode(False):  # a launcher first called under inference mode serves calls outside it
-            return (module.function(symbol or name),) + tuple(
-                torch.empty_strided(shape, (0,) * len(shape), dtype=dtype, device=device) for shape, dtype in outputs_made)
-
-    namespace = {"launch": _core.launch_cuda, "empty_like": torch.empty_like, "raw_stream": _raw_stream,
+    The kernel's handle is looked up once per device, in its context, on the first call there."""
+    namespace = {"launch": _core.launch_cuda, "empty": torch.empty, "raw_stream": _raw_stream,
                  "current_device": torch.cuda.current_device, "device_guard": torch.cuda.device,
-                 "workspaces": {}, "workspace_of": _workspace, "per_device": {}, "prepare": prepare, **(names or {})}
+                 "workspaces": {}, "workspace_of": _workspace, "kernels": {},
+                 "kernel_in_context": lambda: module.function(symbol or name), **(names or {})}
     all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"def {name}({', '.join(all_params)}):"]
     tensors = [p for p in inputs if trace.meta(p)[0] != "number"]
@@ -129,10 +121,13 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
         lines.append("    device = index = current_device()")
     for a, p in zip(params, tensors):
         lines.append(f"    {a} = {a}.item()" if by_value[a] else "    " + _readable(a, bool(trace.strides(p))))
-    lines += ["    made = per_device.get(index)", "    if made is None:",
-              "        made = per_device[index] = prepare(device)"]
+    lines += ["    kernel = kernels.get(index)", "    if kernel is None:",
+              "        kernel = kernels[index] = kernel_in_context()"]
     outs = [f"o{k}" for k in range(len(outputs))]
-    lines += [f"    {o} = empty_like(made[{k + 1}])" for k, o in enumerate(outs)]
+    for k, (o, p) in enumerate(zip(outs, outputs)):
+        dtype, shape, _, _ = trace.meta(p)
+        namespace[f"dtype{k}"] = to_torch(dtype)
+        lines.append(f"    {o} = empty({tuple(shape)}, dtype=dtype{k}, device=device)")
     values = {}  # the sizes the text names
     args = [x if by_value.get(x) else f"{x}.data_ptr()" for x in params + outs]
     args += [_size_argument(params, z, values) for z in sizes] + numbers
@@ -140,10 +135,10 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     lines.append("    on = raw_stream(index)")
     if workspace:
         args.append(f"workspace_of(workspaces, device, on, {workspace}).data_ptr()")
-    lines.append(f"    launch(made[0], {grid}, {block}, on, [{', '.join(args)}])")
+    lines.append(f"    launch(kernel, {grid}, {block}, on, [{', '.join(args)}])")
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
     text = "\n".join(lines) + "\n"
-    registry_name = f"{name}_{registry.digest(source + text + repr(sorted(values.items())) + repr(outputs_made))}"
+    registry_name = f"{name}_{registry.digest(source + text + repr(sorted(values.items())))}"
     filename = debug.register_source(text, f"kernel launcher {registry_name}")
     exec(compile(text, filename, "exec"), namespace)
     launcher = namespace[name]
