@@ -90,9 +90,8 @@ def _index_error(name):
 POOLED_OUTPUT_BYTES = 64 << 10
 
 #: A kernel whose inputs and outputs hold fewer elements than this all together, over a domain no larger, is
-#: launched holding the GIL
-#: (``thunder._core.launch_brief``): it runs for well under a microsecond, less than releasing and taking the GIL
-#: again would let another thread do (~45 ns of a 2x2 add's ~2 us call).
+#: launched holding the GIL (``thunder._core.launch_brief``): it runs for well under a microsecond, less than
+#: releasing and taking the GIL again would let another thread do (~45 ns of a 2x2 add's ~2 us call).
 BRIEF_LAUNCH_ELEMENTS = 1 << 14
 
 _DLPACK_DTYPES = {torch.bool: 6, torch.bfloat16: 4, torch.float16: 2, torch.float32: 2, torch.float64: 2,
