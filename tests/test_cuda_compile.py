@@ -114,8 +114,9 @@ def test_cuda_launchers_are_made_without_a_gpu():
     trace = found["p"][0]
     ((source, kernels),) = _core.render_cuda(trace, "cpu")
     assert kernels
-    for name, ins, outs, sizes, block, grid, workspace, _, symbol in kernels:
-        launcher = cudaex._launcher(name, None, source, trace, ins, outs, sizes, block, grid, workspace, symbol)
+    for name, ins, outs, sizes, block, grid, workspace, _, symbol, by_value in kernels:
+        launcher = cudaex._launcher(name, None, source, trace, ins, outs, sizes, block, grid, workspace, symbol,
+                                    by_value)
         assert launcher.registry_name.startswith(name + "_")
     # The numbers become 8-byte arguments as the CPU's do (one conversion): an int beyond 64 bits is refused
     # before any driver call.
@@ -162,7 +163,7 @@ def test_cuda_launchers_run_on_their_inputs_device(monkeypatch):
 
     trace = _cuda_trace()
     ((source, kernels),) = _core.render_cuda(trace, "cuda")
-    texts = {name: inspect.getsource(cudaex._launcher(name, None, source, trace, *rest[:6], rest[7]))
+    texts = {name: inspect.getsource(cudaex._launcher(name, None, source, trace, *rest[:6], rest[7], rest[8]))
              for name, *rest in kernels}
     assert sorted(texts) == ["cuda_fusion0", "cuda_fusion1"]
     for name, text in texts.items():

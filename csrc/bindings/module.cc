@@ -491,7 +491,7 @@ NB_MODULE(_core, m) {
         nb::list sizes;
         for (const codegen::SizeArgument& a : k.sizes) sizes.append(nb::make_tuple(a.input, a.input_dim, a.stride, a.value));
         kernels.append(nb::make_tuple(k.name, ins, outs, sizes, k.block, k.grid, k.workspace, k.key,
-                                      k.symbol.empty() ? k.name : k.symbol));
+                                      k.symbol.empty() ? k.name : k.symbol, k.by_value));
       }
       units.append(nb::make_tuple(unit.source, kernels));
     }
@@ -500,10 +500,11 @@ NB_MODULE(_core, m) {
      "The fusions of `executor`, planned as on the CPU, scheduled for a GPU and rendered in the CUDA dialect as at "
      "most `parts` translation units of consecutive kernels, balanced by their prim counts (so that they compile in "
      "parallel): [(source, [(kernel name, [input proxies], [output proxies], [size arguments], threads per block, "
-     "blocks, workspace bytes, key, symbol)])], empty if the trace has no such fusions "
+     "blocks, workspace bytes, key, symbol, [per input: taken by value])])], empty if the trace has no such fusions "
      "(codegen::cuda_translation_units). A kernel's key is its text apart from its name; a kernel repeating an "
      "earlier one's text runs that one's code: its symbol is the name compiled in its unit's source (otherwise its "
-     "own). Kernels whose key is in `loaded` are in no unit but the last, whose source is ''.");
+     "own); an input taken by value (codegen::host_scalar: a 0-dim CPU tensor) is read on the host by the launcher. "
+     "Kernels whose key is in `loaded` are in no unit but the last, whose source is ''.");
   nb::class_<runtime::CudaImage>(m, "CudaImage", "CUDA kernels compiled by NVRTC: CUBIN, PTX and ptxas' report.")
       .def_prop_ro("cubin", [](const runtime::CudaImage& i) { return nb::bytes(i.cubin.data(), i.cubin.size()); })
       .def_ro("ptx", &runtime::CudaImage::ptx)

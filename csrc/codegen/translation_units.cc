@@ -63,7 +63,7 @@ void plan_fusions(const ir::Trace& t, const std::string& executor, std::vector<K
     plan->written_over = written_over(t, *plan, dying[i]);
     std::vector<ir::ProxyId> ins = plan->inputs;  // the launcher's arguments: the tensors, then the numbers
     ins.insert(ins.end(), plan->scalars.begin(), plan->scalars.end());
-    signatures.push_back({b.callee, std::move(ins), plan->outputs, size_arguments(t, *plan), plan->written_over, "", ""});
+    signatures.push_back({b.callee, std::move(ins), plan->outputs, size_arguments(t, *plan), plan->written_over, "", "", 0, 0, 0, {}});
     plans.push_back(std::move(*plan));
   }
 }
@@ -160,6 +160,7 @@ std::vector<TranslationUnit> cuda_translation_units(const ir::Trace& t, const st
     sig.block = schedule.block;
     sig.grid = schedule.grid;
     sig.workspace = cuda_workspace_bytes(plans[i], schedule);
+    for (ir::ProxyId v : sig.inputs) sig.by_value.push_back(host_scalar(t, v));
     texts.push_back(render_cuda_kernel(t, {&plans[i], &schedule, sig.name}));
     sig.key = text_apart_from_name(texts[i], sig.name);
     keys.push_back(sig.key);

@@ -31,6 +31,9 @@ struct KernelSignature {
   // (cuda_workspace_bytes); 0 for CPU kernels.
   int block = 0;
   int64_t grid = 0, workspace = 0;
+  // GPU kernels: per input, whether the kernel takes it by value (host_scalar: a 0-dim CPU tensor, read on the
+  // host by the launcher) rather than as a pointer where the kernel runs.
+  std::vector<bool> by_value;
 };
 
 struct TranslationUnit {

@@ -85,15 +85,16 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
 
 
 def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, workspace, symbol=None,
-              device_type="cuda", names=None):
+              by_value=(), device_type="cuda", names=None):
     """The Python function that runs one CUDA kernel: inputs made contiguous where the kernel reads them so,
     outputs from torch's caching allocator on the inputs' device, the kernel launched on that device's current
     stream with the grid and block the schedule chose for these shapes. Inputs on another device than the
     current one make theirs current for the call (the module is loaded per context). ``symbol``: the kernel's
     name in ``module`` when it runs the code of another kernel (default: ``name``). ``device_type``: the tensors
-    the kernel reads where they are; "cpu" for the emulator (``thunder.executors.cuda_emulation``). A 0-dim CPU
-    tensor (``cuda_x * torch.tensor(2.0)``) is passed by value, as torch passes it: read on the host, no copy to
-    the device and no synchronization, and a launch a CUDA graph can capture (with the value it had then).
+    the kernel reads where they are; "cpu" for the emulator (``thunder.executors.cuda_emulation``).
+    ``by_value``: per input, whether the kernel takes it by value (``render_cuda``'s, from the CUDA dialect's
+    ``host_scalar``: a 0-dim CPU tensor, ``cuda_x * torch.tensor(2.0)``), as torch passes it: read on the host, no
+    copy to the device and no synchronization, and a launch a CUDA graph can capture (with the value it had then).
     ``names``: what the launcher's text calls instead of the CUDA runtime's ``launch``, ``raw_stream`` and
     ``current_device`` (the emulator's).
 
@@ -105,9 +106,7 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"def {name}({', '.join(all_params)}):"]
     tensors = [p for p in inputs if trace.meta(p)[0] != "number"]
-    # The CUDA dialect's host_scalar (codegen/schedule.h): the kernel takes a 0-dim CPU tensor by value, as a
-    # double or an int64; every other tensor input is where the kernel runs.
-    by_value = {a: not trace.meta(p)[1] and str(trace.meta(p)[2]) == "cpu" for a, p in zip(params, tensors)}
+    by_value = dict(zip(params, by_value or [False] * len(tensors)))  # every other tensor is where the kernel runs
     on_cuda = [a for a, p in zip(params, tensors)
                if not by_value[a] and str(trace.meta(p)[2]).startswith(device_type)]
     made_on = str(trace.meta(outputs[0])[2]) if outputs else "cuda"  # without CUDA inputs, the outputs' device
@@ -247,7 +246,7 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None, target=CUDA):
     modules = dict(zip(sources, _compile_units(sources, where, target)))
     launchers, used = {}, {}
     for source, kernels in units:
-        for name, ins, outs, sizes, block, grid, workspace, key, symbol in kernels:
+        for name, ins, outs, sizes, block, grid, workspace, key, symbol, by_value in kernels:
             if source:
                 module, text = modules[source], source
                 if compiled is not None:
@@ -256,7 +255,7 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None, target=CUDA):
                 module, symbol, text = reusable[key]
             used[id(module)] = (module.image, text)
             launchers[name] = _launcher(name, module, text, trace, ins, outs, sizes, block, grid, workspace, symbol,
-                                        target.device_type, target.names)
+                                        by_value, target.device_type, target.names)
     last_source = "\n".join(text for _, text in used.values())
     seconds["compile"] = time.perf_counter() - start
     return launchers, list(used.values())
