@@ -302,6 +302,7 @@ AT_BOUNDARIES = {
     "max_dim": lambda x, b: torch.max(x.reshape(2, 4), 1)[0], "min_dim": lambda x, b: torch.min(x.reshape(2, 4), 0)[0],
     "xlogy": lambda x, b: torch.xlogy(x.clamp(0, 1), b.clamp(-1, 2)),
     "binary_cross_entropy": lambda x, b: F.binary_cross_entropy(x.clamp(0, 1), (b > 0).to(x.dtype)),
+    "atan2": torch.atan2,
 }
 
 
@@ -315,6 +316,25 @@ def test_gradients_at_boundaries_and_ties(name):
     rtol = 1e-7 if name in ("hardsigmoid", "binary_cross_entropy") else 1e-10
     j = grads_equal(AT_BOUNDARIES[name], x, b, rtol=rtol)
     assert backward_of(j) == ["thunder"]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_rows_whose_target_is_ignored_take_no_gradient(loss, reduction):
+    """ATen's kernels skip a row whose target is ignore_index. The decomposition reads class 0 in its place and
+    weighted it by 0: a fully padded batch's mean (0 / 0) sent g / 0 = inf back and inf * 0 = NaN into every
+    gradient (eager's is 0), and a -inf log-probability at class 0 made an ignored row's loss NaN."""
+    fn = lambda x, t: getattr(F, loss)(x if loss == "cross_entropy" else x.log_softmax(-1), t,
+                                       ignore_index=-1, reduction=reduction)
+    jitted = thunder.jit(fn)
+    inputs = torch.randn(3, 4)
+    inputs[0, 0] = float("-inf")
+    for t in [torch.tensor([1, 2, 0]), torch.tensor([-1, -1, -1]), torch.tensor([-1, 3, -1])]:
+        x = inputs.clone().requires_grad_()
+        assert_same(jitted(x, t), fn(x, t))
+        actual, = torch.autograd.grad(jitted(x, t).sum(), x)
+        expected, = torch.autograd.grad(fn(x, t).sum(), x)
+        assert_same(actual, expected)
 
 
 @pytest.mark.parametrize("executors", [None, ["torch"]], ids=["default", "torch"])

@@ -124,6 +124,29 @@ def test_calls_past_the_recompile_limit_are_counted_uncompiled_and_warned_once()
     assert f"{19 - limit} calls ran UNCOMPILED" in report and "Dynamo stopped compiling" in report, report
 
 
+def test_calls_whose_resumed_frame_is_past_the_limit_are_counted_partly_uncompiled():
+    """After a graph break, the rest of the function is a frame of its own with its own recompile limit: once it is
+    reached, calls run the first graph and the rest uncompiled. They were counted as plain cache hits."""
+    def f(x, y):
+        a = x * 2
+        torch._dynamo.graph_break()
+        return (a + y).sin()  # y's rank changes: the resumed frame recompiles
+
+    jitted = thunder.jit(f, dynamic=False)
+    x = torch.randn(4)
+    with torch._dynamo.config.patch(recompile_limit=2), capture_thunder_log() as log:
+        for rank in (1, 2, 3, 4, 1, 3, 1):
+            y = torch.randn((4,) * rank)
+            assert_same(jitted(x, y), f(x, y))
+    stats = thunder.compile_stats(jitted)
+    # ranks 1 and 2 compiled the resumed frame; ranks 3, 4 and 3 again ran it uncompiled.
+    assert (stats.calls, stats.cache_misses, stats.cache_hits, stats.eager_calls) == (7, 2, 5, 0), stats
+    assert stats.partly_uncompiled_calls == 3, stats
+    assert "recompile_limit (2) was reached by 'torch_dynamo_resume_in_f" in stats.dynamo_stopped
+    assert len(_stops(log)) == 1
+    assert "3 calls ran part of the function UNCOMPILED" in thunder.summary(jitted).splitlines()[0]
+
+
 def test_the_accumulated_recompile_limit_is_named_too():
     jitted = thunder.jit(lambda x: x.cos(), dynamic=False)
     with torch._dynamo.config.patch(accumulated_recompile_limit=2), capture_thunder_log() as log:

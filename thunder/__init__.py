@@ -185,7 +185,8 @@ def compile_stats(jitted) -> CompileStats:
                        "released": g.released if compiled else ""})
     sites = sorted(s.branches.values(), key=lambda b: b.id)
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks), s.eager_calls,
-                        s.dynamo_stopped, sites, s.symbolic_graphs, dict(s.uncompiled_methods))
+                        s.dynamo_stopped, sites, s.symbolic_graphs, dict(s.uncompiled_methods),
+                        s.partly_uncompiled_calls)
 
 
 def last_kernels(jitted, graph: int = -1):

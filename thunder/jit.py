@@ -16,8 +16,8 @@ from thunder.core.options import check_passes
 from thunder.executors import resolve_executors
 from thunder.frontend import branches, skipped_logging
 from thunder.frontend.code_copies import forget_shape_history, private_function, private_module, release
-from thunder.frontend.dynamo import (EagerGraph, GraphBreak, JitBackend, JitState, current_state, note_dynamo_stopped,
-                                     note_recompile_limit)
+from thunder.frontend.dynamo import (EagerGraph, GraphBreak, JitBackend, JitState, count_limited_frames, current_state,
+                                     note_dynamo_stopped, note_recompile_limit)
 from thunder.frontend.fast_path import MISS, FastPath, cache_entries, plain_module_call
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
@@ -147,6 +147,8 @@ class _Jitted:
         else:  # no graph ran: Dynamo ran the function uncompiled (a limit, a skipped frame, nothing to capture)
             state.eager_calls += 1
             self._check_recompile_limit()
+        if state.limited_frames:
+            count_limited_frames(state, state.graph_calls > ran)
         if self._fast_path is not None and (len(state.graphs) > graphs or len(state.graph_breaks) > breaks):
             self._fast_path.refresh()
         return out
@@ -244,6 +246,8 @@ def _headline(s):
     graphs = f"{len(s.graphs)} graphs compiled" if not uncompiled else \
         f"{len(s.graphs)} graphs captured, {len(s.graphs) - uncompiled} compiled, {uncompiled} run UNCOMPILED"
     eager = f", {s.eager_calls} calls ran UNCOMPILED (no graph ran)" if s.eager_calls else ""
+    eager += (f", {s.partly_uncompiled_calls} calls ran part of the function UNCOMPILED (a frame past Dynamo's "
+              "recompile limit ran no graph)" if s.partly_uncompiled_calls else "")
     eager += f", {s.raised_calls} calls raised" if s.raised_calls else ""
     eager += "".join(f", {name}() ran the original forward UNCOMPILED {n} times"
                      for name, n in s.uncompiled_methods.items())
@@ -605,6 +609,9 @@ class CompileStats:
     symbolic_graphs: int = 0  # graphs Dynamo captured with symbolic sizes; each is compiled once per shape signature
     #: Methods of a jitted module's original that ran its forward uncompiled (``jitted.generate``): name -> forwards.
     uncompiled_methods: dict = field(default_factory=dict)
+    #: Calls that ran graphs, but none of a frame that had reached Dynamo's recompile limit (after a graph break,
+    #: the rest of the function ran uncompiled); counted as cache hits or misses too.
+    partly_uncompiled_calls: int = 0
 
     @property
     def dynamo_graphs(self):

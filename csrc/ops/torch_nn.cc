@@ -210,7 +210,10 @@ Value nll_loss_of(Builder& b, const Value& logp, const Value& target, const Valu
   Value valid = b.torch("ne", {target, ignore_index});
   Value safe = b.torch("where", {valid, target, Int(0)});
   Value picked = b.prim("take_along_axis", {logp, b.torch("unsqueeze", {safe, Int(class_dim)}), Int(class_dim)});
-  Value nll = b.torch("neg", {b.torch("squeeze", {picked, Int(class_dim)})});
+  // An ignored row reads class 0 in its place: masked here, not only weighted by 0, so that neither its value
+  // (-inf there gives inf * 0) nor its gradient (g / 0 when every row is ignored) turns into NaN; ATen's kernel
+  // skips such rows.
+  Value nll = b.torch("where", {valid, b.torch("neg", {b.torch("squeeze", {picked, Int(class_dim)})}), num(0.0)});
   Value w = b.torch("to", {valid, Value(im.dtype)});
   if (!weight.is_none()) {
     Value flat = b.torch("reshape", {safe, Value::ints({-1})});

@@ -190,9 +190,12 @@ std::unordered_map<std::string, Rule> binary_rules() {
       return std::pair{ga, gb};
     });
   }
+  // atan2: g * b / (a² + b²) and -g * a / (a² + b²), through a reciprocal that is 0 where a² + b² is 0 (at the
+  // origin, or where the squares underflow), as torch's derivative formula computes it.
   r["atan2"] = binary([](Ctx& c, const Value& a, const Value& b) {
     Value denom = c.add(c.mul(a, a), c.mul(b, b));
-    return std::pair{c.div(c.mul(c.g, b), denom), c.div(c.neg(c.mul(c.g, a)), denom)};
+    Value recip = c.where(c.prim("eq", {denom, 0.0}), 0.0, c.un("reciprocal", denom));
+    return std::pair{c.mul(c.mul(c.g, b), recip), c.mul(c.mul(c.g, c.neg(a)), recip)};
   });
   // remainder(a, b) = a - floor(a / b) * b; fmod(a, b) = a - trunc(a / b) * b.
   for (const char* n : {"remainder", "fmod"}) {

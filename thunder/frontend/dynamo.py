@@ -60,6 +60,7 @@ class EagerGraph:
     calls: int = 0
     detail: str = field(default="", repr=False)
     shapes: tuple = None  # (symbolic graph number, shapes, retrace reason) for a specialization (see _compile_graph)
+    frame: int = None     # Dynamo's id of the frame (code object) it was captured from (see _tag_frame)
 
 
 @dataclass
@@ -75,6 +76,10 @@ class JitState:
     cache_hits: int = 0
     cache_misses: int = 0
     eager_calls: int = 0                              # calls that ran no graph: Dynamo ran the function uncompiled
+    partly_uncompiled_calls: int = 0                  # calls that ran graphs, but none of a frame in limited_frames
+    #: Dynamo's id of each frame of the function that reached a recompile limit (its calls that need a new graph
+    #: run uncompiled) -> the calls of its graphs when last counted (see count_limited_frames).
+    limited_frames: dict = field(default_factory=dict)
     raised_calls: int = 0                             # calls that raised (counted neither as hits nor as misses)
     graph_calls: int = 0                              # runs of its graphs, all together (the sum of their calls)
     branches: dict = field(default_factory=dict)      # (file, line, code) -> branches.BranchSite of each `if`
@@ -479,11 +484,26 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
         also = GLOBAL_STATE if state is not GLOBAL_STATE else None
     gm, attributes = _lift_tensor_attributes(gm)
     example_inputs = [*example_inputs, *attributes]
+    frame, graphs = _compiling_frame(), len(state.graphs)
     if specialize.has_symbolic_shapes(gm, example_inputs):
-        fn = _symbolic_graph(state, gm, also)
+        fn = _symbolic_graph(state, gm, also, frame)
     else:
         fn = _compile_graph(state, gm, example_inputs, also)
+        _tag_frame(state, graphs, frame)
     return (lambda *args: fn(*args, *attributes)) if attributes else fn
+
+
+def _compiling_frame():
+    """Dynamo's id of the frame (the code object) whose graph is being compiled, or None outside a compile."""
+    context = getattr(torch._guards, "CompileContext", None)  # (private: pinned by tests/test_recompile.py)
+    compile_id = context.current_compile_id() if context is not None else None
+    return getattr(compile_id, "frame_id", None)
+
+
+def _tag_frame(state, first, frame):
+    """Marks the graphs state compiled from index ``first`` on as captured from Dynamo's frame ``frame``."""
+    for graph in state.graphs[first:]:
+        graph.frame = frame
 
 
 def _lift_tensor_attributes(gm):
@@ -513,7 +533,7 @@ def _lift_tensor_attributes(gm):
     return torch.fx.GraphModule(gm, graph), attributes
 
 
-def _symbolic_graph(state, gm, also):
+def _symbolic_graph(state, gm, also, frame):
     """The callable for a graph with symbolic sizes. It is imported once as it is (one trace whose sizes are
     polynomials in its size inputs, ``import_graph(..., symbolic=True)``), and the passes run on that trace once
     (compile.SymbolicPlan); each new shape signature (specialize.signature) binds the final trace's sizes to the
@@ -521,7 +541,8 @@ def _symbolic_graph(state, gm, also):
     cache. Where the passes cannot run with symbolic sizes (a size a pass must know), each signature binds the
     imported trace's sizes and runs them. A graph the core cannot import with symbolic sizes
     (a size that is not a polynomial in the size inputs, a non-contiguous input) is traced again per signature
-    instead (specialize.specialize). A signature that cannot be compiled runs gm as captured."""
+    instead (specialize.specialize). A signature that cannot be compiled runs gm as captured. ``frame`` is Dynamo's
+    id of the frame gm was captured from (see _tag_frame)."""
     state.symbolic_graphs += 1
     number = state.symbolic_graphs
     specializations = collections.OrderedDict()  # signature -> (callable, its graph), least recently used first
@@ -554,6 +575,7 @@ def _symbolic_graph(state, gm, also):
                 fn = _run_eagerly(state, len(state.graphs), gm, e, also, shapes=(number, shapes, symbolic[0]))
             else:
                 fn = _compile_graph(state, concrete, args, also, shapes=(number, shapes, symbolic[0]))
+        _tag_frame(state, graphs, frame)
         specializations[key] = (fn, state.graphs[-1] if len(state.graphs) > graphs else None)
         while len(specializations) > limit:
             _, (_, graph) = specializations.popitem(last=False)
@@ -809,6 +831,25 @@ def note_skipped_frame(state, graph_break):
                         f"{graph_break.reason}", fix[0].lower() + fix[1:])
 
 
+def _frame_graph_calls(state, frame):
+    """How many times the graphs state captured from Dynamo's frame ``frame`` ran, all together."""
+    return sum(graph.calls for graph in state.graphs if getattr(graph, "frame", None) == frame)
+
+
+def count_limited_frames(state, ran_graph):
+    """After a call of the wrapper of ``state`` in which some frame of the function had reached a recompile limit:
+    counts the call in ``state.partly_uncompiled_calls`` if it ran a graph (``ran_graph``; a call that ran none is
+    an eager call) but none of such a frame's -- Dynamo ran that frame uncompiled (or the call did not reach it:
+    Dynamo, running the frame from C, tells no one which)."""
+    missed = False
+    for frame, counted in state.limited_frames.items():
+        now = _frame_graph_calls(state, frame)
+        missed = missed or now == counted
+        state.limited_frames[frame] = now
+    if missed and ran_graph:
+        state.partly_uncompiled_calls += 1
+
+
 class _RecompileLimitHandler(logging.Handler):
     """Reads Dynamo's warning that a recompile limit was hit, for the jitted function whose call is in progress."""
 
@@ -821,6 +862,9 @@ class _RecompileLimitHandler(logging.Handler):
         except (TypeError, ValueError):
             return
         reason = str(reason).splitlines()[0] if str(reason).strip() else ""
+        frame = _compiling_frame()
+        if frame is not None and frame not in state.limited_frames:
+            state.limited_frames[frame] = _frame_graph_calls(state, frame)
         note_recompile_limit(state, limit, value, str(record.args[2]),
                              reason if len(reason) <= 160 else reason[:160] + "...")
 

@@ -24,6 +24,7 @@ import torch
 
 from thunder.core import debug
 from thunder.core.log import logger
+from thunder.frontend.dynamo import count_limited_frames
 
 #: Returned by FastPath.call when no cache entry applies.
 MISS = object()
@@ -353,7 +354,8 @@ class FastPath:
         here as that wrapper counts them (0.25 us less)."""
         if not self.entries:
             return lambda args: MISS
-        namespace = {"MISS": MISS, "instance": self.instance, "state": self.state, "annotate": debug.annotate}
+        namespace = {"MISS": MISS, "instance": self.instance, "state": self.state, "annotate": debug.annotate,
+                     "count_limited_frames": count_limited_frames}
         positional = len(self.names) - self.bound
         values = {name: "instance" for name in self.names[:self.bound]}  # each local of the frame, as source
         values.update((name, f"args[{i}]") for i, name in enumerate(self.names[self.bound:]))
@@ -378,7 +380,9 @@ class FastPath:
                    "        elif state.graph_calls > ran:",
                    "            state.cache_hits += 1",
                    "        else:",
-                   "            state.eager_calls += 1"]
+                   "            state.eager_calls += 1",
+                   "        if state.limited_frames:",
+                   "            count_limited_frames(state, state.graph_calls > ran)"]
         for k, (check, run, direct) in enumerate(self.entries):
             namespace[f"check{k}"], namespace[f"run{k}"] = check, run
             lines.append(f"    if check{k}(frame):")
@@ -388,7 +392,8 @@ class FastPath:
                           f"            out = fn{k}({', '.join(_source(a, values) for a in graph_args)})",
                           "        except Exception as e:", "            annotate(e)", "            state.calls += 1",
                           "            state.raised_calls += 1", "            raise", "        state.calls += 1",
-                          "        state.cache_hits += 1", f"        return {_source(result, values)}"]
+                          "        state.cache_hits += 1", "        if state.limited_frames:",
+                          "            count_limited_frames(state, True)", f"        return {_source(result, values)}"]
                 continue
             lines += ["        graphs, ran = len(state.graphs), state.graph_calls", "        try:"]
             if direct is not None:  # the graph called directly, its outputs returned as the transformed code would
