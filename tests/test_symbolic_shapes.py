@@ -132,6 +132,26 @@ def test_a_graph_whose_sizes_are_not_polynomials_is_traced_again_per_shape():
     assert "traced again: " in thunder.summary(jitted)
 
 
+@pytest.mark.parametrize("fn", [lambda x, y: torch.cat([x, y], -1) * 2, lambda x, y: x[:, 1:] + y[:, 1:],
+                                lambda x, y: y[:1] * x, lambda x, y: (x + y).softmax(-1)],
+                         ids=["cat", "slice", "broadcast", "softmax"])
+def test_an_input_whose_row_stride_changes_is_read_with_each_calls_stride(fn):
+    """Once an input's stride changes, Dynamo makes it a symbol (s7) while its sizes stay static: the import took
+    int() of it, the hint of one call, and kernels read every later stride with that one (the third call read rows
+    24 apart where they were 48: wrong values). Such a graph is now traced again per stride."""
+    base = torch.arange(16 * 40.0).view(16, 40)
+    y = -torch.arange(32.0).view(4, 8) - 1
+    xs = [torch.arange(32.0).view(8, 4).t(), base[:4, 3:11], base[::2, :8][:4], base[::3, 1:9][:4],
+          base[::2, :8][:4], base[:4, 3:11]]
+    jitted = thunder.jit(fn)
+    for x in xs:
+        with torch.no_grad():
+            assert_same(jitted(x, y), fn(x, y))
+    stats = thunder.compile_stats(jitted)
+    assert all(g["compiled"] for g in stats.graphs), stats
+    assert any("symbolic strides" in (g["retraced"] or "") for g in stats.graphs), stats
+
+
 class _ScaledNorm(nn.Module):
     """Float attributes (eps, a scale, a dropout probability): under dynamic=True Dynamo passes each as a 0-d
     tensor and reads it with .item() in the graph."""

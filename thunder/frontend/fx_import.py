@@ -510,6 +510,10 @@ class _Importer:
                     raise UnsupportedGraph("a non-contiguous input with symbolic sizes")
                 expected = expected * size
             return self.builder.add_input_tensor(*args, [])
+        if input and not all(isinstance(s, int) for s in t.stride()):
+            # Strides Dynamo made symbolic (a stride that changed between calls) vary under the graph's guards: int()
+            # of one is the hint of one call, which a kernel reading the input in place must not bake in.
+            raise UnsupportedGraph("an input with symbolic strides")
         if input:  # Dynamo's guards fix an input's strides: kernels may read a non-contiguous one in place
             strides = [] if t.is_contiguous() else [int(s) for s in t.stride()]
             return self.builder.add_input_tensor(*args, strides)
