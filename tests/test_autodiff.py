@@ -303,19 +303,64 @@ AT_BOUNDARIES = {
     "xlogy": lambda x, b: torch.xlogy(x.clamp(0, 1), b.clamp(-1, 2)),
     "binary_cross_entropy": lambda x, b: F.binary_cross_entropy(x.clamp(0, 1), (b > 0).to(x.dtype)),
     "atan2": torch.atan2,
+    # Ops whose chain rule through their decomposition gave NaN or a wrong one-sided slope at special points.
+    "bce_with_logits": lambda x, b: F.binary_cross_entropy_with_logits(x, (b > 0).to(x.dtype)),
+    "bce_with_logits_soft_target": lambda x, b: F.binary_cross_entropy_with_logits(x, b.nan_to_num(0.5).clamp(0, 1)),
+    "bce_with_logits_pos_weight": lambda x, b: F.binary_cross_entropy_with_logits(
+        x, b.nan_to_num(0.5).clamp(0, 1), reduction="sum", pos_weight=torch.full((8,), 3.0, dtype=x.dtype)),
+    "xlog1py": lambda x, b: torch.special.xlog1py(x.clamp(0, 1), b.clamp(-2, 2)),
+    "div_trunc": lambda x, b: torch.div(x, b, rounding_mode="trunc"),
+    "sinc": lambda x, b: torch.sinc(torch.cat([x, x * 1e-170])),
+    "std_constant_row": lambda x, b: torch.cat([x, torch.full((4,), 2.0, dtype=x.dtype)]).reshape(3, 4).std(1),
+    "std_mean_constant_row": lambda x, b: torch.std_mean(
+        torch.cat([x, torch.full((4,), 2.0, dtype=x.dtype)]).reshape(3, 4), 1, keepdim=True),
+    "selu_overflowing": lambda x, b: F.selu(x * 200), "celu_overflowing": lambda x, b: F.celu(x * 200, alpha=2.0),
 }
 
 
 @pytest.mark.parametrize("name", sorted(AT_BOUNDARIES))
 def test_gradients_at_boundaries_and_ties(name):
     x = torch.tensor([-3.0, -1.0, 0.0, 0.0, 1.0, 3.0, 6.0, 1.0], dtype=D, requires_grad=True)
-    b = torch.tensor([0.0, -1.0, 0.0, 2.0, 1.0, float("nan"), 6.0, 0.0], dtype=D, requires_grad=name != "xlogy")
-    if name in ("fmax", "fmin", "clamp_tensor_bounds", "max_dim", "min_dim"):
+    b = torch.tensor([0.0, -1.0, 0.0, 2.0, 1.0, float("nan"), 6.0, 0.0], dtype=D,
+                     requires_grad=name not in ("xlogy", "xlog1py"))
+    if name in ("fmax", "fmin", "clamp_tensor_bounds", "max_dim", "min_dim", "bce_with_logits_soft_target",
+                "bce_with_logits_pos_weight"):
         b = b.nan_to_num(0.5).detach().requires_grad_()
     # torch's hardsigmoid backward multiplies by 1/6 rounded to float32; BCE's gradient is 1e11 at p = 0.
     rtol = 1e-7 if name in ("hardsigmoid", "binary_cross_entropy") else 1e-10
     j = grads_equal(AT_BOUNDARIES[name], x, b, rtol=rtol)
     assert backward_of(j) == ["thunder"]
+
+
+AT_SPECIAL_VALUES = {
+    "relu": F.relu, "maximum": lambda x: torch.maximum(x, x.flip(0)), "minimum": lambda x: torch.minimum(x, x.flip(0)),
+    "max": lambda x: x.max(), "min": lambda x: x.min(), "hardshrink": F.hardshrink, "softshrink": F.softshrink,
+    "entr": torch.special.entr, "logit": torch.logit, "logit_eps": lambda x: torch.logit(x, 0.25),
+    "pow_half": lambda x: torch.pow(x, 0.5), "pow_minus_half": lambda x: torch.pow(x, -0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AT_SPECIAL_VALUES))
+def test_values_and_gradients_at_nan_inf_and_signed_zero(name):
+    """NaN, infinities and -0.0 take eager's values and gradients: a NaN through relu, maximum or a shrink takes
+    the gradient (torch masks the losers, and a NaN loses to nothing), max() gives it to the NaN, pow(x, -0.5) is
+    rsqrt (NaN at -inf), entr's and logit's gradients are infinite at 0."""
+    x = torch.tensor([float("nan"), -1.0, 0.0, 2.0, float("inf"), float("-inf"), -0.0, 0.5], dtype=D)
+    grads_equal(AT_SPECIAL_VALUES[name], x.requires_grad_())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rms_norm_without_eps_takes_the_epsilon_of_float32(dtype):
+    """eps=None is the machine epsilon of the type ATen computes the norm in: float32's for a half input, not the
+    half type's (which made a zero row's gradient 11.3 against eager's 2896, and moved small rows' values)."""
+    fn = lambda x: F.rms_norm(x, (3,))
+    x = torch.tensor([[0.0, 0.0, 0.0], [0.01, 0.01, 0.01], [1.0, -2.0, 3.0]], dtype=dtype)
+    mine, eager = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out, expected = thunder.jit(fn)(mine), fn(eager)
+    torch.testing.assert_close(out, expected)
+    out.float().sum().backward()
+    expected.float().sum().backward()
+    torch.testing.assert_close(mine.grad, eager.grad)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

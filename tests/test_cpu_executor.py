@@ -913,3 +913,15 @@ def test_output_prototypes_share_their_memory(inference):
         assert (out.shape, out.dtype, out.stride(), out.is_inference()) == \
             (expected.shape, dtype, expected.stride(), False)
         assert out.untyped_storage().data_ptr() != p.untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("exponent", [0.5, -0.5, -1.0, 2.0])
+def test_small_powers_as_atens_kernel_takes_them(exponent, dtype):
+    """ATen computes x ** 0.5 and x ** -0.5 as sqrt and rsqrt (NaN at -inf, -0.0 kept) except in float16, whose
+    kernel calls pow (inf at -inf, +0.0): the fused kernel writes the same special cases."""
+    x = torch.tensor([-0.0, float("-inf"), 4.0, 0.0, float("inf"), -2.0, 0.3, 7.0], dtype=dtype)
+    out = assert_matches_eager(lambda x: (x * 1).pow(exponent), x, kernels=1)
+    expected = (x * 1).pow(exponent)
+    number = ~expected.isnan()
+    assert torch.equal(out.isnan(), expected.isnan()) and torch.equal(out.signbit()[number], expected.signbit()[number])

@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import thunder
 from thunder.executors import cuda as check
@@ -125,6 +126,22 @@ def test_dropout_draws_as_the_cpu_kernels_do():
         _compiled(jitted)
     torch.testing.assert_close(outs[0], outs[1])
     assert (outs[0] == x).any() and (outs[0] != x).any()
+
+
+def test_a_dropout_mask_read_through_a_slice_or_cat_is_drawn_at_the_index_read():
+    """A uniform_philox value depends on its element's index: a remap (slice, cat) of it in the same kernel must
+    draw at the remapped index, not reuse the draw of the unremapped one (cat([d, d]) had unequal halves)."""
+    x = torch.randn(6, 40) + 5
+    for fn in (lambda x: torch.cat([F.dropout(x, 0.5)] * 2, -1) * 2, lambda x: F.dropout(x, 0.5)[:, 3:17] * 2):
+        jitted = thunder.jit(fn, executors=EXECUTORS)
+        with torch.no_grad():
+            out = jitted(x)
+        _compiled(jitted)
+        if out.shape[-1] == 80:
+            assert torch.equal(out[:, :40], out[:, 40:])
+        kept = out != 0
+        assert kept.any() and (~kept).any()
+        torch.testing.assert_close(out[kept], (x[:, 3:17] if out.shape[-1] == 14 else x.repeat(1, 2))[kept] * 4)
 
 
 def test_a_small_gpt2_forward_equals_eager():

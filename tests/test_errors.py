@@ -465,3 +465,14 @@ def test_binary_cross_entropy_of_an_input_outside_0_1_raises_like_eager(bad):
         for f in (F.binary_cross_entropy, thunder.jit(F.binary_cross_entropy)):
             with pytest.raises(RuntimeError, match="all elements of target should be between 0 and 1"):
                 f(torch.full((3,), 0.5), target)
+
+
+@pytest.mark.parametrize("loss", [F.cross_entropy, F.nll_loss], ids=["cross_entropy", "nll_loss"])
+def test_a_class_target_of_another_integer_dtype_raises_as_in_eager(loss):
+    """torch's nll_loss takes int64 (or uint8) class indices and raises for int32; a jitted loss raises eager's error
+    too, where the decomposition had read the int32 indices as well. uint8 runs (in torch)."""
+    x = torch.randn(3, 4).log_softmax(-1)
+    eager, jitted = eager_and_jitted_errors(loss, x, torch.tensor([1, 2, 0], dtype=torch.int32))
+    assert type(jitted) is type(eager) and str(jitted) == str(eager)
+    byte = torch.tensor([1, 2, 0], dtype=torch.uint8)
+    torch.testing.assert_close(thunder.jit(loss)(x, byte), loss(x, byte))

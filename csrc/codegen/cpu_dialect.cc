@@ -284,7 +284,7 @@ class KernelWriter {
     for (size_t i = 0; i < operands.size(); ++i)
       if (operands[i].empty()) operands[i] = number_operand(op, number_text(p_, b.args[i], compute_type(in_dtype)), in_dtype);
     std::string e = op == PrimId::pow && b.args[1].is_number()
-                        ? small_power(operands[0], b.args[1].as_double(), compute_type(dtype(v)))
+                        ? small_power(operands[0], b.args[1].as_double(), dtype(v), compute_type(dtype(v)))
                         : "";
     if (e.empty()) {
       const std::string T = compute_type(dtype(v));

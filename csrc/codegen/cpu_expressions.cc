@@ -67,11 +67,13 @@ std::string number_operand(PrimId op, const std::string& e, DType in) {
 
 // x ** e for the exponents torch's pow kernel also special-cases (as multiplications, a square
 // root or a reciprocal); "" for any other exponent.
-std::string small_power(const std::string& a, double e, const std::string& T) {
+std::string small_power(const std::string& a, double e, ir::DType d, const std::string& T) {
   if (e == 1) return a;
   if (e == 2) return "(" + a + " * " + a + ")";
   if (e == 3) return "(" + a + " * " + a + " * " + a + ")";
-  if (e == 0.5) return "kmath::sqrt(" + a + ")";
+  // ATen takes x ** 0.5 and x ** -0.5 as sqrt and rsqrt except in float16 (pow(-inf, 0.5) = inf, sqrt(-inf) NaN).
+  if (e == 0.5 && d != ir::DType::Float16) return "kmath::sqrt(" + a + ")";
+  if (e == -0.5 && d != ir::DType::Float16) return "((" + T + ")1 / kmath::sqrt(" + a + "))";
   if (e == -1) return "((" + T + ")1 / " + a + ")";
   if (e == -2) return "((" + T + ")1 / (" + a + " * " + a + "))";
   return "";

@@ -25,8 +25,9 @@ std::string round_to(ir::DType d, const std::string& e);
 /// A number operand of an elementwise prim `op` over tensors of dtype `in`, from `number`, its expression in
 /// the compute type of `in` (number_text: a literal or a run-time number).
 std::string number_operand(ir::PrimId op, const std::string& number, ir::DType in);
-/// x ** e as torch's pow kernel special-cases it (multiplications, a square root, a reciprocal); "" otherwise.
-std::string small_power(const std::string& a, double e, const std::string& T);
+/// x ** e for x of dtype d as torch's pow kernel special-cases it (multiplications, a square root, a reciprocal);
+/// "" otherwise.
+std::string small_power(const std::string& a, double e, ir::DType d, const std::string& T);
 
 using codegen::ExprArgs;
 using codegen::literal;

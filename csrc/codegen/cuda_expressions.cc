@@ -59,12 +59,13 @@ std::string number_operand(PrimId op, const std::string& e, DType in) {
   return is_half(in) && !unrounded ? round_to(in, e) : e;
 }
 
-std::string small_power(const std::string& a, double e, const std::string& T) {
+std::string small_power(const std::string& a, double e, ir::DType d, const std::string& T) {
   const std::string f = T == "float" ? "f" : "";
   if (e == 1) return a;
   if (e == 2) return "(" + a + " * " + a + ")";
   if (e == 3) return "(" + a + " * " + a + " * " + a + ")";
-  if (e == 0.5) return "sqrt" + f + "(" + a + ")";
+  if (e == 0.5 && d != ir::DType::Float16) return "sqrt" + f + "(" + a + ")";  // as the C++ dialect's
+  if (e == -0.5 && d != ir::DType::Float16) return "((" + T + ")1 / sqrt" + f + "(" + a + "))";
   if (e == -1) return "((" + T + ")1 / " + a + ")";
   if (e == -2) return "((" + T + ")1 / (" + a + " * " + a + "))";
   return "";

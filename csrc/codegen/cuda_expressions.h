@@ -26,7 +26,7 @@ std::string round_to(ir::DType d, const std::string& e);
 /// the compute type of `in` (number_text: a literal or a run-time number).
 std::string number_operand(ir::PrimId op, const std::string& number, ir::DType in);
 /// x ** e as torch's pow kernel special-cases it; "" otherwise.
-std::string small_power(const std::string& a, double e, const std::string& T);
+std::string small_power(const std::string& a, double e, ir::DType d, const std::string& T);
 
 using codegen::ExprArgs;
 using codegen::literal;

@@ -35,6 +35,8 @@ void require_convertible(std::string_view op, const char* arg, const Value& v, D
 Value truncated_int(std::string_view op, const char* arg, const Value& v);
 /// Casts a tensor to `dtype` if it has another dtype; numbers pass unchanged.
 Value cast(Builder& b, const Value& v, DType dtype);
+/// Raises for a class-index target of another dtype than torch's nll_loss takes (int64; uint8 goes to torch).
+void require_class_target(std::string_view op, DType target);
 /// torch.nn.functional.nll_loss of log-probabilities `logp` (classes along dim 1, or dim 0 if 1-D) and
 /// int64 class indices `target`; `weight` (per class) may be None; reduction "none", "mean" or "sum".
 /// Decomposes into take_along_axis and arithmetic (cross_entropy is nll_loss of log_softmax).
@@ -59,6 +61,10 @@ Value elementwise(Builder& b, std::string_view prim, const Args& operands, Promo
 /// (a 0-dim tensor reduces over none).
 std::vector<int64_t> reduction_dims(std::string_view op, const TensorMeta& m, const Value& dims);
 
+/// The dims (canonical) and correction of torch.var/std/var_mean/std_mean(input, dim, unbiased, keepdim, *,
+/// correction), args as bound: `dim` may be the legacy `unbiased` bool; correction defaults to 1.
+std::pair<std::vector<int64_t>, double> variance_args(Builder& b, const Args& a, const char* op);
+
 /// Registers a torch-level op defined by its decomposition.
 void def_decomposed(std::string name, uint32_t tags, std::vector<ir::Param> params, DecompFn decomposition);
 /// Registers a torch-level op with a shape/dtype rule and no decomposition.
@@ -71,6 +77,10 @@ inline Value num(double d) { return Value(d); }
 Value scaled_number(Builder& b, const Value& v, double k);
 
 // Shorthands shared by the torch-level op tables.
+/// selu(x) = scale * elu(x, alpha), with the constants of Klambauer et al., "Self-Normalizing Neural Networks".
+inline constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+inline constexpr double kSeluScale = 1.0507009873554804934193349852946;
+
 inline Value Int(int64_t i) { return Value(i); }
 inline Value F(double d) { return Value(d); }
 /// Calls a torch-level op on the builder (decompositions read better with it).

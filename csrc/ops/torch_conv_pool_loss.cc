@@ -312,16 +312,12 @@ void register_losses() {
                    require_same_shape("ltorch.binary_cross_entropy_with_logits", b.meta(a[0]).shape, b.meta(a[1]).shape,
                                       "target and input must have the same shape");
                    const Value &x = a[0], &y = a[1];
-                   // (1 - y) x + (1 + (pw - 1) y) (log1p(exp(-|x|)) + max(-x, 0))
-                   Value sp = T(b, "add", {T(b, "log1p", {T(b, "exp", {T(b, "neg", {T(b, "abs", {x})})})}),
-                                           T(b, "clamp_min", {T(b, "neg", {x}), Int(0)})});
-                   Value l;
-                   if (!a[6].is_none()) {
-                     Value lw = T(b, "add", {T(b, "mul", {T(b, "sub", {a[6], Int(1)}), y}), Int(1)});
-                     l = T(b, "add", {T(b, "mul", {T(b, "rsub", {y, Int(1)}), x}), T(b, "mul", {lw, sp})});
-                   } else {
-                     l = T(b, "add", {T(b, "mul", {T(b, "rsub", {y, Int(1)}), x}), sp});
-                   }
+                   // (1 - y) x - (1 + (pw - 1) y) log_sigmoid(x), as ATen computes it (log_sigmoid rounds a half
+                   // input once); the gradient is the op's own VJP rule.
+                   Value ls = b.torch("log_sigmoid", {x});
+                   if (!a[6].is_none())
+                     ls = T(b, "mul", {ls, T(b, "add", {T(b, "mul", {T(b, "sub", {a[6], Int(1)}), y}), Int(1)})});
+                   Value l = T(b, "sub", {T(b, "mul", {T(b, "rsub", {y, Int(1)}), x}), ls});
                    if (!a[2].is_none()) l = T(b, "mul", {l, a[2]});
                    return reduce_loss(b, l, a[5], "ltorch.binary_cross_entropy_with_logits");
                  });
@@ -346,7 +342,7 @@ void register_losses() {
                  [](Builder& b, const Args& a) {
                    legacy_reduction(a, 3, 5);
                    const TensorMeta im = b.meta(a[0]), tm = b.meta(a[1]);
-                   if (tm.dtype != DType::Int64) fail("ltorch.nll_loss", "expected an int64 target");
+                   require_class_target("ltorch.nll_loss", tm.dtype);
                    int64_t class_dim = im.ndim() == 1 ? 0 : 1;
                    Shape expected = im.shape;
                    expected.erase(expected.begin() + class_dim);

@@ -285,11 +285,10 @@ void register_activations() {
   act("selu", {opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[1], "in-place selu");
     require_float(b, "ltorch.selu", a[0]);
-    const double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
     const DType d = b.meta(a[0]).dtype;
     const Value x = cast(b, a[0], opmath(d));
-    Value r = where_positive(b, x, T(b, "mul", {T(b, "expm1", {x}), F(alpha)}));
-    return cast(b, T(b, "mul", {r, F(scale)}), d);
+    Value r = where_positive(b, x, T(b, "mul", {T(b, "expm1", {x}), F(kSeluAlpha)}));
+    return cast(b, T(b, "mul", {r, F(kSeluScale)}), d);
   });
   act("leaky_relu", {opt("negative_slope", F(0.01)), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[2], "in-place leaky_relu");
@@ -328,13 +327,14 @@ void register_activations() {
   act("hardshrink", {opt("lambd", F(0.5))}, [](Builder& b, const Args& a) {
     require_float(b, "ltorch.hardshrink", a[0]);
     require_convertible("ltorch.hardshrink", "lambd", a[1], b.meta(a[0]).dtype);
-    Value keep = T(b, "gt", {T(b, "abs", {a[0]}), a[1]});
-    return T(b, "where", {keep, a[0], F(0.0)});
+    // ATen: 0 where -lambd <= x <= lambd, else x (a NaN stays NaN).
+    return T(b, "where", {T(b, "le", {T(b, "abs", {a[0]}), a[1]}), F(0.0), a[0]});
   });
   act("softshrink", {opt("lambd", F(0.5))}, [](Builder& b, const Args& a) {
     require_float(b, "ltorch.softshrink", a[0]);
     Value up = T(b, "sub", {a[0], a[1]}), down = T(b, "add", {a[0], a[1]});
-    Value r = T(b, "where", {T(b, "gt", {a[0], a[1]}), up, F(0.0)});
+    // ATen: x * 0 between the bounds (a NaN stays NaN, a negative x gives -0).
+    Value r = T(b, "where", {T(b, "gt", {a[0], a[1]}), up, T(b, "mul", {a[0], Int(0)})});
     return T(b, "where", {T(b, "lt", {a[0], scaled_number(b, a[1], -1.0)}), down, r});
   });
   act("threshold", {req("threshold"), req("value"), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
@@ -389,19 +389,10 @@ Value keep(Builder& b, const Value& r, const TensorMeta& in, const std::vector<i
   return b.prim("reshape", {r, Value::dims(shape)});
 }
 
-// var/std: torch.var(input, dim, unbiased, keepdim) and torch.var(input, dim, *, correction, keepdim).
 Value variance(Builder& b, const Args& a, const char* op) {
   const TensorMeta m = tensor(b, op, a[0]);
   if (!is_float(m.dtype)) fail(op, "expected a floating-point input");
-  Value dim = a[1];
-  double correction = 1.0;
-  if (std::holds_alternative<bool>(dim.v)) {  // var(x, unbiased)
-    correction = dim.as_bool() ? 1.0 : 0.0;
-    dim = Value();
-  }
-  if (!a[2].is_none()) correction = a[2].as_bool() ? 1.0 : 0.0;
-  if (!a[4].is_none()) correction = a[4].as_double();
-  auto dims = reduction_dims(op, m, dim);
+  auto [dims, correction] = variance_args(b, a, op);
   Value v = b.prim("var", {a[0], Value::ints(dims), F(correction)});
   return keep(b, v, m, dims, a[3].as_bool());
 }
@@ -594,6 +585,18 @@ void register_reductions() {
 }
 
 }  // namespace
+
+std::pair<std::vector<int64_t>, double> variance_args(Builder& b, const Args& a, const char* op) {
+  Value dim = a[1];
+  double correction = 1.0;
+  if (std::holds_alternative<bool>(dim.v)) {  // var(x, unbiased)
+    correction = dim.as_bool() ? 1.0 : 0.0;
+    dim = Value();
+  }
+  if (!a[2].is_none()) correction = a[2].as_bool() ? 1.0 : 0.0;
+  if (!a[4].is_none()) correction = a[4].as_double();
+  return {reduction_dims(op, tensor(b, op, a[0]), dim), correction};
+}
 
 void register_torch_math() {
   register_elementwise();

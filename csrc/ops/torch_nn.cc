@@ -72,7 +72,8 @@ double finfo_eps(DType d) {
 Value rms_norm(Builder& b, const Args& a) {
   const TensorMeta m = b.meta(a[0]);
   auto dims = trailing_dims("ltorch.rms_norm", m, a[1]);
-  Value eps = a[3].is_none() ? Value(finfo_eps(m.dtype)) : a[3];
+  // eps=None: the machine epsilon of the type the norm is computed in (float32 for half inputs), as ATen does.
+  Value eps = a[3].is_none() ? Value(finfo_eps(opmath(m.dtype))) : a[3];
   Value x = cast(b, a[0], opmath(m.dtype));
   Value ms = mean_keep(b, b.torch("mul", {x, x}), dims);
   Value y = b.torch("mul", {x, b.torch("rsqrt", {b.torch("add", {ms, eps})})});
@@ -203,6 +204,12 @@ Value attention_with_logsumexp(Builder& b, const Args& a) {
 }  // namespace
 
 // Class-index targets only; the mean divides by the total weight of non-ignored targets.
+void require_class_target(std::string_view op, DType target) {
+  if (target == DType::UInt8) throw NotNative(std::string(op) + " with a uint8 target");  // torch takes it
+  if (target != DType::Int64)
+    fail(op, "expected target dtype to be int64 or uint8 (class indices), got " + std::string(ir::dtype_name(target)));
+}
+
 Value nll_loss_of(Builder& b, const Value& logp, const Value& target, const Value& weight, const Value& ignore_index,
                   const std::string& reduction) {
   const TensorMeta im = b.meta(logp), tm = b.meta(target);
@@ -237,6 +244,7 @@ Value cross_entropy(Builder& b, const Args& a) {
   if (a[7].as_double() != 0.0) throw NotNative("cross_entropy with label smoothing");
   const TensorMeta im = b.meta(input), tm = b.meta(target);
   if (ir::is_floating(tm.dtype)) throw NotNative("cross_entropy with probability targets");
+  require_class_target("ltorch.cross_entropy", tm.dtype);
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
     fail("ltorch.cross_entropy", "reduction must be 'mean', 'sum' or 'none', got '" + reduction + "'");
   int64_t class_dim = im.ndim() == 1 ? 0 : 1;

@@ -20,6 +20,10 @@ using VjpRule = std::function<std::vector<Value>(Builder& b, const ir::BoundSymb
 /// detach) need none: the autodiff never asks for them.
 const VjpRule* find_vjp(const ir::Symbol* op);
 
+/// The rule for this use of an op, or nullptr: an op's rule may cover only some of its uses (div's rounding
+/// modes), the others are differentiated through its decomposition.
+const VjpRule* find_vjp(const ir::BoundSymbol& use);
+
 /// Whether the op is differentiated whole by torch's autograd (the generic rule) although it has a decomposition:
 /// ops whose torch kernels, forward and backward, beat their decomposed prims (attention: the fused CPU kernel and
 /// its backward against batched matmuls and a softmax, GQA's expanded keys and values materialized).

@@ -182,10 +182,12 @@ std::unordered_map<std::string, Rule> binary_rules() {
   for (const char* n : {"maximum", "minimum"}) {
     const bool max = std::string(n) == "maximum";
     r[n] = binary([max](Ctx& c, const Value& a, const Value& b) {
+      // Each operand takes g unless the other wins; ties share it. A NaN, which neither wins nor ties, takes it
+      // whole on both sides, as torch's masked_fill of the loser.
       Value half = c.mul(c.g, 0.5);
       Value equal = c.prim("eq", {a, b});
-      Value a_wins = c.prim(max ? "gt" : "lt", {a, b});
-      Value ga = c.where(equal, half, c.where(a_wins, c.g, 0.0));
+      Value a_wins = c.prim(max ? "gt" : "lt", {a, b}), b_wins = c.prim(max ? "lt" : "gt", {a, b});
+      Value ga = c.where(equal, half, c.where(b_wins, 0.0, c.g));
       Value gb = c.where(equal, half, c.where(a_wins, 0.0, c.g));
       return std::pair{ga, gb};
     });
@@ -301,6 +303,53 @@ std::unordered_map<std::string, Rule> shape_rules() {
 
 // ---- reductions, matmul ----
 
+// The gradient of var(a, dims, correction) -- a = fwd.arg(0) -- for g over the reduced shape:
+// g * 2 (a - mean) / (N - correction).
+Value var_grad(Ctx& c, const Value& g, const Value& dims_arg, const Value& correction) {
+  const TensorMeta& m = c.meta(c.arg(0));
+  const std::vector<int64_t> dims = canonical_dims(dims_arg, m.ndim());
+  Dim size = 1;
+  for (int64_t d : dims) size *= m.shape[static_cast<size_t>(d)];
+  const int64_t n = size.value("VJP of var");
+  Value mean = c.div(c.prim("sum", {c.arg(0), Value::ints(dims)}), static_cast<double>(n));
+  Value centered = c.sub(c.arg(0), c.unreduce(mean, m.shape, dims));
+  Value denom = correction.is_number() ? Value(static_cast<double>(n) - correction.as_double())
+                                       : c.sub(static_cast<double>(n), correction);
+  Value scale = c.div(c.mul(g, 2.0), denom);
+  return c.mul(c.unreduce(scale, m.shape, dims), centered);
+}
+
+// A reduction's result (or its gradient), keepdim or not, as the shape without the reduced dims.
+Value without_reduced(Ctx& c, const Value& v, const std::vector<int64_t>& dims) {
+  Shape shape;
+  const Shape& full = c.meta(c.arg(0)).shape;
+  for (size_t i = 0; i < full.size(); ++i)
+    if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(i)) == dims.end()) shape.push_back(full[i]);
+  return c.meta(v).shape == shape ? v : c.prim("reshape", {v, Value::dims(shape)});
+}
+
+// std = sqrt(var): the variance takes g / (2 std), 0 where std is 0 (a constant slice), as torch's std_backward;
+// the chain rule through sqrt gave inf * 0 = NaN there. std_mean adds the mean's gradient.
+Grads std_grad(Ctx& c, const char* op, const Value& g_std, const Value& std, const Value& g_mean) {
+  if (!c.differentiable(0)) return {};
+  auto [dims, correction] = variance_args(c.b, c.fwd.args, op);
+  const std::vector<int64_t> all(dims.begin(), dims.end());
+  Value gx;
+  if (!g_std.is_none()) {
+    Value s = without_reduced(c, std, all), g = without_reduced(c, g_std, all);
+    Value gv = c.where(c.prim("eq", {s, 0.0}), 0.0, c.div(g, c.mul(s, 2.0)));
+    gx = var_grad(c, gv, Value::ints(all), Value(correction));
+  }
+  if (!g_mean.is_none()) {
+    const TensorMeta& m = c.meta(c.arg(0));
+    Dim size = 1;
+    for (int64_t d : all) size *= m.shape[static_cast<size_t>(d)];
+    Value gm = c.unreduce(c.div(without_reduced(c, g_mean, all), static_cast<double>(size.value(op))), m.shape, all);
+    gx = gx.is_none() ? gm : c.add(gx, gm);
+  }
+  return {gx};
+}
+
 std::unordered_map<std::string, Rule> reduction_rules() {
   std::unordered_map<std::string, Rule> r;
   r["sum"] = [](Ctx& c) {
@@ -319,31 +368,22 @@ std::unordered_map<std::string, Rule> reduction_rules() {
     Value d = c.where(zero, c.unreduce(lone_zero, m.shape, dims), c.div(c.unreduce(c.out(), m.shape, dims), c.arg(0)));
     return Grads{c.mul(c.unreduce(c.g, m.shape, dims), d), Value()};
   };
-  // amax / amin: the gradient is shared evenly among the elements equal to the result (as torch).
+  // amax / amin: the gradient is shared evenly among the elements equal to the result -- the NaNs where it is
+  // NaN -- as torch's max()/min() (evenly_distribute_backward; its amax(dim) gives a NaN slice NaN gradients).
   for (const char* n : {"amax", "amin"}) {
     r[n] = [](Ctx& c) {
       const TensorMeta& m = c.meta(c.arg(0));
       const std::vector<int64_t> dims = canonical_dims(c.arg(1), m.ndim());
-      Value hit = c.convert(c.prim("eq", {c.arg(0), c.unreduce(c.out(), m.shape, dims)}), m.dtype);
+      Value result = c.unreduce(c.out(), m.shape, dims);
+      Value equal = c.prim("eq", {c.arg(0), result});
+      if (ir::is_floating(m.dtype))
+        equal = c.prim("logical_or", {equal, c.prim("logical_and", {c.un("isnan", c.arg(0)), c.un("isnan", result)})});
+      Value hit = c.convert(equal, m.dtype);
       Value count = c.prim("sum", {hit, Value::ints(dims)});
       return Grads{c.mul(c.unreduce(c.div(c.g, count), m.shape, dims), hit), Value()};
     };
   }
-  // var(a, dims, correction): g * 2 (a - mean) / (N - correction).
-  r["var"] = [](Ctx& c) {
-    const TensorMeta& m = c.meta(c.arg(0));
-    const std::vector<int64_t> dims = canonical_dims(c.arg(1), m.ndim());
-    Dim size = 1;
-    for (int64_t d : dims) size *= m.shape[static_cast<size_t>(d)];
-    const int64_t n = size.value("VJP of prims.var");
-    Value mean = c.div(c.prim("sum", {c.arg(0), Value::ints(dims)}), static_cast<double>(n));
-    Value centered = c.sub(c.arg(0), c.unreduce(mean, m.shape, dims));
-    const Value& correction = c.arg(2);
-    Value denom = correction.is_number() ? Value(static_cast<double>(n) - correction.as_double())
-                                         : c.sub(static_cast<double>(n), correction);
-    Value scale = c.div(c.mul(c.g, 2.0), denom);
-    return Grads{c.mul(c.unreduce(scale, m.shape, dims), centered), Value(), Value()};
-  };
+  r["var"] = [](Ctx& c) { return Grads{var_grad(c, c.g, c.arg(1), c.arg(2)), Value(), Value()}; };
   // matmul with torch's promotion of vectors to matrices and broadcast batch dims.
   r["matmul"] = [](Ctx& c) {
     const Value &a = c.arg(0), &b = c.arg(1);
@@ -397,12 +437,32 @@ std::unordered_map<std::string, Rule> torch_rules() {
     Value summed = c.b.torch("cumsum", {flipped, dim});
     return Grads{c.convert(c.prim("flip", {summed, Value::ints({dim.as_int()})}), m.dtype)};
   };
+  // sinc: g (pi x cos(pi x) - sin(pi x)) / (pi x^2), 0 where pi x^2 is 0 (x = 0, or so small it underflows), as
+  // torch's sinc_backward; the decomposition's where let the untaken sin(pi x) / (pi x) make it NaN.
+  r["sinc"] = [](Ctx& c) -> Grads {
+    if (!c.differentiable(0)) return {};
+    const Value& x = c.arg(0);
+    Value px = c.b.torch("mul", {x, kPi});
+    Value pxx = c.b.torch("mul", {c.b.torch("mul", {x, x}), kPi});
+    Value num = c.b.torch("sub", {c.b.torch("mul", {px, c.b.torch("cos", {px})}), c.b.torch("sin", {px})});
+    Value d = c.b.torch("div", {c.b.torch("mul", {c.g, num}), pxx});
+    return {c.b.torch("where", {c.b.torch("eq", {pxx, 0.0}), 0.0, d})};
+  };
+  r["std"] = [](Ctx& c) { return std_grad(c, "VJP of ltorch.std", c.g, c.out(), Value()); };
+  r["std_mean"] = [](Ctx& c) {
+    return std_grad(c, "VJP of ltorch.std_mean", c.g.items()[0], c.out().items()[0], c.g.items()[1]);
+  };
   // Piecewise-linear activations: which side of a boundary takes the gradient is each op's own rule in torch
   // (their decompositions into maximum/minimum would split it in half at the boundary).
   auto masked = [](Ctx& c, const Value& keep) { return c.b.torch("where", {keep, c.g, 0.0}); };
   auto cmp = [](Ctx& c, const char* op, const Value& x, const Value& y) { return c.b.torch(op, {x, y}); };
   auto both = [](Ctx& c, const Value& p, const Value& q) { return c.b.torch("logical_and", {p, q}); };
-  r["relu"] = [=](Ctx& c) { return Grads{masked(c, cmp(c, "gt", c.arg(0), 0.0))}; };
+  // relu: 0 where x <= 0 (a NaN takes g, as torch's threshold_backward).
+  r["relu"] = [=](Ctx& c) { return Grads{c.b.torch("where", {cmp(c, "le", c.arg(0), 0.0), 0.0, c.g})}; };
+  // hardshrink / softshrink: g where |x| > lambd, else 0, as torch's vectorized CPU kernels (a NaN takes none;
+  // their scalar loop, which serves a tensor's last few elements, gives softshrink's NaN g).
+  for (const char* n : {"hardshrink", "softshrink"})
+    r[n] = [=](Ctx& c) { return Grads{masked(c, cmp(c, "gt", c.b.torch("abs", {c.arg(0)}), c.arg(1)))}; };
   r["relu6"] = [=](Ctx& c) {
     return Grads{masked(c, both(c, cmp(c, "gt", c.arg(0), 0.0), cmp(c, "lt", c.arg(0), 6.0)))};
   };
@@ -431,12 +491,23 @@ std::unordered_map<std::string, Rule> torch_rules() {
       return c.b.torch("where", {cmp(c, "gt", x, 0.0), g, c.b.torch("mul", {g, c.arg(1)})});
     });
   };
-  r["elu"] = [=](Ctx& c) {
+  // The ELU family, as torch's elu_backward: g * scale for x > 0, else g * alpha * scale * exp(x * input_scale) *
+  // input_scale. Through the decompositions, expm1 of a large x overflowed and the untaken side made it NaN.
+  auto elu_family = [=](Ctx& c, const Value& alpha, double scale, bool celu) {
     return in_opmath(c, [&](const Value& x, const Value& g) {
-      Value negative = c.b.torch("mul", {g, c.b.torch("mul", {c.b.torch("exp", {x}), c.arg(1)})});
-      return c.b.torch("where", {cmp(c, "gt", x, 0.0), g, negative});
+      Value e = c.b.torch("exp", {celu ? c.b.torch("div", {x, alpha}) : x});
+      Value negative = c.b.torch("mul", {g, celu ? e : c.b.torch("mul", {e, alpha})});
+      Value positive = g;
+      if (scale != 1.0) {
+        negative = c.b.torch("mul", {negative, scale});
+        positive = c.b.torch("mul", {g, scale});
+      }
+      return c.b.torch("where", {cmp(c, "gt", x, 0.0), positive, negative});
     });
   };
+  r["elu"] = [=](Ctx& c) { return elu_family(c, c.arg(1), 1.0, false); };
+  r["celu"] = [=](Ctx& c) { return elu_family(c, c.arg(1), 1.0, true); };
+  r["selu"] = [=](Ctx& c) { return elu_family(c, Value(kSeluAlpha), kSeluScale, false); };
   r["softplus"] = [=](Ctx& c) {
     return in_opmath(c, [&](const Value& x, const Value& g) {
       Value bx = c.b.torch("mul", {x, c.arg(1)});
@@ -444,6 +515,36 @@ std::unordered_map<std::string, Rule> torch_rules() {
       Value soft = c.b.torch("div", {c.b.torch("mul", {g, z}), c.b.torch("add", {z, 1.0})});
       return c.b.torch("where", {cmp(c, "gt", bx, c.arg(2)), g, soft});
     });
+  };
+  // entr = -x log(x): g * -(1 + log(x)), as torch (inf at 0, where the decomposition's where gave NaN).
+  r["entr"] = [=](Ctx& c) -> Grads {
+    if (!c.differentiable(0)) return {};
+    return {c.b.torch("mul", {c.g, c.b.torch("neg", {c.b.torch("add", {c.b.torch("log", {c.arg(0)}), 1.0})})})};
+  };
+  // logit(x, eps), as torch's logit_backward: g / (x (1 - x)); without eps NaN outside [0, 1] and g * inf at 0
+  // and 1, with eps 0 outside [eps, 1 - eps] (the clamp).
+  r["logit"] = [=](Ctx& c) -> Grads {
+    if (!c.differentiable(0)) return {};
+    return {in_opmath(c, [&](const Value& x, const Value& g) {
+      Value d = c.b.torch("div", {g, c.b.torch("mul", {x, c.b.torch("rsub", {x, 1.0})})});
+      const Value& eps = c.arg(1);
+      if (eps.is_none()) {
+        Value outside = c.b.torch("logical_or", {cmp(c, "lt", x, 0.0), cmp(c, "gt", x, 1.0)});
+        Value edge = c.b.torch("logical_or", {cmp(c, "eq", x, 0.0), cmp(c, "eq", x, 1.0)});
+        d = c.b.torch("where", {edge, c.b.torch("mul", {g, INFINITY}), d});
+        return c.b.torch("where", {outside, NAN, d});
+      }
+      const Value hi = eps.is_proxy() ? c.b.torch("rsub", {eps, 1.0}) : Value(1.0 - eps.as_double());
+      return c.b.torch("where", {c.b.torch("logical_or", {cmp(c, "lt", x, eps), cmp(c, "gt", x, hi)}), 0.0, d});
+    })[0]};
+  };
+  // hypot(a, b): g a / out and g b / out, as torch (the decomposition's square underflowed for tiny operands).
+  r["hypot"] = [=](Ctx& c) {
+    auto part = [&](size_t i) {
+      if (!c.differentiable(i)) return Value();
+      return operand_grad(c, i, c.b.torch("div", {c.b.torch("mul", {c.g, c.arg(i)}), c.out()}));
+    };
+    return Grads{part(0), part(1)};
   };
   // clamp: the input takes the gradient inside [min, max], bounds included; a tensor bound where it clamps.
   auto clamp_rule = [=](Ctx& c, const Value& lo, const Value& hi) {
@@ -501,33 +602,47 @@ std::unordered_map<std::string, Rule> torch_rules() {
       return {c.prim("scatter_add", {c.zeros_like(c.arg(0)), Value(dim), index, values})};
     };
   }
-  // xlogy(x, y) = x * log(y), 0 where x is 0: d/dx = log(y) (0 where the gradient is 0, or x is 0 and y <= 0),
-  // d/dy = x / y. The decomposition's where would let the untaken log(0) make the gradient NaN.
-  r["xlogy"] = [=](Ctx& c) {
-    const Value &x = c.arg(0), &y = c.arg(1);
-    Value gx, gy;
-    if (c.differentiable(0)) {
-      Value d = c.b.torch("where", {cmp(c, "eq", c.g, 0.0), 0.0, c.b.torch("mul", {c.g, c.b.torch("log", {y})})});
-      Value undefined = both(c, cmp(c, "eq", x, 0.0), cmp(c, "le", y, 0.0));
-      gx = operand_grad(c, 0, c.b.torch("where", {undefined, 0.0, d}));
+  // xlogy(x, y) = x * log(y) and xlog1py(x, y) = x * log1p(y), 0 where x is 0: d/dx = log(y) (log1p(y)), 0 where
+  // the gradient is 0 or where x is 0 and y <= 0 (y <= -1); d/dy = x / y (x / (y + 1)). As torch's; the
+  // decomposition's where let the untaken log make the gradient NaN, and gave x = 0 no gradient at all.
+  for (const char* n : {"xlogy", "xlog1py"}) {
+    const bool one_plus = std::string(n) == "xlog1py";
+    r[n] = [=](Ctx& c) {
+      const Value &x = c.arg(0), &y = c.arg(1);
+      const double pole = one_plus ? -1.0 : 0.0;
+      Value gx, gy;
+      if (c.differentiable(0)) {
+        Value log_y = c.b.torch(one_plus ? "log1p" : "log", {y});
+        Value d = c.b.torch("where", {cmp(c, "eq", c.g, 0.0), 0.0, c.b.torch("mul", {c.g, log_y})});
+        Value undefined = both(c, cmp(c, "eq", x, 0.0), cmp(c, "le", y, pole));
+        gx = operand_grad(c, 0, c.b.torch("where", {undefined, 0.0, d}));
+      }
+      if (c.differentiable(1)) {
+        Value y1 = one_plus ? c.b.torch("add", {y, 1.0}) : y;
+        gy = operand_grad(c, 1, c.b.torch("div", {c.b.torch("mul", {c.g, x}), y1}));
+      }
+      return Grads{gx, gy};
+    };
+  }
+  // The gradient of an elementwise loss at each element: g expanded to the input's shape (a reduced loss), over
+  // numel for 'mean', times the weight -- the factor torch's loss backwards apply to their pointwise derivative.
+  auto loss_grad = [](Ctx& c, const char* op, const Value& reduction_arg, const Value& weight) {
+    const std::string reduction = reduction_arg.is_none() ? "mean" : reduction_arg.as_str();
+    const TensorMeta& m = c.meta(c.arg(0));
+    Value g = reduction == "none" ? c.g : c.b.torch("expand", {c.g, Value::dims(m.shape)});
+    if (reduction == "mean") {
+      const int64_t n = m.numel().value(op);
+      g = c.b.torch("div", {g, static_cast<double>(std::max<int64_t>(n, 1))});
     }
-    if (c.differentiable(1)) gy = operand_grad(c, 1, c.b.torch("div", {c.b.torch("mul", {c.g, x}), y}));
-    return Grads{gx, gy};
+    return weight.is_none() ? g : c.b.torch("mul", {g, weight});
   };
   // binary_cross_entropy(p, t, weight, size_average, reduce, reduction), as torch's backward: the input's
   // gradient is w (p - t) / max(p (1 - p), 1e-12), the target's w (log(1 - p) - log(p)) with logs clamped at -100.
-  r["binary_cross_entropy"] = [](Ctx& c) -> Grads {
+  r["binary_cross_entropy"] = [=](Ctx& c) -> Grads {
     if (!c.arg(3).is_none() || !c.arg(4).is_none())
       throw std::invalid_argument("binary_cross_entropy with size_average/reduce has no VJP rule");
-    const Value &p = c.arg(0), &t = c.arg(1), &w = c.arg(2);
-    const std::string reduction = c.arg(5).is_none() ? "mean" : c.arg(5).as_str();
-    const TensorMeta& m = c.meta(p);
-    Value g = reduction == "none" ? c.g : c.b.torch("expand", {c.g, Value::dims(m.shape)});
-    if (reduction == "mean") {
-      const int64_t n = m.numel().value("VJP of ltorch.binary_cross_entropy");
-      g = c.b.torch("div", {g, static_cast<double>(std::max<int64_t>(n, 1))});
-    }
-    if (!w.is_none()) g = c.b.torch("mul", {g, w});
+    const Value &p = c.arg(0), &t = c.arg(1);
+    Value g = loss_grad(c, "VJP of ltorch.binary_cross_entropy", c.arg(5), c.arg(2));
     Value gp, gt;
     if (c.differentiable(0)) {
       Value denom = c.b.torch("clamp_min", {c.b.torch("mul", {c.b.torch("rsub", {p, 1.0}), p}), 1e-12});
@@ -539,6 +654,34 @@ std::unordered_map<std::string, Rule> torch_rules() {
       gt = c.b.torch("mul", {g, c.b.torch("sub", {log_q, log_p})});
     }
     return {gp, gt};
+  };
+  // binary_cross_entropy_with_logits(x, t, weight, size_average, reduce, reduction, pos_weight), as torch's
+  // backward: the input's gradient is w (sigmoid(x) - t), with a pos_weight pw w ((pw t + 1 - t) sigmoid(x) - pw t);
+  // the target's is -w x, with pw w (log_sigmoid(-x) - pw log_sigmoid(x)). Through the decomposition, |x| and
+  // max(-x, 0) took the wrong one-sided slopes at x = 0 (a zero-initialised classifier's logits).
+  r["binary_cross_entropy_with_logits"] = [=](Ctx& c) -> Grads {
+    if (!c.arg(3).is_none() || !c.arg(4).is_none())
+      throw std::invalid_argument("binary_cross_entropy_with_logits with size_average/reduce has no VJP rule");
+    const Value &x = c.arg(0), &t = c.arg(1), &pw = c.arg(6);
+    Value g = loss_grad(c, "VJP of ltorch.binary_cross_entropy_with_logits", c.arg(5), c.arg(2));
+    Value gx, gt;
+    if (c.differentiable(0)) {
+      Value s = c.b.torch("sigmoid", {x});
+      Value d = c.b.torch("sub", {s, t});
+      if (!pw.is_none()) {
+        Value pt = c.b.torch("mul", {pw, t});
+        d = c.b.torch("sub", {c.b.torch("mul", {c.b.torch("sub", {c.b.torch("add", {pt, 1.0}), t}), s}), pt});
+      }
+      gx = operand_grad(c, 0, c.b.torch("mul", {d, g}));
+    }
+    if (c.differentiable(1)) {
+      Value d = c.b.torch("neg", {x});
+      if (!pw.is_none())
+        d = c.b.torch("sub", {c.b.torch("log_sigmoid", {c.b.torch("neg", {x})}),
+                              c.b.torch("mul", {c.b.torch("log_sigmoid", {x}), pw})});
+      gt = operand_grad(c, 1, c.b.torch("mul", {d, g}));
+    }
+    return {gx, gt};
   };
   // embedding(indices, weight, padding_idx, ...): rows summed by index; the padding row takes none.
   r["embedding"] = [](Ctx& c) -> Grads {
@@ -650,14 +793,42 @@ std::unordered_map<std::string, Rule> torch_rules() {
   return r;
 }
 
+// Rules that cover only the uses `covers` accepts, by torch-level op.
+struct PartialRule {
+  std::function<bool(const ir::BoundSymbol&)> covers;
+  Rule rule;
+};
+
+std::unordered_map<std::string, PartialRule> partial_torch_rules() {
+  std::unordered_map<std::string, PartialRule> r;
+  // div(a, b, rounding_mode): a rounded quotient has derivative 0 for both operands, as torch's. Through the
+  // decomposition, trunc's zero gradient reached the quotient's rule as 0 / b: NaN where b is 0.
+  r["div"] = {[](const ir::BoundSymbol& b) { return !b.args[2].is_none(); },
+              [](Ctx& c) {
+                return Grads{operand_grad(c, 0, c.differentiable(0) ? c.zeros_like(c.arg(0)) : Value()),
+                             operand_grad(c, 1, c.differentiable(1) ? c.zeros_like(c.arg(1)) : Value())};
+              }};
+  return r;
+}
+
 struct Table {
   std::unordered_map<const ir::Symbol*, VjpRule> rules;
+  std::unordered_map<const ir::Symbol*, std::function<bool(const ir::BoundSymbol&)>> covers;  // partial rules
   std::unordered_set<const ir::Symbol*> by_torch;  // see vjp_by_torch
   std::vector<std::string> names;
 };
 
 // Torch-level ops differentiated whole by torch's autograd (vjp_by_torch).
 const std::vector<std::string> kByTorch = {"scaled_dot_product_attention"};
+
+VjpRule as_vjp(Rule rule) {
+  return [rule = std::move(rule)](Builder& b, const ir::BoundSymbol& fwd, const Value& grad) {
+    Ctx c{b, fwd, grad};
+    Grads g = rule(c);
+    g.resize(fwd.args.size());
+    return g;
+  };
+}
 
 const Table& table() {
   static const Table t = [] {
@@ -670,14 +841,16 @@ const Table& table() {
       for (const auto& [name, rule] : group.second) {
         const OpDef* def = find_op(group.first, name);
         if (def == nullptr) throw std::logic_error("VJP rule for an unknown op: " + prefix + name);
-        t.rules[&def->symbol] = [rule](Builder& b, const ir::BoundSymbol& fwd, const Value& grad) {
-          Ctx c{b, fwd, grad};
-          Grads g = rule(c);
-          g.resize(fwd.args.size());
-          return g;
-        };
+        t.rules[&def->symbol] = as_vjp(rule);
         t.names.push_back(prefix + name);
       }
+    }
+    for (const auto& [name, partial] : partial_torch_rules()) {
+      const OpDef* def = find_op(ir::Level::Torch, name);
+      if (def == nullptr) throw std::logic_error("VJP rule for an unknown op: ltorch." + name);
+      t.rules[&def->symbol] = as_vjp(partial.rule);
+      t.covers[&def->symbol] = partial.covers;
+      t.names.push_back("ltorch." + name);
     }
     for (const std::string& name : kByTorch) {
       const OpDef* def = find_op(ir::Level::Torch, name);
@@ -695,6 +868,12 @@ const Table& table() {
 const VjpRule* find_vjp(const ir::Symbol* op) {
   auto it = table().rules.find(op);
   return it == table().rules.end() ? nullptr : &it->second;
+}
+
+const VjpRule* find_vjp(const ir::BoundSymbol& use) {
+  auto covers = table().covers.find(use.sym);
+  if (covers != table().covers.end() && !covers->second(use)) return nullptr;
+  return find_vjp(use.sym);
 }
 
 bool vjp_by_torch(const ir::Symbol* op) { return table().by_torch.count(op) > 0; }

@@ -101,7 +101,7 @@ Trace with_attention_logsumexp(const Trace& t) {
 // decomposition. Symbols none of whose outputs require grad carry no gradient and are left out.
 void collect_units(const Trace& t, const BoundSymbol& b, std::vector<const BoundSymbol*>& units) {
   if (!any_output_requires_grad(t, b)) return;
-  if (ops::find_vjp(b.sym) != nullptr) {
+  if (ops::find_vjp(b) != nullptr) {
     units.push_back(&b);
     return;
   }
@@ -177,11 +177,11 @@ void expose(std::vector<BoundSymbol>& symbols, const std::vector<ProxyId>& neede
 void ops_used(const BoundSymbol& b, const std::vector<const BoundSymbol*>& units, std::vector<VjpUse>& out) {
   VjpUse use{b.printed_callee(), "", {}};
   if (units.size() == 1 && units[0] == &b) {
-    use.rule = ops::find_vjp(b.sym) != nullptr ? "own" : "generic";
+    use.rule = ops::find_vjp(b) != nullptr ? "own" : "generic";
   } else {
     use.rule = "decomposition";
     for (const BoundSymbol* u : units)
-      if (ops::find_vjp(u->sym) == nullptr) use.generic.push_back(u->printed_callee());
+      if (ops::find_vjp(*u) == nullptr) use.generic.push_back(u->printed_callee());
   }
   out.push_back(std::move(use));
 }
@@ -408,7 +408,7 @@ class Differentiator {
   }
 
   void differentiate(const BoundSymbol& b) {
-    const ops::VjpRule* rule = ops::find_vjp(b.sym);
+    const ops::VjpRule* rule = ops::find_vjp(b);
     if (rule == nullptr) return differentiate_by_autograd(b);
     // The gradient of the output: one value, or a tuple with None for outputs whose gradient nothing gives.
     Value g;
