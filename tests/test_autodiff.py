@@ -337,6 +337,11 @@ AT_SPECIAL_VALUES = {
     "max": lambda x: x.max(), "min": lambda x: x.min(), "hardshrink": F.hardshrink, "softshrink": F.softshrink,
     "entr": torch.special.entr, "logit": torch.logit, "logit_eps": lambda x: torch.logit(x, 0.25),
     "pow_half": lambda x: torch.pow(x, 0.5), "pow_minus_half": lambda x: torch.pow(x, -0.5),
+    "hypot_tiny": lambda x: torch.hypot(x * 1e-200, x.flip(0) * 1e-200),
+    "hypot_huge": lambda x: torch.hypot(x * 1e200, x.flip(0) * 1e200),
+    "smooth_l1": lambda x: F.smooth_l1_loss(x, x.flip(0).detach() * 0.5, reduction="none"),
+    "smooth_l1_beta0": lambda x: F.smooth_l1_loss(x, torch.zeros_like(x), beta=0.0),
+    "huber": lambda x: F.huber_loss(x, x.flip(0).detach() * 0.5, reduction="sum", delta=0.7),
 }
 
 
@@ -344,7 +349,8 @@ AT_SPECIAL_VALUES = {
 def test_values_and_gradients_at_nan_inf_and_signed_zero(name):
     """NaN, infinities and -0.0 take eager's values and gradients: a NaN through relu, maximum or a shrink takes
     the gradient (torch masks the losers, and a NaN loses to nothing), max() gives it to the NaN, pow(x, -0.5) is
-    rsqrt (NaN at -inf), entr's and logit's gradients are infinite at 0."""
+    rsqrt (NaN at -inf), entr's and logit's gradients are infinite at 0, hypot neither underflows nor overflows,
+    a Huber-type loss's gradient at an infinite difference is its bound."""
     x = torch.tensor([float("nan"), -1.0, 0.0, 2.0, float("inf"), float("-inf"), -0.0, 0.5], dtype=D)
     grads_equal(AT_SPECIAL_VALUES[name], x.requires_grad_())
 

@@ -122,8 +122,16 @@ void register_elementwise() {
   binary("hypot", [](Builder& b, const Args& a) {
     DType d = result_type(b, {a[0], a[1]});
     if (!is_float(d)) fail("ltorch.hypot", "expected floating-point inputs");
-    Value x = in_opmath(b, a[0], d), y = in_opmath(b, a[1], d);
-    return cast(b, T(b, "sqrt", {T(b, "add", {T(b, "mul", {x, x}), T(b, "mul", {y, y})})}), d);
+    // hi sqrt(1 + (lo / hi)^2) for hi = max(|x|, |y|), lo = min: sqrt(x^2 + y^2) underflowed to 0 where the squares
+    // do (|x| < 1e-154 in float64, 1e-19 in float32) and overflowed from 1e154; ATen calls a scaling hypot. 0 at
+    // the origin; inf where either is infinite, a NaN in the other notwithstanding (C's hypot).
+    Value x = T(b, "abs", {in_opmath(b, a[0], d)}), y = T(b, "abs", {in_opmath(b, a[1], d)});
+    Value hi = T(b, "maximum", {x, y}), lo = T(b, "minimum", {x, y});
+    Value q = T(b, "div", {lo, hi});
+    Value r = T(b, "mul", {hi, T(b, "sqrt", {T(b, "add", {T(b, "mul", {q, q}), Int(1)})})});
+    r = T(b, "where", {T(b, "eq", {hi, Int(0)}), F(0.0), r});
+    r = T(b, "where", {T(b, "logical_or", {T(b, "isinf", {x}), T(b, "isinf", {y})}), F(INFINITY), r});
+    return cast(b, r, d);
   });
   for (const char* name : {"logaddexp", "logaddexp2"}) {
     bool two = std::string(name) == "logaddexp2";

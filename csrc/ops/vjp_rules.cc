@@ -333,18 +333,17 @@ Value without_reduced(Ctx& c, const Value& v, const std::vector<int64_t>& dims) 
 Grads std_grad(Ctx& c, const char* op, const Value& g_std, const Value& std, const Value& g_mean) {
   if (!c.differentiable(0)) return {};
   auto [dims, correction] = variance_args(c.b, c.fwd.args, op);
-  const std::vector<int64_t> all(dims.begin(), dims.end());
   Value gx;
   if (!g_std.is_none()) {
-    Value s = without_reduced(c, std, all), g = without_reduced(c, g_std, all);
+    Value s = without_reduced(c, std, dims), g = without_reduced(c, g_std, dims);
     Value gv = c.where(c.prim("eq", {s, 0.0}), 0.0, c.div(g, c.mul(s, 2.0)));
-    gx = var_grad(c, gv, Value::ints(all), Value(correction));
+    gx = var_grad(c, gv, Value::ints(dims), Value(correction));
   }
   if (!g_mean.is_none()) {
     const TensorMeta& m = c.meta(c.arg(0));
     Dim size = 1;
-    for (int64_t d : all) size *= m.shape[static_cast<size_t>(d)];
-    Value gm = c.unreduce(c.div(without_reduced(c, g_mean, all), static_cast<double>(size.value(op))), m.shape, all);
+    for (int64_t d : dims) size *= m.shape[static_cast<size_t>(d)];
+    Value gm = c.unreduce(c.div(without_reduced(c, g_mean, dims), static_cast<double>(size.value(op))), m.shape, dims);
     gx = gx.is_none() ? gm : c.add(gx, gm);
   }
   return {gx};
@@ -624,14 +623,15 @@ std::unordered_map<std::string, Rule> torch_rules() {
       return Grads{gx, gy};
     };
   }
-  // The gradient of an elementwise loss at each element: g expanded to the input's shape (a reduced loss), over
+  // The gradient of an elementwise loss at each element: g expanded to the loss's shape `shape` (a reduced loss), over
   // numel for 'mean', times the weight -- the factor torch's loss backwards apply to their pointwise derivative.
-  auto loss_grad = [](Ctx& c, const char* op, const Value& reduction_arg, const Value& weight) {
+  auto loss_grad = [](Ctx& c, const char* op, const Value& reduction_arg, const Value& weight, const Shape& shape) {
     const std::string reduction = reduction_arg.is_none() ? "mean" : reduction_arg.as_str();
-    const TensorMeta& m = c.meta(c.arg(0));
-    Value g = reduction == "none" ? c.g : c.b.torch("expand", {c.g, Value::dims(m.shape)});
+    Value g = reduction == "none" ? c.g : c.b.torch("expand", {c.g, Value::dims(shape)});
     if (reduction == "mean") {
-      const int64_t n = m.numel().value(op);
+      Dim numel = 1;
+      for (const Dim& d : shape) numel *= d;
+      const int64_t n = numel.value(op);
       g = c.b.torch("div", {g, static_cast<double>(std::max<int64_t>(n, 1))});
     }
     return weight.is_none() ? g : c.b.torch("mul", {g, weight});
@@ -642,7 +642,7 @@ std::unordered_map<std::string, Rule> torch_rules() {
     if (!c.arg(3).is_none() || !c.arg(4).is_none())
       throw std::invalid_argument("binary_cross_entropy with size_average/reduce has no VJP rule");
     const Value &p = c.arg(0), &t = c.arg(1);
-    Value g = loss_grad(c, "VJP of ltorch.binary_cross_entropy", c.arg(5), c.arg(2));
+    Value g = loss_grad(c, "VJP of ltorch.binary_cross_entropy", c.arg(5), c.arg(2), c.meta(p).shape);
     Value gp, gt;
     if (c.differentiable(0)) {
       Value denom = c.b.torch("clamp_min", {c.b.torch("mul", {c.b.torch("rsub", {p, 1.0}), p}), 1e-12});
@@ -663,7 +663,8 @@ std::unordered_map<std::string, Rule> torch_rules() {
     if (!c.arg(3).is_none() || !c.arg(4).is_none())
       throw std::invalid_argument("binary_cross_entropy_with_logits with size_average/reduce has no VJP rule");
     const Value &x = c.arg(0), &t = c.arg(1), &pw = c.arg(6);
-    Value g = loss_grad(c, "VJP of ltorch.binary_cross_entropy_with_logits", c.arg(5), c.arg(2));
+    Value g = loss_grad(c, "VJP of ltorch.binary_cross_entropy_with_logits", c.arg(5), c.arg(2),
+                       c.meta(x).shape);
     Value gx, gt;
     if (c.differentiable(0)) {
       Value s = c.b.torch("sigmoid", {x});
@@ -683,6 +684,41 @@ std::unordered_map<std::string, Rule> torch_rules() {
     }
     return {gx, gt};
   };
+  // smooth_l1_loss(x, t, size_average, reduce, reduction, beta) and huber_loss(x, t, reduction, delta, weight):
+  // with d = x - t, the input's gradient is clamp(d / beta, -1, 1) (sign(d) for beta = 0) and clamp(d, -delta,
+  // delta), the target's its negation, as torch's backwards. Through the decompositions, the square's gradient on
+  // the side not taken was 0 * inf = NaN where d is infinite.
+  for (const char* n : {"smooth_l1_loss", "huber_loss"}) {
+    const bool huber = std::string(n) == "huber_loss";
+    r[n] = [=](Ctx& c) -> Grads {
+      if (!huber && (!c.arg(2).is_none() || !c.arg(3).is_none()))
+        throw std::invalid_argument("smooth_l1_loss with size_average/reduce has no VJP rule");
+      if (huber && !c.arg(4).is_none()) throw std::invalid_argument("huber_loss with a weight has no VJP rule");
+      const Value& bound = c.arg(huber ? 3 : 5);
+      Value d = c.b.torch("sub", {c.arg(0), c.arg(1)});
+      const std::string op = std::string("VJP of ltorch.") + n;
+      Value g = loss_grad(c, op.c_str(), c.arg(huber ? 2 : 4), Value(), c.meta(d).shape);
+      Value dd;
+      if (!huber && !bound.is_proxy() && bound.as_double() == 0.0) {
+        dd = c.b.torch("sign", {d});  // l1_loss's (0 at a NaN)
+      } else {
+        Value inside = d;  // huber: d between the bounds; smooth_l1: d / beta, over 1 where beta is 0 (then d is 0)
+        if (!huber) {
+          Value divisor = bound;
+          if (bound.is_proxy()) {
+            Value t = c.prim("full", {Value::dims({}), bound, Value(c.meta(d).dtype), Value(ir::Str{c.meta(d).device})});
+            divisor = c.b.torch("where", {cmp(c, "eq", t, 0.0), 1.0, t});
+          }
+          inside = c.b.torch("div", {d, divisor});
+        }
+        const Value minus_bound = scaled_number(c.b, bound, -1.0);
+        Value within = c.b.torch("where", {cmp(c, "gt", d, bound), huber ? bound : Value(1.0), inside});
+        dd = c.b.torch("where", {cmp(c, "lt", d, minus_bound), huber ? minus_bound : Value(-1.0), within});
+      }
+      Value gx = c.b.torch("mul", {dd, g});
+      return {operand_grad(c, 0, gx), c.differentiable(1) ? operand_grad(c, 1, c.b.torch("neg", {gx})) : Value()};
+    };
+  }
   // embedding(indices, weight, padding_idx, ...): rows summed by index; the padding row takes none.
   r["embedding"] = [](Ctx& c) -> Grads {
     if (!c.arg(3).is_none() || (c.arg(5).is_number() && c.arg(5).as_bool()))
