@@ -869,3 +869,22 @@ def test_a_custom_autograd_function_is_an_opaque_op_with_its_own_backward(functi
     (graph,) = thunder.compile_stats(jitted).graphs
     assert graph["compiled"]
     assert graph["backward"] == "thunder" if function is _TripledClampGrad else graph["backward"].startswith("torch (")
+
+
+@pytest.mark.parametrize("fn", [lambda x: F.dropout(x, 0.0), lambda x: (F.dropout(x, 0.5, training=False), x.sin())],
+                         ids=["dropout_p0", "eval_dropout_and_another"])
+def test_an_input_returned_as_it_is_is_the_input_itself_in_training(fn):
+    """Eager's dropout with p = 0 (or not training) returns its input itself: `out is x`. A training program's
+    autograd.Function made an alias of it instead; the input itself is returned, and its gradient is eager's."""
+    x = torch.randn(3, requires_grad=True)
+    jitted = thunder.jit(fn)
+    out, expected = jitted(x), fn(x)
+    first = out[0] if isinstance(out, tuple) else out
+    assert first is x and (expected[0] if isinstance(expected, tuple) else expected) is x
+    assert_same(out, expected)
+    grads = []
+    for result in (out, expected):
+        x.grad = None
+        sum(t.sum() * 2 for t in (result if isinstance(result, tuple) else (result,))).backward()
+        grads.append(x.grad)
+    assert_same(grads[0], grads[1])

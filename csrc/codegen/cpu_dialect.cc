@@ -34,7 +34,7 @@ const std::string kBySize = " if(parallel: ";  // the clause of a nest parallel 
 class KernelWriter {
  public:
   KernelWriter(const ir::Trace& t, const KernelPlan& p, const Schedule& s, HalfRounding rounding)
-      : t_(t), p_(p), s_(s), sizes_(t, p), round_every_op_(rounding == HalfRounding::EveryOp) {
+      : t_(t), p_(p), s_(s), sizes_(t, p), round_every_op_(rounding == HalfRounding::EveryOp), index_refs_(t, p) {
     for (size_t d = 0; d < p.domain.size(); ++d) index_names_.push_back("i" + std::to_string(d));
     for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
     for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
@@ -227,7 +227,7 @@ class KernelWriter {
     // block evaluating at other indices (a slice's source, an update) shares it with the loop body instead
     // of computing it again (a loop over a tensor's elements gave each of its n updates the whole chain
     // before it: n^2 code).
-    if (scope.parent && !p_.has_reduction() && index_refs(v).empty()) {
+    if (scope.parent && !p_.has_reduction() && index_refs_(v).empty()) {
       Scope* root = &scope;
       while (root->parent) root = root->parent;
       return emit(v, *root);
@@ -640,7 +640,7 @@ class KernelWriter {
   std::set<std::string> reductions_;
   std::map<ProxyId, std::string> row_cache_;  // element-level value -> the row buffer holding it
   bool streaming_ = false;  // some output is written with streaming stores
-  std::map<ProxyId, std::set<int>> index_refs_;
+  IndexRefs index_refs_;
   std::optional<std::pair<int64_t, int64_t>> piece_;  // the innermost loop's range, in a split loop
   std::string* hoisted_ = nullptr;  // where tests invariant in the innermost loop go, when it has outer loops
   std::map<std::string, std::string> hoisted_names_;  // a hoisted test -> the variable holding it
@@ -648,35 +648,6 @@ class KernelWriter {
   int next_remap_ = 0;
 
   const std::string& index(int d) const { return index_names_[d]; }
-
-  // The domain dims whose loop index v's code reads (in a kernel without reductions): an input's aligned
-  // dims of more than one element; a remapped value's operands' dims, less those its case reads at a
-  // constant index, plus those its case tests.
-  const std::set<int>& index_refs(ProxyId v) {
-    if (auto it = index_refs_.find(v); it != index_refs_.end()) return it->second;
-    std::set<int> refs;
-    if (!t_.proxy(v).is_tensor) return index_refs_[v] = refs;  // a number read at run time (KernelPlan::scalars)
-    auto it = producer_.find(v);
-    if (it == producer_.end() || it->second->is(PrimId::uniform_philox)) {  // an input, or drawn per element
-      const auto& al = p_.align.at(v);
-      for (size_t i = 0; i < al.size(); ++i)
-        if (al[i] >= 0 && shape_of(t_, v)[i] != 1) refs.insert(al[i]);
-    } else if (auto r = p_.remaps.find(v); r != p_.remaps.end()) {
-      for (const RemapCase& c : r->second.cases) {
-        std::set<int> operand = index_refs(c.operand);
-        for (const IndexMap& m : c.at)
-          if (m.scale == 0) operand.erase(m.dim);
-        refs.insert(operand.begin(), operand.end());
-        for (const IndexRange& w : c.when) refs.insert(w.dim);
-      }
-    } else {
-      for (ProxyId u : it->second->input_proxies()) {
-        const std::set<int>& operand = index_refs(u);
-        refs.insert(operand.begin(), operand.end());
-      }
-    }
-    return index_refs_[v] = std::move(refs);
-  }
 
   // The flat index of the current element within the row (over the reduced dims, row-major).
   std::string row_index() const {

@@ -93,7 +93,9 @@ int reduction_count(const KernelPlan& p) {
 // from the op-expression table (cuda_expressions.h).
 class CudaWriter {
  public:
-  CudaWriter(const ir::Trace& t, const KernelPlan& p, const GpuSchedule& s) : t_(t), p_(p), s_(s), sizes_(t, p) {
+  CudaWriter(const ir::Trace& t, const KernelPlan& p, const GpuSchedule& s)
+      : t_(t), p_(p), s_(s), sizes_(t, p),
+        index_refs_(t, p, [this](ProxyId v) { return linear_ && dense_value(t_, p_, v); }) {
     for (size_t d = 0; d < p.domain.size(); ++d) index_names_.push_back("i" + std::to_string(d));
     for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
     for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
@@ -366,7 +368,7 @@ class CudaWriter {
 
   void emit(ProxyId v, Scope& scope) {
     if (scope.has(v)) return;
-    if (scope.parent && !p_.has_reduction() && index_refs(v).empty()) {
+    if (scope.parent && !p_.has_reduction() && index_refs_(v).empty()) {
       Scope* root = &scope;
       while (root->parent) root = root->parent;
       return emit(v, *root);
@@ -526,36 +528,6 @@ class CudaWriter {
     scope.defined.insert(v);
   }
 
-  // The domain dims whose index v's code reads (kernels without reductions), as in the C++ dialect: a value
-  // reading none is computed once, in the loop body, and shared with the blocks evaluating at other indices.
-  const std::set<int>& index_refs(ProxyId v) {
-    if (auto it = index_refs_.find(v); it != index_refs_.end()) return it->second;
-    std::set<int> refs;
-    if (!t_.proxy(v).is_tensor) return index_refs_[v] = refs;  // a number read at run time (KernelPlan::scalars)
-    auto it = producer_.find(v);
-    if (it == producer_.end() || it->second->is(PrimId::uniform_philox)) {  // an input, or drawn per element
-      const auto& al = p_.align.at(v);
-      for (size_t i = 0; i < al.size(); ++i)
-        if (al[i] >= 0 && shape_of(t_, v)[i] != 1) refs.insert(al[i]);
-    } else if (auto r = p_.remaps.find(v); r != p_.remaps.end()) {
-      for (const RemapCase& c : r->second.cases) {
-        std::set<int> operand = index_refs(c.operand);
-        for (const IndexMap& m : c.at)
-          if (m.scale == 0) operand.erase(m.dim);
-        refs.insert(operand.begin(), operand.end());
-        for (const IndexRange& w : c.when) refs.insert(w.dim);
-      }
-    } else {
-      for (ProxyId u : it->second->input_proxies()) {
-        const std::set<int>& operand = index_refs(u);
-        refs.insert(operand.begin(), operand.end());
-      }
-    }
-    // A dense value's offset is the flat index L even where it has no dim of more than one element.
-    if (linear_ && it == producer_.end() && dense_value(t_, p_, v)) refs.insert(-1);
-    return index_refs_[v] = std::move(refs);
-  }
-
   const ir::Trace& t_;
   const KernelPlan& p_;
   mutable std::unordered_map<ProxyId, size_t> local_;  // see local()
@@ -564,7 +536,7 @@ class CudaWriter {
   std::map<ProxyId, const ir::BoundSymbol*> producer_;
   std::map<ProxyId, size_t> input_index_;
   std::vector<std::string> index_names_;
-  std::map<ProxyId, std::set<int>> index_refs_;
+  IndexRefs index_refs_;  // dense inputs read at the flat index L read dim -1
   std::map<ProxyId, std::string> vector_inputs_;  // in the vector path: dense input -> its element of the vector
   std::set<size_t> vector_outputs_;               // in the vector path: the dense outputs' slots
   bool linear_ = false;     // dense values are read and written at the flat index L

@@ -606,4 +606,38 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
   return p;
 }
 
+IndexRefs::IndexRefs(const ir::Trace& trace, const KernelPlan& plan, std::function<bool(ProxyId)> flat)
+    : t_(trace), p_(plan), flat_(std::move(flat)) {
+  for (const ir::BoundSymbol& b : plan.symbols) producer_[b.output.proxy()] = &b;
+}
+
+const std::set<int>& IndexRefs::operator()(ProxyId v) {
+  if (auto it = refs_.find(v); it != refs_.end()) return it->second;
+  std::set<int> refs;
+  if (!t_.proxy(v).is_tensor) return refs_[v] = refs;  // a number read at run time (KernelPlan::scalars)
+  auto it = producer_.find(v);
+  const bool input = it == producer_.end();
+  if (input || it->second->is(ir::PrimId::uniform_philox)) {  // an input, or drawn per element
+    const auto& al = p_.align.at(v);
+    const std::vector<int64_t> shape = shape_of(t_, v);
+    for (size_t i = 0; i < al.size(); ++i)
+      if (al[i] >= 0 && shape[i] != 1) refs.insert(al[i]);
+  } else if (auto r = p_.remaps.find(v); r != p_.remaps.end()) {
+    for (const RemapCase& c : r->second.cases) {
+      std::set<int> operand = (*this)(c.operand);
+      for (const IndexMap& m : c.at)
+        if (m.scale == 0) operand.erase(m.dim);
+      refs.insert(operand.begin(), operand.end());
+      for (const IndexRange& w : c.when) refs.insert(w.dim);
+    }
+  } else {
+    for (ProxyId u : it->second->input_proxies()) {
+      const std::set<int>& operand = (*this)(u);
+      refs.insert(operand.begin(), operand.end());
+    }
+  }
+  if (input && flat_ && flat_(v)) refs.insert(-1);
+  return refs_[v] = std::move(refs);
+}
+
 }  // namespace thunder::codegen

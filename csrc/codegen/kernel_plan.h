@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -166,6 +167,24 @@ std::vector<int> written_over(const ir::Trace& trace, const KernelPlan& plan, co
 
 /// The size arguments of the plan's kernel, in order (none for a kernel that is not shape-generic).
 std::vector<SizeArgument> size_arguments(const ir::Trace& trace, const KernelPlan& plan);
+
+/// The domain dims whose loop index each value of a kernel without reductions reads, for a renderer to compute
+/// a value that reads none once and share it with the code evaluating it at other indices: an input's, or a
+/// per-element draw's (uniform_philox), aligned dims of more than one element; a remapped value's operands'
+/// dims, less those its case reads at a constant index, plus those its case tests; another value's operands'.
+/// An input `flat` accepts (one a dialect reads at the domain's flat index) reads dim -1. Memoized per value.
+class IndexRefs {
+ public:
+  IndexRefs(const ir::Trace& trace, const KernelPlan& plan, std::function<bool(ProxyId)> flat = {});
+  const std::set<int>& operator()(ProxyId v);
+
+ private:
+  const ir::Trace& t_;
+  const KernelPlan& p_;
+  std::function<bool(ProxyId)> flat_;
+  std::map<ProxyId, const ir::BoundSymbol*> producer_;
+  std::map<ProxyId, std::set<int>> refs_;
+};
 
 /// True if the generator has code for this prim at all (dtype checks come in plan_kernel).
 bool is_fusible_prim(const std::string& name);

@@ -547,6 +547,9 @@ class _TrainingProgram(torch.autograd.Function):
         # state before it is kept, so that the rerun draws the same ones (the same masks).
         ctx.rng_state = torch.get_rng_state() if program.random and program.differentiable_backward else None
         outputs, saved = program.forward(*args)
+        if program.returned_args is None:  # the same for every call: the trace returns an input's proxy or not
+            program.returned_args = [next((j for j, a in enumerate(args) if o is a), None)
+                                     if isinstance(o, torch.Tensor) else None for o in outputs]
         tensors = [v for v in saved if isinstance(v, torch.Tensor)]
         ctx.save_for_backward(*tensors)
         ctx.program = program
@@ -591,11 +594,13 @@ class _TrainingProgram(torch.autograd.Function):
 
 
 class _Program:
-    __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward", "random")
+    __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward", "random", "returned_args")
 
     def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False):
         self.forward, self.backward, self.grad_outputs = forward, backward, list(grad_outputs)
         self.differentiable_backward, self.random = differentiable_backward, random
+        # Per output, the index of the argument the forward returns as it is (None: another value), once known.
+        self.returned_args = None
 
 
 def training_callable(forward, backward, grad_outputs, differentiable_backward=None, random=False):
@@ -608,5 +613,10 @@ def training_callable(forward, backward, grad_outputs, differentiable_backward=N
     apply = _TrainingProgram.apply
 
     def run(*args):
-        return apply(program, *args)
+        outputs = apply(program, *args)
+        if not any(j is not None for j in program.returned_args):
+            return outputs
+        # An argument the forward returns as it is (dropout with p = 0, an identity) is returned itself, as eager
+        # returns it (`out is x`), not the alias autograd.Function makes of it; its gradient reaches it directly.
+        return tuple(o if j is None else args[j] for o, j in zip(outputs, program.returned_args))
     return run
