@@ -350,6 +350,78 @@ def test_branch_results_differ_in_shape_or_kind():
     assert "dtypes" in sites(jitted)[0].reason
 
 
+def _setitem_local(x):
+    d = {"a": x}
+    if x.sum() > 0:
+        d["a"] = x * 2
+    return d["a"]
+
+
+def _setitem_argument(x, out):
+    if x.sum() > 0:
+        out["y"] = x * 2
+    else:
+        out["y"] = x * 3
+    return x + 1
+
+
+def _extends_a_list(x):
+    parts = [x]
+    if x.sum() > 0:
+        parts += [x * 2]
+    return sum(parts)
+
+
+def _counts_in_a_list(x):
+    count = [0]
+    if x.sum() > 0:
+        count[0] += 1
+    return x * (count[0] + 1)
+
+
+_GLOBAL_DICT = {}
+
+
+def _writes_a_global_dict(x):
+    if x.sum() > 0:
+        _GLOBAL_DICT["y"] = x
+    return x * 2
+
+
+@pytest.mark.parametrize("f", [_setitem_local, _setitem_argument, _extends_a_list, _counts_in_a_list,
+                               _writes_a_global_dict])
+def test_an_arm_writing_into_a_python_container_is_not_converted(f):
+    """Converted, both arms run: a write into a dict or a list (`d[k] = v`, `lst += [...]`) would be made whichever
+    arm the predicate takes, where a tensor's would be selected. _thunder_if refuses the conversion where the
+    object written into is not a tensor, with the reason; every call equals eager, containers included."""
+    jitted = thunder.jit(f)
+    for x in (torch.tensor([1.0, 2.0]), torch.tensor([-1.0, -2.0]), torch.tensor([3.0, -1.0])):
+        _GLOBAL_DICT.clear()
+        mine, theirs = {}, {}
+        out = jitted(x, mine) if f is _setitem_argument else jitted(x)
+        seen = dict(_GLOBAL_DICT)
+        _GLOBAL_DICT.clear()
+        expected = f(x, theirs) if f is _setitem_argument else f(x)
+        torch.testing.assert_close(out, expected)
+        assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+        assert seen.keys() == _GLOBAL_DICT.keys()
+    assert not converted(jitted) and "not a tensor" in sites(jitted)[0].reason
+
+
+def test_a_container_written_in_an_arm_that_may_be_unbound_before_is_not_converted():
+    def f(x, n):
+        for i in range(n):
+            parts = [x]
+        if x.sum() > 0:
+            parts[0] = x * 2
+        return parts[0]
+
+    jitted = thunder.jit(f)
+    x = torch.tensor([-1.0, 2.0])
+    torch.testing.assert_close(jitted(x, 1), f(x, 1))
+    assert "may not be bound" in sites(jitted)[0].reason
+
+
 def test_untaken_arm_that_would_raise():
     def shape_error(x, w):
         if x.sum() > 100:

@@ -30,7 +30,8 @@ Soundness. A branch is rewritten only if this module's static rules accept it (`
 calls to Python functions not known to be pure, names bound in one branch only, or read in an arm before
 it binds them, must be defined before). What the source cannot show is
 checked when the program is traced: a region that a graph break splits, branch results that differ in
-shape, dtype or kind, an arm the importer cannot compile (an effect, random numbers, data-dependent
+shape, dtype or kind, an object an arm writes into in place (``d[k] = v``, ``lst += [...]``) that is not a
+tensor (the writes of both arms would be made), an arm the importer cannot compile (an effect, random numbers, data-dependent
 indexing that would raise only when taken) -- and an arm that fails while Dynamo traces it (a shape
 error in the arm not taken). Each of these makes Dynamo run the frame eagerly for that call (thunder
 calls Dynamo with ``suppress_errors``; ``_thunder_if`` run by Python takes one branch, exactly as
@@ -276,12 +277,23 @@ def _merge(cond, a, b, site, name):
     return a
 
 
-def _thunder_if(pred, then, otherwise, state, site, names=()):
+#: Values an augmented assignment rebinds rather than changes (``n += 1``): an arm may leave them to the select.
+_IMMUTABLE = (bool, int, float, complex, str, bytes, tuple, frozenset, type(None))
+
+
+def _thunder_if(pred, then, otherwise, state, site, names=(), written=(), written_names=()):
     """``then(*state)`` if ``pred`` else ``otherwise(*state)``; traced by Dynamo with a one-element tensor
-    predicate: both, and each result selected (see the module docstring)."""
+    predicate: both, and each result selected (see the module docstring). ``written``: the objects, bound before
+    the ``if``, that an arm writes into in place (``d[k] = v``, ``lst += [...]``), named by ``written_names``: the
+    selects capture such a write only into a tensor, so any other object refuses the conversion (both arms' writes
+    into a dict or a list would be made, whichever arm the predicate takes)."""
     if not torch.compiler.is_compiling() or not isinstance(pred, torch.Tensor) or pred.numel() != 1:
         return then(*state) if pred else otherwise(*state)
     cond = _branch_begin(pred, site)
+    for obj, name in zip(written, written_names):
+        if not isinstance(obj, (torch.Tensor, *_IMMUTABLE)):
+            _branch_reject(cond, site, f"`{name}` is written into in place in a branch and is not a tensor (a "
+                                       f"{type(obj).__name__}: the write would be made whichever arm is taken)")
     a = then(*state)
     _branch_else(cond, site)
     b = otherwise(*state)
@@ -325,6 +337,25 @@ def _names_read(node):
     """The names ``node`` reads: those loaded, and the targets of augmented assignments (``buf += x`` reads buf)."""
     return _names_loaded(node) | {n.target.id for n in ast.walk(node)
                                   if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+
+
+def _written_in_place(stmts):
+    """The names whose objects these statements write into in place, rather than rebind: the base of a subscript
+    target (``d[k] = v``, ``x[i] += 1``) and the target of an augmented assignment (``lst += [...]`` extends a
+    list; ``n += 1`` rebinds an int -- decided at run time, by _thunder_if)."""
+    out = []
+    for n in (x for s in stmts for x in ast.walk(s)):
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                for e in ast.walk(t):
+                    base = e
+                    while isinstance(base, ast.Subscript):
+                        base = base.value
+                    if base is not e and isinstance(base, ast.Name):
+                        out.append(base.id)
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                out.append(n.target.id)
+    return list(dict.fromkeys(out))
 
 
 def _target_names(t):
@@ -660,6 +691,11 @@ class _Rewriter(ast.NodeTransformer):
             # (Nothing runs after an `if` whose arms return.)
             if not returns and (name not in then_names or name not in else_names) and self._read_outside(node, name):
                 return f"`{name}` is assigned in only one branch and may be undefined before"
+        # _thunder_if checks at run time that what an arm writes into is a tensor: it must be bound before the `if`.
+        local = set(_names_stored(self.root.body)) | {a.arg for a in ast.walk(self.root.args) if isinstance(a, ast.arg)}
+        for name in _written_in_place(node.body + node.orelse):
+            if name in local and name not in before:
+                return f"`{name}` is written into in place in a branch and may not be bound before it"
         return None
 
     def _mentions(self, s, name):
@@ -712,10 +748,13 @@ class _Rewriter(ast.NodeTransformer):
                 if "type_params" in ast.FunctionDef._fields else ast.FunctionDef(fname, args, list(body or [ast.Pass()]) + [ret], [], None)
             return ast.copy_location(fn, node)
 
+        written = _written_in_place(node.body + node.orelse)
         call = ast.Call(ast.Name("_thunder_if", ast.Load()),
                         [node.test, ast.Name(then_name, ast.Load()), ast.Name(else_name, ast.Load()),
                          ast.Tuple([ast.Name(p, ast.Load()) for p in params], ast.Load()), ast.Constant(site),
-                         ast.Tuple([ast.Constant(n) for n in labels], ast.Load())], [])
+                         ast.Tuple([ast.Constant(n) for n in labels], ast.Load()),
+                         ast.Tuple([ast.Name(n, ast.Load()) for n in written], ast.Load()),
+                         ast.Tuple([ast.Constant(n) for n in written], ast.Load())], [])
         if targets:
             stmt = ast.Assign([ast.Tuple([ast.Name(n, ast.Store()) for n in targets], ast.Store())], call)
         else:
