@@ -214,6 +214,24 @@ def test_create_graph_runs_a_differentiable_backward():
     assert_same((x.grad, w.grad), (xe.grad, we.grad), 1e-10, 1e-10)
 
 
+@pytest.mark.parametrize("op", ["conv1d", "avg_pool2d", "pad", "gather"])
+def test_create_graph_through_ops_torch_differentiates(op):
+    """The generic rule (torch's autograd on the op alone) under create_graph=True: its gradients stay connected to
+    the arguments and to the incoming gradient, as eager's (a gradient penalty through a conv). It differentiated
+    detached leaves without recording: the second derivative was silently wrong, or raised."""
+    idx = torch.tensor([[2, 0, 1]] * 4)
+    fn = {"conv1d": lambda x, w: F.conv1d(x.reshape(1, 4, 3), w.reshape(4, 4, 1)[:, :, :1].expand(4, 4, 2)),
+          "avg_pool2d": lambda x, w: F.avg_pool2d((x * w).reshape(1, 1, 4, 4), 2, 1),
+          "pad": lambda x, w: F.pad(x * w, (1, 1)), "gather": lambda x, w: torch.gather(x * w, 1, idx)}[op]
+    shape = (4, 3) if op in ("conv1d", "gather", "pad") else (4, 4)
+    grads = []
+    for f in (fn, thunder.jit(fn)):
+        x, w = leaf(*shape), leaf(*shape, seed=1) if op != "conv1d" else leaf(4, 4, seed=1)
+        gx, = torch.autograd.grad(f(x, w).pow(3).sum(), x, create_graph=True)
+        grads.append((gx,) + torch.autograd.grad(gx.pow(2).sum(), (x, w)))
+    assert_same(grads[0], grads[1], 1e-10, 1e-10)
+
+
 def test_no_grad_call_compiles_no_backward():
     lin = nn.Linear(4, 3)
     j = thunder.jit(lin)

@@ -450,6 +450,35 @@ def test_untaken_arm_that_would_raise():
     assert sites(jitted)[0].reason
 
 
+@pytest.mark.parametrize("op", ["cross_entropy", "nll_loss", "binary_cross_entropy", "inv", "cholesky", "one_hot"])
+def test_an_arm_with_an_op_that_checks_its_values_is_not_converted(op):
+    """An out-of-range target, a probability outside [0, 1], a singular matrix: these ops raise, so in the arm not
+    taken they would raise where eager returns the other arm's value. Such an arm is not converted."""
+    def f(x, t, m):
+        if x.sum() > 100:
+            if op == "cross_entropy":
+                y = torch.nn.functional.cross_entropy(x.reshape(1, 3), t)
+            elif op == "nll_loss":
+                y = torch.nn.functional.nll_loss(x.reshape(1, 3), t)
+            elif op == "binary_cross_entropy":
+                y = torch.nn.functional.binary_cross_entropy(x.sigmoid(), x * 5)
+            elif op == "inv":
+                y = torch.linalg.inv(m).sum()
+            elif op == "cholesky":
+                y = torch.linalg.cholesky(m).sum()
+            else:
+                y = torch.nn.functional.one_hot(t, 2).sum().to(x.dtype)
+        else:
+            y = x.sum() * 0
+        return y
+
+    jitted = thunder.jit(f)
+    x, t, m = torch.tensor([1.0, -2.0, 0.5]), torch.tensor([7]), torch.zeros(2, 2)
+    for _ in range(2):
+        torch.testing.assert_close(jitted(x, t, m), f(x, t, m))
+    assert "checks its arguments' values" in next(s for s in sites(jitted) if "x.sum()" in s.code).reason
+
+
 def test_an_integer_division_by_a_tensor_in_an_arm_is_not_converted():
     # Both arms run: 100 // x[0] raises on a zero divisor even where the arm is not taken (eager guards it).
     def guarded(x):

@@ -477,21 +477,28 @@ def autograd_vjp(fn, wants):
     effects the autodiff knows of (it does not use this rule for random ops or writes), so the recomputation gives
     the forward's values; the other tensor arguments are passed as copies, so that a write the op makes that
     the trace does not show (batch_norm's running statistics) is not made twice.
+
+    Called with grad mode on -- a backward run for ``create_graph=True`` (a second derivative) -- the gradients
+    are themselves differentiable: the arguments that require grad are differentiated as they are, not as
+    detached leaves, and ``torch.autograd.grad`` records (``create_graph``), so the result depends on both the
+    arguments and ``grads`` as eager's double backward does.
     """
     def vjp(grads, *args, **kwargs):
+        higher = torch.is_grad_enabled()
         args = [a.clone() if isinstance(a, torch.Tensor) and i not in wants else a for i, a in enumerate(args)]
         kwargs = {k: v.clone() if isinstance(v, torch.Tensor) and k not in wants else v for k, v in kwargs.items()}
         with torch.enable_grad():
             inputs = []
             for key in wants:
                 where = args if isinstance(key, int) else kwargs
-                where[key] = where[key].detach().requires_grad_()
+                if not (higher and where[key].requires_grad):
+                    where[key] = where[key].detach().requires_grad_()
                 inputs.append(where[key])
             out = fn(*args, **kwargs)
         pairs = [(o, g) for o, g in zip(torch.utils._pytree.tree_leaves(out), grads)
                  if g is not None and isinstance(o, torch.Tensor) and o.requires_grad]
-        got = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True) \
-            if pairs else [None] * len(inputs)
+        got = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True,
+                                  create_graph=higher) if pairs else [None] * len(inputs)
         return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(got, inputs))
     return vjp
 

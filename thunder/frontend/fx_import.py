@@ -41,6 +41,12 @@ _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, 
 #: Ops whose tensor index arguments may be out of range at run time (they raise only when run): a converted
 #: branch holding one is not converted, since both arms run.
 _INDEXING_WORDS = ("index", "gather", "scatter", "take", "embedding", "masked_select", "nonzero", "put")
+#: Ops that check their arguments' values and raise (a class index out of range, a probability outside [0, 1], a
+#: singular or indefinite matrix, a negative count): in a converted branch's arm not taken they would raise where
+#: eager does not run them. (Norms and binary_cross_entropy_with_logits check nothing.)
+_VALUE_CHECKING_WORDS = ("nll_loss", "cross_entropy", "margin_loss", "binary_cross_entropy", "one_hot", "linalg",
+                         "inverse", "cholesky", "lu_factor", "solve", "ctc_loss", "bincount", "repeat_interleave")
+_NOT_VALUE_CHECKING = ("norm", "binary_cross_entropy_with_logits")
 
 
 #: Integer divisions, which raise on a zero divisor (floating-point ones give inf or NaN).
@@ -964,6 +970,9 @@ class _Importer:
                 and len(node.args) > 1 and _has_tensor_index(node.args[1])):
             raise branches.BranchRejected(site, f"{_target_name(node)} indexes with tensor values, which would raise "
                                                 "in the arm not taken if they are out of range")
+        if any(word in name for word in _VALUE_CHECKING_WORDS) and not any(w in name for w in _NOT_VALUE_CHECKING):
+            raise branches.BranchRejected(site, f"{_target_name(node)} checks its arguments' values, and would raise "
+                                                "in the arm not taken where they are out of its domain")
         if _integer_division_by_tensor(node, name):
             raise branches.BranchRejected(site, f"{_target_name(node)} divides integers by a tensor, which raises in "
                                                 "the arm not taken if it is zero there")
