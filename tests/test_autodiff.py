@@ -320,6 +320,7 @@ AT_BOUNDARIES = {
     "max_dim": lambda x, b: torch.max(x.reshape(2, 4), 1)[0], "min_dim": lambda x, b: torch.min(x.reshape(2, 4), 0)[0],
     "xlogy": lambda x, b: torch.xlogy(x.clamp(0, 1), b.clamp(-1, 2)),
     "binary_cross_entropy": lambda x, b: F.binary_cross_entropy(x.clamp(0, 1), (b > 0).to(x.dtype)),
+    "binary_cross_entropy_soft_target": lambda x, b: F.binary_cross_entropy(x.clamp(0, 1), b.clamp(0, 1)),
     "atan2": torch.atan2,
     # Ops whose chain rule through their decomposition gave NaN or a wrong one-sided slope at special points.
     "bce_with_logits": lambda x, b: F.binary_cross_entropy_with_logits(x, (b > 0).to(x.dtype)),
@@ -342,10 +343,10 @@ def test_gradients_at_boundaries_and_ties(name):
     b = torch.tensor([0.0, -1.0, 0.0, 2.0, 1.0, float("nan"), 6.0, 0.0], dtype=D,
                      requires_grad=name not in ("xlogy", "xlog1py"))
     if name in ("fmax", "fmin", "clamp_tensor_bounds", "max_dim", "min_dim", "bce_with_logits_soft_target",
-                "bce_with_logits_pos_weight"):
+                "bce_with_logits_pos_weight", "binary_cross_entropy_soft_target"):
         b = b.nan_to_num(0.5).detach().requires_grad_()
     # torch's hardsigmoid backward multiplies by 1/6 rounded to float32; BCE's gradient is 1e11 at p = 0.
-    rtol = 1e-7 if name in ("hardsigmoid", "binary_cross_entropy") else 1e-10
+    rtol = 1e-7 if name in ("hardsigmoid", "binary_cross_entropy", "binary_cross_entropy_soft_target") else 1e-10
     j = grads_equal(AT_BOUNDARIES[name], x, b, rtol=rtol)
     assert backward_of(j) == ["thunder"]
 
@@ -906,3 +907,51 @@ def test_an_input_returned_as_it_is_is_the_input_itself_in_training(fn):
         sum(t.sum() * 2 for t in (result if isinstance(result, tuple) else (result,))).backward()
         grads.append(x.grad)
     assert_same(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("kwargs", [{"sparse": True}, {"scale_grad_by_freq": True}, {"padding_idx": 1}],
+                         ids=["sparse", "scale_grad_by_freq", "padding_idx"])
+def test_embedding_options_take_torchs_gradient(kwargs):
+    """embedding's own rule covers the plain op; with sparse=True (a sparse gradient, which SparseAdam requires) or
+    scale_grad_by_freq, torch's autograd differentiates it whole, in thunder's backward."""
+    emb = nn.Embedding(5, 3, **kwargs).double()
+    ref = copy.deepcopy(emb)
+    jitted = thunder.jit(emb)
+    idx = torch.tensor([[1, 2, 1], [4, 1, 0]])
+    assert_same(jitted(idx), ref(idx))
+    jitted(idx).pow(2).sum().backward()
+    ref(idx).pow(2).sum().backward()
+    assert emb.weight.grad.layout == ref.weight.grad.layout
+    assert_same(emb.weight.grad.to_dense(), ref.weight.grad.to_dense())
+    assert backward_of(jitted) == ["thunder"]
+
+
+def test_a_parameter_only_an_unused_output_depends_on_gets_no_gradient():
+    """A module returning (main, aux) whose loss uses main only: eager leaves aux's parameters' .grad None (and
+    AdamW then skips them); the training program's backward gets None for aux's gradient and returns None for the
+    arguments only it reaches, not zeros."""
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.main, self.aux = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 3)
+
+        def forward(self, x):
+            h = self.body(x).relu()
+            return self.main(h), self.aux(h)
+
+    torch.manual_seed(0)
+    model = TwoHeads().double()
+    ref = copy.deepcopy(model)
+    jitted = thunder.jit(model)
+    x = torch.randn(5, 4, dtype=D)
+    for m, call in ((model, jitted), (ref, ref)):
+        main, aux = call(x)
+        main.pow(2).sum().backward()
+    assert model.aux.weight.grad is None and model.aux.bias.grad is None
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        if q.grad is not None:
+            assert_same(p.grad, q.grad, path=name)
+    main, aux = jitted(x)  # and both used: every parameter gets its gradient
+    (main.sum() + aux.sum()).backward()
+    assert model.aux.weight.grad is not None

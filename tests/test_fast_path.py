@@ -456,3 +456,27 @@ def test_an_error_that_takes_no_notes_or_is_raised_again_is_raised_as_it_is():
         with pytest.raises(RuntimeError, match="again"):
             jitted(x * 1000, Scale(), shared)
     assert len(shared.__notes__) == len(set(shared.__notes__)) == 2  # scale and error, once each
+
+
+def test_force_eager_stance_is_obeyed_after_compiling():
+    """torch.compiler.set_stance("force_eager") makes torch.compile run functions eagerly; the fast path of a
+    wrapper that already compiled must not keep calling the compiled code then."""
+    seen = []
+
+    def f(a):
+        seen.append(torch.compiler.is_compiling())
+        return a * 2
+
+    class Recording(nn.Module):
+        def forward(self, a):
+            return f(a)
+
+    for jitted in (thunder.jit(f), thunder.jit(Recording())):
+        x = torch.randn(5, 8)
+        with torch.no_grad():
+            jitted(x)
+            jitted(x)
+            seen.clear()
+            with torch.compiler.set_stance("force_eager"):
+                torch.testing.assert_close(jitted(x), x * 2)
+        assert seen == [False]

@@ -316,3 +316,21 @@ def test_a_hook_on_the_jitted_module_finds_it_in_a_dict_keyed_by_modules():
     for _ in range(2):
         assert_same(jitted(x), model[1](model[0](x)))
     assert sorted(captured) == ["", "0", "1"]
+
+
+def test_a_jitted_container_module_indexes_iterates_and_has_a_length():
+    """A jitted Sequential, ModuleList or ModuleDict stays a container, as the original (`jm[0]`, `len(jm)`,
+    `list(jm)`, `in`, truth); a jitted module of another kind gets none of these."""
+    seq = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    jitted = thunder.jit(seq)
+    assert jitted[0] is seq[0] and len(jitted) == 3 and list(jitted) == list(seq) and seq[1] in jitted
+    assert isinstance(jitted[1:], nn.Sequential) and bool(jitted)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(jitted(x), seq(x))
+    assert not thunder.jit(nn.Sequential()) and isinstance(jitted, thunder.ThunderModule)
+    names = nn.ModuleDict({"a": nn.Linear(2, 2)})
+    assert "a" in thunder.jit(names) and thunder.jit(names)["a"] is names["a"]
+    plain = thunder.jit(nn.Linear(2, 2))
+    with pytest.raises(TypeError):
+        len(plain)
+    assert bool(plain)

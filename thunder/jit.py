@@ -417,6 +417,12 @@ class ThunderModule(_Jitted, nn.Module):
     it checks them (TypeError, ValueError).
     """
 
+    def __new__(cls, model, *args, **kwargs):
+        # A container module (Sequential, ModuleList, ModuleDict: its class defines __len__) stays one.
+        if cls is ThunderModule and hasattr(type(model), "__len__"):
+            cls = ThunderContainerModule
+        return super().__new__(cls)
+
     def __init__(self, model, executors=None, passes=None, debug=None, fullgraph=False, dynamic=None):
         nn.Module.__init__(self)
         object.__setattr__(self, "_model", model)
@@ -567,6 +573,28 @@ def _watched_method(state, model, name, method):
                                    "model.forward = thunder.jit(model.forward).", state.name, name, calls[0])
 
     return watched
+
+
+
+class ThunderContainerModule(ThunderModule):
+    """A jitted container module (``nn.Sequential``, ``nn.ModuleList``, ``nn.ModuleDict``, or another whose class
+    defines ``__len__``): indexing, ``len``, iteration, ``in`` and truth are the original's, as in eager; calling
+    it runs the compiled forward."""
+
+    def __getitem__(self, key):
+        return self.__dict__["_model"][key]
+
+    def __len__(self):
+        return len(self.__dict__["_model"])
+
+    def __iter__(self):
+        return iter(self.__dict__["_model"])
+
+    def __contains__(self, key):
+        return key in self.__dict__["_model"]
+
+    def __bool__(self):
+        return bool(self.__dict__["_model"])
 
 
 def _rebuild_module(model, options):

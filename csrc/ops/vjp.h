@@ -28,6 +28,9 @@ const VjpRule* find_vjp(const ir::BoundSymbol& use);
 /// ops whose torch kernels, forward and backward, beat their decomposed prims (attention: the fused CPU kernel and
 /// its backward against batched matmuls and a softmax, GQA's expanded keys and values materialized).
 bool vjp_by_torch(const ir::Symbol* op);
+/// Whether this use of an op is differentiated whole by torch's autograd: the op's, or a use its partial rule
+/// does not cover and leaves to torch (embedding with sparse=True: torch's sparse gradient).
+bool vjp_by_torch(const ir::BoundSymbol& use);
 
 /// A tensor of zeros with metadata m (prims.full), as gradients that nothing reaches are.
 Value zeros(Builder& b, const TensorMeta& m);

@@ -637,7 +637,8 @@ std::unordered_map<std::string, Rule> torch_rules() {
     return weight.is_none() ? g : c.b.torch("mul", {g, weight});
   };
   // binary_cross_entropy(p, t, weight, size_average, reduce, reduction), as torch's backward: the input's
-  // gradient is w (p - t) / max(p (1 - p), 1e-12), the target's w (log(1 - p) - log(p)) with logs clamped at -100.
+  // gradient is w (p - t) / max(p (1 - p), 1e-12), the target's -w logit(p) (infinite at p = 0 and 1: the loss's
+  // clamped logs do not bound it).
   r["binary_cross_entropy"] = [=](Ctx& c) -> Grads {
     if (!c.arg(3).is_none() || !c.arg(4).is_none())
       throw std::invalid_argument("binary_cross_entropy with size_average/reduce has no VJP rule");
@@ -648,11 +649,7 @@ std::unordered_map<std::string, Rule> torch_rules() {
       Value denom = c.b.torch("clamp_min", {c.b.torch("mul", {c.b.torch("rsub", {p, 1.0}), p}), 1e-12});
       gp = c.b.torch("div", {c.b.torch("mul", {g, c.b.torch("sub", {p, t})}), denom});
     }
-    if (c.differentiable(1)) {
-      Value log_q = c.b.torch("clamp_min", {c.b.torch("log1p", {c.b.torch("neg", {p})}), -100.0});
-      Value log_p = c.b.torch("clamp_min", {c.b.torch("log", {p}), -100.0});
-      gt = c.b.torch("mul", {g, c.b.torch("sub", {log_q, log_p})});
-    }
+    if (c.differentiable(1)) gt = c.b.torch("mul", {g, c.b.torch("neg", {c.b.torch("logit", {p})})});
     return {gp, gt};
   };
   // binary_cross_entropy_with_logits(x, t, weight, size_average, reduce, reduction, pos_weight), as torch's
@@ -719,24 +716,6 @@ std::unordered_map<std::string, Rule> torch_rules() {
       return {operand_grad(c, 0, gx), c.differentiable(1) ? operand_grad(c, 1, c.b.torch("neg", {gx})) : Value()};
     };
   }
-  // embedding(indices, weight, padding_idx, ...): rows summed by index; the padding row takes none.
-  r["embedding"] = [](Ctx& c) -> Grads {
-    if (!c.arg(3).is_none() || (c.arg(5).is_number() && c.arg(5).as_bool()))
-      throw std::invalid_argument("embedding with max_norm or scale_grad_by_freq has no VJP rule");
-    const TensorMeta& w = c.meta(c.arg(1));
-    const Dim rows = w.shape[0], width = w.shape[1];
-    const Dim n = c.meta(c.arg(0)).numel();
-    Value index = c.prim("reshape", {c.arg(0), Value::dims({n})});
-    Value src = c.prim("reshape", {c.g, Value::dims({n, width})});
-    Value gw = c.b.torch("index_add", {c.zeros_like(c.arg(1)), Value(int64_t{0}), index, src});
-    if (!c.arg(2).is_none()) {
-      const Dim pad = c.arg(2).as_int() < 0 ? c.arg(2).as_int() + rows : Dim(c.arg(2).as_int());
-      TensorMeta row = w;
-      row.shape = {1, width};
-      gw = c.prim("slice_update", {gw, c.zeros(row), Value::dims({pad, 0}), Value::dims({pad + 1, width}), Value()});
-    }
-    return {Value(), gw};
-  };
   // linear(x, w, bias): over all the rows of x at once, and the weight's gradient in the weight's own [out, in]
   // layout, g^T x. Its decomposition, matmul(x, w.t()), gives (x^T g)^T: a transposed view, which torch's
   // autograd copies into the parameter's layout at every step (a Llama training step: 29 such copies).
@@ -829,10 +808,12 @@ std::unordered_map<std::string, Rule> torch_rules() {
   return r;
 }
 
-// Rules that cover only the uses `covers` accepts, by torch-level op.
+// Rules that cover only the uses `covers` accepts, by torch-level op; the others are differentiated through the
+// op's decomposition, or whole by torch's autograd (`otherwise_by_torch`, see vjp_by_torch).
 struct PartialRule {
   std::function<bool(const ir::BoundSymbol&)> covers;
   Rule rule;
+  bool otherwise_by_torch = false;
 };
 
 std::unordered_map<std::string, PartialRule> partial_torch_rules() {
@@ -844,12 +825,36 @@ std::unordered_map<std::string, PartialRule> partial_torch_rules() {
                 return Grads{operand_grad(c, 0, c.differentiable(0) ? c.zeros_like(c.arg(0)) : Value()),
                              operand_grad(c, 1, c.differentiable(1) ? c.zeros_like(c.arg(1)) : Value())};
               }};
+  // embedding(indices, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse): rows summed by index;
+  // the padding row takes none. With max_norm, scale_grad_by_freq or sparse (a sparse gradient, as SparseAdam
+  // needs), torch's autograd differentiates the op whole (the generic rule).
+  auto embedding = [](Ctx& c) -> Grads {
+    const TensorMeta& w = c.meta(c.arg(1));
+    const Dim rows = w.shape[0], width = w.shape[1];
+    const Dim n = c.meta(c.arg(0)).numel();
+    Value index = c.prim("reshape", {c.arg(0), Value::dims({n})});
+    Value src = c.prim("reshape", {c.g, Value::dims({n, width})});
+    Value gw = c.b.torch("index_add", {c.zeros_like(c.arg(1)), Value(int64_t{0}), index, src});
+    if (!c.arg(2).is_none()) {
+      const Dim pad = c.arg(2).as_int() < 0 ? c.arg(2).as_int() + rows : Dim(c.arg(2).as_int());
+      TensorMeta row = w;
+      row.shape = {1, width};
+      gw = c.prim("slice_update", {gw, c.zeros(row), Value::dims({pad, 0}), Value::dims({pad + 1, width}), Value()});
+    }
+    return {Value(), gw};
+  };
+  auto plain_embedding = [](const ir::BoundSymbol& b) {
+    auto set = [&](size_t i) { return b.args[i].is_number() && b.args[i].as_bool(); };
+    return b.args[3].is_none() && !set(5) && !set(6);
+  };
+  r["embedding"] = {plain_embedding, embedding, /*otherwise_by_torch=*/true};
   return r;
 }
 
 struct Table {
   std::unordered_map<const ir::Symbol*, VjpRule> rules;
   std::unordered_map<const ir::Symbol*, std::function<bool(const ir::BoundSymbol&)>> covers;  // partial rules
+  std::unordered_set<const ir::Symbol*> otherwise_by_torch;  // partial rules whose other uses torch differentiates
   std::unordered_set<const ir::Symbol*> by_torch;  // see vjp_by_torch
   std::vector<std::string> names;
 };
@@ -886,6 +891,7 @@ const Table& table() {
       if (def == nullptr) throw std::logic_error("VJP rule for an unknown op: ltorch." + name);
       t.rules[&def->symbol] = as_vjp(partial.rule);
       t.covers[&def->symbol] = partial.covers;
+      if (partial.otherwise_by_torch) t.otherwise_by_torch.insert(&def->symbol);
       t.names.push_back("ltorch." + name);
     }
     for (const std::string& name : kByTorch) {
@@ -913,6 +919,10 @@ const VjpRule* find_vjp(const ir::BoundSymbol& use) {
 }
 
 bool vjp_by_torch(const ir::Symbol* op) { return table().by_torch.count(op) > 0; }
+
+bool vjp_by_torch(const ir::BoundSymbol& use) {
+  return vjp_by_torch(use.sym) || (table().otherwise_by_torch.count(use.sym) > 0 && find_vjp(use) == nullptr);
+}
 
 Value zeros(Builder& b, const TensorMeta& m) {
   return b.prim("full", {Value::dims(m.shape), Value(0.0), Value(m.dtype), Value(ir::Str{m.device})});

@@ -111,7 +111,7 @@ void collect_units(const Trace& t, const BoundSymbol& b, std::vector<const Bound
   // No rule and no decomposition, or an op torch differentiates better whole: the generic rule asks torch's autograd.
   // It recomputes the op, which would draw other random numbers: attention with dropout goes through its
   // decomposition (its mask regenerated from the saved seed).
-  if (b.subsymbols.empty() || (ops::vjp_by_torch(b.sym) && !draws_random_numbers(b) && !half_on_cpu(t, b))) {
+  if (b.subsymbols.empty() || (ops::vjp_by_torch(b) && !draws_random_numbers(b) && !half_on_cpu(t, b))) {
     units.push_back(&b);
     return;
   }

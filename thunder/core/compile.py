@@ -438,7 +438,8 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
                                      None if writes else (runner(split.python_callable()),
                                                           _taking_saved_list(unsplit_backward,
                                                                              runner(unsplit_backward.python_callable()))),
-                                     random=any(b.draws_random_numbers for b in split.symbols))
+                                     random=any(b.draws_random_numbers for b in split.symbols),
+                                     reaches=backward_reaches(unsplit_backward.trace, len(passed.grad_outputs)))
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
     if sizes is not None:
@@ -558,6 +559,10 @@ class _TrainingProgram(torch.autograd.Function):
         grad_outputs = set(program.grad_outputs)
         ctx.mark_non_differentiable(*[o for i, o in enumerate(outputs)
                                       if isinstance(o, torch.Tensor) and i not in grad_outputs])
+        # An output nothing differentiates gets None, not zeros, so that arguments only it depends on get None too,
+        # as in eager (an optimizer skips a parameter whose .grad is None: AdamW's weight decay among others).
+        ctx.set_materialize_grads(False)
+        ctx.grad_like = [(outputs[i].shape, outputs[i].dtype, outputs[i].device) for i in program.grad_outputs]
         return tuple(outputs)
 
     @staticmethod
@@ -567,6 +572,12 @@ class _TrainingProgram(torch.autograd.Function):
         # installed, which traced this frame (warning that it skipped it) and compiled graphs of the backward trace.
         program = ctx.program
         grads = [grads[i] for i in program.grad_outputs]
+        reached = None  # the arguments some given gradient reaches (None: all of them)
+        if any(g is None for g in grads):
+            if program.reaches is not None:
+                reached = set().union(*(program.reaches[k] for k, g in enumerate(grads) if g is not None))
+            grads = [torch.zeros(shape, dtype=dtype, device=device) if g is None else g
+                     for g, (shape, dtype, device) in zip(grads, ctx.grad_like)]
         if torch.is_grad_enabled():  # create_graph=True
             if ctx.args is None:
                 raise RuntimeError("thunder: create_graph=True (a second derivative) through a compiled graph that "
@@ -578,7 +589,7 @@ class _TrainingProgram(torch.autograd.Function):
                 with torch.random.fork_rng(devices=[]):
                     torch.set_rng_state(ctx.rng_state)
                     _, saved = forward(*ctx.args)
-            return (None, *backward(list(saved), *grads))
+            return (None, *_reached(backward(list(saved), *grads), reached))
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if v is None else v for v in ctx.saved_layout]
         del tensors
@@ -587,29 +598,64 @@ class _TrainingProgram(torch.autograd.Function):
         # eager's autograd frees a node's saved tensors once that node has run.
         ctx.maybe_clear_saved_tensors()
         try:
-            return (None, *program.backward(saved, *grads))
+            return (None, *_reached(program.backward(saved, *grads), reached))
         except Exception as e:
             debug.annotate(e)  # the backward trace's line and the user's line it came from
             raise
 
 
-class _Program:
-    __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward", "random", "returned_args")
+def _reached(arg_grads, reached):
+    """The backward's gradients, None for the arguments no given output gradient reaches (``reached``: their
+    indices; None: all)."""
+    return arg_grads if reached is None else tuple(g if i in reached else None for i, g in enumerate(arg_grads))
 
-    def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False):
+
+def backward_reaches(backward_trace, n_grads):
+    """Per output gradient the backward trace takes (its last ``n_grads`` inputs), the indices of the argument
+    gradients it returns that depend on it: from the trace's symbols, an argument whose gradient depends on no
+    given output gradient gets None (see _TrainingProgram)."""
+    inputs = backward_trace.inputs
+    depends = {p.id: {k} for k, p in enumerate(inputs[len(inputs) - n_grads:])}
+
+    def proxies(v):
+        if isinstance(v, _core.Proxy):
+            yield v
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                yield from proxies(x)
+
+    for b in backward_trace.symbols:
+        d = set().union(*(depends.get(p.id, ()) for a in b.args for p in proxies(a)))
+        for p in proxies(b.output):
+            depends[p.id] = d
+    reaches = [set() for _ in range(n_grads)]
+    for i, out in enumerate(backward_trace.output):
+        for k in set().union(*(depends.get(p.id, ()) for p in proxies(out))):
+            reaches[k].add(i)
+    return reaches
+
+
+class _Program:
+    __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward", "random", "returned_args",
+                 "reaches")
+
+    def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False, reaches=None):
         self.forward, self.backward, self.grad_outputs = forward, backward, list(grad_outputs)
         self.differentiable_backward, self.random = differentiable_backward, random
+        # Per output gradient, the arguments whose gradients depend on it (backward_reaches).
+        self.reaches = reaches
         # Per output, the index of the argument the forward returns as it is (None: another value), once known.
         self.returned_args = None
 
 
-def training_callable(forward, backward, grad_outputs, differentiable_backward=None, random=False):
+def training_callable(forward, backward, grad_outputs, differentiable_backward=None, random=False, reaches=None):
     """The graph's callable in training: the compiled forward and backward run as one torch.autograd.Function.
 
     ``differentiable_backward``: (forward, backward) callables that run with torch ops, for create_graph=True
     (None if the forward writes into a tensor). ``random``: the forward draws seeds from torch's generator
-    (prims.random_seed), so a rerun for create_graph=True restores the generator's state first."""
-    program = _Program(forward, backward, grad_outputs, differentiable_backward, random)
+    (prims.random_seed), so a rerun for create_graph=True restores the generator's state first. ``reaches``: per
+    output gradient, the arguments whose gradients depend on it (backward_reaches; None: every one)."""
+    program = _Program(forward, backward, grad_outputs, differentiable_backward, random, reaches)
     apply = _TrainingProgram.apply
 
     def run(*args):

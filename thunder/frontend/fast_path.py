@@ -37,7 +37,8 @@ def api_problem():
     ``torch._dynamo.eval_frame._debug_get_cache_entry_list`` and, where torch.compile takes
     ``isolate_recompiles``, ``_get_cache_entries_for_region`` (a code object's cache entries), the entries' ``backend`` (whose ``compiler_fn`` is the backend given to
     torch.compile), ``code`` and ``guard_manager``; ``torch.nn.modules.module._has_any_global_hook``, and
-    ``torch._C._get_tracing_state`` (whether ``nn.Module.__call__`` would do more than call ``forward``)."""
+    ``torch._C._get_tracing_state`` (whether ``nn.Module.__call__`` would do more than call ``forward``);
+    ``eval_frame._stance`` (``torch.compiler.set_stance``'s: under "force_eager" every call is a miss)."""
     global _problem
     if _problem is None:
         _problem = _find_problem()
@@ -58,6 +59,8 @@ def _find_problem():
     for owner, name in names:
         if not callable(getattr(owner, name, None)):
             return f"{owner.__name__}.{name}"
+    if not hasattr(getattr(eval_frame, "_stance", None), "stance"):
+        return "torch._dynamo.eval_frame._stance.stance"
     entry = getattr(torch._C._dynamo.eval_frame, "_CacheEntry", None)
     for name in ("backend", "code", "guard_manager"):
         if not hasattr(entry, name):
@@ -354,8 +357,10 @@ class FastPath:
         here as that wrapper counts them (0.25 us less)."""
         if not self.entries:
             return lambda args: MISS
+        from torch._dynamo import eval_frame
+
         namespace = {"MISS": MISS, "instance": self.instance, "state": self.state, "annotate": debug.annotate,
-                     "count_limited_frames": count_limited_frames}
+                     "count_limited_frames": count_limited_frames, "eval_frame": eval_frame}
         positional = len(self.names) - self.bound
         values = {name: "instance" for name in self.names[:self.bound]}  # each local of the frame, as source
         values.update((name, f"args[{i}]") for i, name in enumerate(self.names[self.bound:]))
@@ -364,7 +369,9 @@ class FastPath:
         if self.varkw:
             values[self.varkw] = "{}"
         test = f"len(args) < {positional}" if self.varargs else f"len(args) != {positional}"
-        lines = ["def call(args):", f"    if {test}:", "        return MISS"]
+        # torch.compiler.set_stance("force_eager"): the ordinary path runs the function eagerly, as torch.compile.
+        lines = ["def call(args):", f"    if {test} or eval_frame._stance.stance == 'force_eager':",
+                 "        return MISS"]
         if self.cells:  # an empty cell (a closure variable not yet assigned) is a miss
             lines.append("    try:")
             for k, (name, cell) in enumerate(self.cells):
