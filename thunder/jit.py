@@ -575,7 +575,6 @@ def _watched_method(state, model, name, method):
     return watched
 
 
-
 class ThunderContainerModule(ThunderModule):
     """A jitted container module (``nn.Sequential``, ``nn.ModuleList``, ``nn.ModuleDict``, or another whose class
     defines ``__len__``): indexing, ``len``, iteration, ``in`` and truth are the original's, as in eager; calling

@@ -418,7 +418,8 @@ class CudaWriter {
     }
     for (size_t i = 0; i < operands.size(); ++i)
       if (operands[i].empty()) operands[i] = number_operand(op, number_text(p_, b.args[i], compute_type(in_dtype)), in_dtype);
-    std::string e = op == PrimId::pow && b.args[1].is_number() ? small_power(operands[0], b.args[1].as_double(), dtype(v), T) : "";
+    std::string e =
+        op == PrimId::pow && b.args[1].is_number() ? small_power(operands[0], b.args[1].as_double(), dtype(v), T) : "";
     if (e.empty()) e = row.expr(ExprArgs{dtype(v), in_dtype, operands, T, ir::is_floating(in_dtype), T == "float" ? "f" : ""});
     const bool half = dtype(v) == DType::Float16 || dtype(v) == DType::BFloat16;
     if (half && plan_table().at(op).role != PrimRole::IndexOnly) e = round_to(dtype(v), e);

@@ -703,7 +703,8 @@ std::unordered_map<std::string, Rule> torch_rules() {
         if (!huber) {
           Value divisor = bound;
           if (bound.is_proxy()) {
-            Value t = c.prim("full", {Value::dims({}), bound, Value(c.meta(d).dtype), Value(ir::Str{c.meta(d).device})});
+            const TensorMeta& m = c.meta(d);
+            Value t = c.prim("full", {Value::dims({}), bound, Value(m.dtype), Value(ir::Str{m.device})});
             divisor = c.b.torch("where", {cmp(c, "eq", t, 0.0), 1.0, t});
           }
           inside = c.b.torch("div", {d, divisor});

@@ -26,17 +26,16 @@ followed by a final ``return b``) is converted too: each arm function returns it
 selected like a name, and the function returns it.
 
 Soundness. A branch is rewritten only if this module's static rules accept it (``_Purity.why_not``,
-``_Rewriter._why_not``: no other ``return``, no ``break``/``continue``/``raise``, no side effects, no
-calls to Python functions not known to be pure, names bound in one branch only, or read in an arm before
-it binds them, must be defined before). What the source cannot show is
-checked when the program is traced: a region that a graph break splits, branch results that differ in
-shape, dtype or kind, an object an arm writes into in place (``d[k] = v``, ``lst += [...]``) that is not a
-tensor (the writes of both arms would be made), an arm the importer cannot compile (an effect, random numbers, data-dependent
-indexing that would raise only when taken) -- and an arm that fails while Dynamo traces it (a shape
-error in the arm not taken). Each of these makes Dynamo run the frame eagerly for that call (thunder
-calls Dynamo with ``suppress_errors``; ``_thunder_if`` run by Python takes one branch, exactly as
-written), and the site is recompiled without conversion from the next call on, with the reason shown
-in ``print(jitted)``.
+``_Rewriter._why_not``: no other ``return``, no ``break``/``continue``/``raise``, no side effects, no calls to
+Python functions not known to be pure, names bound in one branch only, or read in an arm before it binds them,
+must be defined before). What the source cannot show is checked when the program is traced: a region that a
+graph break splits, branch results that differ in shape, dtype or kind, an object an arm writes into in place
+(``d[k] = v``, ``lst += [...]``) that is not a tensor (the writes of both arms would be made), an arm the
+importer cannot compile (an effect, random numbers, data-dependent indexing or an op checking its values,
+which would raise only when taken) -- and an arm that fails while Dynamo traces it (a shape error in the arm
+not taken). Each of these makes Dynamo run the frame eagerly for that call (thunder calls Dynamo with
+``suppress_errors``; ``_thunder_if`` run by Python takes one branch, exactly as written), and the site is
+recompiled without conversion from the next call on, with the reason shown in ``print(jitted)``.
 
 The user's function, class and module are never modified: the rewritten code is a new function
 (sharing the original's globals, defaults and closure cells), and a module's rewritten methods live
