@@ -926,6 +926,84 @@ def test_embedding_options_take_torchs_gradient(kwargs):
     assert backward_of(jitted) == ["thunder"]
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_logit_with_eps_clamps_at_bounds_rounded_to_the_dtype(dtype):
+    """torch's logit_backward compares x with eps and 1 - eps in x's dtype: float16's 1 - 0.01 is 0.990234375,
+    which passes the gradient (a float32 bound of 0.99 gave 0)."""
+    one = torch.tensor(1.0, dtype=dtype)
+    eps = torch.tensor(0.01, dtype=dtype)
+    x = torch.stack([one - eps, eps, eps.nextafter(one), eps.nextafter(-one), torch.tensor(0.5, dtype=dtype)])
+    grads_equal(lambda x: torch.logit(x, 0.01), x.requires_grad_(), rtol=1e-2, atol=1e-2)
+
+
+def test_an_activation_input_written_in_place_after_the_graph():
+    """A graph input computed before it with grad recorded (here by eager code before a graph break) may be written
+    in place by code after it, before the backward: eager's sigmoid saves its output, so c.mul_(2) changes nothing
+    it saved. Saving c to recompute sigmoid(c) from (rematerialization) made the backward raise "modified by an
+    inplace operation"; such an input is not free to save, and the forward saves sigmoid(c)."""
+    def f(x, c):
+        a = x * torch.sigmoid(c)
+        torch._dynamo.graph_break()
+        c.mul_(2)
+        return a
+
+    x = torch.randn(4, dtype=D, requires_grad=True)
+    c0 = torch.randn(4, dtype=D, requires_grad=True)
+    xe, ce0 = x.detach().clone().requires_grad_(), c0.detach().clone().requires_grad_()
+    thunder.jit(f)(x, c0 * 1).sum().backward()
+    f(xe, ce0 * 1).sum().backward()
+    assert_same(x.grad, xe.grad)
+    assert_same(c0.grad, ce0.grad)
+
+
+def test_a_parameter_joined_to_a_used_output_gets_zeros_where_its_derivative_is_zero():
+    """floor's derivative is zero: eager still gives w a zero .grad (w is on the loss's graph), so AdamW decays it,
+    although another output (unused) is the only one whose gradient data reaches w."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w, self.v = nn.Parameter(torch.randn(3, dtype=D)), nn.Parameter(torch.randn(3, dtype=D))
+
+        def forward(self, x):
+            return torch.floor(self.w * x) + self.v * 0, self.w * x
+
+    model = M()
+    ref = copy.deepcopy(model)
+    x = torch.randn(3, dtype=D)
+    for call in (thunder.jit(model), ref):
+        call(x)[0].sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert q.grad is not None and p.grad is not None
+        assert_same(p.grad, q.grad)
+
+
+def test_a_second_backward_leaves_the_parameters_of_an_unused_output_without_gradient():
+    """A gradient penalty on one head (create_graph=True) then backward: the other head's weights are on no path
+    of it; eager leaves their .grad None, and thunder's differentiable backward takes them detached."""
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 3)
+
+        def forward(self, x):
+            h = torch.tanh(self.body(x))
+            return self.a(h), self.b(h)
+
+    torch.manual_seed(0)
+    model = TwoHeads().double()
+    ref = copy.deepcopy(model)
+    x = torch.randn(5, 4, dtype=D)
+    for m, call in ((model, thunder.jit(model)), (ref, ref)):
+        xx = x.clone().requires_grad_()
+        g, = torch.autograd.grad(call(xx)[0].sum(), xx, create_graph=True)
+        g.pow(2).sum().backward()
+    assert model.b.weight.grad is None and model.b.bias.grad is None
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        if q.grad is not None:
+            assert_same(p.grad, q.grad, path=name)
+
+
 def test_a_parameter_only_an_unused_output_depends_on_gets_no_gradient():
     """A module returning (main, aux) whose loss uses main only: eager leaves aux's parameters' .grad None (and
     AdamW then skips them); the training program's backward gets None for aux's gradient and returns None for the

@@ -2,6 +2,7 @@
 
 Every case compares with eager: values, gradients, and the inputs after the call."""
 import copy
+import operator
 
 import pytest
 import torch
@@ -388,8 +389,39 @@ def _writes_a_global_dict(x):
     return x * 2
 
 
+def _setitem_by_dunder(x, out):
+    if x.sum() > 0:
+        out.__setitem__("y", x * 2)  # Tensor has __setitem__ too: the call's receiver is not known to be a tensor
+    return x + 1
+
+
+def _setitem_by_operator(x, out):
+    if x.sum() > 0:
+        operator.setitem(out, "y", x * 2)
+    return x + 1
+
+
+def _setitem_as_a_loop_target(x, out):
+    if x.sum() > 0:
+        for out["y"] in [x * 2]:
+            pass
+    return x + 1
+
+
+def _setitem_as_a_comprehension_target(x, out):
+    if x.sum() > 0:
+        y = [v for out["y"] in [x * 2] for v in [out["y"]]][0]
+    else:
+        y = x
+    return y + 1
+
+
+_WRITERS_BY_OTHER_ROUTES = [_setitem_by_dunder, _setitem_by_operator, _setitem_as_a_loop_target,
+                            _setitem_as_a_comprehension_target]
+
+
 @pytest.mark.parametrize("f", [_setitem_local, _setitem_argument, _extends_a_list, _counts_in_a_list,
-                               _writes_a_global_dict])
+                               _writes_a_global_dict] + _WRITERS_BY_OTHER_ROUTES)
 def test_an_arm_writing_into_a_python_container_is_not_converted(f):
     """Converted, both arms run: a write into a dict or a list (`d[k] = v`, `lst += [...]`) would be made whichever
     arm the predicate takes, where a tensor's would be selected. _thunder_if refuses the conversion where the
@@ -398,14 +430,17 @@ def test_an_arm_writing_into_a_python_container_is_not_converted(f):
     for x in (torch.tensor([1.0, 2.0]), torch.tensor([-1.0, -2.0]), torch.tensor([3.0, -1.0])):
         _GLOBAL_DICT.clear()
         mine, theirs = {}, {}
-        out = jitted(x, mine) if f is _setitem_argument else jitted(x)
+        takes_dict = f is _setitem_argument or f in _WRITERS_BY_OTHER_ROUTES
+        out = jitted(x, mine) if takes_dict else jitted(x)
         seen = dict(_GLOBAL_DICT)
         _GLOBAL_DICT.clear()
-        expected = f(x, theirs) if f is _setitem_argument else f(x)
+        expected = f(x, theirs) if takes_dict else f(x)
         torch.testing.assert_close(out, expected)
         assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
         assert seen.keys() == _GLOBAL_DICT.keys()
-    assert not converted(jitted) and "not a tensor" in sites(jitted)[0].reason
+    assert not converted(jitted) and sites(jitted)[0].reason
+    if f not in _WRITERS_BY_OTHER_ROUTES:
+        assert "not a tensor" in sites(jitted)[0].reason
 
 
 def test_a_container_written_in_an_arm_that_may_be_unbound_before_is_not_converted():
@@ -450,10 +485,11 @@ def test_untaken_arm_that_would_raise():
     assert sites(jitted)[0].reason
 
 
-@pytest.mark.parametrize("op", ["cross_entropy", "nll_loss", "binary_cross_entropy", "inv", "cholesky", "one_hot"])
+@pytest.mark.parametrize("op", ["cross_entropy", "nll_loss", "binary_cross_entropy", "inv", "cholesky", "one_hot",
+                                "matrix_power", "svd", "nuclear_norm"])
 def test_an_arm_with_an_op_that_checks_its_values_is_not_converted(op):
-    """An out-of-range target, a probability outside [0, 1], a singular matrix: these ops raise, so in the arm not
-    taken they would raise where eager returns the other arm's value. Such an arm is not converted."""
+    """An out-of-range target, a probability outside [0, 1], a singular matrix, an SVD of NaN: these ops raise, so
+    in the arm not taken they would raise where eager returns the other arm's value. Such an arm is not converted."""
     def f(x, t, m):
         if x.sum() > 100:
             if op == "cross_entropy":
@@ -466,6 +502,12 @@ def test_an_arm_with_an_op_that_checks_its_values_is_not_converted(op):
                 y = torch.linalg.inv(m).sum()
             elif op == "cholesky":
                 y = torch.linalg.cholesky(m).sum()
+            elif op == "matrix_power":
+                y = torch.matrix_power(m, -1).sum()
+            elif op == "svd":
+                y = torch.svd(m / m.sum()).S.sum()  # 0 / 0: an SVD of NaN does not converge
+            elif op == "nuclear_norm":
+                y = torch.linalg.matrix_norm(m / m.sum(), "nuc")
             else:
                 y = torch.nn.functional.one_hot(t, 2).sum().to(x.dtype)
         else:
@@ -770,7 +812,10 @@ class _ReturnsModule(nn.Module):
                                _returns_tuple])
 def test_returns_in_both_arms_at_the_end_are_converted(f):
     """The return values are selected like the names the arms bind: values and gradients as eager's (the arm not
-    taken contributes no NaN: sqrt, log and division of negative or zero values), one graph, no graph break."""
+    taken contributes no NaN: sqrt, log and division of negative or zero values), one graph, no graph break. Where
+    an arm does not read y, eager leaves y's .grad None when that arm is taken: in training such a branch is given
+    up (see test_arms_differentiating_different_parameters_are_not_converted_in_training); without grad it is
+    converted."""
     jitted = thunder.jit(f)
     for xs, ys in (([1.0, 2.0, 3.0], [1.0, 0.5, 2.0]), ([-1.0, -2.0, 0.5], [0.0, 1.0, -1.0]),
                    ([0.5, -2.0, 1.0], [2.0, -1.0, 1.0]), ([-0.5, 0.1, 0.2], [2.0, 1.0, 1.0])):
@@ -782,8 +827,16 @@ def test_returns_in_both_arms_at_the_end_are_converted(f):
         e_total = sum(o.sum() for o in expected) if isinstance(expected, tuple) else expected.sum()
         total.backward()
         e_total.backward()
-        for t, e in zip(a, b):  # (an input that an arm does not read gets zeros where eager leaves None)
-            torch.testing.assert_close(t.grad, e.grad if e.grad is not None else torch.zeros(3), equal_nan=True)
+        for t, e in zip(a, b):
+            assert (t.grad is None) == (e.grad is None)
+            if e.grad is not None:
+                torch.testing.assert_close(t.grad, e.grad, equal_nan=True)
+    if f in (_returns_elif_chain, _returns_nested):
+        assert any("only through one arm" in (s.reason or "") for s in sites(jitted))
+        jitted = thunder.jit(f)
+        with torch.no_grad():
+            torch.testing.assert_close(jitted(torch.tensor([1.0, 2.0, 3.0]), torch.ones(3)),
+                                       f(torch.tensor([1.0, 2.0, 3.0]), torch.ones(3)))
     stats = thunder.compile_stats(jitted)
     assert stats.branches_converted == len(sites(jitted)) >= 1 and stats.branches_left == 0, thunder.summary(jitted)
     assert not stats.graph_breaks and len(stats.graphs) == 1, thunder.summary(jitted)
@@ -1095,3 +1148,41 @@ def test_a_decorated_function_keeps_its_wrapper_and_its_branches_are_converted(d
         stats = thunder.compile_stats(j)
         assert (stats.branches_converted > 0) == closure_based and (not stats.graph_breaks) == closure_based, \
             thunder.summary(j)
+
+
+def test_arms_differentiating_different_parameters_are_not_converted_in_training():
+    """Converted, both arms are differentiated: the parameters of the arm not taken would get zero gradients where
+    eager leaves their .grad None (Adam's momentum and AdamW's decay would then move them in thunder only). In
+    training such a branch is given up, with the reason; without grad it is converted."""
+    class Router(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 3)
+
+        def forward(self, x):
+            h = self.a(x)
+            if h.sum() > 0:
+                y = self.b(h)
+            else:
+                y = self.c(h)
+            return y
+
+    torch.manual_seed(0)
+    model = Router()
+    ref = copy.deepcopy(model)
+    jitted = thunder.jit(model)
+    for _ in range(3):
+        x = torch.randn(2, 3)
+        for m, call in ((model, jitted), (ref, ref)):
+            m.zero_grad(set_to_none=True)
+            call(x).sum().backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            assert (p.grad is None) == (q.grad is None), name
+            if q.grad is not None:
+                torch.testing.assert_close(p.grad, q.grad)
+    assert "only through one arm" in sites(jitted)[0].reason
+    inference = thunder.jit(copy.deepcopy(ref))
+    with torch.no_grad():
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(inference(x), ref(x))
+    assert converted(inference)

@@ -421,9 +421,11 @@ NB_MODULE(_core, m) {
         },
         nb::arg("trace"), nb::arg("passes"), nb::arg("evaluator").none() = nb::none(), nb::arg("executors") = nb::list(),
         "Runs the named passes in order and returns every intermediate result.");
-  m.def("split_forward_backward", [](const ir::Trace& t) {
+  m.def("split_forward_backward", [](const ir::Trace& t, const std::vector<PyProxy>& activation_inputs) {
           auto start = std::chrono::steady_clock::now();
-          passes::ForwardBackward fb = passes::split_forward_backward(t);
+          std::vector<ir::ProxyId> activations;
+          for (const PyProxy& p : activation_inputs) activations.push_back(p.id);
+          passes::ForwardBackward fb = passes::split_forward_backward(t, activations);
           ir::verify(fb.forward);
           ir::verify(fb.backward);
           double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -433,7 +435,7 @@ NB_MODULE(_core, m) {
           stages["autodiff"] = seconds - fb.rematerialization_seconds;
           stages["rematerialization"] = fb.rematerialization_seconds;
           return nb::make_tuple(fb.forward, fb.backward, fb.grad_outputs, fb.saved, stages, rules);
-        }, nb::arg("trace"),
+        }, nb::arg("trace"), nb::arg("activation_inputs") = std::vector<PyProxy>{},
         "Reverse-mode autodiff of a functional trace: (forward, backward, grad_outputs, number of saved values, "
         "seconds per stage {'autodiff', 'rematerialization'}, rules); see passes::split_forward_backward. `rules` says how each top-level symbol whose result "
         "requires grad is differentiated: (op, rule, generic), rule 'own' (its VJP rule), 'decomposition' (its "

@@ -462,6 +462,8 @@ std::unordered_map<std::string, Rule> torch_rules() {
   // their scalar loop, which serves a tensor's last few elements, gives softshrink's NaN g).
   for (const char* n : {"hardshrink", "softshrink"})
     r[n] = [=](Ctx& c) { return Grads{masked(c, cmp(c, "gt", c.b.torch("abs", {c.arg(0)}), c.arg(1)))}; };
+  // relu6 / hardtanh: g where min < x < max, as torch's vectorized CPU kernel (a NaN takes none; its scalar loop,
+  // which serves a tensor's last few elements, gives a NaN g).
   r["relu6"] = [=](Ctx& c) {
     return Grads{masked(c, both(c, cmp(c, "gt", c.arg(0), 0.0), cmp(c, "lt", c.arg(0), 6.0)))};
   };
@@ -521,7 +523,8 @@ std::unordered_map<std::string, Rule> torch_rules() {
     return {c.b.torch("mul", {c.g, c.b.torch("neg", {c.b.torch("add", {c.b.torch("log", {c.arg(0)}), 1.0})})})};
   };
   // logit(x, eps), as torch's logit_backward: g / (x (1 - x)); without eps NaN outside [0, 1] and g * inf at 0
-  // and 1, with eps 0 outside [eps, 1 - eps] (the clamp).
+  // and 1, with eps 0 outside [eps, 1 - eps] (the clamp), eps and 1 - eps rounded to x's dtype as torch's kernel
+  // computes them (float16's 1 - 0.01 is 0.990234375).
   r["logit"] = [=](Ctx& c) -> Grads {
     if (!c.differentiable(0)) return {};
     return {in_opmath(c, [&](const Value& x, const Value& g) {
@@ -533,8 +536,10 @@ std::unordered_map<std::string, Rule> torch_rules() {
         d = c.b.torch("where", {edge, c.b.torch("mul", {g, INFINITY}), d});
         return c.b.torch("where", {outside, NAN, d});
       }
-      const Value hi = eps.is_proxy() ? c.b.torch("rsub", {eps, 1.0}) : Value(1.0 - eps.as_double());
-      return c.b.torch("where", {c.b.torch("logical_or", {cmp(c, "lt", x, eps), cmp(c, "gt", x, hi)}), 0.0, d});
+      const DType dt = c.meta(c.arg(0)).dtype;
+      const Value lo = eps.is_proxy() ? eps : Value(ir::round_to(eps.as_double(), dt));
+      const Value hi = eps.is_proxy() ? c.b.torch("rsub", {eps, 1.0}) : Value(ir::round_to(1.0 - lo.as_double(), dt));
+      return c.b.torch("where", {c.b.torch("logical_or", {cmp(c, "lt", x, lo), cmp(c, "gt", x, hi)}), 0.0, d});
     })[0]};
   };
   // hypot(a, b): g a / out and g b / out, as torch (the decomposition's square underflowed for tiny operands).

@@ -188,7 +188,9 @@ void ops_used(const BoundSymbol& b, const std::vector<const BoundSymbol*>& units
 
 class Differentiator {
  public:
-  explicit Differentiator(const Trace& t) : t_(t), bwd_(t.empty_copy("Backward (VJP rules)")), b_(bwd_) {}
+  Differentiator(const Trace& t, const std::vector<ProxyId>& activation_inputs)
+      : t_(t), bwd_(t.empty_copy("Backward (VJP rules)")), b_(bwd_),
+        activations_(activation_inputs.begin(), activation_inputs.end()) {}
 
   ForwardBackward run() {
     if (!t_.output.is_seq()) throw NotDifferentiable("the trace's output is not a tuple");
@@ -263,8 +265,9 @@ class Differentiator {
   // minimum cut (the formulation of AOTAutograd's partitioner, Chen et al. 2016's checkpointing as a cut). Each
   // forward value v is two nodes joined by an edge of v's bytes (cutting it: save v); every input of a symbol
   // feeds each of its outputs with no limit; values the backward reads drain into the sink; the trace inputs
-  // (alive anyway: free to save) and the values of symbols too costly to recompute -- reductions, matmuls,
-  // opaque ops, anything not `cheap` -- come from the source. A minimum cut saves the fewest bytes from which
+  // (alive anyway: free to save, but for the activation inputs, see split_forward_backward) and the values of
+  // symbols too costly to recompute -- reductions, matmuls, opaque ops, anything not `cheap` -- come from the
+  // source. A minimum cut saves the fewest bytes from which
   // everything the backward reads can be made: a GELU's output is recomputed from its saved input, a dropout's
   // uniforms from the 0-d seed, a LayerNorm's normalized values from its input, mean and rstd. Of cuts of equal
   // size the one nearest the backward is taken, so a value is recomputed only when that saves bytes. The
@@ -297,7 +300,7 @@ class Differentiator {
     for (ProxyId id : values) {
       const size_t n = node.at(id);
       const ir::ProxyInfo& p = fwd.proxy(id);
-      const bool free = inputs.count(id) || !p.is_tensor;
+      const bool free = (inputs.count(id) && !activations_.count(id)) || !p.is_tensor;
       // A symbolic size weighs as much as it does at the size hints (a graph compiled once for every shape).
       const int64_t bytes =
           free ? 0 : fwd.at_hints(p.tensor.numel(), "rematerialization") * ir::item_size(p.tensor.dtype);
@@ -511,15 +514,17 @@ class Differentiator {
   ops::Builder b_;
   std::unordered_map<ProxyId, Value> grads_;
   std::unordered_set<ProxyId> compared_;  // forward values a VJP compares for equality (differentiate)
+  const std::unordered_set<ProxyId> activations_;  // inputs not free to save (split_forward_backward)
 };
 
 }  // namespace
 
-ForwardBackward split_forward_backward(const Trace& t) {
+ForwardBackward split_forward_backward(const Trace& t, const std::vector<ProxyId>& activation_inputs) {
   auto by_logsumexp = [&](const BoundSymbol& b) { return attention_by_logsumexp(t, b); };
-  if (std::none_of(t.symbols.begin(), t.symbols.end(), by_logsumexp)) return Differentiator(t).run();
+  if (std::none_of(t.symbols.begin(), t.symbols.end(), by_logsumexp))
+    return Differentiator(t, activation_inputs).run();
   const Trace with_logsumexp = with_attention_logsumexp(t);
-  return Differentiator(with_logsumexp).run();
+  return Differentiator(with_logsumexp, activation_inputs).run();
 }
 
 }  // namespace thunder::passes

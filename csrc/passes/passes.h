@@ -154,7 +154,11 @@ struct ForwardBackward {
 /// Before: def f(t0): t1 = prims.sin(t0); return (t1,)   (t0 requires grad)
 /// After:  forward: t1 = prims.sin(t0); return ((t1,), (t0,))
 ///         backward(t0, t2): t3 = prims.cos(t0); t4 = prims.mul(t2, t3); return (t4,)
-ForwardBackward split_forward_backward(const Trace& t);
+/// `activation_inputs`: inputs computed before the graph with grad recorded (non-leaf tensors: an earlier graph's
+/// or eager code's results), which code after the graph may write in place before the backward runs. Saving one
+/// is not free to rematerialization: where eager's ops save their own outputs (sigmoid(c)), so does the forward,
+/// rather than the input to recompute them from (which a later c.mul_(2) would change: the backward raised).
+ForwardBackward split_forward_backward(const Trace& t, const std::vector<ProxyId>& activation_inputs = {});
 
 using PassFn = Trace (*)(const Trace&, const PassContext&);
 struct Pass {

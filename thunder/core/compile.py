@@ -325,6 +325,7 @@ class _Passed:
     backward_views: list = None  # the backward's TraceViews when thunder differentiates the graph
     grad_outputs: list = field(default_factory=list)
     vjp: list = field(default_factory=list)
+    reaches: list = None        # per output gradient, the arguments it reaches (gradient_reaches)
 
 
 def _run_all_passes(imported, trace, executors, passes, index, namespace, evaluator, tables, views):
@@ -344,7 +345,8 @@ def _run_all_passes(imported, trace, executors, passes, index, namespace, evalua
         logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, held_back)
     elif split_at < len(passes):
         try:
-            forward, backward, grad_outputs, saved, seconds, vjp = _core.split_forward_backward(trace)
+            forward, backward, grad_outputs, saved, seconds, vjp = _core.split_forward_backward(
+                trace, getattr(imported, "activation_inputs", []))
         except _core.NotDifferentiable as e:
             passed.autodiff = f"torch ({e})"
             logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, e)
@@ -361,6 +363,7 @@ def _run_all_passes(imported, trace, executors, passes, index, namespace, evalua
                             backward_views, pass_seconds, index, "backward ")
                 passed.autodiff, passed.backward_views = "thunder", backward_views
                 passed.grad_outputs, passed.vjp = list(grad_outputs), list(vjp)
+                passed.reaches = gradient_reaches(trace, grad_outputs)
                 return passed
     _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
     return passed
@@ -439,7 +442,7 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
                                                           _taking_saved_list(unsplit_backward,
                                                                              runner(unsplit_backward.python_callable()))),
                                      random=any(b.draws_random_numbers for b in split.symbols),
-                                     reaches=backward_reaches(unsplit_backward.trace, len(passed.grad_outputs)))
+                                     reaches=passed.reaches)
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
     if sizes is not None:
@@ -583,12 +586,16 @@ class _TrainingProgram(torch.autograd.Function):
                 raise RuntimeError("thunder: create_graph=True (a second derivative) through a compiled graph that "
                                    "writes into a tensor is not supported: its forward would run twice")
             forward, backward = program.differentiable_backward
+            # An argument no given gradient reaches enters the gradients only through the missing ones' zeros:
+            # detached, it stays off their graph, and a second backward leaves its .grad None, as eager's.
+            args = [a.detach() if reached is not None and i not in reached and isinstance(a, torch.Tensor) else a
+                    for i, a in enumerate(ctx.args)]
             if ctx.rng_state is None:
-                _, saved = forward(*ctx.args)
+                _, saved = forward(*args)
             else:
                 with torch.random.fork_rng(devices=[]):
                     torch.set_rng_state(ctx.rng_state)
-                    _, saved = forward(*ctx.args)
+                    _, saved = forward(*args)
             return (None, *_reached(backward(list(saved), *grads), reached))
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if v is None else v for v in ctx.saved_layout]
@@ -610,13 +617,12 @@ def _reached(arg_grads, reached):
     return arg_grads if reached is None else tuple(g if i in reached else None for i, g in enumerate(arg_grads))
 
 
-def backward_reaches(backward_trace, n_grads):
-    """Per output gradient the backward trace takes (its last ``n_grads`` inputs), the indices of the argument
-    gradients it returns that depend on it: from the trace's symbols, an argument whose gradient depends on no
-    given output gradient gets None (see _TrainingProgram)."""
-    inputs = backward_trace.inputs
-    depends = {p.id: {k} for k, p in enumerate(inputs[len(inputs) - n_grads:])}
-
+def gradient_reaches(joint_trace, grad_outputs):
+    """Per output gradient (the outputs ``grad_outputs`` indexes), the indices of the arguments it reaches: those
+    on the output's autograd graph in eager, i.e. joined to it by values that require grad (a float result of an
+    op with an input that requires grad). An argument no given output gradient reaches gets None, and one that is
+    reached gets a gradient even where it is zero by the derivative's rule (floor), as in eager (see
+    _TrainingProgram)."""
     def proxies(v):
         if isinstance(v, _core.Proxy):
             yield v
@@ -624,15 +630,18 @@ def backward_reaches(backward_trace, n_grads):
             for x in v:
                 yield from proxies(x)
 
-    for b in backward_trace.symbols:
-        d = set().union(*(depends.get(p.id, ()) for a in b.args for p in proxies(a)))
+    def requires_grad(p):
+        m = joint_trace.meta(p)
+        return m[0] != "number" and m[3]
+
+    joined = {p.id: {i} for i, p in enumerate(joint_trace.inputs) if requires_grad(p)}
+    for b in joint_trace.symbols:
+        d = set().union(*(joined.get(p.id, ()) for a in b.args for p in proxies(a)))
         for p in proxies(b.output):
-            depends[p.id] = d
-    reaches = [set() for _ in range(n_grads)]
-    for i, out in enumerate(backward_trace.output):
-        for k in set().union(*(depends.get(p.id, ()) for p in proxies(out))):
-            reaches[k].add(i)
-    return reaches
+            if requires_grad(p):
+                joined[p.id] = joined.get(p.id, set()) | d
+    outputs = list(joint_trace.output)
+    return [set().union(*(joined.get(p.id, ()) for p in proxies(outputs[i]))) for i in grad_outputs]
 
 
 class _Program:
@@ -642,7 +651,7 @@ class _Program:
     def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False, reaches=None):
         self.forward, self.backward, self.grad_outputs = forward, backward, list(grad_outputs)
         self.differentiable_backward, self.random = differentiable_backward, random
-        # Per output gradient, the arguments whose gradients depend on it (backward_reaches).
+        # Per output gradient, the arguments it reaches (gradient_reaches).
         self.reaches = reaches
         # Per output, the index of the argument the forward returns as it is (None: another value), once known.
         self.returned_args = None
@@ -654,7 +663,7 @@ def training_callable(forward, backward, grad_outputs, differentiable_backward=N
     ``differentiable_backward``: (forward, backward) callables that run with torch ops, for create_graph=True
     (None if the forward writes into a tensor). ``random``: the forward draws seeds from torch's generator
     (prims.random_seed), so a rerun for create_graph=True restores the generator's state first. ``reaches``: per
-    output gradient, the arguments whose gradients depend on it (backward_reaches; None: every one)."""
+    output gradient, the arguments it reaches (gradient_reaches; None: every one)."""
     program = _Program(forward, backward, grad_outputs, differentiable_backward, random, reaches)
     apply = _TrainingProgram.apply
 

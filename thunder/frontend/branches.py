@@ -64,6 +64,9 @@ _RANDOM_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "poiss
 #: (the receiver's type is unknown at the source level).
 _CONTAINER_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update", "add",
                        "discard", "setdefault", "popitem", "write", "writelines", "send", "put"}
+#: Functions of the operator module that write into their first operand (``operator.iadd(lst, [x])`` extends it).
+_OPERATOR_WRITES = {"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
+                    "ilshift", "irshift", "iconcat", "setitem", "delitem"}
 _PURE_BUILTINS = {abs, min, max, len, float, int, bool, range, isinstance, tuple, list, zip, enumerate, sum, round,
                   pow, divmod, all, any, reversed, sorted, slice, complex, hasattr, getattr, type}
 _PURE_MODULES = ("torch", "math", "operator")
@@ -340,11 +343,11 @@ def _names_read(node):
 
 def _written_in_place(stmts):
     """The names whose objects these statements write into in place, rather than rebind: the base of a subscript
-    target (``d[k] = v``, ``x[i] += 1``) and the target of an augmented assignment (``lst += [...]`` extends a
+    target (``d[k] = v``, ``x[i] += 1``, ``for d[k] in ...``) and the target of an augmented assignment (``lst += [...]`` extends a
     list; ``n += 1`` rebinds an int -- decided at run time, by _thunder_if)."""
     out = []
     for n in (x for s in stmts for x in ast.walk(s)):
-        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.comprehension)):
             for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
                 for e in ast.walk(t):
                     base = e
@@ -455,6 +458,9 @@ class _Purity:
             if isinstance(s, kind):
                 return f"{what} inside the branch"
         if isinstance(s, (ast.For, ast.While)):
+            reason = self._target(s.target) if isinstance(s, ast.For) else None
+            if reason:
+                return reason
             # break/continue directly inside a loop of the branch are the loop's own
             for part in (s.body, s.orelse):
                 for x in part:
@@ -513,6 +519,10 @@ class _Purity:
                 reason = self._call(n)
                 if reason:
                     return reason
+            if isinstance(n, ast.comprehension):
+                reason = self._target(n.target)
+                if reason:
+                    return reason
         return None
 
     def _call(self, call):
@@ -541,6 +551,9 @@ class _Purity:
         elif not chain:
             return f"a call of `{text}` (not known to be pure)"
         method = chain[-1]
+        if method.startswith("__") and method.endswith("__"):
+            # Tensor has __setitem__ and __iadd__ too, but the receiver may be a list or dict they write into
+            return f"an explicit call of `.{method}()` (not known to be pure)"
         if not hasattr(torch.Tensor, method):
             return f"a call of `.{method}()`, not a tensor method (not known to be pure)"
         if method in _CONTAINER_MUTATORS:
@@ -572,6 +585,8 @@ class _Purity:
         name = getattr(obj, "__name__", "") or ""
         if module.split(".")[0].lstrip("_") not in _PURE_MODULES:
             return f"a call of `{text}` (a Python function not known to be pure)"
+        if module.lstrip("_") == "operator" and name.strip("_") in _OPERATOR_WRITES:
+            return f"`{text}` writes into its first operand, which may be a Python container"
         if any(w in name.lower() for w in _RANDOM_WORDS) or any(bad in f"{module}.{name}" for bad in _IMPURE_TORCH):
             return f"`{text}` has effects beyond its result (random numbers or global state)"
         return None

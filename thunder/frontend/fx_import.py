@@ -43,10 +43,12 @@ _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, 
 _INDEXING_WORDS = ("index", "gather", "scatter", "take", "embedding", "masked_select", "nonzero", "put")
 #: Ops that check their arguments' values and raise (a class index out of range, a probability outside [0, 1], a
 #: singular or indefinite matrix, a negative count): in a converted branch's arm not taken they would raise where
-#: eager does not run them. (Norms and binary_cross_entropy_with_logits check nothing.)
+#: eager does not run them; an SVD (svd, pinverse, a matrix norm of order 2 or "nuc", cond) raises on a NaN. (Vector
+#: norms and binary_cross_entropy_with_logits check nothing.)
 _VALUE_CHECKING_WORDS = ("nll_loss", "cross_entropy", "margin_loss", "binary_cross_entropy", "one_hot", "linalg",
-                         "inverse", "cholesky", "lu_factor", "solve", "ctc_loss", "bincount", "repeat_interleave")
-_NOT_VALUE_CHECKING = ("norm", "binary_cross_entropy_with_logits")
+                         "inverse", "cholesky", "lu_factor", "solve", "ctc_loss", "bincount", "repeat_interleave",
+                         "matrix_power", "svd", "pinverse")
+_NOT_VALUE_CHECKING = ("vector_norm", "binary_cross_entropy_with_logits")
 
 
 #: Integer divisions, which raise on a zero divisor (floating-point ones give inf or NaN).
@@ -97,6 +99,9 @@ class ImportedGraph:
     #: returns the conditions they read, ``selected_conditions`` of them, after the graph's own outputs.
     selected_inputs: list = field(default_factory=list)
     selected_conditions: int = 0
+    #: The trace inputs that are non-leaf tensors requiring grad (an earlier graph's or eager code's results), which
+    #: code after the graph may write in place before the backward: not free to save (split_forward_backward).
+    activation_inputs: list = field(default_factory=list)
 
     def bind(self, args) -> "ImportedGraph":
         """This graph for one call's arguments ``args``: its size symbols bound to the values of their inputs
@@ -598,6 +603,7 @@ class _Importer:
                     raise branches.BranchRejected(self.regions[-1][0], "a graph break splits the branch")
                 if self.selects:
                     self._check_selected_outputs(node)
+                    self._check_arms_reach_the_same_leaves(node)
                 out = self._unwrap(self._arg(node.args[0]))
                 views, fresh, selected, selected_conditions = [], [], [], 0
                 if isinstance(node.args[0], (tuple, list)):
@@ -622,7 +628,10 @@ class _Importer:
                                      under_autocast=bool(self.outer_autocast) and not self.explicit_autocast,
                                      autocast_written_out=bool(self.outer_autocast) and self.explicit_autocast,
                                      fresh_outputs=fresh, selected_inputs=selected,
-                                     selected_conditions=selected_conditions)
+                                     selected_conditions=selected_conditions,
+                                     activation_inputs=[self._unwrap(self.env[n]) for n, e in placeholders
+                                                        if isinstance(e, torch.Tensor) and e.requires_grad
+                                                        and not e.is_leaf])
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -833,6 +842,60 @@ class _Importer:
 
     def _example(self, node):
         return self.examples[node] if node in self.examples else node.meta.get("example_value")
+
+    def _check_arms_reach_the_same_leaves(self, output):
+        """A name a converted branch binds is differentiated through both arms: an input that requires grad (a
+        parameter) that only one arm reads, and that reaches the graph's outputs through that arm only, would get a
+        zero gradient when the other arm is taken, where eager's autograd never reaches it and leaves its .grad None
+        (an optimizer then skips it: Adam's momentum and AdamW's decay would move it in thunder only). Gives such a
+        branch up."""
+        for select, site, _ in self.selects:
+            arms = [n for n in select.args[1:] if isinstance(n, torch.fx.Node)]
+            if len(arms) < 2 or not getattr(self._example(select), "requires_grad", False):
+                continue
+            read = [self._leaves_requiring_grad(n) for n in arms]
+            for arm, leaves, other in zip(arms, read, reversed(read)):
+                only = [leaf for leaf in leaves - other if not self._reaches_output_avoiding(leaf, arm, select, output)]
+                if only:
+                    names = sorted(n.name for n in only)
+                    raise branches.BranchRejected(
+                        site, f"an input that requires grad ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+                              " reaches the outputs only through one arm: in eager the other arm leaves its .grad "
+                              "None, converted it would get zeros")
+
+    @staticmethod
+    def _reaches_output_avoiding(leaf, arm, select, output):
+        """Whether ``leaf``'s value flows into ``output`` other than through ``arm``'s value entering ``select``."""
+        seen, stack = {leaf}, [leaf]
+        while stack:
+            n = stack.pop()
+            for user in n.users:
+                if user is output:
+                    return True
+                if (n is arm and user is select) or user in seen:
+                    continue
+                seen.add(user)
+                stack.append(user)
+        return False
+
+    def _leaves_requiring_grad(self, node):
+        """The graph inputs that require grad and ``node``'s value is computed from (memoized per node)."""
+        memo = self.__dict__.setdefault("_leaves_memo", {})
+        stack = [node]
+        while stack:
+            n = stack[-1]
+            if n in memo:
+                stack.pop()
+                continue
+            todo = [m for m in n.all_input_nodes if m not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            own = {n} if n.op in ("placeholder", "get_attr") and getattr(self._example(n), "requires_grad", False) \
+                else set()
+            memo[n] = frozenset(own.union(*(memo[m] for m in n.all_input_nodes)))
+        return memo[node]
 
     def _read_after(self, memory, node):
         """Whether a node after ``node`` reads a tensor that lives in ``memory`` (the graph's output included)."""
