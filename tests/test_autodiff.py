@@ -936,13 +936,16 @@ def test_logit_with_eps_clamps_at_bounds_rounded_to_the_dtype(dtype):
     grads_equal(lambda x: torch.logit(x, 0.01), x.requires_grad_(), rtol=1e-2, atol=1e-2)
 
 
-def test_an_activation_input_written_in_place_after_the_graph():
+@pytest.mark.parametrize("op", [torch.sigmoid, torch.relu, lambda c: torch.sigmoid(c) * torch.tanh(c)],
+                         ids=["sigmoid", "relu", "sigmoid_tanh"])
+def test_an_activation_input_written_in_place_after_the_graph(op):
     """A graph input computed before it with grad recorded (here by eager code before a graph break) may be written
-    in place by code after it, before the backward: eager's sigmoid saves its output, so c.mul_(2) changes nothing
-    it saved. Saving c to recompute sigmoid(c) from (rematerialization) made the backward raise "modified by an
-    inplace operation"; such an input is not free to save, and the forward saves sigmoid(c)."""
+    in place by code after it, before the backward: eager's sigmoid, tanh and relu save their outputs, so c.mul_(2)
+    changes nothing they saved. Saving c to recompute them from (rematerialization), or a relu rule reading c, made
+    the backward raise "modified by an inplace operation"; such an input is saved only where a VJP reads it itself,
+    and relu's reads its output."""
     def f(x, c):
-        a = x * torch.sigmoid(c)
+        a = x * op(c)
         torch._dynamo.graph_break()
         c.mul_(2)
         return a

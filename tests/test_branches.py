@@ -486,7 +486,7 @@ def test_untaken_arm_that_would_raise():
 
 
 @pytest.mark.parametrize("op", ["cross_entropy", "nll_loss", "binary_cross_entropy", "inv", "cholesky", "one_hot",
-                                "matrix_power", "svd", "nuclear_norm"])
+                                "matrix_power", "svd", "nuclear_norm", "norm_nuc", "histc"])
 def test_an_arm_with_an_op_that_checks_its_values_is_not_converted(op):
     """An out-of-range target, a probability outside [0, 1], a singular matrix, an SVD of NaN: these ops raise, so
     in the arm not taken they would raise where eager returns the other arm's value. Such an arm is not converted."""
@@ -507,7 +507,11 @@ def test_an_arm_with_an_op_that_checks_its_values_is_not_converted(op):
             elif op == "svd":
                 y = torch.svd(m / m.sum()).S.sum()  # 0 / 0: an SVD of NaN does not converge
             elif op == "nuclear_norm":
-                y = torch.linalg.matrix_norm(m / m.sum(), "nuc")
+                y = torch.linalg.matrix_norm(m / m.sum(), "nuc") + torch.nuclear_norm(m / m.sum())
+            elif op == "norm_nuc":
+                y = (m / m.sum()).norm(p="nuc")
+            elif op == "histc":
+                y = torch.histc(x / (x * 0), bins=3).sum()
             else:
                 y = torch.nn.functional.one_hot(t, 2).sum().to(x.dtype)
         else:
@@ -1186,3 +1190,106 @@ def test_arms_differentiating_different_parameters_are_not_converted_in_training
         x = torch.randn(2, 3)
         torch.testing.assert_close(inference(x), ref(x))
     assert converted(inference)
+
+
+def _two_names_from_one_arm(m, x):
+    if x.sum() > 0:
+        y = m.b(x)
+        z = y * 2
+    else:
+        y = m.c(x)
+        z = y * 3
+    return y + z
+
+
+def _predicate_reads_the_parameter(m, x):
+    if m.w.sum() > 0:  # the condition is not differentiated: w reaches the output through the arm only
+        y = x * m.w
+    else:
+        y = x + 1
+    return y
+
+
+def _other_arm_reads_it_detached(m, x):
+    if x.sum() > 0:
+        y = x * m.w
+    else:
+        y = x * m.w.detach() + (m.w > 0) + m.w.argmax()
+    return y
+
+
+def _nested(m, x):
+    if x.sum() > 0:
+        if x[0, 0] > 0:
+            y = m.b(x)
+        else:
+            y = m.c(x)
+    else:
+        y = m.b(x) + m.c(x)
+    return y
+
+
+def _in_a_loop(m, x):
+    h = x
+    for i in range(2):
+        if h.sum() > 0:
+            h = h * m.w
+        else:
+            h = h + m.v
+    return h
+
+
+def _swapped(m, x):
+    y, z = m.b(x), m.c(x)
+    if x.sum() > 0:
+        y, z = z, y  # each parameter reaches an output whichever way it goes: converted
+    return y * 2 + z.sin()
+
+
+@pytest.mark.parametrize("f", [_two_names_from_one_arm, _predicate_reads_the_parameter, _other_arm_reads_it_detached,
+                               _nested, _in_a_loop, _swapped])
+def test_a_parameter_reached_through_one_arm_only_keeps_eager_gradients(f):
+    """Whichever way the branches go, each parameter's .grad is None exactly where eager's is (the branch is given
+    up where some way would leave one unreached, with the reason); a condition, a detached or integer read does
+    not count as reaching it; an input the outputs read under opposite conditions is reached either way."""
+    class Base(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.b, self.c = nn.Linear(3, 3), nn.Linear(3, 3)
+            self.w, self.v = nn.Parameter(torch.randn(3)), nn.Parameter(torch.randn(3))
+
+    M = type("M", (Base,), {"forward": f})  # the branch is in forward itself, where thunder.jit converts it
+    torch.manual_seed(0)
+    model = M().double()
+    ref = copy.deepcopy(model)
+    jitted = thunder.jit(model)
+    for sign in (-1.0, 1.0, -1.0):
+        x = (sign * torch.rand(2, 3, dtype=torch.float64)).requires_grad_()
+        for m, call in ((model, jitted), (ref, ref)):
+            m.zero_grad(set_to_none=True)
+            call(x).sum().backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            assert (p.grad is None) == (q.grad is None), (name, sign)
+            if q.grad is not None:
+                torch.testing.assert_close(p.grad, q.grad)
+    if f is _swapped:
+        assert converted(jitted)
+    else:
+        assert any("only through one arm" in (s.reason or "") for s in sites(jitted)), thunder.summary(jitted)
+
+
+def test_a_branch_given_up_while_traced_is_reported_after_that_call():
+    """The call whose trace gives a branch up runs its frame eagerly; print(jitted) and compile_stats report the
+    branch as left (with the reason) from that call on, not only once the next call breaks the graph there."""
+    def f(x, w):
+        if x.sum() > 0:
+            y = x * w
+        else:
+            y = x + 1
+        return y
+
+    jitted = thunder.jit(f)
+    jitted(torch.rand(3), torch.rand(3, requires_grad=True)).sum().backward()
+    stats = thunder.compile_stats(jitted)
+    assert stats.branches_left == 1 and stats.branches_converted == 0
+    assert "only through one arm" in thunder.summary(jitted)

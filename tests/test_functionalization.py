@@ -2112,3 +2112,19 @@ def test_a_write_through_dropout_into_a_leaf_that_requires_grad_raises_like_eage
     p, g = torch.ones(3, requires_grad=True), torch.ones(3)
     thunder.jit(step)(p, g)
     assert p.tolist() == [0.5, 0.5, 0.5]
+
+
+def test_an_explicit_inplace_dunder_call_writes():
+    """c.__iadd__(1) and c.__setitem__(0, v), called explicitly (Dynamo records a method call whose result is
+    unused), write into c as c += 1 and c[0] = v do; they were imported as an out-of-place add, writing nothing."""
+    def f(c, d):
+        c.__iadd__(1)
+        c.__imul__(d)
+        d.__setitem__(0, c.sum())
+        return c * 2
+
+    c, d = torch.zeros(3), torch.arange(3.0)
+    ce, de = c.clone(), d.clone()
+    assert_same(thunder.jit(f)(c, d), f(ce, de))
+    assert_same(c, ce)
+    assert_same(d, de)

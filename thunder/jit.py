@@ -167,6 +167,7 @@ class _Jitted:
             site.reason = record.rejected.get(site_id) or (f"tracing both arms failed: {failure}" if failure else
                                                            "a graph break splits the branch")
             self._excluded.add(key)
+            site.given_up = True
             given_up.append(site)
         for site in given_up:
             logger.info("thunder: %s: the branch `%s` is not converted (%s); that call ran its frame eagerly, and "

@@ -456,8 +456,9 @@ std::unordered_map<std::string, Rule> torch_rules() {
   auto masked = [](Ctx& c, const Value& keep) { return c.b.torch("where", {keep, c.g, 0.0}); };
   auto cmp = [](Ctx& c, const char* op, const Value& x, const Value& y) { return c.b.torch(op, {x, y}); };
   auto both = [](Ctx& c, const Value& p, const Value& q) { return c.b.torch("logical_and", {p, q}); };
-  // relu: 0 where x <= 0 (a NaN takes g, as torch's threshold_backward).
-  r["relu"] = [=](Ctx& c) { return Grads{c.b.torch("where", {cmp(c, "le", c.arg(0), 0.0), 0.0, c.g})}; };
+  // relu: 0 where its output is <= 0 (x <= 0; a NaN takes g), as torch's threshold_backward of the result: the
+  // backward reads what eager saves, the output (an input written in place after the graph changes nothing).
+  r["relu"] = [=](Ctx& c) { return Grads{c.b.torch("where", {cmp(c, "le", c.out(), 0.0), 0.0, c.g})}; };
   // hardshrink / softshrink: g where |x| > lambd, else 0, as torch's vectorized CPU kernels (a NaN takes none;
   // their scalar loop, which serves a tensor's last few elements, gives softshrink's NaN g).
   for (const char* n : {"hardshrink", "softshrink"})

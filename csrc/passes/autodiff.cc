@@ -300,10 +300,13 @@ class Differentiator {
     for (ProxyId id : values) {
       const size_t n = node.at(id);
       const ir::ProxyInfo& p = fwd.proxy(id);
-      const bool free = (inputs.count(id) && !activations_.count(id)) || !p.is_tensor;
+      const bool activation = activations_.count(id) > 0;
+      const bool free = (inputs.count(id) && !activation) || !p.is_tensor;
       // A symbolic size weighs as much as it does at the size hints (a graph compiled once for every shape).
-      const int64_t bytes =
-          free ? 0 : fwd.at_hints(p.tensor.numel(), "rematerialization") * ir::item_size(p.tensor.dtype);
+      int64_t bytes = free ? 0 : fwd.at_hints(p.tensor.numel(), "rematerialization") * ir::item_size(p.tensor.dtype);
+      // An activation input is saved only where a VJP reads it itself (as eager's ops would save it), never to
+      // recompute other values from: those are saved instead, however many bytes they weigh.
+      if (activation) bytes = (bytes + 1) << 16;
       graph.add_edge(n, n + 1, bytes);
       auto made = producer.find(id);
       if (inputs.count(id) || made == producer.end() || !recomputable[made->second] || compared_.count(id))

@@ -87,6 +87,7 @@ class BranchSite:
     converted: bool        # rewritten into _thunder_if (it may still be given up later, see reason)
     reason: str = ""       # why it is not (or no longer) converted
     captured: int = 0      # graphs in which it was compiled to a select
+    given_up: bool = False  # converted, then given up while traced (so it is data-dependent: a graph break now)
 
     def status(self, break_locations):
         """"converted" (compiled to a select in some graph), "left" (a graph break: given up while traced, or
@@ -94,7 +95,7 @@ class BranchSite:
         ``if`` on Python values, or not run yet: nothing to report)."""
         if self.captured and not self.reason:
             return "converted"
-        if self.reason and (self.converted or self.location in break_locations):
+        if self.reason and (self.converted or self.given_up or self.location in break_locations):
             return "left"
         return None
 
@@ -537,17 +538,22 @@ class _Purity:
             if f.id == "_thunder_if" and not chain:  # a nested branch converted first: its arms were checked
                 return None
             if f.id == self.self_name and self.instance is not None:
-                return self._self_call(chain, text)
-            try:
-                obj = self.resolve(f.id)
-            except KeyError:
-                obj = None  # a local variable: a method call on it
-                if not chain:
-                    return f"a call of the local `{f.id}` (not known to be pure)"
-            if obj is not None:
-                for attr in chain:
-                    obj = getattr(obj, attr, None)
-                return self._known_callable(obj, text)
+                owner = self.instance
+                for attr in chain[:-1]:
+                    owner = getattr(owner, attr, None)
+                if not (chain and isinstance(owner, torch.Tensor)):  # self.w.argmax(): a tensor's method
+                    return self._self_call(chain, text)
+            else:
+                try:
+                    obj = self.resolve(f.id)
+                except KeyError:
+                    obj = None  # a local variable: a method call on it
+                    if not chain:
+                        return f"a call of the local `{f.id}` (not known to be pure)"
+                if obj is not None:
+                    for attr in chain:
+                        obj = getattr(obj, attr, None)
+                    return self._known_callable(obj, text)
         elif not chain:
             return f"a call of `{text}` (not known to be pure)"
         method = chain[-1]

@@ -10,6 +10,7 @@ metadata, run by torch. So no program fails to compile for a missing op.
 import builtins
 import contextlib
 import inspect
+import itertools
 import linecache
 import math
 import operator
@@ -38,16 +39,18 @@ _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, 
                       operator.imod: operator.mod, operator.ipow: operator.pow, operator.iand: operator.and_,
                       operator.ior: operator.or_, operator.ixor: operator.xor}
 # (operator.imatmul is not here: torch.Tensor has no __imatmul__, so `x @= w` rebinds x to x @ w, writing nothing.)
+#: The methods an explicit call of which writes as those operators do (``c.__iadd__(1)`` is ``c += 1``).
+_WRITING_DUNDERS = {f"__{op.__name__}__": op for op in [*_INPLACE_OPERATORS, operator.setitem]}
 #: Ops whose tensor index arguments may be out of range at run time (they raise only when run): a converted
 #: branch holding one is not converted, since both arms run.
 _INDEXING_WORDS = ("index", "gather", "scatter", "take", "embedding", "masked_select", "nonzero", "put")
 #: Ops that check their arguments' values and raise (a class index out of range, a probability outside [0, 1], a
 #: singular or indefinite matrix, a negative count): in a converted branch's arm not taken they would raise where
-#: eager does not run them; an SVD (svd, pinverse, a matrix norm of order 2 or "nuc", cond) raises on a NaN. (Vector
-#: norms and binary_cross_entropy_with_logits check nothing.)
+#: eager does not run them; an SVD (svd, pinverse, a matrix norm of order 2 or "nuc", cond) and a histogram raise on a
+#: NaN. (Vector norms and binary_cross_entropy_with_logits check nothing; torch.norm does with p="nuc".)
 _VALUE_CHECKING_WORDS = ("nll_loss", "cross_entropy", "margin_loss", "binary_cross_entropy", "one_hot", "linalg",
                          "inverse", "cholesky", "lu_factor", "solve", "ctc_loss", "bincount", "repeat_interleave",
-                         "matrix_power", "svd", "pinverse")
+                         "matrix_power", "svd", "pinverse", "nuclear_norm", "histc", "histogram")
 _NOT_VALUE_CHECKING = ("vector_norm", "binary_cross_entropy_with_logits")
 
 
@@ -845,42 +848,72 @@ class _Importer:
 
     def _check_arms_reach_the_same_leaves(self, output):
         """A name a converted branch binds is differentiated through both arms: an input that requires grad (a
-        parameter) that only one arm reads, and that reaches the graph's outputs through that arm only, would get a
-        zero gradient when the other arm is taken, where eager's autograd never reaches it and leaves its .grad None
-        (an optimizer then skips it: Adam's momentum and AdamW's decay would move it in thunder only). Gives such a
-        branch up."""
-        for select, site, _ in self.selects:
-            arms = [n for n in select.args[1:] if isinstance(n, torch.fx.Node)]
-            if len(arms) < 2 or not getattr(self._example(select), "requires_grad", False):
-                continue
-            read = [self._leaves_requiring_grad(n) for n in arms]
-            for arm, leaves, other in zip(arms, read, reversed(read)):
-                only = [leaf for leaf in leaves - other if not self._reaches_output_avoiding(leaf, arm, select, output)]
+        parameter) that reaches the graph's outputs only through some arm would get a zero gradient when that arm is
+        not taken, where eager's autograd never reaches it and leaves its .grad None (an optimizer then skips it:
+        Adam's momentum and AdamW's decay would move it in thunder only). Gives up a branch such an input depends
+        on: one whose select reads it, differentiably, in one arm only."""
+        selects = {s for s, site, _ in self.selects}
+        if not selects:
+            return
+        values = _argument_nodes(output.args)
+        reached = set().union(*(self._differentiable_leaves(n, selects)[0] for n in values))
+        certain = set().union(*(self._differentiable_leaves(n, selects)[1] for n in values))
+        at_risk = reached - certain
+        conditions = list(dict.fromkeys(s.args[0] for s in selects))
+        if at_risk and len(conditions) <= 8:
+            # Outputs may read an input under opposite conditions (`return (y, x) if c else (x, y)`): exactly, it is
+            # at risk where some way the branches go reaches it from no output.
+            exact = set()
+            for taken in itertools.product((True, False), repeat=len(conditions)):
+                arm = {s: s.args[1 if taken[conditions.index(s.args[0])] else 2] for s in selects}
+                exact |= at_risk - self._leaves_reached(values, arm)
+            at_risk = exact
+        if not at_risk:
+            return
+        arms = {s: [self._differentiable_leaves(n, selects) if isinstance(n, torch.fx.Node) else (frozenset(),) * 2
+                    for n in s.args[1:3]] for s in selects}
+        # The branch where an input at risk is certainly read in one arm only; else any whose arms read it.
+        for blamed in (lambda a: a[0][1] ^ a[1][1], lambda a: a[0][0] | a[1][0]):
+            for select, site, _ in self.selects:
+                only = sorted(n.name for n in at_risk & blamed(arms[select]))
                 if only:
-                    names = sorted(n.name for n in only)
                     raise branches.BranchRejected(
-                        site, f"an input that requires grad ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+                        site, f"an input that requires grad ({', '.join(only[:3])}{', ...' if len(only) > 3 else ''})"
                               " reaches the outputs only through one arm: in eager the other arm leaves its .grad "
                               "None, converted it would get zeros")
 
-    @staticmethod
-    def _reaches_output_avoiding(leaf, arm, select, output):
-        """Whether ``leaf``'s value flows into ``output`` other than through ``arm``'s value entering ``select``."""
-        seen, stack = {leaf}, [leaf]
+    def _leaves_reached(self, values, arm):
+        """The graph inputs requiring grad that ``values`` are differentiably computed from when each select reads
+        only the arm ``arm`` maps it to."""
+        memo = {}
+        stack = list(values)
         while stack:
-            n = stack.pop()
-            for user in n.users:
-                if user is output:
-                    return True
-                if (n is arm and user is select) or user in seen:
-                    continue
-                seen.add(user)
-                stack.append(user)
-        return False
+            n = stack[-1]
+            if n in memo:
+                stack.pop()
+                continue
+            reads = [arm[n]] if n in arm else n.all_input_nodes
+            todo = [m for m in reads if isinstance(m, torch.fx.Node) and m not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            example = self._example(n)
+            if n.op in ("placeholder", "get_attr"):
+                memo[n] = frozenset({n}) if getattr(example, "requires_grad", False) else frozenset()
+            elif not _requires_grad(example):
+                memo[n] = frozenset()
+            else:
+                memo[n] = frozenset().union(*(memo[m] for m in reads if isinstance(m, torch.fx.Node)))
+        return set().union(*(memo[n] for n in values))
 
-    def _leaves_requiring_grad(self, node):
-        """The graph inputs that require grad and ``node``'s value is computed from (memoized per node)."""
+    def _differentiable_leaves(self, node, selects):
+        """(the graph inputs requiring grad that ``node``'s value is differentiably computed from, those of them it
+        is computed from whichever way the converted branches go): a select's certain inputs are those both of its
+        arms' values certainly read; a value that does not require grad (a comparison, an index, a detached tensor)
+        reads none. Memoized per node."""
         memo = self.__dict__.setdefault("_leaves_memo", {})
+        none = (frozenset(), frozenset())
         stack = [node]
         while stack:
             n = stack[-1]
@@ -892,9 +925,18 @@ class _Importer:
                 stack.extend(todo)
                 continue
             stack.pop()
-            own = {n} if n.op in ("placeholder", "get_attr") and getattr(self._example(n), "requires_grad", False) \
-                else set()
-            memo[n] = frozenset(own.union(*(memo[m] for m in n.all_input_nodes)))
+            example = self._example(n)
+            if n.op in ("placeholder", "get_attr"):
+                memo[n] = (frozenset({n}),) * 2 if getattr(example, "requires_grad", False) else none
+            elif not _requires_grad(example):
+                memo[n] = none
+            elif n in selects:
+                arms = [memo[m] for m in n.args[1:3] if isinstance(m, torch.fx.Node)]
+                memo[n] = (frozenset().union(*(a[0] for a in arms)),
+                           arms[0][1] & arms[1][1] if len(arms) == 2 else frozenset())
+            else:
+                ins = [memo[m] for m in n.all_input_nodes]
+                memo[n] = (frozenset().union(*(a[0] for a in ins)), frozenset().union(*(a[1] for a in ins)))
         return memo[node]
 
     def _read_after(self, memory, node):
@@ -1033,7 +1075,10 @@ class _Importer:
                 and len(node.args) > 1 and _has_tensor_index(node.args[1])):
             raise branches.BranchRejected(site, f"{_target_name(node)} indexes with tensor values, which would raise "
                                                 "in the arm not taken if they are out of range")
-        if any(word in name for word in _VALUE_CHECKING_WORDS) and not any(w in name for w in _NOT_VALUE_CHECKING):
+        nuclear = name == "norm" and "nuc" in [a for a in list(node.args) + list(node.kwargs.values())
+                                                if isinstance(a, str)]
+        if nuclear or any(word in name for word in _VALUE_CHECKING_WORDS) and not any(
+                w in name for w in _NOT_VALUE_CHECKING):
             raise branches.BranchRejected(site, f"{_target_name(node)} checks its arguments' values, and would raise "
                                                 "in the arm not taken where they are out of its domain")
         if _integer_division_by_tensor(node, name):
@@ -1656,7 +1701,10 @@ def _write_lowering(node):
     ``compute(importer, dst_proxy)`` emits the out-of-place computation and returns (write target, value);
     None for any other node."""
     args, kwargs = list(node.args), dict(node.kwargs)
-    if node.op == "call_method" and isinstance(node.target, str):
+    target = node.target
+    if node.op == "call_method" and target in _WRITING_DUNDERS:
+        target = _WRITING_DUNDERS[target]
+    elif node.op == "call_method" and isinstance(node.target, str):
         name = node.target
         if not name.endswith("_") or name.endswith("__") or not args:
             return None
@@ -1678,9 +1726,8 @@ def _write_lowering(node):
         if native is None or any(w in base for w in _RANDOM_WORDS):
             return None
         return args[0], _castable(lambda imp, dst: (dst, imp._native_value("method", base, native, args, kwargs)))
-    if node.op != "call_function":
+    elif node.op != "call_function":
         return None
-    target = node.target
     if target is operator.setitem and len(args) == 3:
         return args[0], lambda imp, dst: (imp._setitem_target(dst, args[1]), imp._unwrap(imp._arg(args[2])))
     if target in _INPLACE_OPERATORS and args and _is_tensor(args[0]):
@@ -1741,6 +1788,15 @@ def _number_type(x):
     if isinstance(x, (int, torch.SymInt)):
         return 1
     return 2
+
+
+def _requires_grad(example):
+    """Whether an FX node's example value is, or holds, a tensor that requires grad."""
+    if isinstance(example, torch.Tensor):
+        return example.requires_grad
+    if isinstance(example, (tuple, list)):
+        return any(_requires_grad(e) for e in example)
+    return False
 
 
 def _target_name(node):
