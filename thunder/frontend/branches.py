@@ -344,8 +344,8 @@ def _names_read(node):
 
 def _written_in_place(stmts):
     """The names whose objects these statements write into in place, rather than rebind: the base of a subscript
-    target (``d[k] = v``, ``x[i] += 1``, ``for d[k] in ...``) and the target of an augmented assignment (``lst += [...]`` extends a
-    list; ``n += 1`` rebinds an int -- decided at run time, by _thunder_if)."""
+    target (``d[k] = v``, ``x[i] += 1``, ``for d[k] in ...``) and the target of an augmented assignment
+    (``lst += [...]`` extends a list; ``n += 1`` rebinds an int -- decided at run time, by _thunder_if)."""
     out = []
     for n in (x for s in stmts for x in ast.walk(s)):
         if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.comprehension)):

@@ -885,26 +885,16 @@ class _Importer:
     def _leaves_reached(self, values, arm):
         """The graph inputs requiring grad that ``values`` are differentiably computed from when each select reads
         only the arm ``arm`` maps it to."""
+        def reads(n):
+            return [m for m in ([arm[n]] if n in arm else n.all_input_nodes) if isinstance(m, torch.fx.Node)]
+
         memo = {}
-        stack = list(values)
-        while stack:
-            n = stack[-1]
-            if n in memo:
-                stack.pop()
-                continue
-            reads = [arm[n]] if n in arm else n.all_input_nodes
-            todo = [m for m in reads if isinstance(m, torch.fx.Node) and m not in memo]
-            if todo:
-                stack.extend(todo)
-                continue
-            stack.pop()
+        for n in _dependency_order(values, reads, memo):
             example = self._example(n)
             if n.op in ("placeholder", "get_attr"):
                 memo[n] = frozenset({n}) if getattr(example, "requires_grad", False) else frozenset()
-            elif not _requires_grad(example):
-                memo[n] = frozenset()
             else:
-                memo[n] = frozenset().union(*(memo[m] for m in reads if isinstance(m, torch.fx.Node)))
+                memo[n] = frozenset().union(*(memo[m] for m in reads(n))) if _requires_grad(example) else frozenset()
         return set().union(*(memo[n] for n in values))
 
     def _differentiable_leaves(self, node, selects):
@@ -913,23 +903,13 @@ class _Importer:
         arms' values certainly read; a value that does not require grad (a comparison, an index, a detached tensor)
         reads none. Memoized per node."""
         memo = self.__dict__.setdefault("_leaves_memo", {})
-        none = (frozenset(), frozenset())
-        stack = [node]
-        while stack:
-            n = stack[-1]
-            if n in memo:
-                stack.pop()
-                continue
-            todo = [m for m in n.all_input_nodes if m not in memo]
-            if todo:
-                stack.extend(todo)
-                continue
-            stack.pop()
+        for n in _dependency_order([node], lambda n: n.all_input_nodes, memo):
             example = self._example(n)
             if n.op in ("placeholder", "get_attr"):
-                memo[n] = (frozenset({n}),) * 2 if getattr(example, "requires_grad", False) else none
+                leaves = frozenset({n}) if getattr(example, "requires_grad", False) else frozenset()
+                memo[n] = (leaves, leaves)
             elif not _requires_grad(example):
-                memo[n] = none
+                memo[n] = (frozenset(), frozenset())
             elif n in selects:
                 arms = [memo[m] for m in n.args[1:3] if isinstance(m, torch.fx.Node)]
                 memo[n] = (frozenset().union(*(a[0] for a in arms)),
@@ -1788,6 +1768,23 @@ def _number_type(x):
     if isinstance(x, (int, torch.SymInt)):
         return 1
     return 2
+
+
+def _dependency_order(roots, reads, done):
+    """The nodes ``roots`` are computed from (``reads(n)``: the nodes n reads), each after those it reads, leaving
+    out those in ``done`` (iterative: a long graph does not exhaust Python's recursion)."""
+    order, seen, stack = [], set(done), [(r, False) for r in roots]
+    while stack:
+        n, expanded = stack.pop()
+        if expanded:
+            order.append(n)
+            continue
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.append((n, True))
+        stack.extend((m, False) for m in reads(n) if m not in seen)
+    return order
 
 
 def _requires_grad(example):
