@@ -1293,3 +1293,29 @@ def test_a_branch_given_up_while_traced_is_reported_after_that_call():
     stats = thunder.compile_stats(jitted)
     assert stats.branches_left == 1 and stats.branches_converted == 0
     assert "only through one arm" in thunder.summary(jitted)
+
+
+def test_an_arm_writing_a_value_that_requires_grad_into_an_input_is_given_up():
+    """`if ...: c.add_(v)` with v requiring grad: converted, the write is selected, so the caller's c would be joined
+    to v (requires_grad, a grad_fn) and v would get zeros whichever arm is taken; eager leaves c as it was and
+    v.grad None when the arm is not taken. Given up, with the reason."""
+    def f(x, w, v, c):
+        if x.sum() > 0:
+            c.add_(v)
+        return x * w
+
+    jitted = thunder.jit(f)
+    for sign in (-1.0, 1.0, -1.0):
+        results = []
+        for call in (jitted, f):
+            torch.manual_seed(0)
+            x, w, v = sign * torch.rand(3), torch.rand(3, requires_grad=True), torch.rand(3, requires_grad=True)
+            c = torch.zeros(3)
+            out = call(x, w, v, c)
+            (out.sum() + (c.sum() if c.requires_grad else 0)).backward()
+            results.append((c.requires_grad, c.detach().clone(), v.grad, w.grad))
+        (mine_rg, mine_c, mine_v, mine_w), (rg, c, v, w) = results
+        assert mine_rg == rg and (mine_v is None) == (v is None)
+        torch.testing.assert_close(mine_c, c)
+        torch.testing.assert_close(mine_w, w)
+    assert "writes into an input" in sites(jitted)[0].reason

@@ -925,3 +925,28 @@ def test_small_powers_as_atens_kernel_takes_them(exponent, dtype):
     expected = (x * 1).pow(exponent)
     number = ~expected.isnan()
     assert torch.equal(out.isnan(), expected.isnan()) and torch.equal(out.signbit()[number], expected.signbit()[number])
+
+
+def test_the_row_buffers_of_a_kernel_stay_within_a_budget():
+    """A reduction pass keeps its libmvec values in row buffers (stack arrays of 8192 elements) for a later pass;
+    the backward of a chain of 150 tanh/sin steps kept 449 of them (14 MiB) and overflowed the stack (a
+    segfault). Past a budget the values are recomputed: the gradients equal eager's."""
+    torch.manual_seed(0)
+    lin, ref = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    ref.load_state_dict(lin.state_dict())
+
+    def chain(m):
+        def f(x):
+            a = m(x)
+            for _ in range(150):
+                a = torch.tanh(a) * 1.01 + a.sin()
+            return a
+        return f
+
+    x = torch.rand(2, 4)
+    jitted = thunder.jit(chain(lin))
+    jitted(x).sum().backward()
+    chain(ref)(x).sum().backward()
+    torch.testing.assert_close(lin.weight.grad, ref.weight.grad)
+    for unit in thunder.last_kernels(jitted, -1):
+        assert unit["source"].count("[8192];") * 8192 * 4 <= 512 * 1024

@@ -2115,8 +2115,9 @@ def test_a_write_through_dropout_into_a_leaf_that_requires_grad_raises_like_eage
 
 
 def test_an_explicit_inplace_dunder_call_writes():
-    """c.__iadd__(1) and c.__setitem__(0, v), called explicitly (Dynamo records a method call whose result is
-    unused), write into c as c += 1 and c[0] = v do; they were imported as an out-of-place add, writing nothing."""
+    """c.__iadd__(1), c.__ilshift__(d) and c.__setitem__(0, v), called explicitly (Dynamo records a method call
+    whose result is unused), are imported as the operator calls c += 1, c <<= d, c[0] = v: they write (an explicit
+    __iadd__ was imported as an out-of-place add, writing nothing), and raise as those do."""
     def f(c, d):
         c.__iadd__(1)
         c.__imul__(d)
@@ -2128,3 +2129,15 @@ def test_an_explicit_inplace_dunder_call_writes():
     assert_same(thunder.jit(f)(c, d), f(ce, de))
     assert_same(c, ce)
     assert_same(d, de)
+
+    def shifts(c, d):
+        c.__ilshift__(d)
+        c.__irshift__(1)
+        return c + 1
+
+    c, d = torch.arange(3), torch.tensor([1, 2, 3])
+    ce = c.clone()
+    assert_same(thunder.jit(shifts)(c, d), shifts(ce, d))
+    assert_same(c, ce)
+    with pytest.raises(RuntimeError, match="bool tensors is not supported"):
+        thunder.jit(lambda a, b: a.__isub__(b))(torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.bool))

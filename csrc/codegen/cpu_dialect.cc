@@ -452,6 +452,11 @@ class KernelWriter {
         if (pw == producer_.end() || row_cache_.count(w)) continue;
         const CppOp* row = cpu_expressions().find(pw->second->sym->prim);
         if (row == nullptr || !row->vector_math) continue;
+        // Row buffers are stack arrays: past a budget a value is recomputed rather than kept (a chain of hundreds
+        // of libmvec values, each kept, overflowed the thread's stack).
+        const int64_t bytes = s_.row_cache * (compute_type(dtype(w)) == "double" ? 8 : 4);
+        if (row_cache_bytes_ + bytes > kRowBufferBudget) continue;
+        row_cache_bytes_ += bytes;
         std::string buf = "row" + local(w);
         scope.lines += compute_type(dtype(w)) + " " + buf + "[" + std::to_string(s_.row_cache) + "];\n";
         row_stores += buf + "[" + row_index() + "] = " + var(w) + ";\n";
@@ -639,6 +644,9 @@ class KernelWriter {
   std::map<ProxyId, size_t> input_index_;
   std::set<std::string> reductions_;
   std::map<ProxyId, std::string> row_cache_;  // element-level value -> the row buffer holding it
+  int64_t row_cache_bytes_ = 0;               // the bytes of those buffers
+  // The most bytes a kernel's row buffers take: a thread's stack is a few MiB (OpenMP workers' 2-8).
+  static constexpr int64_t kRowBufferBudget = 512 * 1024;
   bool streaming_ = false;  // some output is written with streaming stores
   IndexRefs index_refs_;
   std::optional<std::pair<int64_t, int64_t>> piece_;  // the innermost loop's range, in a split loop

@@ -39,8 +39,10 @@ _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, 
                       operator.imod: operator.mod, operator.ipow: operator.pow, operator.iand: operator.and_,
                       operator.ior: operator.or_, operator.ixor: operator.xor}
 # (operator.imatmul is not here: torch.Tensor has no __imatmul__, so `x @= w` rebinds x to x @ w, writing nothing.)
-#: The methods an explicit call of which writes as those operators do (``c.__iadd__(1)`` is ``c += 1``).
-_WRITING_DUNDERS = {f"__{op.__name__}__": op for op in [*_INPLACE_OPERATORS, operator.setitem]}
+#: Methods an explicit call of which is the operator (``c.__iadd__(1)`` is ``c += 1``): imported as that call.
+_DUNDER_OPERATORS = {f"__{name}__": getattr(operator, name)
+                     for name in ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior",
+                                  "ixor", "ilshift", "irshift", "setitem")}
 #: Ops whose tensor index arguments may be out of range at run time (they raise only when run): a converted
 #: branch holding one is not converted, since both arms run.
 _INDEXING_WORDS = ("index", "gather", "scatter", "take", "embedding", "masked_select", "nonzero", "put")
@@ -465,6 +467,9 @@ class _Importer:
         self.condition_copies = {}
         self.output_views = None  # (_output_views of the graph's outputs, the UnsupportedGraph it raised), once
         self.selects = []        # (select node, site, memory of its operands) of each name converted branches bind
+        # (site, the inputs requiring grad it joins) of each write in a converted branch's arm into a tensor the
+        # graph made, joining it to inputs it was not computed from (see _check_in_branch)
+        self.arm_writes = []
         self.order = {n: k for k, n in enumerate(gm.graph.nodes)}
         self.examples = {}       # placeholder -> its example value
         self.by_memory = None    # memory (_storage) -> the nodes whose tensors live in it, made on first use
@@ -577,6 +582,9 @@ class _Importer:
         inputs = iter(self.example_inputs)
         placeholders = []
         for node in self.gm.graph.nodes:
+            if node.op == "call_method" and node.target in _DUNDER_OPERATORS:  # the same call, as an operator's
+                node.op, node.target = "call_function", _DUNDER_OPERATORS[node.target]
+        for node in self.gm.graph.nodes:
             self.builder.set_source(source_of(node))
             if node.op == "placeholder":
                 example = node.meta.get("example_value", next(inputs, None))
@@ -606,6 +614,7 @@ class _Importer:
                     raise branches.BranchRejected(self.regions[-1][0], "a graph break splits the branch")
                 if self.selects:
                     self._check_selected_outputs(node)
+                if self.selects or self.arm_writes:
                     self._check_arms_reach_the_same_leaves(node)
                 out = self._unwrap(self._arg(node.args[0]))
                 views, fresh, selected, selected_conditions = [], [], [], 0
@@ -848,26 +857,35 @@ class _Importer:
 
     def _check_arms_reach_the_same_leaves(self, output):
         """A name a converted branch binds is differentiated through both arms: an input that requires grad (a
-        parameter) that reaches the graph's outputs only through some arm would get a zero gradient when that arm is
+        parameter) that the graph's outputs reach only through some arm would get a zero gradient when that arm is
         not taken, where eager's autograd never reaches it and leaves its .grad None (an optimizer then skips it:
         Adam's momentum and AdamW's decay would move it in thunder only). Gives up a branch such an input depends
-        on: one whose select reads it, differentiably, in one arm only."""
+        on: one whose select reads it, differentiably, in one arm only, or whose arm writes it into a tensor."""
         selects = {s for s, site, _ in self.selects}
-        if not selects:
-            return
         values = _argument_nodes(output.args)
         reached = set().union(*(self._differentiable_leaves(n, selects)[0] for n in values))
-        certain = set().union(*(self._differentiable_leaves(n, selects)[1] for n in values))
-        at_risk = reached - certain
+        certainly = set().union(*(self._differentiable_leaves(n, selects)[1] for n in values))
         conditions = list(dict.fromkeys(s.args[0] for s in selects))
-        if at_risk and len(conditions) <= 8:
-            # Outputs may read an input under opposite conditions (`return (y, x) if c else (x, y)`): exactly, it is
-            # at risk where some way the branches go reaches it from no output.
-            exact = set()
+        if reached - certainly and len(conditions) <= 8 and len(self.order) << len(conditions) <= 30_000:
+            # The outputs may read an input under opposite conditions (`return (y, x) if c else (x, y)`): exactly,
+            # the inputs they read whichever way the branches go (a walk of the graph per way: bounded, beyond
+            # that the conservative answer stands).
+            certainly = set(reached)
             for taken in itertools.product((True, False), repeat=len(conditions)):
                 arm = {s: s.args[1 if taken[conditions.index(s.args[0])] else 2] for s in selects}
-                exact |= at_risk - self._leaves_reached(values, arm)
-            at_risk = exact
+                certainly &= self._leaves_reached(values, arm)
+        at_risk = reached - certainly
+
+        def reject(site, inputs):
+            names = sorted(n.name for n in inputs)
+            raise branches.BranchRejected(
+                site, f"an input that requires grad ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) "
+                      "reaches the outputs only through one arm: in eager the other arm leaves its .grad None, "
+                      "converted it would get zeros")
+
+        for site, joined in self.arm_writes:
+            if joined - certainly:
+                reject(site, joined - certainly)
         if not at_risk:
             return
         arms = {s: [self._differentiable_leaves(n, selects) if isinstance(n, torch.fx.Node) else (frozenset(),) * 2
@@ -875,12 +893,8 @@ class _Importer:
         # The branch where an input at risk is certainly read in one arm only; else any whose arms read it.
         for blamed in (lambda a: a[0][1] ^ a[1][1], lambda a: a[0][0] | a[1][0]):
             for select, site, _ in self.selects:
-                only = sorted(n.name for n in at_risk & blamed(arms[select]))
-                if only:
-                    raise branches.BranchRejected(
-                        site, f"an input that requires grad ({', '.join(only[:3])}{', ...' if len(only) > 3 else ''})"
-                              " reaches the outputs only through one arm: in eager the other arm leaves its .grad "
-                              "None, converted it would get zeros")
+                if at_risk & blamed(arms[select]):
+                    reject(site, at_risk & blamed(arms[select]))
 
     def _leaves_reached(self, values, arm):
         """The graph inputs requiring grad that ``values`` are differentiably computed from when each select reads
@@ -1050,6 +1064,20 @@ class _Importer:
         name = _target_name(node).rsplit(".", 1)[-1].lower()
         if any(word in name for word in _RANDOM_WORDS):
             raise branches.BranchRejected(site, f"{_target_name(node)} draws random numbers")
+        lowering = _write_lowering(node)
+        if lowering is not None and isinstance(lowering[0], torch.fx.Node):
+            # The write is selected: whichever arm is taken, the tensor is joined to what the written value reads.
+            selects = {s for s, _, _ in self.selects}
+            before = self._differentiable_leaves(lowering[0], selects)[0]
+            joined = set().union(*(self._differentiable_leaves(m, selects)[0] for m in node.all_input_nodes)) - before
+            if joined and _storage(self._example(lowering[0])) in {_storage(e) for e in self.examples.values()}:
+                names = sorted(n.name for n in joined)
+                raise branches.BranchRejected(site, f"{_target_name(node)} writes into an input a value computed from "
+                                                    f"inputs that require grad it was not ({', '.join(names[:3])}): "
+                                                    "the write is selected, joining the input to them whichever arm "
+                                                    "is taken (eager: only when this arm is)")
+            if joined:  # checked with the outputs: an input it joins that they reach anyway changes nothing
+                self.arm_writes.append((site, frozenset(joined)))
         if any(word in name for word in _INDEXING_WORDS) or (
                 node.target in (operator.getitem, operator.setitem, "__getitem__")
                 and len(node.args) > 1 and _has_tensor_index(node.args[1])):
@@ -1682,9 +1710,7 @@ def _write_lowering(node):
     None for any other node."""
     args, kwargs = list(node.args), dict(node.kwargs)
     target = node.target
-    if node.op == "call_method" and target in _WRITING_DUNDERS:
-        target = _WRITING_DUNDERS[target]
-    elif node.op == "call_method" and isinstance(node.target, str):
+    if node.op == "call_method" and isinstance(node.target, str):
         name = node.target
         if not name.endswith("_") or name.endswith("__") or not args:
             return None
