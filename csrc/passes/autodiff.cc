@@ -267,12 +267,12 @@ class Differentiator {
   // feeds each of its outputs with no limit; values the backward reads drain into the sink; the trace inputs
   // (alive anyway: free to save, but for the activation inputs, see split_forward_backward) and the values of
   // symbols too costly to recompute -- reductions, matmuls, opaque ops, anything not `cheap` -- come from the
-  // source. A minimum cut saves the fewest bytes from which
-  // everything the backward reads can be made: a GELU's output is recomputed from its saved input, a dropout's
-  // uniforms from the 0-d seed, a LayerNorm's normalized values from its input, mean and rstd. Of cuts of equal
-  // size the one nearest the backward is taken, so a value is recomputed only when that saves bytes. The
-  // recomputation is placed next to its first reader (place_near_use), where the fusion pass fuses it into the
-  // backward's kernels. Returns the saved values; adds the recomputation to the backward.
+  // source. A minimum cut saves the fewest bytes from which everything the backward reads can be made: a GELU's
+  // output is recomputed from its saved input, a dropout's uniforms from the 0-d seed, a LayerNorm's normalized
+  // values from its input, mean and rstd. Of cuts of equal size the one nearest the backward is taken, so a value
+  // is recomputed only when that saves bytes. The recomputation is placed next to its first reader
+  // (place_near_use), where the fusion pass fuses it into the backward's kernels. Returns the saved values; adds
+  // the recomputation to the backward.
   std::vector<ProxyId> rematerialize(const Trace& fwd, const std::vector<ProxyId>& saved) {
     // A write the forward makes in place (prims.copy_to, through a view) changes values a recomputation would
     // not see: then nothing is recomputed.
@@ -304,8 +304,8 @@ class Differentiator {
       const bool free = (inputs.count(id) && !activation) || !p.is_tensor;
       // A symbolic size weighs as much as it does at the size hints (a graph compiled once for every shape).
       int64_t bytes = free ? 0 : fwd.at_hints(p.tensor.numel(), "rematerialization") * ir::item_size(p.tensor.dtype);
-      // An activation input is saved only where a VJP reads it itself (as eager's ops would save it), never to
-      // recompute other values from: those are saved instead, however many bytes they weigh.
+      // An activation input is saved only where a VJP reads it itself (as eager's ops would save it), not to
+      // recompute other values from: those are saved instead (unless they weigh 2^16 times more).
       if (activation) bytes = (bytes + 1) << 16;
       graph.add_edge(n, n + 1, bytes);
       auto made = producer.find(id);
