@@ -617,19 +617,21 @@ def _reached(arg_grads, reached):
     return arg_grads if reached is None else tuple(g if i in reached else None for i, g in enumerate(arg_grads))
 
 
+def proxies(value):
+    """The proxies in a symbol's arguments or output (a proxy, or nested lists/tuples of them and other values)."""
+    if isinstance(value, _core.Proxy):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [p for v in value for p in proxies(v)]
+    return []
+
+
 def gradient_reaches(joint_trace, grad_outputs):
     """Per output gradient (the outputs ``grad_outputs`` indexes), the indices of the arguments it reaches: those
     on the output's autograd graph in eager, i.e. joined to it by values that require grad (a float result of an
     op with an input that requires grad). An argument no given output gradient reaches gets None, and one that is
     reached gets a gradient even where it is zero by the derivative's rule (floor), as in eager (see
     _TrainingProgram)."""
-    def proxies(v):
-        if isinstance(v, _core.Proxy):
-            yield v
-        elif isinstance(v, (tuple, list)):
-            for x in v:
-                yield from proxies(x)
-
     def requires_grad(p):
         m = joint_trace.meta(p)
         return m[0] != "number" and m[3]

@@ -64,9 +64,6 @@ _RANDOM_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "poiss
 #: (the receiver's type is unknown at the source level).
 _CONTAINER_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update", "add",
                        "discard", "setdefault", "popitem", "write", "writelines", "send", "put"}
-#: Functions of the operator module that write into their first operand (``operator.iadd(lst, [x])`` extends it).
-_OPERATOR_WRITES = {"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
-                    "ilshift", "irshift", "iconcat", "setitem", "delitem"}
 _PURE_BUILTINS = {abs, min, max, len, float, int, bool, range, isinstance, tuple, list, zip, enumerate, sum, round,
                   pow, divmod, all, any, reversed, sorted, slice, complex, hasattr, getattr, type}
 _PURE_MODULES = ("torch", "math", "operator")
@@ -591,7 +588,7 @@ class _Purity:
         name = getattr(obj, "__name__", "") or ""
         if module.split(".")[0].lstrip("_") not in _PURE_MODULES:
             return f"a call of `{text}` (a Python function not known to be pure)"
-        if module.lstrip("_") == "operator" and name.strip("_") in _OPERATOR_WRITES:
+        if obj in _OPERATOR_INPLACE or obj in (operator.iconcat, operator.setitem, operator.delitem):
             return f"`{text}` writes into its first operand, which may be a Python container"
         if any(w in name.lower() for w in _RANDOM_WORDS) or any(bad in f"{module}.{name}" for bad in _IMPURE_TORCH):
             return f"`{text}` has effects beyond its result (random numbers or global state)"
@@ -1011,7 +1008,8 @@ def has_markers(gm):
     return any(n.op == "call_function" and n.target in MARKERS for n in gm.graph.nodes)
 
 
-#: operator's in-place functions (``a -= b`` in a graph): each returns its first operand.
+#: operator's in-place functions (``a -= b`` in a graph): each returns its first operand. Called in an arm, each
+#: writes into its first operand, which may be a Python container (``operator.iadd(lst, [x])``): not converted.
 _OPERATOR_INPLACE = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
                      operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor,
                      operator.ilshift, operator.irshift}

@@ -20,7 +20,7 @@ import torch
 
 from thunder import _core
 from thunder.core import debug
-from thunder.core.compile import SymbolicPlan, compile_trace, has_negative_bit
+from thunder.core.compile import SymbolicPlan, compile_trace, has_negative_bit, proxies
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES, int_from_environment
 from thunder.executors import default_executors
@@ -406,15 +406,6 @@ def _may_return_its_input(name):
                    for o in op.overloads() for r in getattr(op, o)._schema.returns)
     except (AttributeError, RuntimeError):
         return True
-
-
-def proxies(value):
-    """The proxies in a symbol's arguments or output (a proxy, or nested lists/tuples of them and other values)."""
-    if isinstance(value, _core.Proxy):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [p for v in value for p in proxies(v)]
-    return []
 
 
 def _guard_input_aliasing(fn, compiled, gm, sets_grad_mode):

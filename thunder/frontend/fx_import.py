@@ -39,10 +39,6 @@ _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, 
                       operator.imod: operator.mod, operator.ipow: operator.pow, operator.iand: operator.and_,
                       operator.ior: operator.or_, operator.ixor: operator.xor}
 # (operator.imatmul is not here: torch.Tensor has no __imatmul__, so `x @= w` rebinds x to x @ w, writing nothing.)
-#: Methods an explicit call of which is the operator (``c.__iadd__(1)`` is ``c += 1``): imported as that call.
-_DUNDER_OPERATORS = {f"__{name}__": getattr(operator, name)
-                     for name in ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior",
-                                  "ixor", "ilshift", "irshift", "setitem")}
 #: Ops whose tensor index arguments may be out of range at run time (they raise only when run): a converted
 #: branch holding one is not converted, since both arms run.
 _INDEXING_WORDS = ("index", "gather", "scatter", "take", "embedding", "masked_select", "nonzero", "put")
@@ -296,9 +292,9 @@ _FUNCTIONS, _METHODS, _ADAPTERS = _build_tables()
 # Opaque ops that may mutate an argument or draw random numbers: passes leave them in place.
 _RANDOM_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "poisson", "uniform", "exponential",
                  "cauchy", "geometric", "log_normal", "random", "seed")
-_MUTATING_OPERATORS = {operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul,
-                       operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.iand,
-                       operator.ior, operator.ixor, operator.ilshift, operator.irshift, operator.imatmul}
+_MUTATING_OPERATORS = branches._OPERATOR_INPLACE | {operator.setitem, operator.delitem}
+#: Methods an explicit call of which is the operator (``c.__iadd__(1)`` is ``c += 1``): imported as that call.
+_DUNDER_OPERATORS = {f"__{op.__name__}__": op for op in _MUTATING_OPERATORS}
 
 
 #: Calls Dynamo records that neither return a value nor change one: left out of the trace, they are not opaque
@@ -472,6 +468,7 @@ class _Importer:
         self.arm_writes = []
         self.order = {n: k for k, n in enumerate(gm.graph.nodes)}
         self.examples = {}       # placeholder -> its example value
+        self.input_memory = None  # _input_memory, made on first use
         self.by_memory = None    # memory (_storage) -> the nodes whose tensors live in it, made on first use
         self.branch_sites = []   # sites whose branches this graph compiles to selects
         # Grad mode where the node being imported runs (None: unknown), and the modes inference-mode regions saved.
@@ -855,6 +852,12 @@ class _Importer:
     def _example(self, node):
         return self.examples[node] if node in self.examples else node.meta.get("example_value")
 
+    def _input_memory(self):
+        """The memory (_storage) of the graph's inputs, once they are all imported."""
+        if self.input_memory is None:
+            self.input_memory = {_storage(e) for e in self.examples.values()}
+        return self.input_memory
+
     def _check_arms_reach_the_same_leaves(self, output):
         """A name a converted branch binds is differentiated through both arms: an input that requires grad (a
         parameter) that the graph's outputs reach only through some arm would get a zero gradient when that arm is
@@ -957,7 +960,7 @@ class _Importer:
         else:
             return
         written = {_storage(self._example(d)) for d in destinations if isinstance(d, torch.fx.Node)} - {None}
-        inputs = {_storage(e) for e in self.examples.values()}
+        inputs = self._input_memory()
         for select, site, operands in self.selects:
             name = _storage(self._example(select))
             if name is None:
@@ -1070,7 +1073,7 @@ class _Importer:
             selects = {s for s, _, _ in self.selects}
             before = self._differentiable_leaves(lowering[0], selects)[0]
             joined = set().union(*(self._differentiable_leaves(m, selects)[0] for m in node.all_input_nodes)) - before
-            if joined and _storage(self._example(lowering[0])) in {_storage(e) for e in self.examples.values()}:
+            if joined and _storage(self._example(lowering[0])) in self._input_memory():
                 names = sorted(n.name for n in joined)
                 raise branches.BranchRejected(site, f"{_target_name(node)} writes into an input a value computed from "
                                                     f"inputs that require grad it was not ({', '.join(names[:3])}): "
