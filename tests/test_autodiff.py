@@ -1038,3 +1038,67 @@ def test_a_parameter_only_an_unused_output_depends_on_gets_no_gradient():
     main, aux = jitted(x)  # and both used: every parameter gets its gradient
     (main.sum() + aux.sum()).backward()
     assert model.aux.weight.grad is not None
+
+
+def _unused_outputs_grads(f, args, used, create_graph=False, jitted=None):
+    """The gradients of ``args`` (copies) when only the outputs ``used`` of f (jitted, then eager) enter the loss."""
+    grads = []
+    for fn in (jitted or thunder.jit(f), f):
+        xs = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
+        outs = fn(*xs)
+        loss = sum(outs[i].sum() for i in used)
+        if create_graph:
+            gs = torch.autograd.grad(loss, [x for x in xs if x.requires_grad], create_graph=True)
+            sum((g * g).sum() for g in gs).backward()
+        else:
+            loss.backward()
+        grads.append([x.grad for x in xs])
+    return grads
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_an_unused_output_adds_nothing_to_the_gradients(create_graph):
+    """An output nothing differentiates gets no gradient in eager, and its VJPs never run: the log of 0 in an
+    unused output does not make the used one's gradient 0 * inf = NaN. thunder's backward for such a call is
+    specialized (_core.specialize_backward), made once per set of given gradients."""
+    def f(x, w):
+        y = x * w
+        a, b = y.split(2)  # split's VJP meets the zero of the unused part in a slice_update
+        conv = F.conv1d(y.view(1, 1, -1), w.view(1, 1, -1)[..., :3])  # the generic rule (autograd_vjp)
+        return a.log(), b.sin() * b, conv.sum(), y.exp() * y
+    x, w = torch.tensor([0.0, 1.0, 2.0, 3.0], dtype=D), torch.randn(4, dtype=D).requires_grad_()
+    jitted = thunder.jit(f)
+    for used in ([1, 2], [1, 2], [3], [0, 1, 2, 3]):
+        mine, eager = _unused_outputs_grads(f, [x, w], used, create_graph, jitted)
+        assert mine[0] is None and eager[0] is None
+        assert 0 in used or not mine[1].isnan().any(), used
+        assert_same(mine[1], eager[1], path=str(used))
+    specialized = next(g for g in thunder._compiled_graphs(jitted, "test")).specialized_backward_traces
+    assert set(specialized) == {(False, True, True, False), (False, False, False, True)}
+
+
+def test_a_backward_specialized_to_the_given_gradients_computes_nothing_for_the_missing_ones():
+    """The specialization drops what only a missing gradient reaches, and a sum with such a term is its other
+    term: log's VJP (a division by y) is not in the specialized backward at all."""
+    def f(x, w):
+        y = x * w
+        return y.sin(), y.log()
+    x, w = torch.tensor([0.0, 1.0, 2.0], dtype=D), torch.ones(3, dtype=D, requires_grad=True)
+    jitted = thunder.jit(f)
+    jitted(x, w)[0].sum().backward()
+    assert_same(w.grad, torch.cos(x) * x)
+    views = next(iter(thunder._compiled_graphs(jitted, "test")[0].specialized_backward_traces.values()))
+    first = str(views[0])
+    assert "prims.div" not in first and "prims.cos" in first, first
+    assert "prims.div" in str(thunder.last_backward_traces(jitted)[0])  # the full backward has it
+
+
+def test_a_backward_specialized_with_symbolic_sizes():
+    def f(x, w):
+        y = x * w
+        return y.sin(), y.log()
+    jitted = thunder.jit(f, dynamic=True)
+    for n in (3, 5, 7):
+        x, w = torch.arange(n, dtype=D), torch.ones(n, dtype=D, requires_grad=True)
+        mine, eager = _unused_outputs_grads(f, [x, w], [0], jitted=jitted)
+        assert_same(mine[1], eager[1], path=str(n))

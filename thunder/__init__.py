@@ -126,6 +126,8 @@ def last_backward_traces(jitted, graph: int = -1):
 
     Empty when thunder did not compile that graph's backward: nothing in it required grad, or torch's autograd
     differentiates it (``compile_stats(jitted).graphs[i]["backward"]`` says why).
+    A backward called with some output gradients None (outputs nothing differentiates) runs a specialization of
+    it, whose traces are the graph's ``specialized_backward_traces`` (see docs/autodiff.md).
 
     Raises:
         TypeError: ``jitted`` is not a thunder-jitted callable.

@@ -441,6 +441,13 @@ NB_MODULE(_core, m) {
         "requires grad is differentiated: (op, rule, generic), rule 'own' (its VJP rule), 'decomposition' (its "
         "decomposition's rules; `generic` lists the symbols inside it the generic rule differentiates) or 'generic' "
         "(torch.autograd on that op alone). Raises NotDifferentiable naming the op it cannot differentiate.");
+  m.def("specialize_backward", [](const ir::Trace& t, const std::vector<bool>& given) {
+          ir::Trace out = passes::specialize_backward(t, given);
+          ir::verify(out);
+          return out;
+        }, nb::arg("backward"), nb::arg("given"),
+        "The backward split_forward_backward made, for a call given only the output gradients `given` flags (the "
+        "others None): what only the missing ones reach is zero and not computed; see passes::specialize_backward.");
   m.def("vjp_ops", &ops::ops_with_vjp, "The ops with a VJP rule, as 'prims.<name>'.");
   m.def("vjp_kind", [](const std::string& name) -> std::string {
     const ops::OpDef* d = ops::find_op(ir::Level::Torch, name);

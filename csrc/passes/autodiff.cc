@@ -530,4 +530,59 @@ ForwardBackward split_forward_backward(const Trace& t, const std::vector<ProxyId
   return Differentiator(with_logsumexp, activation_inputs).run();
 }
 
+Trace specialize_backward(const Trace& backward, const std::vector<bool>& given) {
+  const size_t first = std::min(backward.boxed_inputs, backward.inputs.size());
+  if (given.size() != backward.inputs.size() - first)
+    throw std::invalid_argument("specialize_backward: " + std::to_string(given.size()) + " flags for " +
+                                std::to_string(backward.inputs.size() - first) + " output gradients");
+  Trace out = backward.empty_copy("Backward (VJP rules) for the given output gradients");
+  ops::Builder builder(out);
+  std::unordered_set<ProxyId> linear, zero;     // values computed from gradients; those from missing ones only
+  std::unordered_map<ProxyId, Value> renamed;   // a sum's result -> its one nonzero term
+  std::unordered_map<ProxyId, Value> zeros;     // a zero value -> the zeros made for it
+  for (size_t k = 0; k < given.size(); ++k) {
+    linear.insert(backward.inputs[first + k]);
+    if (!given[k]) zero.insert(backward.inputs[first + k]);
+  }
+  auto materialized = [&](ProxyId id) {
+    auto it = zeros.find(id);
+    if (it == zeros.end()) it = zeros.emplace(id, ops::zeros(builder, backward.tensor(id))).first;
+    return it->second;
+  };
+  auto read = [&](ProxyId id) {
+    if (auto it = renamed.find(id); it != renamed.end()) return it->second;
+    return zero.count(id) ? materialized(id) : Value(ProxyRef{id});
+  };
+  for (const BoundSymbol& b : backward.symbols) {
+    bool reads_gradient = false, all_zero = true;
+    for (ProxyId id : b.input_proxies()) {
+      if (!linear.count(id)) continue;
+      reads_gradient = true;
+      all_zero &= zero.count(id) > 0;
+    }
+    builder.set_source(b.source);
+    if (reads_gradient) {
+      for (ProxyId o : b.output_proxies()) linear.insert(o);
+      if (all_zero) {  // linear in gradients that are all zero: zero, and not computed
+        for (ProxyId o : b.output_proxies()) zero.insert(o);
+        continue;
+      }
+      // A sum with one zero term (gradients accumulated from two uses): the other term, where it is the sum's
+      // shape and dtype.
+      if (b.is(ir::PrimId::add) && b.output.is_proxy() && b.args[0].is_proxy() && b.args[1].is_proxy()) {
+        const ProxyId x = b.args[0].proxy(), y = b.args[1].proxy();
+        const ProxyId other = zero.count(x) ? y : zero.count(y) ? x : b.output.proxy();
+        if (other != b.output.proxy() && !zero.count(other) &&
+            backward.tensor(other) == backward.tensor(b.output.proxy())) {
+          renamed.emplace(b.output.proxy(), read(other));
+          continue;
+        }
+      }
+    }
+    out.symbols.push_back(ir::substitute_inputs(b, read));
+  }
+  out.output = ir::map_proxies(backward.output, read);
+  return dead_code_elimination(out);
+}
+
 }  // namespace thunder::passes

@@ -188,6 +188,36 @@ TEST_F(Autodiff, AValueIsRecomputedOnlyWhenThatSavesBytes) {
   EXPECT_EQ(std::find(reads.begin(), reads.end(), m.proxy()), reads.end());
 }
 
+TEST_F(Autodiff, ABackwardSpecializedToTheGivenGradientsDropsWhatOnlyTheMissingOnesReach) {
+  Value x = input({3});
+  trace.output = Value::tuple({b.prim("sin", {x}), b.prim("log", {x}), b.prim("exp", {x})});
+  ForwardBackward fb = split_forward_backward(trace);
+  // Only sin's gradient given: log's VJP (a division) and exp's are not computed, nor are the sums with them.
+  Trace only_sin = specialize_backward(fb.backward, {true, false, false});
+  EXPECT_NO_THROW(ir::verify(only_sin));
+  EXPECT_EQ(only_sin.inputs, fb.backward.inputs);
+  EXPECT_EQ(callees(only_sin), (std::vector<std::string>{"prims.cos", "prims.mul"}));
+  // None given: x's gradient is zeros.
+  Trace none = specialize_backward(fb.backward, {false, false, false});
+  EXPECT_EQ(callees(none), (std::vector<std::string>{"prims.full"}));
+  EXPECT_EQ(callees(specialize_backward(fb.backward, {true, true, true})), callees(fb.backward));
+  EXPECT_THROW(specialize_backward(fb.backward, {true}), std::invalid_argument);
+}
+
+TEST_F(Autodiff, AZeroGradientMeetingAGivenOneOtherThanInASumIsMaterialized) {
+  Value x = input({4});
+  Value y = b.prim("cat", {Value::tuple({b.prim("sin", {x}), b.prim("log", {x})}), Value(int64_t{0})});
+  Value parts = b.torch("split", {y, Value(int64_t{4})});
+  trace.output = Value::tuple({parts.items()[0], parts.items()[1]});
+  ForwardBackward fb = split_forward_backward(trace);
+  Trace first = specialize_backward(fb.backward, {true, false});
+  EXPECT_NO_THROW(ir::verify(first));
+  EXPECT_TRUE(contains(callees(first), "prims.full"));  // the second part's zeros, in split's VJP
+  // From there they are values: cat's VJP slices log's gradient out of y's, and log's VJP divides those zeros
+  // (0 / 0 at x = 0), as eager's autograd does with the zeros split's backward materializes.
+  EXPECT_TRUE(contains(callees(first), "prims.div"));
+}
+
 TEST(FlowGraph, MaximumFlowAndTheCutNearestTheSink) {
   // 0 -> 2 (3), 0 -> 3 (2), 2 -> 3 (5), 2 -> 1 (2), 3 -> 1 (3): the maximum flow is 5.
   FlowGraph g(4);

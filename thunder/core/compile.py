@@ -103,6 +103,10 @@ class CompiledGraph:
     #: of a SymbolicPlan shares the others with every specialization of its plan.
     own_traces: int = 0
     own_backward_traces: int = 0
+    #: The backward specialized to the output gradients a call gave (``_core.specialize_backward``): the flags of
+    #: the gradients given (one per ``grad_outputs``, a tuple of bools) -> its TraceViews, made the first time a
+    #: backward is called with some gradients None (an output nothing differentiates).
+    specialized_backward_traces: dict = field(default_factory=dict)
     #: Why the graph no longer runs ("" while it does): see :meth:`release`.
     released: str = ""
 
@@ -112,6 +116,7 @@ class CompiledGraph:
         shapes, and the other traces, without the namespace that held the launchers (a graph traced again for its
         shapes has no other). ``reason`` says why, for ``print(jitted)``."""
         self.fn, self.kernels, self.released = None, {}, reason
+        self.specialized_backward_traces = {}
         forward = self.traces[:len(self.traces) - self.own_traces]
         backward = self.backward_traces[:len(self.backward_traces) - self.own_backward_traces]
         self.traces = [dataclasses.replace(v, namespace={}) for v in forward]
@@ -326,6 +331,7 @@ class _Passed:
     grad_outputs: list = field(default_factory=list)
     vjp: list = field(default_factory=list)
     reaches: list = None        # per output gradient, the arguments it reaches (gradient_reaches)
+    backward_passes: tuple = None  # (pass names, evaluator, tables) the backward's passes run with
 
 
 def _run_all_passes(imported, trace, executors, passes, index, namespace, evaluator, tables, views):
@@ -364,6 +370,7 @@ def _run_all_passes(imported, trace, executors, passes, index, namespace, evalua
                 passed.autodiff, passed.backward_views = "thunder", backward_views
                 passed.grad_outputs, passed.vjp = list(grad_outputs), list(vjp)
                 passed.reaches = gradient_reaches(trace, grad_outputs)
+                passed.backward_passes = (["cse", "dce"] + passes[split_at:], evaluator, tables)
                 return passed
     _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
     return passed
@@ -437,17 +444,47 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
         writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
         backward_fn = _taking_saved_list(backward_views[-1], runner(debug.debug_runner(
             backward_views[-1].python_callable(), debug_mode)))
+        def specialize(given, unsplit=unsplit_backward):
+            return _specialized_backward(graph, passed, unsplit, given, executors, runner, debug_mode,
+                                         compiled_kernels)
         graph.fn = training_callable(fn, backward_fn, passed.grad_outputs,
                                      None if writes else (runner(split.python_callable()),
                                                           _taking_saved_list(unsplit_backward,
                                                                              runner(unsplit_backward.python_callable()))),
                                      random=any(b.draws_random_numbers for b in split.symbols),
-                                     reaches=passed.reaches)
+                                     reaches=passed.reaches, specialize=specialize)
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
     if sizes is not None:
         graph.import_seconds = {"bind sizes": bind_seconds}
     return graph
+
+
+def _specialized_backward(graph, passed, unsplit, given, executors, runner, debug_mode, compiled_kernels):
+    """The backward of a training graph for a call given only the output gradients ``given`` flags: the split's
+    backward ``unsplit`` (sizes bound, for a specialization of a SymbolicPlan) made by ``_core.specialize_backward``,
+    whose values computed from the missing gradients alone are zero and not computed, then the backward's passes
+    and lowering. Returns (compiled backward, uncompiled one for create_graph=True), each ``fn(saved, *grads)``
+    with the missing gradients passed as None (not read). Recorded in ``graph.specialized_backward_traces``; its
+    seconds are added to the graph's ``compile_seconds``."""
+    start = time.perf_counter()
+    names, evaluator, tables = passed.backward_passes
+    namespace = unsplit.namespace.copy_for()
+    trace = _core.specialize_backward(unsplit.trace, list(given))
+    views = [TraceView(trace, namespace, "autodiff (backward, for the given output gradients)")]
+    _run_passes(trace, names, evaluator, tables, namespace, views, {}, graph.index, "backward ")
+    kernels = {}
+    _lower(views[-1].trace, executors, namespace, kernels, {}, round_every_op=False, prefix="backward ",
+           compiled=compiled_kernels)
+    for name, units in kernels.items():
+        graph.kernels.setdefault(name, []).extend(units)
+    compiled = _taking_saved_list(views[-1], runner(debug.debug_runner(views[-1].python_callable(), debug_mode)))
+    uncompiled = _taking_saved_list(views[0], runner(views[0].python_callable()))
+    graph.specialized_backward_traces[tuple(given)] = views
+    graph.compile_seconds += time.perf_counter() - start
+    logger.info("thunder: graph %d: a backward given %d of %d output gradients: specialized (what only the missing "
+                "ones reach is not computed)", graph.index, sum(given), len(given))
+    return compiled, uncompiled
 
 
 class SymbolicPlan:
@@ -565,7 +602,6 @@ class _TrainingProgram(torch.autograd.Function):
         # An output nothing differentiates gets None, not zeros, so that arguments only it depends on get None too,
         # as in eager (an optimizer skips a parameter whose .grad is None: AdamW's weight decay among others).
         ctx.set_materialize_grads(False)
-        ctx.grad_like = [(outputs[i].shape, outputs[i].dtype, outputs[i].device) for i in program.grad_outputs]
         return tuple(outputs)
 
     @staticmethod
@@ -576,16 +612,22 @@ class _TrainingProgram(torch.autograd.Function):
         program = ctx.program
         grads = [grads[i] for i in program.grad_outputs]
         reached = None  # the arguments some given gradient reaches (None: all of them)
+        compiled_backward = program.backward
+        differentiable_backward = program.differentiable_backward
         if any(g is None for g in grads):
             if program.reaches is not None:
                 reached = set().union(*(program.reaches[k] for k, g in enumerate(grads) if g is not None))
-            grads = [torch.zeros(shape, dtype=dtype, device=device) if g is None else g
-                     for g, (shape, dtype, device) in zip(grads, ctx.grad_like)]
+            # The backward for these gradients, in which what only the missing ones reach is not computed: eager's
+            # autograd does not run the nodes they would flow through. Zeros in their place made 0 * inf = NaN
+            # where a VJP reads an infinite forward value (the log of 0 in an unused output).
+            compiled_backward, uncompiled = program.specialized(tuple(g is not None for g in grads))
+            if differentiable_backward is not None:
+                differentiable_backward = (differentiable_backward[0], uncompiled)
         if torch.is_grad_enabled():  # create_graph=True
             if ctx.args is None:
                 raise RuntimeError("thunder: create_graph=True (a second derivative) through a compiled graph that "
                                    "writes into a tensor is not supported: its forward would run twice")
-            forward, backward = program.differentiable_backward
+            forward, backward = differentiable_backward
             # An argument no given gradient reaches enters the gradients only through the missing ones' zeros:
             # detached, it stays off their graph, and a second backward leaves its .grad None, as eager's.
             args = [a.detach() if reached is not None and i not in reached and isinstance(a, torch.Tensor) else a
@@ -605,7 +647,7 @@ class _TrainingProgram(torch.autograd.Function):
         # eager's autograd frees a node's saved tensors once that node has run.
         ctx.maybe_clear_saved_tensors()
         try:
-            return (None, *_reached(program.backward(saved, *grads), reached))
+            return (None, *_reached(compiled_backward(saved, *grads), reached))
         except Exception as e:
             debug.annotate(e)  # the backward trace's line and the user's line it came from
             raise
@@ -648,25 +690,38 @@ def gradient_reaches(joint_trace, grad_outputs):
 
 class _Program:
     __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward", "random", "returned_args",
-                 "reaches")
+                 "reaches", "specialize", "specializations")
 
-    def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False, reaches=None):
+    def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False, reaches=None,
+                 specialize=None):
         self.forward, self.backward, self.grad_outputs = forward, backward, list(grad_outputs)
         self.differentiable_backward, self.random = differentiable_backward, random
         # Per output gradient, the arguments it reaches (gradient_reaches).
         self.reaches = reaches
         # Per output, the index of the argument the forward returns as it is (None: another value), once known.
         self.returned_args = None
+        # given -> the backward for a call with only those output gradients (see specialized).
+        self.specialize, self.specializations = specialize, {}
+
+    def specialized(self, given):
+        """(compiled backward, uncompiled backward) for a call given only the output gradients ``given`` flags,
+        the others None: made once per set (``specialize(given)``, see _specialized_backward)."""
+        if given not in self.specializations:
+            self.specializations[given] = self.specialize(given)
+        return self.specializations[given]
 
 
-def training_callable(forward, backward, grad_outputs, differentiable_backward=None, random=False, reaches=None):
+def training_callable(forward, backward, grad_outputs, differentiable_backward=None, random=False, reaches=None,
+                      specialize=None):
     """The graph's callable in training: the compiled forward and backward run as one torch.autograd.Function.
 
     ``differentiable_backward``: (forward, backward) callables that run with torch ops, for create_graph=True
     (None if the forward writes into a tensor). ``random``: the forward draws seeds from torch's generator
     (prims.random_seed), so a rerun for create_graph=True restores the generator's state first. ``reaches``: per
-    output gradient, the arguments it reaches (gradient_reaches; None: every one)."""
-    program = _Program(forward, backward, grad_outputs, differentiable_backward, random, reaches)
+    output gradient, the arguments it reaches (gradient_reaches; None: every one). ``specialize(given)``: the
+    (compiled, uncompiled) backward for a call given only some output gradients (a tuple of flags, one per
+    ``grad_outputs``), made on the first such call (see _specialized_backward)."""
+    program = _Program(forward, backward, grad_outputs, differentiable_backward, random, reaches, specialize)
     apply = _TrainingProgram.apply
 
     def run(*args):
