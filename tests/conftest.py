@@ -231,9 +231,9 @@ def check_program(fn, *args, executors=None, rtol=None, atol=None, round_trip=Tr
             actual = jitted(*jit_args, **jit_kwargs)
             assert_same(actual, expected, rtol, atol, "jitted vs eager")
             assert_same(jit_args, eager_args, rtol, atol, "inputs after the call")
-    compiled = [g for g in jitted._state.graphs if not isinstance(g, _dynamo.EagerGraph)]
+    compiled = [g for g in jitted._thunder_state.graphs if not isinstance(g, _dynamo.EagerGraph)]
     assert compiled, f"nothing was compiled by thunder:\n{jitted}"
-    assert not [g for g in jitted._state.graphs if isinstance(g, _dynamo.EagerGraph)], \
+    assert not [g for g in jitted._thunder_state.graphs if isinstance(g, _dynamo.EagerGraph)], \
         f"a graph fell back to torch:\n{jitted}"
     if native:
         for g in compiled:

@@ -13,7 +13,7 @@ from thunder.frontend import branches
 
 
 def sites(jitted):
-    return sorted(jitted._state.branches.values(), key=lambda s: s.id)
+    return sorted(jitted._thunder_state.branches.values(), key=lambda s: s.id)
 
 
 def converted(jitted):
@@ -83,7 +83,7 @@ def test_seed_example_1_one_graph_values_and_grads():
         expected.backward()
         torch.testing.assert_close(x.grad, xe.grad)
         torch.testing.assert_close(y.grad, ye.grad)
-    s = jitted._state
+    s = jitted._thunder_state
     assert len(s.graphs) == 1 and not s.graph_breaks, thunder.summary(jitted)
     assert len(converted(jitted)) == 1
     assert "converted to a select" in thunder.summary(jitted)
@@ -98,7 +98,7 @@ def test_seed_example_2_one_graph():
         for _ in range(200):
             inp = torch.randn(1, 10)
             torch.testing.assert_close(jitted(inp), reference(inp))
-    assert len(jitted._state.graphs) == 1 and not jitted._state.graph_breaks, thunder.summary(jitted)
+    assert len(jitted._thunder_state.graphs) == 1 and not jitted._thunder_state.graph_breaks, thunder.summary(jitted)
     # The user's class and instance are untouched.
     assert type(model) is SeedModel and "forward" not in model.__dict__
     assert SeedModel.complex_activation.__code__ is reference.complex_activation.__func__.__code__
@@ -114,7 +114,7 @@ def test_seed_example_2_with_grad_enabled():
     for _ in range(20):
         inp = torch.randn(1, 10)
         torch.testing.assert_close(jitted(inp), reference(inp))
-    assert len(jitted._state.graphs) == 1
+    assert len(jitted._thunder_state.graphs) == 1
 
 
 # ---- what converts ----
@@ -136,7 +136,7 @@ def test_elif_else_nested_and_methods():
         x = torch.randn(4)
         torch.testing.assert_close(jitted(x), f(x))
     assert len(converted(jitted)) == 3
-    assert len(jitted._state.graphs) == 1
+    assert len(jitted._thunder_state.graphs) == 1
 
 
 def test_if_on_tensor_truthiness():
@@ -149,7 +149,7 @@ def test_if_on_tensor_truthiness():
     for v in (True, False):
         x = torch.randn(3)
         torch.testing.assert_close(jitted(x, torch.tensor(v)), f(x, torch.tensor(v)))
-    assert len(jitted._state.graphs) == 1
+    assert len(jitted._thunder_state.graphs) == 1
 
 
 def test_python_predicate_is_specialized_as_before():
@@ -180,7 +180,7 @@ def test_inplace_write_to_input_under_branch():
         torch.testing.assert_close(jitted(a), f(b))
         torch.testing.assert_close(a, b)
         assert a is ia
-    assert len(jitted._state.graphs) == 1
+    assert len(jitted._thunder_state.graphs) == 1
 
 
 # ---- gradient traps: the arm not taken must not leak NaN/inf into gradients ----
@@ -591,8 +591,8 @@ def test_torch_cond_is_compiled():
     for _ in range(10):
         x = torch.randn(4)
         torch.testing.assert_close(jitted(x), f(x))
-    assert len(jitted._state.graphs) == 1
-    assert all(not isinstance(g, thunder.frontend.dynamo.EagerGraph) for g in jitted._state.graphs), thunder.summary(jitted)
+    assert len(jitted._thunder_state.graphs) == 1
+    assert all(not isinstance(g, thunder.frontend.dynamo.EagerGraph) for g in jitted._thunder_state.graphs), thunder.summary(jitted)
 
 
 def test_user_function_untouched():

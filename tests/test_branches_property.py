@@ -289,7 +289,7 @@ def assert_all_converted_and_compiled(jitted, program):
     uncompiled = [g["reason"] for g in stats.graphs if not g["compiled"]]
     assert not uncompiled, f"graphs run uncompiled: {uncompiled}"
     assert not stats.graph_breaks, f"graph breaks: {[str(b) for b in stats.graph_breaks]}"
-    assert all(isinstance(g, CompiledGraph) for g in jitted._state.graphs)
+    assert all(isinstance(g, CompiledGraph) for g in jitted._thunder_state.graphs)
 
 
 TOL = dict(rtol=1e-5, atol=1e-5)

@@ -25,7 +25,7 @@ def scaled_sum(a, b):
 def test_trace_functions_have_their_source_in_linecache():
     jitted = thunder.jit(scaled_sum, executors="torch")
     jitted(torch.randn(2, 3), torch.randn(2, 3))
-    fn = jitted._state.graphs[0].fn
+    fn = jitted._thunder_state.graphs[0].fn
     filename = fn.__code__.co_filename
     assert filename.startswith("<thunder trace release")
     lines = linecache.getlines(filename)
@@ -60,7 +60,7 @@ def test_an_error_through_torch_compile_is_annotated_too():
 def test_user_source_of_a_trace_line():
     jitted = thunder.jit(scaled_sum, executors="torch")
     jitted(torch.randn(2, 3), torch.randn(2, 3))
-    filename = jitted._state.graphs[0].fn.__code__.co_filename
+    filename = jitted._thunder_state.graphs[0].fn.__code__.co_filename
     lines = linecache.getlines(filename)
     add = next(i for i, l in enumerate(lines, 1) if l.lstrip().startswith("t") and "torch.add(" in l)
     assert debug.user_source_of(filename, add).endswith("in scaled_sum: d = c + b")

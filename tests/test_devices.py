@@ -28,7 +28,7 @@ def test_meta_tensor_with_a_cpu_scalar_tensor(program, executors):
     jitted = thunder.jit(T._fresh_function(fn, executors), executors=chosen)
     actual = jitted(a, s)
     assert (actual.device, actual.shape, actual.dtype) == (expected.device, expected.shape, expected.dtype)
-    graphs = [g for g in jitted._state.graphs if hasattr(g, "executors")]
+    graphs = [g for g in jitted._thunder_state.graphs if hasattr(g, "executors")]
     assert graphs and all("cpu" not in g.executors() for g in graphs), thunder.summary(jitted)
 
 
@@ -37,7 +37,7 @@ def test_cpu_executor_still_fuses_cpu_tensors_with_a_scalar_tensor():
     a, s = torch.randn(3, 4), torch.tensor(2.0)
     jitted = thunder.jit(fn)
     torch.testing.assert_close(jitted(a, s), fn(a, s))
-    assert "cpu" in jitted._state.graphs[0].executors()
+    assert "cpu" in jitted._thunder_state.graphs[0].executors()
 
 
 def test_prims_reject_tensors_on_two_devices():

@@ -98,8 +98,8 @@ def test_pickle_of_a_jitted_module():
     loaded = pickle.loads(pickle.dumps(jitted))
     check_loaded(loaded, model)
     assert [e.name for e in loaded._get_executors()] == ["torch"]
-    assert loaded._state.passes == ("functionalize", "dce", "claim")
-    assert loaded._model is not model  # a copy: its own parameters
+    assert loaded._thunder_state.passes == ("functionalize", "dce", "claim")
+    assert loaded._thunder_model is not model  # a copy: its own parameters
     assert loaded.fc1.weight.data_ptr() != model.fc1.weight.data_ptr()
 
 
@@ -133,7 +133,7 @@ def test_pickle_with_a_custom_executor_says_what_to_do():
 def test_deepcopy_keeps_the_options():
     jitted = thunder.jit(MLP(), executors="torch", fullgraph=True)
     copied = copy.deepcopy(jitted)
-    assert [e.name for e in copied._get_executors()] == ["torch"] and copied._fullgraph
+    assert [e.name for e in copied._get_executors()] == ["torch"] and copied._thunder_fullgraph
 
 
 # ---- identity changes stay on the wrapper ----

@@ -197,7 +197,7 @@ def thunder_warnings(monkeypatch):
 
 
 def _fallback_reasons(jitted):
-    return [reason for g in jitted._state.graphs for _, _, reason in getattr(g, "fallbacks", [])]
+    return [reason for g in jitted._thunder_state.graphs for _, _, reason in getattr(g, "fallbacks", [])]
 
 
 @pytest.mark.parametrize("fn,x", [

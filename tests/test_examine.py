@@ -92,7 +92,7 @@ def test_modules_jitted_and_torch_compiled():
     expected_ops = ["ltorch.linear", "ltorch.gelu"]
     plan = thunder.examine(model, x)
     assert [op.op for op in plan.ops] == expected_ops and plan.name == "Sequential"
-    assert not hasattr(model, "_state")
+    assert not hasattr(model, "_thunder_state")
     only_torch = thunder.examine(thunder.jit(model, executors="torch"), x)
     assert only_torch.executors == ["torch"] and {op.executor for op in only_torch.ops} == {"torch"}
     compiled = torch.compile(model, backend="thunder")

@@ -15,7 +15,7 @@ scale = 2.0
 
 
 def _fast_entries(jitted):
-    return len(jitted._fast_path.entries)
+    return len(jitted._thunder_fast_path.entries)
 
 
 def test_hits_skip_dynamo_and_count():
@@ -152,7 +152,7 @@ def test_a_converted_branch_calls_the_graph_without_dynamos_wrappers():
     jitted = thunder.jit(f)
     for x in (torch.ones(3), -torch.ones(3)):
         torch.testing.assert_close(jitted(x), f(x))
-    (_, run, _), = jitted._fast_path.entries
+    (_, run, _), = jitted._thunder_fast_path.entries
     graph = [run.__globals__[n] for n in run.__code__.co_names if n.startswith("__compiled_fn")]
     assert graph and not hasattr(graph[0], "__wrapped__")
     assert thunder.compile_stats(jitted).cache_hits == 1
@@ -290,7 +290,7 @@ def test_the_private_dynamo_names_the_fast_path_reads_are_there():
             jitted(torch.randn(5, 8))
         assert _fast_entries(jitted) == 1, "no cache entry of this wrapper's backend found: the entries' " \
             "backend.compiler_fn or the isolate_recompiles region (_isolate_recompiles_id) changed"
-        _, run, direct = jitted._fast_path.entries[0]
+        _, run, direct = jitted._thunder_fast_path.entries[0]
         assert direct is not None, "Dynamo's transformed code is no longer read as a direct call of the graph " \
             f"(fast_path.direct_form): {list(dis.get_instructions(run.__code__))}"
         names = run.__code__.co_names
@@ -302,7 +302,7 @@ def test_the_private_dynamo_names_the_fast_path_reads_are_there():
         timing = [n for n in names if n.startswith("__import_torch_dot__dynamo_dot_utils")]
         assert all(isinstance(run.__globals__[n], fast_path._WithoutBytecodeTiming) for n in timing)
     if _ISOLATE:
-        assert jitted._region >= 0, "torch.compile's result no longer exposes its isolate_recompiles region"
+        assert jitted._thunder_region >= 0, "torch.compile's result no longer exposes its isolate_recompiles region"
 
 
 def test_without_the_private_names_every_call_takes_the_ordinary_path(monkeypatch):
@@ -326,7 +326,7 @@ def test_cache_entries_of_another_shape_turn_the_fast_path_off(monkeypatch):
     x = torch.randn(3)
     for _ in range(3):
         torch.testing.assert_close(jitted(x), x.exp())
-    assert not jitted._fast_path.enabled and _module_calls(jitted) == (3, 2, 1)
+    assert not jitted._thunder_fast_path.enabled and _module_calls(jitted) == (3, 2, 1)
 
 
 def _structures(a, b):
@@ -365,13 +365,13 @@ def test_the_graph_is_called_directly_where_dynamos_code_only_returns_its_output
                 assert (x is a) == (y is a) and (x is b) == (y is b)
             else:
                 assert x == y
-    directs = [direct for _, _, direct in jitted._fast_path.entries]
+    directs = [direct for _, _, direct in jitted._thunder_fast_path.entries]
     assert directs and all((direct is None) == (fn is _side_effect) for direct in directs)
     # thunder's graph is called without its run wrapper, counted as that wrapper counts
     assert all(isinstance(direct[0], tuple) for direct in directs if direct is not None)
     stats = thunder.compile_stats(jitted)
     assert stats.calls == 3 and stats.eager_calls == 0 and stats.cache_hits + stats.cache_misses == 3
-    assert sum(g["calls"] for g in stats.graphs) == 3 and jitted._state.graph_calls == 3
+    assert sum(g["calls"] for g in stats.graphs) == 3 and jitted._thunder_state.graph_calls == 3
 
 
 def test_a_call_that_raises_on_the_fast_path_is_counted():
@@ -382,7 +382,7 @@ def test_a_call_that_raises_on_the_fast_path_is_counted():
         jitted(torch.tensor([0, 1]), w)
     with pytest.raises(IndexError):
         jitted(torch.tensor([0, 9]), w)
-    stats, state = thunder.compile_stats(jitted), jitted._state
+    stats, state = thunder.compile_stats(jitted), jitted._thunder_state
     assert (stats.calls, state.raised_calls, stats.cache_hits + stats.cache_misses) == (3, 1, 2)
     assert stats.graphs[0]["calls"] == 3 and state.graph_calls == 3  # as the graph's run wrapper counts
 
@@ -407,7 +407,7 @@ def test_a_container_returned_twice_or_holding_itself_stays_one_container(fn):
     for _ in range(3):
         out = jitted(x)
         assert (out[0] is out[1]) if fn is _one_list_twice else (out[1] is out)
-    assert all(direct is None for _, _, direct in jitted._fast_path.entries)
+    assert all(direct is None for _, _, direct in jitted._thunder_fast_path.entries)
 
 
 def test_an_error_raised_on_the_fast_path_names_the_arguments_it_does_not_understand():

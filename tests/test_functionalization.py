@@ -84,7 +84,7 @@ def compare_call(actual, expected, c_in, e_in, *, aliasing=True, what="result"):
 
 
 def graphs(jitted):
-    return list(jitted._state.graphs)
+    return list(jitted._thunder_state.graphs)
 
 
 def assert_compiled(jitted):
@@ -233,7 +233,7 @@ def test_opinfo_inplace_variant(op_id, dtype, limit):
                 raise AssertionError(f"outputs sharing an input's memory: thunder {a_alias}, eager {e_alias}")
             # A graph Dynamo captured must compile (a graph break is Dynamo's choice; a graph thunder hands back to
             # torch is a failure of the importer or of a pass).
-            uncompiled = [g.reason for g in jitted._state.graphs if not isinstance(g, CompiledGraph)]
+            uncompiled = [g.reason for g in jitted._thunder_state.graphs if not isinstance(g, CompiledGraph)]
             if uncompiled:
                 raise AssertionError(f"a graph runs uncompiled: {uncompiled[0]}")
         except AssertionError as e:

@@ -45,9 +45,9 @@ def test_llama_uses_grouped_query_attention_natively():
         expected = model(ids).logits
     scale = expected.abs().max().item()
     assert (out - expected).abs().max().item() / scale <= TOLERANCE
-    traces = [str(g.traces[0]) for g in jitted._state.graphs if hasattr(g, "traces")]
+    traces = [str(g.traces[0]) for g in jitted._thunder_state.graphs if hasattr(g, "traces")]
     assert any("ltorch.scaled_dot_product_attention(" in t for t in traces), "attention fell back to opaque"
-    for g in jitted._state.graphs:
+    for g in jitted._thunder_state.graphs:
         for node, target, reason in getattr(g, "fallbacks", []):
             assert "scaled_dot_product_attention" not in node, reason
 

@@ -118,8 +118,8 @@ def test_a_collected_wrapper_releases_its_cache_entries(make):
     jitted = thunder.jit(make())
     x = torch.randn(3, 4)
     jitted(x), jitted(x)
-    code, region = jitted._code, jitted._region
-    state, graph = weakref.ref(jitted._state), weakref.ref(jitted._state.graphs[0])
+    code, region = jitted._thunder_code, jitted._thunder_region
+    state, graph = weakref.ref(jitted._thunder_state), weakref.ref(jitted._thunder_state.graphs[0])
     assert len(cache_entries(code, region)) == 1
     del jitted
     gc.collect()

@@ -150,6 +150,28 @@ def test_attribute_access_and_setattr_reach_the_original():
         jitted.does_not_exist  # noqa: B018
 
 
+def test_attributes_named_as_the_wrappers_own_are_the_modules():
+    """A module's own `_model`, `_state`, `_code` (a wrapper holding the model it wraps) are read and written
+    through the jitted module as through the original: the jitted module's own attributes are `_thunder_`-prefixed."""
+    class Wrapper(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._model, self._state, self._code = nn.Linear(2, 2), {"steps": 0}, 2.0
+
+        def forward(self, x):
+            return self._model(x) * self._code
+
+    model = Wrapper()
+    jitted = thunder.jit(model)
+    x = torch.randn(3, 2)
+    assert_same(jitted(x), model(x))
+    assert jitted._model is model._model and jitted._state is model._state and jitted._code == 2.0
+    jitted._code = 3.0
+    assert model._code == 3.0
+    assert_same(jitted(x), model._model(x) * 3.0)
+    assert isinstance(copy.deepcopy(jitted)._model, nn.Linear)
+
+
 def test_module_parameter_update_is_seen():
     model = nn.Linear(3, 3)
     jitted = thunder.jit(model)

@@ -41,7 +41,7 @@ def test_unknown_op_runs_as_its_torch_call(op, fn, printed):
     final = "\n".join(code_lines(thunder.last_traces(jitted)[-1]))
     assert printed in final, final
     assert "_opaque" not in final  # a public torch function prints under its public name
-    assert jitted._state.graphs[0].fallbacks == []  # not a declined native op: the core never knew it
+    assert jitted._thunder_state.graphs[0].fallbacks == []  # not a declined native op: the core never knew it
 
 
 def test_opaque_op_between_native_ops_keeps_native_ops_native():
@@ -67,7 +67,7 @@ def test_dropout_in_training_is_native_also_in_place():
         jitted = thunder.jit(fn)
         torch.manual_seed(0)
         outs.append(jitted(torch.arange(1.0, 65.0)))
-        assert jitted._state.graphs[0].fallbacks == []
+        assert jitted._thunder_state.graphs[0].fallbacks == []
         assert "prims.random_seed()" in "\n".join(code_lines(thunder.last_traces(jitted)[-1]))
     assert torch.equal(outs[0], outs[1])
     assert (outs[0] == 0).any() and (outs[0] != 0).any()
@@ -90,7 +90,7 @@ def test_cross_entropy_with_label_smoothing_falls_back():
 
     x, t = torch.randn(6, 5, dtype=torch.float64), torch.randint(0, 5, (6,))
     jitted = check_program(fn, x, t)
-    graph = jitted._state.graphs[0]
+    graph = jitted._thunder_state.graphs[0]
     assert len(graph.fallbacks) == 1 and "label smoothing" in graph.fallbacks[0][2]
     final = "\n".join(code_lines(thunder.last_traces(jitted)[-1]))
     assert "label_smoothing=0.1" in final
@@ -100,7 +100,7 @@ def test_cross_entropy_with_probability_targets_falls_back():
     x = torch.randn(4, 3)
     p = torch.softmax(torch.randn(4, 3), -1)
     jitted = check_program(lambda x, p: F.cross_entropy(x, p), x, p)
-    assert jitted._state.graphs[0].fallbacks
+    assert jitted._thunder_state.graphs[0].fallbacks
 
 
 def test_opaque_ops_get_gradients():

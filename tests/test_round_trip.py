@@ -381,7 +381,7 @@ def test_decompositions(name, fn, inputs):
     """With only prims and opaque ops executable, every torch-level op runs as its prims decomposition."""
     jitted = check_program(fn, *inputs(), executors=[PRIMS_ONLY], native=True, rtol=_DECOMP_RTOL.get(name),
                            atol=_DECOMP_ATOL.get(name))
-    for graph in jitted._state.graphs:
+    for graph in jitted._thunder_state.graphs:
         text = str(graph.execution_trace)
         body = text.split("def computation", 1)[1]
         assert "ltorch." not in "\n".join(l for l in body.splitlines() if not l.strip().startswith("#")), text

@@ -62,4 +62,4 @@ def test_thunder_jit_uses_its_own_state_not_the_global_one():
     jitted = thunder.jit(lambda x: x * 3)
     jitted(torch.ones(2))
     assert len(dynamo.GLOBAL_STATE.graphs) == before
-    assert len(jitted._state.graphs) == 1
+    assert len(jitted._thunder_state.graphs) == 1

@@ -85,7 +85,7 @@ def _state_of(jitted, caller):
     if isinstance(jitted, _dynamo.JitState):
         return jitted
     if isinstance(jitted, ThunderFunction | ThunderModule):
-        return jitted._state
+        return jitted._thunder_state
     state = _dynamo.state_of_torch_compile_result(jitted)
     if state is None:
         name = getattr(jitted, "__qualname__", None) or type(jitted).__name__

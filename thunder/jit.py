@@ -50,17 +50,18 @@ class _Jitted:
     def _setup(self, target, name, executors, passes, debug=None, fullgraph=False, dynamic=None):
         # Checked here, at thunder.jit time: a bad executor or pass list would otherwise surface only inside the
         # backend, where every graph would fall back to eager.
-        self._state = JitState(name, resolve_executors(executors), check_passes(passes), debug=check_debug(debug))
-        self._fullgraph = _check_flag("fullgraph", fullgraph)
-        self._dynamic = _check_dynamic(dynamic)
-        self._backend = JitBackend(self._state)
-        self._target = target
-        self._release = None
-        self._excluded = set()  # (file, line, code) of branches given up on (see thunder.frontend.branches)
-        self._signature_fn = target.forward if isinstance(target, nn.Module) else target
+        self._thunder_state = JitState(name, resolve_executors(executors), check_passes(passes),
+                                       debug=check_debug(debug))
+        self._thunder_fullgraph = _check_flag("fullgraph", fullgraph)
+        self._thunder_dynamic = _check_dynamic(dynamic)
+        self._thunder_backend = JitBackend(self._thunder_state)
+        self._thunder_target = target
+        self._thunder_release = None
+        self._thunder_excluded = set()  # (file, line, code) of branches given up on (see thunder.frontend.branches)
+        self._thunder_signature_fn = target.forward if isinstance(target, nn.Module) else target
         self._build()
-        if self._code is not None:  # a new wrapper decides static or symbolic sizes from its own calls
-            forget_shape_history(self._code)
+        if self._thunder_code is not None:  # a new wrapper decides static or symbolic sizes from its own calls
+            forget_shape_history(self._thunder_code)
 
     def _build(self):
         """Rewrites the target's data-dependent branches (leaving out the excluded ones) and wraps the result in
@@ -69,15 +70,15 @@ class _Jitted:
         What Dynamo compiles is this wrapper's own copy of the code (``thunder.frontend.code_copies``): its cache
         entries and recompile limits are its own, and they are dropped when the wrapper is collected (or
         rebuilt)."""
-        target, sites = self._target, self._state.branches
+        target, sites = self._thunder_target, self._thunder_state.branches
         instance = None  # the object a compiled method is bound to (the module whose forward it is)
         if isinstance(target, nn.Module):
-            methods, converted = branches.rewrite_methods(target, sites, self._excluded)
+            methods, converted = branches.rewrite_methods(target, sites, self._thunder_excluded)
             compiled_target, own = private_module(target, methods)
             instance = compiled_target
             converted = converted if compiled_target is not target else 0
         elif isinstance(target, types.FunctionType):
-            rewritten = branches.rewrite(target, sites, self._excluded)
+            rewritten = branches.rewrite(target, sites, self._thunder_excluded)
             compiled_target = own = private_function(rewritten.fn)
             converted = rewritten.converted
         elif isinstance(target, types.MethodType) and isinstance(target.__func__, types.FunctionType):
@@ -85,28 +86,29 @@ class _Jitted:
             compiled_target = types.MethodType(own, instance)
         else:
             compiled_target, own, converted = target, None, 0
-        if self._release is not None:  # the previous copy's entries: nothing calls that code any more
-            self._release()
-        self._code = own.__code__ if own is not None else getattr(self._signature_fn, "__code__", None)
-        self._release = weakref.finalize(self, release, own.__code__) if own is not None else None
-        if self._release is not None:
-            self._release.atexit = False
-        self._converted = converted
-        self._instance = instance
-        self._returns_instance = False  # a call returned `instance` inside a tuple, list or dict (see _original_in)
-        self._compiled = torch.compile(compiled_target, backend=self._backend, dynamic=self._dynamic, fullgraph=self._fullgraph,
-                                       **_ISOLATE)
-        self._region = _region(self._compiled)
-        self._fast_path = FastPath(own, self._backend, self._state, self._region, instance) if own is not None \
-            else None
+        if self._thunder_release is not None:  # the previous copy's entries: nothing calls that code any more
+            self._thunder_release()
+        self._thunder_code = own.__code__ if own is not None else getattr(self._thunder_signature_fn, "__code__", None)
+        self._thunder_release = weakref.finalize(self, release, own.__code__) if own is not None else None
+        if self._thunder_release is not None:
+            self._thunder_release.atexit = False
+        self._thunder_converted = converted
+        self._thunder_instance = instance
+        # A call returned `instance` inside a tuple, list or dict (see _original_in).
+        self._thunder_returns_instance = False
+        self._thunder_compiled = torch.compile(compiled_target, backend=self._thunder_backend,
+                                               dynamic=self._thunder_dynamic, fullgraph=self._thunder_fullgraph, **_ISOLATE)
+        self._thunder_region = _region(self._thunder_compiled)
+        self._thunder_fast_path = None if own is None else FastPath(own, self._thunder_backend, self._thunder_state,
+                                                                    self._thunder_region, instance)
 
     def _run(self, args, kwargs):
-        state = self._state
+        state = self._thunder_state
         state.calls += 1
         graphs, breaks = len(state.graphs), len(state.graph_breaks)
         ran = state.graph_calls
         token = current_state.set(state)  # graph breaks Dynamo reports during this call are attributed to state
-        record = branches.TraceRecord() if self._converted else None
+        record = branches.TraceRecord() if self._thunder_converted else None
         previous = branches.set_tracing_record(record) if record else None
         # A converted branch that turns out not to be convertible fails Dynamo's trace of its frame; with
         # suppress_errors, Dynamo then runs that frame eagerly, where _thunder_if takes one branch as written.
@@ -115,7 +117,7 @@ class _Jitted:
             torch._dynamo.config.suppress_errors = True
         left_out = skipped_logging.leave_out()
         try:
-            out = self._compiled(*args, **kwargs)
+            out = self._thunder_compiled(*args, **kwargs)
         except Exception as e:
             if not self._failed_before_running(e, ran):
                 state.raised_calls += 1
@@ -149,15 +151,15 @@ class _Jitted:
             self._check_recompile_limit()
         if state.limited_frames:
             count_limited_frames(state, state.graph_calls > ran)
-        if self._fast_path is not None and (len(state.graphs) > graphs or len(state.graph_breaks) > breaks):
-            self._fast_path.refresh()
+        if self._thunder_fast_path is not None and (len(state.graphs) > graphs or len(state.graph_breaks) > breaks):
+            self._thunder_fast_path.refresh()
         return out
 
     def _settle_branches(self, record):
         """After a call in which Dynamo could not trace a frame: the converted branches whose tracing began and
         did not end (or that were rejected) are left as Python control flow from the next call on; a frame that
         failed for any other reason is reported as having run eagerly."""
-        by_id = {site.id: (key, site) for key, site in self._state.branches.items()}
+        by_id = {site.id: (key, site) for key, site in self._thunder_state.branches.items()}
         failure = record.failures[-1][1] if record.failures else ""
         given_up = []
         for site_id in list(record.rejected) + [s for s in record.open if s not in record.rejected]:
@@ -166,7 +168,7 @@ class _Jitted:
             key, site = by_id[site_id]
             site.reason = record.rejected.get(site_id) or (f"tracing both arms failed: {failure}" if failure else
                                                            "a graph break splits the branch")
-            self._excluded.add(key)
+            self._thunder_excluded.add(key)
             site.given_up = True
             given_up.append(site)
         for site in given_up:
@@ -176,13 +178,13 @@ class _Jitted:
             self._build()
         elif record.failures:
             for frame, reason in record.failures:
-                self._state.graph_breaks.append(GraphBreak(frame, f"Dynamo could not trace it: {reason}", True))
+                self._thunder_state.graph_breaks.append(GraphBreak(frame, f"Dynamo could not trace it: {reason}", True))
                 logger.warning("thunder: Dynamo could not trace %s, which ran eagerly: %s", frame, reason)
 
     def _check_recompile_limit(self):
         """After a call that ran no graph: whether the code this wrapper compiles holds as many compiled entries
         as Dynamo allows (Dynamo warns only when it reaches the limit, in the call that did)."""
-        code, limit, state = self._code, torch._dynamo.config.recompile_limit, self._state
+        code, limit, state = self._thunder_code, torch._dynamo.config.recompile_limit, self._thunder_state
         if code is None or "recompile_limit (" in state.dynamo_stopped:
             return
         if state.eager_calls == 2 and not state.graphs and not state.graph_breaks and not state.dynamo_stopped:
@@ -191,13 +193,13 @@ class _Jitted:
                                 "torch.compile does", "make the first call one that computes with tensors (or "
                                 "thunder.jit a new wrapper)")
             return
-        if len(cache_entries(code, self._region)) >= limit:
-            note_recompile_limit(self._state, "recompile_limit", limit,
+        if len(cache_entries(code, self._thunder_region)) >= limit:
+            note_recompile_limit(self._thunder_state, "recompile_limit", limit,
                                  f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})")
 
     def _original(self):
         d = self.__dict__
-        return d["_model"] if "_model" in d else d["_fn"]
+        return d["_thunder_model"] if "_thunder_model" in d else d["_fn"]
 
     def _failed_before_running(self, error, graphs_ran):
         """Whether Dynamo raised for a user error while tracing the called function's own frame (not a frame
@@ -205,8 +207,8 @@ class _Jitted:
         if not isinstance(error, torch._dynamo.exc.TorchRuntimeError):
             return False
         stack = getattr(error, "real_stack", None)
-        code = self._code
-        if not stack or code is None or self._state.graph_calls != graphs_ran:
+        code = self._thunder_code
+        if not stack or code is None or self._thunder_state.graph_calls != graphs_ran:
             return False
         return (stack[0].filename, stack[0].name) == (code.co_filename, code.co_name)
 
@@ -215,7 +217,7 @@ class _Jitted:
         import inspect
 
         try:
-            bound = inspect.signature(self._signature_fn).bind(*args, **kwargs).arguments
+            bound = inspect.signature(self._thunder_signature_fn).bind(*args, **kwargs).arguments
         except (TypeError, ValueError):
             return
         for name, value in bound.items():
@@ -229,16 +231,17 @@ class _Jitted:
 
     def _get_executors(self):
         """The executors this jitted callable uses, in priority order (list of thunder.executors.Executor)."""
-        return list(self._state.executors)
+        return list(self._thunder_state.executors)
 
     def _options(self):
         """The options this was jitted with, as thunder.jit's keyword arguments."""
-        s = self._state
-        return {"executors": list(s.executors), "passes": s.passes, "debug": s.debug, "fullgraph": self._fullgraph,
-                "dynamic": self._dynamic}
+        s = self._thunder_state
+        return {"executors": list(s.executors), "passes": s.passes, "debug": s.debug,
+                "fullgraph": self._thunder_fullgraph,
+                "dynamic": self._thunder_dynamic}
 
     def _report(self):
-        return report(self._state)
+        return report(self._thunder_state)
 
 
 def _headline(s):
@@ -344,9 +347,9 @@ class ThunderFunction(_Jitted):
     def __call__(self, *args, **kwargs):
         if _is_compiling():  # traced by an enclosing compile: its trace takes in the original
             return self._fn(*args, **kwargs)
-        if not kwargs and self._fast_path is not None:
+        if not kwargs and self._thunder_fast_path is not None:
             try:
-                out = self._fast_path.call(args)  # counted in the state
+                out = self._thunder_fast_path.call(args)  # counted in the state
             except Exception as e:
                 self._annotate(e, args, kwargs)
                 raise
@@ -368,11 +371,12 @@ class ThunderFunction(_Jitted):
     __repr__ = __str__
 
 
-#: The attributes a ThunderModule keeps itself; every other attribute is the original module's (except dunder
-#: names such as ``__class__``: the wrapper's own identity, never the original's).
-_OWN_ATTRIBUTES = frozenset({"_state", "_compiled", "_signature_fn", "_model", "_fast_path", "_backend", "_target",
-                             "_excluded", "_converted", "_fullgraph", "_dynamic", "_code", "_region", "_release",
-                             "_instance", "_returns_instance"})
+#: The attributes a ThunderModule keeps itself, prefixed ``_thunder_`` so that a module's own attributes of the
+#: same names (a wrapper's ``self._model``) stay the module's; every other attribute is the original module's
+#: (except dunder names such as ``__class__``: the wrapper's own identity, never the original's).
+_OWN_ATTRIBUTES = frozenset("_thunder_" + name for name in (
+    "state", "compiled", "signature_fn", "model", "fast_path", "backend", "target", "excluded", "converted",
+    "fullgraph", "dynamic", "code", "region", "release", "instance", "returns_instance"))
 
 
 def _original_in(out, instance, model):
@@ -426,64 +430,64 @@ class ThunderModule(_Jitted, nn.Module):
 
     def __init__(self, model, executors=None, passes=None, debug=None, fullgraph=False, dynamic=None):
         nn.Module.__init__(self)
-        object.__setattr__(self, "_model", model)
+        object.__setattr__(self, "_thunder_model", model)
         for name in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"):
             object.__setattr__(self, name, getattr(model, name))
         self._setup(model, type(model).__name__, executors, passes, debug, fullgraph, dynamic)
 
     @property
     def training(self):
-        return self.__dict__["_model"].training if "_model" in self.__dict__ else True
+        return self.__dict__["_thunder_model"].training if "_thunder_model" in self.__dict__ else True
 
     @training.setter
     def training(self, mode):
-        if "_model" in self.__dict__:
-            self._model.training = mode
+        if "_thunder_model" in self.__dict__:
+            self._thunder_model.training = mode
 
     def __call__(self, *args, **kwargs):
         """Through the fast path (``thunder.frontend.fast_path``) when the call would only run ``forward`` (no
         hooks) and the guards of an entry this wrapper compiled pass; else as any module is called."""
         d = self.__dict__
-        fast = d["_fast_path"]
+        fast = d["_thunder_fast_path"]
         if _is_compiling():  # traced by an enclosing compile: its hooks, then forward (the original's call)
             return nn.Module.__call__(self, *args, **kwargs)
-        if not kwargs and fast is not None and plain_module_call(self, d["_model"]):
+        if not kwargs and fast is not None and plain_module_call(self, d["_thunder_model"]):
             try:
                 out = fast.call(args)  # counted in the state
             except Exception as e:
                 self._annotate(e, args, kwargs)
                 raise
             if out is not MISS:
-                if out is d["_instance"] or d["_returns_instance"]:
-                    return _original_in(out, d["_instance"], d["_model"])
+                if out is d["_thunder_instance"] or d["_thunder_returns_instance"]:
+                    return _original_in(out, d["_thunder_instance"], d["_thunder_model"])
                 return out
         return nn.Module.__call__(self, *args, **kwargs)
 
     def forward(self, *args, **kwargs):
         d = self.__dict__
         if _is_compiling():  # traced by an enclosing compile: its trace takes in the original
-            return d["_model"](*args, **kwargs)
+            return d["_thunder_model"](*args, **kwargs)
         out = self._run(args, kwargs)
         # A forward returning `self` returns the module compiled, which shares the original's state
         # (code_copies.private_module): the caller gets the original, as in eager. Every compiled entry's first
         # call comes here, so the fast path looks into containers only once one held it.
-        original = _original_in(out, d["_instance"], d["_model"])
-        if original is not out and out is not d["_instance"]:
-            d["_returns_instance"] = True
+        original = _original_in(out, d["_thunder_instance"], d["_thunder_model"])
+        if original is not out and out is not d["_thunder_instance"]:
+            d["_thunder_returns_instance"] = True
         return original
 
     def train(self, mode: bool = True):
-        self._model.train(mode)
+        self._thunder_model.train(mode)
         return self
 
     def state_dict(self, *args, **kwargs):
-        return self._model.state_dict(*args, **kwargs)
+        return self._thunder_model.state_dict(*args, **kwargs)
 
     def __deepcopy__(self, memo):
         """A deep copy of the original module, jitted with the same options (it compiles anew)."""
         import copy
 
-        return ThunderModule(copy.deepcopy(self.__dict__["_model"], memo), **self._options())
+        return ThunderModule(copy.deepcopy(self.__dict__["_thunder_model"], memo), **self._options())
 
     def __reduce__(self):
         """Pickles the original module and the options (executors by name); loading jits it again, and the
@@ -503,38 +507,39 @@ class ThunderModule(_Jitted, nn.Module):
                                            "after loading")
             names.append(ex.name)
         options["executors"] = names
-        return _rebuild_module, (self.__dict__["_model"], options)
+        return _rebuild_module, (self.__dict__["_thunder_model"], options)
 
     def load_state_dict(self, *args, **kwargs):
-        return self._model.load_state_dict(*args, **kwargs)
+        return self._thunder_model.load_state_dict(*args, **kwargs)
 
     def __getattr__(self, name):
         try:
             return nn.Module.__getattr__(self, name)
         except AttributeError:
-            model = self.__dict__["_model"]
+            model = self.__dict__["_thunder_model"]
             value = getattr(model, name)
         if isinstance(value, types.MethodType) and value.__self__ is model:
-            return _watched_method(self._state, model, name, value)
+            return _watched_method(self._thunder_state, model, name, value)
         return value
 
     def __setattr__(self, name, value):
         if name in _OWN_ATTRIBUTES or _is_dunder(name):
             object.__setattr__(self, name, value)
-        elif "_model" in self.__dict__:
-            setattr(self._model, name, value)
+        elif "_thunder_model" in self.__dict__:
+            setattr(self._thunder_model, name, value)
         else:
             nn.Module.__setattr__(self, name, value)
 
     def __delattr__(self, name):
-        if name in self.__dict__ or _is_dunder(name) or "_model" not in self.__dict__:
+        if name in self.__dict__ or _is_dunder(name) or "_thunder_model" not in self.__dict__:
             nn.Module.__delattr__(self, name)
         else:
-            delattr(self._model, name)
+            delattr(self._thunder_model, name)
 
     def __repr__(self):
         """The original module's tree, then one line: calls, graphs, cache hits (traces: thunder.summary)."""
-        return (f"{self.__dict__['_model']!r}\n{_headline(self._state)}{_break_counts(self._state)}; "
+        state = self._thunder_state
+        return (f"{self.__dict__['_thunder_model']!r}\n{_headline(state)}{_break_counts(state)}; "
                 "print(thunder.summary(...)) for the traces")
 
     __str__ = __repr__
@@ -582,19 +587,19 @@ class ThunderContainerModule(ThunderModule):
     it runs the compiled forward."""
 
     def __getitem__(self, key):
-        return self.__dict__["_model"][key]
+        return self.__dict__["_thunder_model"][key]
 
     def __len__(self):
-        return len(self.__dict__["_model"])
+        return len(self.__dict__["_thunder_model"])
 
     def __iter__(self):
-        return iter(self.__dict__["_model"])
+        return iter(self.__dict__["_thunder_model"])
 
     def __contains__(self, key):
-        return key in self.__dict__["_model"]
+        return key in self.__dict__["_thunder_model"]
 
     def __bool__(self):
-        return bool(self.__dict__["_model"])
+        return bool(self.__dict__["_thunder_model"])
 
 
 def _rebuild_module(model, options):
@@ -618,7 +623,7 @@ def _check_dynamic(dynamic):
 
 def compiled_graphs(jitted):
     """The graphs thunder compiled (not those running uncompiled) of a jitted callable or a JitState."""
-    state = jitted if isinstance(jitted, JitState) else jitted._state
+    state = jitted if isinstance(jitted, JitState) else jitted._thunder_state
     return [g for g in state.graphs if isinstance(g, CompiledGraph)]
 
 

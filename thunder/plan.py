@@ -126,7 +126,7 @@ def examine(fn_or_module, *args, **kwargs):
 
     target, options = _original(fn_or_module)
     probe = thunder.jit(target, **options)
-    state = probe._state
+    state = probe._thunder_state
     state.plan_only = True
     probe(*args, **kwargs)
     plan = Plan(state.name, [e.name for e in state.executors], [graph_plan(g) for g in state.graphs],

@@ -545,7 +545,7 @@ def _path(jitted):
     """How thunder ran the last call: native/opaque/eager/empty, with the opaque callees and fallbacks."""
     from thunder.core.compile import CompiledGraph
 
-    state = jitted._state
+    state = jitted._thunder_state
     graphs = state.graphs
     opaque, fallbacks, natives = [], [], []
     if not graphs:
