@@ -1093,6 +1093,34 @@ def test_a_backward_specialized_to_the_given_gradients_computes_nothing_for_the_
     assert "prims.div" in str(thunder.last_backward_traces(jitted)[0])  # the full backward has it
 
 
+@pytest.mark.parametrize("op", [torch.floor, torch.ceil, torch.round, torch.trunc, torch.sign])
+def test_a_derivative_zero_by_rule_runs_exactly_where_eager_runs_it(op):
+    """Eager runs floor's backward (zeros) only when floor's output has a gradient, and passes the zeros on: sqrt's
+    backward then divides them by 2 sqrt(0), NaN in eager too. When only sin is used, neither runs."""
+    def f(x):
+        y = x.sqrt()
+        return x.sin(), op(y), y
+    x = torch.tensor([0.0, 4.0, 2.5], dtype=D)
+    for used in ([0], [1], [0, 1], [2]):
+        for create_graph in (False, True):
+            mine, eager = _unused_outputs_grads(f, [x.requires_grad_()], used, create_graph)
+            if eager[0] is None:
+                assert mine[0] is None
+            else:
+                torch.testing.assert_close(mine[0], eager[0], equal_nan=True, msg=f"{used}, {create_graph}")
+
+
+def test_an_argument_only_an_unused_output_of_a_multi_output_op_reads_gets_none():
+    """broadcast_tensors(x, w)[0] is x expanded: w is not on its graph (eager: .grad None), which the reach of the
+    op's decomposition says; before, every argument of the op was joined to every output."""
+    for f in (lambda x, w: torch.broadcast_tensors(x, w), lambda x, w: torch.atleast_2d(x, w),
+              lambda x, w: torch.meshgrid(x, w, indexing="ij")):
+        x, w = torch.randn(4, dtype=D, requires_grad=True), torch.randn(4, dtype=D, requires_grad=True)
+        mine, eager = _unused_outputs_grads(f, [x, w], [0])
+        assert eager[1] is None and mine[1] is None
+        assert_same(mine[0], eager[0])
+
+
 def test_a_backward_specialized_with_symbolic_sizes():
     def f(x, w):
         y = x * w

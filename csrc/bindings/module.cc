@@ -441,13 +441,17 @@ NB_MODULE(_core, m) {
         "requires grad is differentiated: (op, rule, generic), rule 'own' (its VJP rule), 'decomposition' (its "
         "decomposition's rules; `generic` lists the symbols inside it the generic rule differentiates) or 'generic' "
         "(torch.autograd on that op alone). Raises NotDifferentiable naming the op it cannot differentiate.");
-  m.def("specialize_backward", [](const ir::Trace& t, const std::vector<bool>& given) {
-          ir::Trace out = passes::specialize_backward(t, given);
+  m.def("specialize_backward", [](const ir::Trace& t, const ir::Trace& forward, const std::vector<bool>& given,
+                                  const std::vector<PyProxy>& activation_inputs) {
+          std::vector<ir::ProxyId> activations;
+          for (const PyProxy& p : activation_inputs) activations.push_back(p.id);
+          ir::Trace out = passes::specialize_backward(t, forward, given, activations);
           ir::verify(out);
           return out;
-        }, nb::arg("backward"), nb::arg("given"),
-        "The backward split_forward_backward made, for a call given only the output gradients `given` flags (the "
-        "others None): what only the missing ones reach is zero and not computed; see passes::specialize_backward.");
+        }, nb::arg("trace"), nb::arg("forward"), nb::arg("given"), nb::arg("activation_inputs") = std::vector<PyProxy>{},
+        "The backward of split_forward_backward(trace, activation_inputs), whose forward is `forward`, for a call given "
+        "only the output gradients `given` flags (the others None); see passes::specialize_backward. Raises "
+        "NotDifferentiable where it would read a value the forward neither saves nor can recompute.");
   m.def("vjp_ops", &ops::ops_with_vjp, "The ops with a VJP rule, as 'prims.<name>'.");
   m.def("vjp_kind", [](const std::string& name) -> std::string {
     const ops::OpDef* d = ops::find_op(ir::Level::Torch, name);

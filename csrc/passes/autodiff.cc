@@ -193,10 +193,80 @@ class Differentiator {
         activations_(activation_inputs.begin(), activation_inputs.end()) {}
 
   ForwardBackward run() {
+    ForwardBackward fb;
+    const std::vector<ProxyId> grad_inputs = differentiate_all(nullptr, fb);
+    std::vector<ProxyId> saved = forward_reads(grad_inputs);
+    fb.forward = t_;
+    fb.forward.provenance = "Forward (returns the outputs and the values the backward saves)";
+    expose(fb.forward.symbols, saved);  // the composites that compute saved values inside, opened
+    const auto remat_start = std::chrono::steady_clock::now();
+    saved = rematerialize(fb.forward, saved);
+    expose(fb.forward.symbols, saved);
+    fb.rematerialization_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - remat_start).count();
+    fb.saved = saved.size();
+    std::vector<Value> saved_values;
+    for (ProxyId id : saved) saved_values.push_back(Value(ProxyRef{id}));
+    fb.forward.output = Value::tuple({t_.output, Value::tuple(std::move(saved_values))});
+    fb.backward = finish_backward(saved, grad_inputs);
+    for (ir::ProxyInfo& p : fb.forward.proxies) p.tensor.requires_grad = false;
+    return fb;
+  }
+
+  // The backward for a call given only the output gradients `given` flags, reading the values `forward` (run's
+  // forward of this trace) saves, recomputing from them what else it reads (see specialize_backward).
+  Trace backward_given(const Trace& forward, const std::vector<bool>& given) {
+    ForwardBackward fb;
+    const std::vector<ProxyId> grad_inputs = differentiate_all(&given, fb);
+    std::vector<ProxyId> saved;
+    if (forward.output.is_seq() && forward.output.items().size() == 2)
+      ir::for_each_proxy(forward.output.items()[1], [&](ProxyId id) { saved.push_back(id); });
+    const std::unordered_set<ProxyId> available(saved.begin(), saved.end());
+    std::vector<ProxyId> missing;
+    for (ProxyId id : forward_reads(grad_inputs))
+      if (!available.count(id)) missing.push_back(id);
+    if (!missing.empty()) {
+      for (const BoundSymbol& b : forward.symbols)
+        if (b.sym->has(ir::kEffect))
+          throw NotDifferentiable("the backward for these output gradients reads " + forward.proxy(missing[0]).name +
+                                  ", which the forward does not save, and the forward writes into a tensor");
+      std::unordered_map<ProxyId, size_t> producer;
+      for (size_t i = 0; i < forward.symbols.size(); ++i) defined_by(forward.symbols[i], i, producer);
+      std::vector<bool> recompute(forward.symbols.size(), false);
+      std::unordered_set<ProxyId> seen;
+      while (!missing.empty()) {
+        const ProxyId id = missing.back();
+        missing.pop_back();
+        if (available.count(id) || !seen.insert(id).second) continue;
+        auto made = producer.find(id);
+        if (made == producer.end() || !cheap(forward.symbols[made->second]))
+          throw NotDifferentiable("the backward for these output gradients reads " + forward.proxy(id).name +
+                                  ", which the forward neither saves nor can recompute");
+        recompute[made->second] = true;
+        const std::vector<ProxyId> reads = forward.symbols[made->second].input_proxies();
+        missing.insert(missing.end(), reads.begin(), reads.end());
+      }
+      std::vector<BoundSymbol> symbols;
+      for (size_t i = 0; i < forward.symbols.size(); ++i)
+        if (recompute[i]) symbols.push_back(forward.symbols[i]);
+      std::vector<ProxyId> reads;
+      for (const BoundSymbol& b : bwd_.symbols)
+        for (ProxyId id : b.input_proxies()) reads.push_back(id);
+      expose(symbols, reads);
+      bwd_.symbols = place_near_use(std::move(symbols), std::move(bwd_.symbols), bwd_.output);
+    }
+    return finish_backward(saved, grad_inputs);
+  }
+
+ private:
+  // Makes bwd_ the backward of the trace's outputs: one gradient input per output that requires grad (of which,
+  // where `given` is not null, only the flagged ones carry a gradient: the others are not read, and the symbols
+  // only they would reach are not differentiated, as eager's autograd does not run those nodes), the VJP of every
+  // unit reached, summed per value; its output, one gradient per trace input. Records the rules used in fb.
+  // Returns the gradient inputs.
+  std::vector<ProxyId> differentiate_all(const std::vector<bool>* given, ForwardBackward& fb) {
     if (!t_.output.is_seq()) throw NotDifferentiable("the trace's output is not a tuple");
     for (const BoundSymbol& b : t_.symbols) check_effect(t_, b);
-    ForwardBackward fb;
-    // One gradient input per output that requires grad.
     const std::vector<Value>& outs = t_.output.items();
     std::vector<ProxyId> grad_inputs;
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -204,10 +274,17 @@ class Differentiator {
       ir::TensorMeta m = t_.tensor(outs[i].proxy());
       m.requires_grad = false;
       ProxyId g = bwd_.new_tensor(m);
+      if (given != nullptr && grad_inputs.size() < given->size() && !(*given)[grad_inputs.size()]) {
+        grad_inputs.push_back(g);
+        continue;
+      }
       grad_inputs.push_back(g);
       fb.grad_outputs.push_back(i);
       accumulate(outs[i].proxy(), Value(ProxyRef{g}));
     }
+    if (given != nullptr && given->size() != grad_inputs.size())
+      throw std::invalid_argument("specialize_backward: " + std::to_string(given->size()) + " flags for " +
+                                  std::to_string(grad_inputs.size()) + " output gradients");
     std::vector<const BoundSymbol*> units;
     for (const BoundSymbol& b : t_.symbols) {
       const size_t first = units.size();
@@ -223,44 +300,37 @@ class Differentiator {
       input_grads.push_back(requires_grad(t_, id) && g != grads_.end() ? g->second : Value());
     }
     bwd_.output = Value::tuple(std::move(input_grads));
-
     // Rules compute what a gradient nobody reads would need: drop it before deciding what to save.
     bwd_ = dead_code_elimination(bwd_);
     bwd_.provenance = "Backward (VJP rules)";
-    // Saved values: what the backward reads that it does not compute.
+    return grad_inputs;
+  }
+
+  // The forward values bwd_ reads (what it reads and does not compute, but for the gradient inputs), in order.
+  std::vector<ProxyId> forward_reads(const std::vector<ProxyId>& grad_inputs) const {
     std::unordered_set<ProxyId> defined(grad_inputs.begin(), grad_inputs.end());
-    std::vector<ProxyId> saved;
+    std::vector<ProxyId> reads;
     auto read = [&](ProxyId id) {
-      if (defined.insert(id).second) saved.push_back(id);
+      if (defined.insert(id).second) reads.push_back(id);
     };
     for (const BoundSymbol& b : bwd_.symbols) {
       for (ProxyId id : b.input_proxies()) read(id);
       for (ProxyId id : b.output_proxies()) defined.insert(id);
     }
     ir::for_each_proxy(bwd_.output, read);
-    fb.forward = t_;
-    fb.forward.provenance = "Forward (returns the outputs and the values the backward saves)";
-    expose(fb.forward.symbols, saved);  // the composites that compute saved values inside, opened
-    const auto remat_start = std::chrono::steady_clock::now();
-    saved = rematerialize(fb.forward, saved);
-    expose(fb.forward.symbols, saved);
-    fb.rematerialization_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - remat_start).count();
+    return reads;
+  }
+
+  // bwd_ as the backward trace: its inputs the saved values (boxed, in one list) then the gradient inputs, and
+  // nothing in it requiring grad (it runs without autograd recording).
+  Trace finish_backward(const std::vector<ProxyId>& saved, const std::vector<ProxyId>& grad_inputs) {
     bwd_.inputs = saved;
     bwd_.boxed_inputs = saved.size();
     bwd_.inputs.insert(bwd_.inputs.end(), grad_inputs.begin(), grad_inputs.end());
-    fb.saved = saved.size();
-    std::vector<Value> saved_values;
-    for (ProxyId id : saved) saved_values.push_back(Value(ProxyRef{id}));
-    fb.forward.output = Value::tuple({t_.output, Value::tuple(std::move(saved_values))});
-    fb.backward = std::move(bwd_);
-    // Both run without autograd recording: nothing in them requires grad any more.
-    for (Trace* tr : {&fb.forward, &fb.backward})
-      for (ir::ProxyInfo& p : tr->proxies) p.tensor.requires_grad = false;
-    return fb;
+    for (ir::ProxyInfo& p : bwd_.proxies) p.tensor.requires_grad = false;
+    return std::move(bwd_);
   }
 
- private:
   // Rematerialization: which forward values the backward saves, and which it recomputes from them, chosen by a
   // minimum cut (the formulation of AOTAutograd's partitioner, Chen et al. 2016's checkpointing as a cut). Each
   // forward value v is two nodes joined by an edge of v's bytes (cutting it: save v); every input of a symbol
@@ -455,17 +525,15 @@ class Differentiator {
   // The generic rule, for an op without a VJP rule or a decomposition (opaque ops, torch-level ops such as conv):
   // the backward calls torch.autograd on that op alone, recomputing it from its saved arguments
   // (thunder.executors.torchex.autograd_vjp). Only ops without effects get here, so the recomputation is exact.
+  // An output no gradient reaches gets None, as in eager: torch's autograd then gives the op's backward zeros or
+  // None for it as the op asks (a torch.autograd.Function with set_materialize_grads(False) skips its term).
   void differentiate_by_autograd(const BoundSymbol& b) {
     std::vector<Value> out_grads;
     bool any = false;
     ir::for_each_proxy(b.output, [&](ProxyId id) {
       auto g = grads_.find(id);
       any |= g != grads_.end();
-      const ir::ProxyInfo& p = t_.proxy(id);
-      const bool floating = p.is_tensor && (ir::is_floating(p.tensor.dtype) || ir::is_complex(p.tensor.dtype));
-      if (g != grads_.end()) out_grads.push_back(g->second);
-      else if (floating) out_grads.push_back(ops::zeros(b_, p.tensor));
-      else out_grads.push_back(Value());
+      out_grads.push_back(g != grads_.end() ? g->second : Value());
     });
     if (!any) return;
     auto nested_grad_input = [&](const Value& v) {
@@ -500,7 +568,7 @@ class Differentiator {
     for (const auto& [name, v] : kwargs) want(v, "'" + name + "'");
     if (targets.empty()) return;
     BoundSymbol vjp;
-    vjp.sym = ops::opaque_symbol(false);
+    vjp.sym = ops::generic_vjp_symbol();
     vjp.callee = "autograd_vjp(" + b.printed_callee() + ", (" + wants + "))";
     vjp.args.push_back(Value::tuple(std::move(out_grads)));
     vjp.args.insert(vjp.args.end(), args.begin(), args.end());
@@ -530,59 +598,13 @@ ForwardBackward split_forward_backward(const Trace& t, const std::vector<ProxyId
   return Differentiator(with_logsumexp, activation_inputs).run();
 }
 
-Trace specialize_backward(const Trace& backward, const std::vector<bool>& given) {
-  const size_t first = std::min(backward.boxed_inputs, backward.inputs.size());
-  if (given.size() != backward.inputs.size() - first)
-    throw std::invalid_argument("specialize_backward: " + std::to_string(given.size()) + " flags for " +
-                                std::to_string(backward.inputs.size() - first) + " output gradients");
-  Trace out = backward.empty_copy("Backward (VJP rules) for the given output gradients");
-  ops::Builder builder(out);
-  std::unordered_set<ProxyId> linear, zero;     // values computed from gradients; those from missing ones only
-  std::unordered_map<ProxyId, Value> renamed;   // a sum's result -> its one nonzero term
-  std::unordered_map<ProxyId, Value> zeros;     // a zero value -> the zeros made for it
-  for (size_t k = 0; k < given.size(); ++k) {
-    linear.insert(backward.inputs[first + k]);
-    if (!given[k]) zero.insert(backward.inputs[first + k]);
-  }
-  auto materialized = [&](ProxyId id) {
-    auto it = zeros.find(id);
-    if (it == zeros.end()) it = zeros.emplace(id, ops::zeros(builder, backward.tensor(id))).first;
-    return it->second;
-  };
-  auto read = [&](ProxyId id) {
-    if (auto it = renamed.find(id); it != renamed.end()) return it->second;
-    return zero.count(id) ? materialized(id) : Value(ProxyRef{id});
-  };
-  for (const BoundSymbol& b : backward.symbols) {
-    bool reads_gradient = false, all_zero = true;
-    for (ProxyId id : b.input_proxies()) {
-      if (!linear.count(id)) continue;
-      reads_gradient = true;
-      all_zero &= zero.count(id) > 0;
-    }
-    builder.set_source(b.source);
-    if (reads_gradient) {
-      for (ProxyId o : b.output_proxies()) linear.insert(o);
-      if (all_zero) {  // linear in gradients that are all zero: zero, and not computed
-        for (ProxyId o : b.output_proxies()) zero.insert(o);
-        continue;
-      }
-      // A sum with one zero term (gradients accumulated from two uses): the other term, where it is the sum's
-      // shape and dtype.
-      if (b.is(ir::PrimId::add) && b.output.is_proxy() && b.args[0].is_proxy() && b.args[1].is_proxy()) {
-        const ProxyId x = b.args[0].proxy(), y = b.args[1].proxy();
-        const ProxyId other = zero.count(x) ? y : zero.count(y) ? x : b.output.proxy();
-        if (other != b.output.proxy() && !zero.count(other) &&
-            backward.tensor(other) == backward.tensor(b.output.proxy())) {
-          renamed.emplace(b.output.proxy(), read(other));
-          continue;
-        }
-      }
-    }
-    out.symbols.push_back(ir::substitute_inputs(b, read));
-  }
-  out.output = ir::map_proxies(backward.output, read);
-  return dead_code_elimination(out);
+Trace specialize_backward(const Trace& t, const Trace& forward, const std::vector<bool>& given,
+                          const std::vector<ProxyId>& activation_inputs) {
+  auto by_logsumexp = [&](const BoundSymbol& b) { return attention_by_logsumexp(t, b); };
+  if (std::none_of(t.symbols.begin(), t.symbols.end(), by_logsumexp))
+    return Differentiator(t, activation_inputs).backward_given(forward, given);
+  const Trace with_logsumexp = with_attention_logsumexp(t);
+  return Differentiator(with_logsumexp, activation_inputs).backward_given(forward, given);
 }
 
 }  // namespace thunder::passes

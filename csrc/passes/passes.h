@@ -160,19 +160,19 @@ struct ForwardBackward {
 /// rather than the input to recompute them from (which a later c.mul_(2) would change: the backward raised).
 ForwardBackward split_forward_backward(const Trace& t, const std::vector<ProxyId>& activation_inputs = {});
 
-/// The backward of split_forward_backward for a call in which only some output gradients are given
-/// (`given[k]`: the k-th gradient input; torch's autograd passes None for an output nothing differentiates).
-/// Every value the backward computes from gradients is linear in them, so a value computed from missing gradients
-/// only is zero: it is not computed (eager's autograd does not run the nodes it would flow through), a sum with
-/// such a term is its other term, and where a zero meets a given gradient otherwise (a cat, the generic rule's
-/// tuple of gradients) it is materialized as zeros. Filling the missing gradients with zeros instead computed
-/// 0 * inf = NaN where a VJP reads an infinite or NaN forward value (log at 0 in an unused output), and added it
-/// to the used outputs' gradients. The inputs are unchanged (the missing gradients are not read); an input
-/// gradient made only of missing ones is returned as zeros.
-/// Before (t2 missing): t5 = prims.div(t2, t0); t6 = prims.mul(t1, t3); t7 = prims.add(t6, t5); return (t7,)
-/// After:              t6 = prims.mul(t1, t3); return (t6,)
-/// std::invalid_argument if `given` does not have one flag per gradient input.
-Trace specialize_backward(const Trace& backward, const std::vector<bool>& given);
+/// The backward of split_forward_backward(t, activation_inputs) for a call in which only some output gradients
+/// are given (`given[k]`: the k-th gradient input; torch's autograd passes None for an output nothing
+/// differentiates): the autodiff run again from the given gradients only, so that a symbol only missing ones
+/// would reach is not differentiated -- eager's autograd does not run the nodes they would flow through -- and a
+/// multi-output one gets None for its missing outputs, as in eager (the generic rule passes torch's autograd
+/// only the others). It reads the values `forward` (that split's forward) saves, recomputing from them what else
+/// it reads; the calling convention is the split's backward's (the missing gradients are not read). Filling the
+/// missing gradients with zeros instead computed 0 * inf = NaN where a VJP reads an infinite forward value (the
+/// log of 0 in an unused output) and added it to the used outputs' gradients.
+/// std::invalid_argument if `given` does not have one flag per gradient input; NotDifferentiable if the backward
+/// reads a value the forward neither saves nor can recompute (a forward with effects).
+Trace specialize_backward(const Trace& t, const Trace& forward, const std::vector<bool>& given,
+                          const std::vector<ProxyId>& activation_inputs = {});
 
 using PassFn = Trace (*)(const Trace&, const PassContext&);
 struct Pass {

@@ -3,6 +3,7 @@ import contextlib
 import dataclasses
 import inspect
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -332,6 +333,8 @@ class _Passed:
     vjp: list = field(default_factory=list)
     reaches: list = None        # per output gradient, the arguments it reaches (gradient_reaches)
     backward_passes: tuple = None  # (pass names, evaluator, tables) the backward's passes run with
+    joint: object = None        # the trace the autodiff split, and its activation inputs (split_forward_backward)
+    activation_inputs: list = None
 
 
 def _run_all_passes(imported, trace, executors, passes, index, namespace, evaluator, tables, views):
@@ -371,6 +374,7 @@ def _run_all_passes(imported, trace, executors, passes, index, namespace, evalua
                 passed.grad_outputs, passed.vjp = list(grad_outputs), list(vjp)
                 passed.reaches = gradient_reaches(trace, grad_outputs)
                 passed.backward_passes = (["cse", "dce"] + passes[split_at:], evaluator, tables)
+                passed.joint, passed.activation_inputs = trace, getattr(imported, "activation_inputs", [])
                 return passed
     _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
     return passed
@@ -437,20 +441,25 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
         graph.own_backward_traces = len(backward_views) - len(passed.backward_views)
         graph.grad_outputs = list(passed.grad_outputs)
     if backward_views is not None and lower:
-        split = next(v for v in views if v.name == "autodiff (forward)")
+        split = symbolic_split = next(v for v in views if v.name == "autodiff (forward)")
         unsplit_backward = backward_views[0]
         if sizes is not None:
             split, unsplit_backward = _bound(split, sizes), _bound(unsplit_backward, sizes)
         writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
         backward_fn = _taking_saved_list(backward_views[-1], runner(debug.debug_runner(
             backward_views[-1].python_callable(), debug_mode)))
-        def specialize(given, unsplit=unsplit_backward):
-            return _specialized_backward(graph, passed, unsplit, given, executors, runner, debug_mode,
-                                         compiled_kernels)
-        graph.fn = training_callable(fn, backward_fn, passed.grad_outputs,
-                                     None if writes else (runner(split.python_callable()),
-                                                          _taking_saved_list(unsplit_backward,
-                                                                             runner(unsplit_backward.python_callable()))),
+        graph_ref = weakref.ref(graph)  # the program, which the graph holds, holds this
+
+        differentiable = None if writes else (runner(split.python_callable()), _taking_saved_list(
+            unsplit_backward, runner(unsplit_backward.python_callable())))
+        final_backward, unsplit_trace = backward_views[-1].trace, unsplit_backward.trace
+
+        def specialize(given, namespace=unsplit_backward.namespace):
+            made = _specialized_backward(graph_ref(), passed, symbolic_split.trace, sizes, namespace, given,
+                                         executors, runner, debug_mode, compiled_kernels)
+            return made or (_with_zeros(final_backward, backward_fn),
+                            differentiable and _with_zeros(unsplit_trace, differentiable[1]))
+        graph.fn = training_callable(fn, backward_fn, passed.grad_outputs, differentiable,
                                      random=any(b.draws_random_numbers for b in split.symbols),
                                      reaches=passed.reaches, specialize=specialize)
     if lower:
@@ -460,18 +469,28 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
     return graph
 
 
-def _specialized_backward(graph, passed, unsplit, given, executors, runner, debug_mode, compiled_kernels):
-    """The backward of a training graph for a call given only the output gradients ``given`` flags: the split's
-    backward ``unsplit`` (sizes bound, for a specialization of a SymbolicPlan) made by ``_core.specialize_backward``,
-    whose values computed from the missing gradients alone are zero and not computed, then the backward's passes
-    and lowering. Returns (compiled backward, uncompiled one for create_graph=True), each ``fn(saved, *grads)``
-    with the missing gradients passed as None (not read). Recorded in ``graph.specialized_backward_traces``; its
-    seconds are added to the graph's ``compile_seconds``."""
+def _specialized_backward(graph, passed, forward, sizes, namespace, given, executors, runner, debug_mode,
+                          compiled_kernels):
+    """The backward of a training graph for a call given only the output gradients ``given`` flags (the others
+    None): ``_core.specialize_backward`` of the joint trace the autodiff split, reading what ``forward`` (the
+    split's forward) saves, with ``sizes`` bound where the traces have symbolic ones, then the backward's passes
+    and lowering (kernels in a copy of ``namespace``, the split backward's). Returns (compiled backward, uncompiled
+    one for create_graph=True), each ``fn(saved, *grads)``, the missing gradients passed as None (not read).
+    Recorded in ``graph.specialized_backward_traces``; its seconds are added to the graph's ``compile_seconds``.
+    None where the autodiff cannot make it (it would read a value the forward neither saves nor recomputes): the
+    caller runs the split's backward with zeros for the missing gradients (_with_zeros), and the log says so."""
     start = time.perf_counter()
-    names, evaluator, tables = passed.backward_passes
-    namespace = unsplit.namespace.copy_for()
-    trace = _core.specialize_backward(unsplit.trace, list(given))
+    namespace = namespace.copy_for()
+    try:
+        trace = _core.specialize_backward(passed.joint, forward, list(given), passed.activation_inputs)
+    except _core.NotDifferentiable as e:
+        logger.info("thunder: graph %d: the backward for %d of %d output gradients runs with zeros for the "
+                    "others: %s", graph.index, sum(given), len(given), e)
+        return None
+    if sizes is not None:
+        trace = _core.bind_sizes(trace, sizes)
     views = [TraceView(trace, namespace, "autodiff (backward, for the given output gradients)")]
+    names, evaluator, tables = passed.backward_passes
     _run_passes(trace, names, evaluator, tables, namespace, views, {}, graph.index, "backward ")
     kernels = {}
     _lower(views[-1].trace, executors, namespace, kernels, {}, round_every_op=False, prefix="backward ",
@@ -482,9 +501,19 @@ def _specialized_backward(graph, passed, unsplit, given, executors, runner, debu
     uncompiled = _taking_saved_list(views[0], runner(views[0].python_callable()))
     graph.specialized_backward_traces[tuple(given)] = views
     graph.compile_seconds += time.perf_counter() - start
-    logger.info("thunder: graph %d: a backward given %d of %d output gradients: specialized (what only the missing "
-                "ones reach is not computed)", graph.index, sum(given), len(given))
+    logger.info("thunder: graph %d: a backward given %d of %d output gradients: made for those (the derivatives "
+                "only the missing ones reach are not computed)", graph.index, sum(given), len(given))
     return compiled, uncompiled
+
+
+def _with_zeros(trace, fn):
+    """A backward ``fn(saved, *grads)`` (of ``trace``) called with zeros for the gradients given as None."""
+    metas = [trace.meta(p) for p in trace.inputs[trace.boxed_inputs:]]
+
+    def run(saved, *grads):
+        return fn(saved, *(torch.zeros(m[1], dtype=to_torch(m[0]), device=m[2]) if g is None else g
+                           for g, m in zip(grads, metas)))
+    return run
 
 
 class SymbolicPlan:
@@ -671,15 +700,20 @@ def proxies(value):
 def gradient_reaches(joint_trace, grad_outputs):
     """Per output gradient (the outputs ``grad_outputs`` indexes), the indices of the arguments it reaches: those
     on the output's autograd graph in eager, i.e. joined to it by values that require grad (a float result of an
-    op with an input that requires grad). An argument no given output gradient reaches gets None, and one that is
+    op with an input that requires grad), through the ops' decompositions (``broadcast_tensors(x, w)[0]`` joins x
+    only; an opaque op joins all its tensor arguments to all its outputs). An argument no given output gradient reaches gets None, and one that is
     reached gets a gradient even where it is zero by the derivative's rule (floor), as in eager (see
     _TrainingProgram)."""
     def requires_grad(p):
         m = joint_trace.meta(p)
         return m[0] != "number" and m[3]
 
+    def leaves(symbols):  # the decompositions' prims: a multi-output op joins each output to its own inputs
+        for b in symbols:
+            yield from leaves(b.subsymbols) if b.subsymbols else (b,)
+
     joined = {p.id: {i} for i, p in enumerate(joint_trace.inputs) if requires_grad(p)}
-    for b in joint_trace.symbols:
+    for b in leaves(joint_trace.symbols):
         d = set().union(*(joined.get(p.id, ()) for a in b.args for p in proxies(a)))
         for p in proxies(b.output):
             if requires_grad(p):
