@@ -246,14 +246,7 @@ class Differentiator {
         const std::vector<ProxyId> reads = forward.symbols[made->second].input_proxies();
         missing.insert(missing.end(), reads.begin(), reads.end());
       }
-      std::vector<BoundSymbol> symbols;
-      for (size_t i = 0; i < forward.symbols.size(); ++i)
-        if (recompute[i]) symbols.push_back(forward.symbols[i]);
-      std::vector<ProxyId> reads;
-      for (const BoundSymbol& b : bwd_.symbols)
-        for (ProxyId id : b.input_proxies()) reads.push_back(id);
-      expose(symbols, reads);
-      bwd_.symbols = place_near_use(std::move(symbols), std::move(bwd_.symbols), bwd_.output);
+      add_recomputation(forward, recompute);
     }
     return finish_backward(saved, grad_inputs);
   }
@@ -408,17 +401,22 @@ class Differentiator {
       const std::vector<ProxyId> reads = fwd.symbols[made->second].input_proxies();
       pending.insert(pending.end(), reads.rbegin(), reads.rend());
     }
+    if (std::none_of(recompute.begin(), recompute.end(), [](bool r) { return r; })) return saved;
+    add_recomputation(fwd, recompute);
+    return result;
+  }
+
+  // Adds the forward symbols `recompute` flags to bwd_, each placed near its first reader (place_near_use). The
+  // VJPs may read values the recomputed composites define inside their decompositions: those are opened.
+  void add_recomputation(const Trace& fwd, const std::vector<bool>& recompute) {
     std::vector<BoundSymbol> symbols;
     for (size_t i = 0; i < fwd.symbols.size(); ++i)
       if (recompute[i]) symbols.push_back(fwd.symbols[i]);
-    if (symbols.empty()) return saved;
-    // The VJPs may read values the recomputed composites define inside their decompositions: open those.
     std::vector<ProxyId> reads;
     for (const BoundSymbol& b : bwd_.symbols)
       for (ProxyId id : b.input_proxies()) reads.push_back(id);
     expose(symbols, reads);
     bwd_.symbols = place_near_use(std::move(symbols), std::move(bwd_.symbols), bwd_.output);
-    return result;
   }
 
   // The backward with each recomputed symbol placed just before the first symbol that reads what it computes
