@@ -261,3 +261,43 @@ def test_torch_compile_results_keep_their_own_graphs_and_graph_breaks():
 def test_a_torch_compile_result_of_another_backend_is_not_inspectable():
     with pytest.raises(TypeError, match="not a thunder-jitted callable"):
         thunder.compile_stats(torch.compile(lambda x: x + 1, backend="eager"))
+
+
+def test_a_forward_reassigned_on_the_class_or_given_new_defaults_is_compiled_again(caplog):
+    """The wrapper compiles a copy of the class's forward; a patch after thunder.jit (``Model.forward = ...``, new
+    defaults) runs, as in eager, instead of the copy (which ran the old code silently), and the log says so."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, x, scale=1.0):
+            return self.fc(x) * scale
+
+    model = Scaled()
+    jitted = thunder.jit(model)
+    x = torch.randn(3, 2)
+    with torch.no_grad():
+        for _ in range(2):  # the second call takes the fast path
+            assert_same(jitted(x), model(x))
+        Scaled.forward.__defaults__ = (2.0,)
+        with caplog.at_level(logging.INFO, logger="thunder"):
+            assert_same(jitted(x), model(x))
+        assert "changed since it was compiled" in caplog.text
+        Scaled.forward = lambda self, x, scale=1.0: self.fc(x) * 7
+        for _ in range(2):
+            assert_same(jitted(x), model(x))
+
+
+def test_a_function_given_new_code_or_defaults_is_compiled_again():
+    def f(x, k=2):
+        return x * k
+
+    jitted, x = thunder.jit(f), torch.randn(3)
+    for _ in range(2):
+        assert_same(jitted(x), f(x))
+    f.__defaults__ = (5,)
+    assert_same(jitted(x), x * 5)
+    f.__code__ = (lambda x, k=2: x + k).__code__
+    for _ in range(2):
+        assert_same(jitted(x), x + 5)

@@ -44,6 +44,28 @@ def _understood(x):
     return isinstance(x, _UNDERSTOOD)
 
 
+def _always():
+    return True
+
+
+def _unchanged(target):
+    """A test, cheap enough for every call, that the function a wrapper compiled a copy of is as it was copied:
+    the module class's ``forward`` (unless the instance sets one, which the copy sees live), the function, or a
+    method's function, with the same code and defaults. Always true where that is not a plain function."""
+    if isinstance(target, nn.Module):
+        cls, attributes = type(target), target.__dict__
+        fn = None if "forward" in attributes else getattr(cls, "forward", None)
+    else:
+        fn = target.__func__ if isinstance(target, types.MethodType) else target
+    if not isinstance(fn, types.FunctionType):
+        return _always
+    code, defaults, kwdefaults = fn.__code__, fn.__defaults__, fn.__kwdefaults__
+    if isinstance(target, nn.Module):
+        return lambda: (cls.forward is fn and fn.__code__ is code and fn.__defaults__ is defaults and
+                        fn.__kwdefaults__ is kwdefaults) or "forward" in attributes
+    return lambda: fn.__code__ is code and fn.__defaults__ is defaults and fn.__kwdefaults__ is kwdefaults
+
+
 class _Jitted:
     """Shared by ThunderFunction and ThunderModule: the Dynamo-compiled callable and its state."""
 
@@ -101,8 +123,19 @@ class _Jitted:
         self._thunder_region = _region(self._thunder_compiled)
         self._thunder_fast_path = None if own is None else FastPath(own, self._thunder_backend, self._thunder_state,
                                                                     self._thunder_region, instance)
+        self._thunder_unchanged = _unchanged(self._thunder_target) if own is not None else _always
+
+    def _follow_source(self):
+        """Compiles the function again (a new copy) where it changed since it was copied: a class's ``forward``
+        reassigned (``Model.forward = patched``), a function's ``__code__`` or defaults (see _unchanged). The copy
+        keeps what it was made from, so without this the old code ran, silently."""
+        logger.info("thunder: %s changed since it was compiled (reassigned, or its code or defaults): compiling the "
+                    "new one", self._thunder_state.name)
+        self._build()
 
     def _run(self, args, kwargs):
+        if not self._thunder_unchanged():
+            self._follow_source()
         state = self._thunder_state
         state.calls += 1
         graphs, breaks = len(state.graphs), len(state.graph_breaks)
@@ -348,6 +381,8 @@ class ThunderFunction(_Jitted):
         if _is_compiling():  # traced by an enclosing compile: its trace takes in the original
             return self._fn(*args, **kwargs)
         if not kwargs and self._thunder_fast_path is not None:
+            if not self._thunder_unchanged():
+                self._follow_source()
             try:
                 out = self._thunder_fast_path.call(args)  # counted in the state
             except Exception as e:
@@ -376,7 +411,7 @@ class ThunderFunction(_Jitted):
 #: (except dunder names such as ``__class__``: the wrapper's own identity, never the original's).
 _OWN_ATTRIBUTES = frozenset("_thunder_" + name for name in (
     "state", "compiled", "signature_fn", "model", "fast_path", "backend", "target", "excluded", "converted",
-    "fullgraph", "dynamic", "code", "region", "release", "instance", "returns_instance"))
+    "fullgraph", "dynamic", "code", "region", "release", "instance", "returns_instance", "unchanged"))
 
 
 def _original_in(out, instance, model):
@@ -452,6 +487,9 @@ class ThunderModule(_Jitted, nn.Module):
         if _is_compiling():  # traced by an enclosing compile: its hooks, then forward (the original's call)
             return nn.Module.__call__(self, *args, **kwargs)
         if not kwargs and fast is not None and plain_module_call(self, d["_thunder_model"]):
+            if not d["_thunder_unchanged"]():
+                self._follow_source()
+                fast = d["_thunder_fast_path"]
             try:
                 out = fast.call(args)  # counted in the state
             except Exception as e:
