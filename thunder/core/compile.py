@@ -448,8 +448,7 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
         writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
         backward_fn = _taking_saved_list(backward_views[-1], runner(debug.debug_runner(
             backward_views[-1].python_callable(), debug_mode)))
-        graph_ref = weakref.ref(graph)  # the program, which the graph holds, holds this
-
+        graph_ref = weakref.ref(graph)  # the program, which the graph holds, holds `specialize`
         differentiable = None if writes else (runner(split.python_callable()), _taking_saved_list(
             unsplit_backward, runner(unsplit_backward.python_callable())))
         final_backward, unsplit_trace = backward_views[-1].trace, unsplit_backward.trace
@@ -476,33 +475,36 @@ def _specialized_backward(graph, passed, forward, sizes, namespace, given, execu
     split's forward) saves, with ``sizes`` bound where the traces have symbolic ones, then the backward's passes
     and lowering (kernels in a copy of ``namespace``, the split backward's). Returns (compiled backward, uncompiled
     one for create_graph=True), each ``fn(saved, *grads)``, the missing gradients passed as None (not read).
-    Recorded in ``graph.specialized_backward_traces``; its seconds are added to the graph's ``compile_seconds``.
+    Recorded in ``graph.specialized_backward_traces``; its seconds are added to the graph's ``compile_seconds``
+    (``graph`` None: a graph released while a backward of it was pending; nothing is recorded).
     None where the autodiff cannot make it (it would read a value the forward neither saves nor recomputes): the
     caller runs the split's backward with zeros for the missing gradients (_with_zeros), and the log says so."""
     start = time.perf_counter()
+    index = -1 if graph is None else graph.index
     namespace = namespace.copy_for()
     try:
         trace = _core.specialize_backward(passed.joint, forward, list(given), passed.activation_inputs)
     except _core.NotDifferentiable as e:
         logger.info("thunder: graph %d: the backward for %d of %d output gradients runs with zeros for the "
-                    "others: %s", graph.index, sum(given), len(given), e)
+                    "others: %s", index, sum(given), len(given), e)
         return None
     if sizes is not None:
         trace = _core.bind_sizes(trace, sizes)
     views = [TraceView(trace, namespace, "autodiff (backward, for the given output gradients)")]
     names, evaluator, tables = passed.backward_passes
-    _run_passes(trace, names, evaluator, tables, namespace, views, {}, graph.index, "backward ")
+    _run_passes(trace, names, evaluator, tables, namespace, views, {}, index, "backward ")
     kernels = {}
     _lower(views[-1].trace, executors, namespace, kernels, {}, round_every_op=False, prefix="backward ",
            compiled=compiled_kernels)
-    for name, units in kernels.items():
-        graph.kernels.setdefault(name, []).extend(units)
     compiled = _taking_saved_list(views[-1], runner(debug.debug_runner(views[-1].python_callable(), debug_mode)))
     uncompiled = _taking_saved_list(views[0], runner(views[0].python_callable()))
-    graph.specialized_backward_traces[tuple(given)] = views
-    graph.compile_seconds += time.perf_counter() - start
+    if graph is not None:
+        for name, units in kernels.items():
+            graph.kernels.setdefault(name, []).extend(units)
+        graph.specialized_backward_traces[tuple(given)] = views
+        graph.compile_seconds += time.perf_counter() - start
     logger.info("thunder: graph %d: a backward given %d of %d output gradients: made for those (the derivatives "
-                "only the missing ones reach are not computed)", graph.index, sum(given), len(given))
+                "only the missing ones reach are not computed)", index, sum(given), len(given))
     return compiled, uncompiled
 
 
@@ -701,9 +703,9 @@ def gradient_reaches(joint_trace, grad_outputs):
     """Per output gradient (the outputs ``grad_outputs`` indexes), the indices of the arguments it reaches: those
     on the output's autograd graph in eager, i.e. joined to it by values that require grad (a float result of an
     op with an input that requires grad), through the ops' decompositions (``broadcast_tensors(x, w)[0]`` joins x
-    only; an opaque op joins all its tensor arguments to all its outputs). An argument no given output gradient reaches gets None, and one that is
-    reached gets a gradient even where it is zero by the derivative's rule (floor), as in eager (see
-    _TrainingProgram)."""
+    only; an opaque op joins all its tensor arguments to all its outputs). An argument no given output gradient
+    reaches gets None, and one that is reached gets a gradient even where it is zero by the derivative's rule
+    (floor), as in eager (see _TrainingProgram)."""
     def requires_grad(p):
         m = joint_trace.meta(p)
         return m[0] != "number" and m[3]
