@@ -13,7 +13,6 @@ struct Registry {
   std::vector<const OpDef*> order;
   ir::Symbol opaque_effect{"opaque", ir::Level::Opaque, ir::kOpaque | ir::kEffect, {}};
   ir::Symbol opaque_pure{"opaque", ir::Level::Opaque, ir::kOpaque, {}};
-  ir::Symbol generic_vjp{"opaque", ir::Level::Opaque, ir::kOpaque, {}};
 };
 
 Registry& registry_unlocked() {
@@ -110,8 +109,6 @@ std::vector<const OpDef*> ops_of(ir::Level level) {
 const ir::Symbol* opaque_symbol(bool effect) {
   return effect ? &registry().opaque_effect : &registry().opaque_pure;
 }
-
-const ir::Symbol* generic_vjp_symbol() { return &registry().generic_vjp; }
 
 const TensorMeta& Builder::meta(const Value& tensor) const { return trace_.tensor(tensor.proxy()); }
 

@@ -56,9 +56,6 @@ std::vector<const OpDef*> ops_of(ir::Level level);
 /// The symbol opaque bound symbols point to: with the kEffect tag (may mutate
 /// its arguments or use a random generator) or without it (a pure function).
 const ir::Symbol* opaque_symbol(bool effect = true);
-/// The symbol of the autodiff's generic VJP rule (an opaque, pure call of
-/// thunder.executors.torchex.autograd_vjp taking the tuple of output gradients, None for outputs without one).
-const ir::Symbol* generic_vjp_symbol();
 
 /// Builds traces. Each call binds arguments to the op's parameters, checks
 /// them, computes output metadata, and appends one bound symbol (with its

@@ -267,11 +267,8 @@ class Differentiator {
       ir::TensorMeta m = t_.tensor(outs[i].proxy());
       m.requires_grad = false;
       ProxyId g = bwd_.new_tensor(m);
-      if (given != nullptr && grad_inputs.size() < given->size() && !(*given)[grad_inputs.size()]) {
-        grad_inputs.push_back(g);
-        continue;
-      }
       grad_inputs.push_back(g);
+      if (given != nullptr && grad_inputs.size() <= given->size() && !(*given)[grad_inputs.size() - 1]) continue;
       fb.grad_outputs.push_back(i);
       accumulate(outs[i].proxy(), Value(ProxyRef{g}));
     }
@@ -566,7 +563,7 @@ class Differentiator {
     for (const auto& [name, v] : kwargs) want(v, "'" + name + "'");
     if (targets.empty()) return;
     BoundSymbol vjp;
-    vjp.sym = ops::generic_vjp_symbol();
+    vjp.sym = ops::opaque_symbol(false);
     vjp.callee = "autograd_vjp(" + b.printed_callee() + ", (" + wants + "))";
     vjp.args.push_back(Value::tuple(std::move(out_grads)));
     vjp.args.insert(vjp.args.end(), args.begin(), args.end());
@@ -586,23 +583,28 @@ class Differentiator {
   const std::unordered_set<ProxyId> activations_;  // inputs not free to save (split_forward_backward)
 };
 
+// f(the Differentiator of t), t's attentions that attention_by_logsumexp selects made attention_with_logsumexp.
+template <class F>
+auto differentiate(const Trace& t, const std::vector<ProxyId>& activation_inputs, F f) {
+  auto by_logsumexp = [&](const BoundSymbol& b) { return attention_by_logsumexp(t, b); };
+  if (std::none_of(t.symbols.begin(), t.symbols.end(), by_logsumexp)) {
+    Differentiator d(t, activation_inputs);
+    return f(d);
+  }
+  const Trace with_logsumexp = with_attention_logsumexp(t);
+  Differentiator d(with_logsumexp, activation_inputs);
+  return f(d);
+}
+
 }  // namespace
 
 ForwardBackward split_forward_backward(const Trace& t, const std::vector<ProxyId>& activation_inputs) {
-  auto by_logsumexp = [&](const BoundSymbol& b) { return attention_by_logsumexp(t, b); };
-  if (std::none_of(t.symbols.begin(), t.symbols.end(), by_logsumexp))
-    return Differentiator(t, activation_inputs).run();
-  const Trace with_logsumexp = with_attention_logsumexp(t);
-  return Differentiator(with_logsumexp, activation_inputs).run();
+  return differentiate(t, activation_inputs, [](Differentiator& d) { return d.run(); });
 }
 
 Trace specialize_backward(const Trace& t, const Trace& forward, const std::vector<bool>& given,
                           const std::vector<ProxyId>& activation_inputs) {
-  auto by_logsumexp = [&](const BoundSymbol& b) { return attention_by_logsumexp(t, b); };
-  if (std::none_of(t.symbols.begin(), t.symbols.end(), by_logsumexp))
-    return Differentiator(t, activation_inputs).backward_given(forward, given);
-  const Trace with_logsumexp = with_attention_logsumexp(t);
-  return Differentiator(with_logsumexp, activation_inputs).backward_given(forward, given);
+  return differentiate(t, activation_inputs, [&](Differentiator& d) { return d.backward_given(forward, given); });
 }
 
 }  // namespace thunder::passes
