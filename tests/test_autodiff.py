@@ -1130,3 +1130,74 @@ def test_a_backward_specialized_with_symbolic_sizes():
         x, w = torch.arange(n, dtype=D), torch.ones(n, dtype=D, requires_grad=True)
         mine, eager = _unused_outputs_grads(f, [x, w], [0], jitted=jitted)
         assert_same(mine[1], eager[1], path=str(n))
+
+
+_E, _H = 8, 2
+_MHA_CALLS = {
+    "self": lambda m, x, mem: m(x, x, x),
+    "self, no weights": lambda m, x, mem: m(x, x, x, need_weights=False),
+    "weights per head": lambda m, x, mem: m(x, x, x, average_attn_weights=False),
+    "cross": lambda m, x, mem: m(x, mem, mem),
+    "query, key, value distinct": lambda m, x, mem: m(x, mem, mem * 2),
+    "float mask": lambda m, x, mem: m(x, x, x, attn_mask=nn.Transformer.generate_square_subsequent_mask(5, dtype=D)),
+    "causal, no weights": lambda m, x, mem: m(x, x, x, attn_mask=nn.Transformer.generate_square_subsequent_mask(
+        5, dtype=D), is_causal=True, need_weights=False),
+    "bool mask": lambda m, x, mem: m(x, x, x, attn_mask=torch.eye(5, dtype=torch.bool).roll(1, 0)),
+    "key padding mask": lambda m, x, mem: m(x, x, x, key_padding_mask=torch.arange(5).expand(3, 5) >= 4),
+    "key padding, no weights": lambda m, x, mem: m(x, x, x, key_padding_mask=torch.arange(5).expand(3, 5) >= 4,
+                                                    need_weights=False),
+    "3-D mask": lambda m, x, mem: m(x, x, x, attn_mask=leaf(3 * _H, 5, 5, seed=3).detach()),
+}
+
+
+@pytest.mark.parametrize("call", list(_MHA_CALLS))
+def test_multi_head_attention_is_native(call):
+    """nn.MultiheadAttention's forward in training (F.multi_head_attention_forward, one call in Dynamo's graph) is a
+    native op, differentiated and fused by thunder: outputs and every parameter's gradient as eager's."""
+    torch.manual_seed(0)
+    model = nn.MultiheadAttention(_E, _H, batch_first=True).double()
+    ref = copy.deepcopy(model)
+    jitted = thunder.jit(model)
+    x, mem = leaf(3, 5, _E, seed=1).detach(), leaf(3, 7, _E, seed=2).detach()
+    outs, expected = _MHA_CALLS[call](jitted, x, mem), _MHA_CALLS[call](ref, x, mem)
+    assert_same(outs, expected)
+    weights = [torch.randn(e.shape, dtype=D, generator=torch.Generator().manual_seed(4)) for e in expected
+               if e is not None]
+    sum((o * w).sum() for o, w in zip([o for o in outs if o is not None], weights)).backward()
+    sum((e * w).sum() for e, w in zip([e for e in expected if e is not None], weights)).backward()
+    assert_grads_as_eager(model, ref)
+    assert not [b for b in thunder.last_traces(jitted)[0].symbols if b.is_opaque]
+    assert backward_of(jitted) == ["thunder"]
+
+
+def test_transformer_layers_train_natively():
+    torch.manual_seed(0)
+    x, mem = leaf(3, 5, _E, seed=1).detach(), leaf(3, 7, _E, seed=2).detach()
+    mask = nn.Transformer.generate_square_subsequent_mask(5, dtype=D)
+    padding = torch.arange(5).expand(3, 5) >= 4
+    for layer, call in ((nn.TransformerEncoderLayer, lambda m: m(x, src_key_padding_mask=padding)),
+                        (nn.TransformerDecoderLayer, lambda m: m(x, mem, tgt_mask=mask, tgt_is_causal=True))):
+        model = layer(_E, _H, dim_feedforward=16, dropout=0.0, batch_first=True).double()
+        ref = copy.deepcopy(model)
+        jitted = thunder.jit(model)
+        out, expected = call(jitted), call(ref)
+        assert_same(out, expected)
+        out.pow(2).sum().backward()
+        expected.pow(2).sum().backward()
+        assert_grads_as_eager(model, ref)
+        assert not [b for g in thunder._compiled_graphs(jitted, "test") for b in g.traces[0].trace.symbols
+                    if b.is_opaque], layer.__name__
+
+
+def test_multi_head_attention_outside_the_native_case_runs_with_torch():
+    """bias_k/bias_v, other key dimensions, an unbatched input: the op runs with torch (opaque), values as eager."""
+    x = leaf(3, 5, _E, seed=1).detach()
+    for make, args in ((lambda: nn.MultiheadAttention(_E, _H, batch_first=True, add_bias_kv=True), (x, x, x)),
+                       (lambda: nn.MultiheadAttention(_E, _H, batch_first=True, kdim=6, vdim=6),
+                        (x, x[..., :6], x[..., :6])),
+                       (lambda: nn.MultiheadAttention(_E, _H), (x[0], x[0], x[0]))):
+        model = make().double()
+        jitted = thunder.jit(model)
+        assert_same(jitted(*args), model(*args))
+        assert [b.callee for b in thunder.last_traces(jitted)[0].symbols if b.is_opaque] == \
+            ["torch.nn.functional.multi_head_attention_forward"]

@@ -266,6 +266,123 @@ Value embedding(Builder& b, const Args& a) {
   return b.torch("reshape", {rows, Value::dims(shape)});
 }
 
+// torch.nn.functional.multi_head_attention_forward (nn.MultiheadAttention's forward in training, which Dynamo
+// keeps as one call), as torch's Python code computes it, for the common case: batched (L, N, E) query and (S, N, E)
+// key and value, the packed in-projection (one linear for self-attention, q and kv for key is value, else three),
+// masks 2-D (L, S) or 3-D (N * heads, L, S) and a (N, S) key padding mask, bool (True: masked out) or float. With
+// need_weights, softmax(q k^T / sqrt(head_dim) + mask) is computed and returned (averaged over heads or not);
+// without, scaled_dot_product_attention. Anything else -- bias_k/bias_v, add_zero_attn, separate projection
+// weights, static keys, unbatched inputs, shapes torch rejects -- is not native: the op runs with torch, which
+// computes or raises as it does.
+Value multi_head_attention(Builder& b, const Args& a) {
+  const Value &query = a[0], &key = a[1], &value = a[2], &w_in = a[5], &b_in = a[6], &w_out = a[11], &b_out = a[12];
+  if (!a[7].is_none() || !a[8].is_none()) throw NotNative("multi_head_attention_forward with bias_k/bias_v");
+  if (a[9].as_bool()) throw NotNative("multi_head_attention_forward with add_zero_attn");
+  if (a[17].as_bool() || !a[21].is_none() || !a[22].is_none())
+    throw NotNative("multi_head_attention_forward with separate projection weights or static keys");
+  auto integer = [](const Value& x) { return std::holds_alternative<int64_t>(x.v); };
+  if (w_in.is_none() || !integer(a[3]) || !integer(a[4]) || a[10].is_proxy() || a[10].is_symbolic())
+    throw NotNative("multi_head_attention_forward with these arguments");
+  const TensorMeta qm = b.meta(query), km = b.meta(key), vm = b.meta(value);
+  if (qm.ndim() != 3 || km.ndim() != 3 || !(km.shape == vm.shape) || !ir::is_floating(qm.dtype) ||
+      km.dtype != qm.dtype || vm.dtype != qm.dtype || !(qm.shape[1] == km.shape[1]) || !(qm.shape[2] == km.shape[2]))
+    throw NotNative("multi_head_attention_forward with these shapes or dtypes");
+  const Dim L = qm.shape[0], N = qm.shape[1], S = km.shape[0];
+  const std::optional<int64_t> embed = qm.shape[2].constant();
+  const int64_t heads = a[4].as_int();
+  if (!embed || *embed != a[3].as_int() || heads <= 0 || *embed % heads != 0)
+    throw NotNative("multi_head_attention_forward with these dimensions");
+  const int64_t E = *embed, head_dim = E / heads;
+  const double p = a[13].as_bool() ? a[10].as_double() : 0.0;
+  const bool need_weights = a[15].as_bool();
+  bool is_causal = a[24].as_bool();
+  // A bool mask marks what is masked out: -inf there, 0 elsewhere, in the query's dtype (torch's _canonical_mask).
+  auto canonical = [&](const Value& mask) -> Value {
+    if (mask.is_none()) return mask;
+    const TensorMeta mm = b.meta(mask);
+    if (mm.dtype == DType::Bool)
+      return b.torch("masked_fill", {b.torch("zeros_like", {mask, Value(qm.dtype)}), mask, Value(-INFINITY)});
+    if (!ir::is_floating(mm.dtype)) throw NotNative("multi_head_attention_forward with an integer mask");
+    return mask;
+  };
+  Value padding = canonical(a[14]), mask = a[16];
+  if (is_causal && mask.is_none()) throw NotNative("multi_head_attention_forward with is_causal and no attn_mask");
+  if (is_causal && padding.is_none() && !need_weights) {
+    mask = Value();
+  } else {
+    mask = canonical(mask);
+    if (!padding.is_none()) is_causal = false;
+  }
+  // The in-projection, as torch's _in_projection_packed splits it.
+  auto rows = [&](const Value& t, int64_t start, int64_t length) {
+    return t.is_none() ? t : b.torch("narrow", {t, Int(0), Int(start), Int(length)});
+  };
+  auto same = [](const Value& x, const Value& y) { return x.is_proxy() && y.is_proxy() && x.proxy() == y.proxy(); };
+  auto part = [&](const Value& t, int64_t k) { return b.torch("narrow", {t, Int(-1), Int(k * E), Int(E)}); };
+  Value q, k, v;
+  if (same(key, value) && same(query, key)) {
+    Value proj = b.torch("linear", {query, w_in, b_in});
+    q = part(proj, 0), k = part(proj, 1), v = part(proj, 2);
+  } else if (same(key, value)) {
+    q = b.torch("linear", {query, rows(w_in, 0, E), rows(b_in, 0, E)});
+    Value kv = b.torch("linear", {key, rows(w_in, E, 2 * E), rows(b_in, E, 2 * E)});
+    k = part(kv, 0), v = part(kv, 1);
+  } else {
+    q = b.torch("linear", {query, rows(w_in, 0, E), rows(b_in, 0, E)});
+    k = b.torch("linear", {key, rows(w_in, E, E), rows(b_in, E, E)});
+    v = b.torch("linear", {value, rows(w_in, 2 * E, E), rows(b_in, 2 * E, E)});
+  }
+  const Dim batch_heads = N * Dim(heads);
+  if (!mask.is_none()) {
+    const TensorMeta mm = b.meta(mask);
+    if (mm.ndim() == 2 && mm.shape == Shape{L, S}) mask = b.torch("unsqueeze", {mask, Int(0)});
+    else if (!(mm.ndim() == 3 && mm.shape == Shape{batch_heads, L, S}))
+      throw NotNative("multi_head_attention_forward with a mask of another shape");
+  }
+  // (length, N, E) -> (N * heads, length, head_dim)
+  auto split_heads = [&](const Value& t, const Dim& length) {
+    return b.torch("transpose", {b.torch("reshape", {t, Value::dims({length, batch_heads, Dim(head_dim)})}), Int(0),
+                                 Int(1)});
+  };
+  q = split_heads(q, L), k = split_heads(k, S), v = split_heads(v, S);
+  if (!padding.is_none()) {
+    if (!(b.meta(padding).shape == Shape{N, S}))
+      throw NotNative("multi_head_attention_forward with a key padding mask of another shape");
+    Value per_head = b.torch("expand", {b.torch("reshape", {padding, Value::dims({N, Dim(1), Dim(1), S})}),
+                                        Value::dims({N, Dim(heads), Dim(1), S})});
+    per_head = b.torch("reshape", {per_head, Value::dims({batch_heads, Dim(1), S})});
+    mask = mask.is_none() ? per_head : b.torch("add", {mask, per_head});
+  }
+  auto project_out = [&](const Value& heads_first) {  // (L, N * heads, head_dim) -> (L, N, E)
+    Value flat = b.torch("reshape", {heads_first, Value::dims({L * N, Dim(E)})});
+    return b.torch("reshape", {b.torch("linear", {flat, w_out, b_out}), Value::dims({L, N, Dim(E)})});
+  };
+  if (need_weights) {
+    Value scaled = b.torch("mul", {q, num(std::sqrt(1.0 / static_cast<double>(head_dim)))});
+    Value scores = b.torch("bmm", {scaled, b.torch("transpose", {k, Int(-2), Int(-1)})});
+    if (!mask.is_none()) scores = b.torch("add", {scores, mask});
+    Value weights = b.torch("softmax", {scores, Int(-1)});
+    if (p > 0.0) weights = b.torch("dropout", {weights, num(p)});
+    Value out = project_out(b.torch("transpose", {b.torch("bmm", {weights, v}), Int(0), Int(1)}));
+    weights = b.torch("reshape", {weights, Value::dims({N, Dim(heads), L, S})});
+    if (a[23].as_bool()) weights = b.torch("mean", {weights, Value::ints({1})});
+    return Value::tuple({out, weights});
+  }
+  if (!mask.is_none()) {
+    const TensorMeta mm = b.meta(mask);
+    mask = mm.shape[0] == Dim(1) ? b.torch("unsqueeze", {mask, Int(0)})
+                                 : b.torch("reshape", {mask, Value::dims({N, Dim(heads), mm.shape[1], S})});
+  }
+  auto by_batch = [&](const Value& t, const Dim& length) {  // (N * heads, length, head_dim) -> (N, heads, ...)
+    return b.torch("reshape", {t, Value::dims({N, Dim(heads), length, Dim(head_dim)})});
+  };
+  Value attended = b.torch("scaled_dot_product_attention",
+                           {by_batch(q, L), by_batch(k, S), by_batch(v, S), mask, num(p), Value(is_causal)});
+  Value out = project_out(b.torch("reshape", {b.torch("permute", {attended, Value::ints({2, 0, 1, 3})}),
+                                              Value::dims({L, N * Dim(heads), Dim(head_dim)})}));
+  return Value::tuple({out, Value()});
+}
+
 }  // namespace
 
 void register_torch_nn() {
@@ -297,6 +414,16 @@ void register_torch_nn() {
                  {req("query"), req("key"), req("value"), opt("attn_mask", Value()), opt("is_causal", Value(false)),
                   opt("scale", Value()), opt("enable_gqa", Value(false))},
                  attention_with_logsumexp);
+  // kRandom: its dropout draws a mask.
+  def_decomposed("multi_head_attention_forward", ir::kRandom,
+                 {req("query"), req("key"), req("value"), req("embed_dim_to_check"), req("num_heads"),
+                  req("in_proj_weight"), req("in_proj_bias"), req("bias_k"), req("bias_v"), req("add_zero_attn"),
+                  req("dropout_p"), req("out_proj_weight"), req("out_proj_bias"), opt("training", Value(true)),
+                  opt("key_padding_mask", Value()), opt("need_weights", Value(true)), opt("attn_mask", Value()),
+                  opt("use_separate_proj_weight", Value(false)), opt("q_proj_weight", Value()),
+                  opt("k_proj_weight", Value()), opt("v_proj_weight", Value()), opt("static_k", Value()),
+                  opt("static_v", Value()), opt("average_attn_weights", Value(true)), opt("is_causal", Value(false))},
+                 multi_head_attention);
   def_decomposed("cross_entropy", ir::kReduction,
                  {kInput, req("target"), opt("weight", Value()), opt("size_average", Value()),
                   opt("ignore_index", Int(-100)), opt("reduce", Value()), opt("reduction", Value(ir::Str{"mean"})),
