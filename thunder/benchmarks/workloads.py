@@ -347,6 +347,25 @@ def _model_builder(arch, mode, batch, dtype):
     return build
 
 
+def _mean_square(out):
+    return out.pow(2).mean()
+
+
+def _transformer_builder(mode, batch):
+    """torch's own nn.TransformerEncoder (4 post-norm layers, d_model 256, 4 heads, feed-forward 1024, no dropout),
+    whose attention in training is F.multi_head_attention_forward; the loss of a training step is the output's
+    mean square."""
+    def build(device):
+        torch.manual_seed(0)
+        layer = nn.TransformerEncoderLayer(256, 4, dim_feedforward=1024, dropout=0.0, batch_first=True)
+        model = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False).to(device)
+        x = torch.randn(batch, MODEL_SEQ, 256, generator=torch.Generator().manual_seed(1)).to(device)
+        if mode == "train":
+            return Case(model.train(), (x,), train=True, output=_mean_square, grads=list(model.parameters()))
+        return Case(model.eval(), (x,), no_grad=True)
+    return build
+
+
 # ----------------------------------------------------------------------------- the suite
 
 _DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
@@ -388,6 +407,9 @@ def all_workloads() -> list[Workload]:
                 ws.append(Workload(f"model/{arch}/{mode}_b{batch}/{dname}", "model",
                                    _model_builder(arch, mode, batch, dtype),
                                    description=f"HF {arch}, 4 layers, hidden 256, seq {MODEL_SEQ}, {what}"))
+    for mode, what in (("infer", "forward under no_grad"), ("train", "forward+backward")):
+        ws.append(Workload(f"model/transformer/{mode}_b8/f32", "model", _transformer_builder(mode, 8),
+                           description=f"nn.TransformerEncoder, 4 layers, d_model 256, seq {MODEL_SEQ}, {what}"))
     for w in ws:
         w.quick = w.name in _QUICK
     return ws
