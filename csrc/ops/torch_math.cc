@@ -262,16 +262,22 @@ void register_activations() {
     no_inplace(a[1], "in-place relu6");
     return b.torch("hardtanh", {a[0], F(0.0), F(6.0)});
   });
+  // hardsigmoid and hardswish: one ATen kernel each, which computes a half-precision input in float32 and rounds
+  // once (rounding after each step was 1-2 ulp off in float16).
   act("hardsigmoid", {opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[1], "in-place hardsigmoid");
     require_float(b, "ltorch.hardsigmoid", a[0]);
-    return T(b, "div", {T(b, "clamp", {T(b, "add", {a[0], F(3.0)}), F(0.0), F(6.0)}), F(6.0)});
+    const DType d = b.meta(a[0]).dtype;
+    const Value x = cast(b, a[0], opmath(d));
+    return cast(b, T(b, "div", {T(b, "clamp", {T(b, "add", {x, F(3.0)}), F(0.0), F(6.0)}), F(6.0)}), d);
   });
   act("hardswish", {opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[1], "in-place hardswish");
     require_float(b, "ltorch.hardswish", a[0]);
-    Value r6 = T(b, "clamp", {T(b, "add", {a[0], F(3.0)}), F(0.0), F(6.0)});
-    return T(b, "div", {T(b, "mul", {a[0], r6}), F(6.0)});
+    const DType d = b.meta(a[0]).dtype;
+    const Value x = cast(b, a[0], opmath(d));
+    Value r6 = T(b, "clamp", {T(b, "add", {x, F(3.0)}), F(0.0), F(6.0)});
+    return cast(b, T(b, "div", {T(b, "mul", {x, r6}), F(6.0)}), d);
   });
   // The ELU family is one ATen kernel, which computes a half-precision input in float32 and rounds once.
   act("elu", {opt("alpha", F(1.0)), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
