@@ -131,6 +131,8 @@ class _Jitted:
         keeps what it was made from, so without this the old code ran, silently."""
         logger.info("thunder: %s changed since it was compiled (reassigned, or its code or defaults): compiling the "
                     "new one", self._thunder_state.name)
+        target = self._thunder_target
+        self._thunder_signature_fn = target.forward if isinstance(target, nn.Module) else target
         self._build()
 
     def _run(self, args, kwargs):
