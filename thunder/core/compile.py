@@ -353,9 +353,11 @@ def _run_all_passes(imported, trace, executors, passes, index, namespace, evalua
         passed.autodiff = f"torch ({held_back})"
         logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, held_back)
     elif split_at < len(passes):
+        activation_inputs = getattr(imported, "activation_inputs", [])
+        backward_passes = ["cse", "dce"] + passes[split_at:]
         try:
             forward, backward, grad_outputs, saved, seconds, vjp = _core.split_forward_backward(
-                trace, getattr(imported, "activation_inputs", []))
+                trace, activation_inputs)
         except _core.NotDifferentiable as e:
             passed.autodiff = f"torch ({e})"
             logger.info("thunder: graph %d: its backward runs with torch autograd: %s", index, e)
@@ -368,13 +370,13 @@ def _run_all_passes(imported, trace, executors, passes, index, namespace, evalua
                 backward_views = [TraceView(backward, backward_namespace, "autodiff (backward)")]
                 _run_passes(forward, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index,
                             saves=True)
-                _run_passes(backward, ["cse", "dce"] + passes[split_at:], evaluator, tables, backward_namespace,
-                            backward_views, pass_seconds, index, "backward ")
+                _run_passes(backward, backward_passes, evaluator, tables, backward_namespace, backward_views,
+                            pass_seconds, index, "backward ")
                 passed.autodiff, passed.backward_views = "thunder", backward_views
                 passed.grad_outputs, passed.vjp = list(grad_outputs), list(vjp)
                 passed.reaches = gradient_reaches(trace, grad_outputs)
-                passed.backward_passes = (["cse", "dce"] + passes[split_at:], evaluator, tables)
-                passed.joint, passed.activation_inputs = trace, getattr(imported, "activation_inputs", [])
+                passed.backward_passes = (backward_passes, evaluator, tables)
+                passed.joint, passed.activation_inputs = trace, activation_inputs
                 return passed
     _run_passes(trace, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index)
     return passed
@@ -659,8 +661,9 @@ class _TrainingProgram(torch.autograd.Function):
                 raise RuntimeError("thunder: create_graph=True (a second derivative) through a compiled graph that "
                                    "writes into a tensor is not supported: its forward would run twice")
             forward, backward = differentiable_backward
-            # An argument no given gradient reaches enters the gradients only through the missing ones' zeros:
-            # detached, it stays off their graph, and a second backward leaves its .grad None, as eager's.
+            # An argument no given gradient reaches is differentiated only for the missing ones (where the split's
+            # backward runs with zeros for them, _with_zeros): detached, it stays off the gradients' graph, and a
+            # second backward leaves its .grad None, as eager's.
             args = [a.detach() if reached is not None and i not in reached and isinstance(a, torch.Tensor) else a
                     for i, a in enumerate(ctx.args)]
             if ctx.rng_state is None:

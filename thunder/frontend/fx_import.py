@@ -907,12 +907,16 @@ class _Importer:
 
         memo = {}
         for n in _dependency_order(values, reads, memo):
-            example = self._example(n)
             if n.op in ("placeholder", "get_attr"):
-                memo[n] = frozenset({n}) if getattr(example, "requires_grad", False) else frozenset()
+                memo[n] = self._input_leaf(n)
             else:
-                memo[n] = frozenset().union(*(memo[m] for m in reads(n))) if _requires_grad(example) else frozenset()
+                memo[n] = frozenset().union(*(memo[m] for m in reads(n))) if _requires_grad(self._example(n)) \
+                    else frozenset()
         return set().union(*(memo[n] for n in values))
+
+    def _input_leaf(self, node):
+        """{node} for a graph input (placeholder or attribute) that requires grad, else the empty set."""
+        return frozenset({node}) if getattr(self._example(node), "requires_grad", False) else frozenset()
 
     def _differentiable_leaves(self, node, selects):
         """(the graph inputs requiring grad that ``node``'s value is differentiably computed from, those of them it
@@ -921,11 +925,9 @@ class _Importer:
         reads none. Memoized per node."""
         memo = self.__dict__.setdefault("_leaves_memo", {})
         for n in _dependency_order([node], lambda n: n.all_input_nodes, memo):
-            example = self._example(n)
             if n.op in ("placeholder", "get_attr"):
-                leaves = frozenset({n}) if getattr(example, "requires_grad", False) else frozenset()
-                memo[n] = (leaves, leaves)
-            elif not _requires_grad(example):
+                memo[n] = (self._input_leaf(n),) * 2
+            elif not _requires_grad(self._example(n)):
                 memo[n] = (frozenset(), frozenset())
             elif n in selects:
                 arms = [memo[m] for m in n.args[1:3] if isinstance(m, torch.fx.Node)]
