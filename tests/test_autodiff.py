@@ -240,6 +240,24 @@ def test_create_graph_through_ops_torch_differentiates(op):
     assert_same(grads[0], grads[1], 1e-10, 1e-10)
 
 
+@pytest.mark.parametrize("op", ["relu", "relu6", "hardtanh", "leaky_relu", "hardshrink", "softshrink", "threshold"])
+def test_create_graph_through_masking_activations(op):
+    """A gradient masked where the input lies (relu's, hardtanh's...) is connected to that input with a zero
+    derivative, as eager's threshold_backward & co.: the first gradient requires grad and a second backward gives the
+    input zeros. A torch.where of the mask connected nothing: None, and a raise where nothing else required grad."""
+    fn = {"relu": F.relu, "relu6": lambda x: F.relu6(x * 4), "hardtanh": F.hardtanh,
+          "leaky_relu": lambda x: F.leaky_relu(x, 0.2), "hardshrink": F.hardshrink, "softshrink": F.softshrink,
+          "threshold": lambda x: F.threshold(x, 0.1, 2.0)}[op]
+    results = []
+    for f in (fn, thunder.jit(fn)):
+        x = torch.tensor([-1.0, -0.2, 0.0, 0.1, 0.3, 1.5], dtype=D, requires_grad=True)
+        g, = torch.autograd.grad((f(x) * 3).sum(), x, create_graph=True)
+        assert g.requires_grad
+        g.pow(2).sum().backward()
+        results.append((g, x.grad))
+    assert_same(results[0], results[1], 1e-10, 1e-10)
+
+
 def test_no_grad_call_compiles_no_backward():
     lin = nn.Linear(4, 3)
     j = thunder.jit(lin)

@@ -393,6 +393,45 @@ void register_activations() {
   });
 }
 
+// ATen's backwards of the piecewise-linear activations, which their VJP rules (ops/vjp_rules.cc) emit: the
+// gradient masked by where the input lies. Each is one op rather than its where so that a backward run with torch
+// ops (create_graph=True) runs ATen's, which autograd connects to `self` with a zero derivative, as eager does: a
+// second backward gives that input zeros, not None, and the first gradient requires grad (torch.where's mask
+// connects nothing). `self` is the input, or relu's output for threshold_backward (as eager's relu saves it).
+void register_activation_backwards() {
+  auto backward = [](const std::string& name, std::vector<ir::Param> extra, DecompFn f) {
+    std::vector<ir::Param> ps{req("grad_output"), req("self")};
+    ps.insert(ps.end(), extra.begin(), extra.end());
+    def_decomposed(name, kElementwise, std::move(ps), std::move(f));
+  };
+  // 0 where self <= threshold (a NaN takes the gradient). ATen compares a half-precision self in float32 with the
+  // threshold unrounded, as threshold's forward; 0 (relu's) compares alike in either type.
+  backward("threshold_backward", {req("threshold")}, [](Builder& b, const Args& a) {
+    const bool zero = a[2].is_number() && !a[2].is_symbolic() && a[2].as_double() == 0.0;
+    const Value self = zero ? a[1] : cast(b, a[1], opmath(b.meta(a[1]).dtype));
+    return T(b, "where", {T(b, "le", {self, a[2]}), F(0.0), a[0]});
+  });
+  // The gradient where min_val < self < max_val, as torch's vectorized CPU kernel (a NaN takes none; its scalar
+  // loop, which serves a tensor's last few elements, gives a NaN the gradient).
+  backward("hardtanh_backward", {req("min_val"), req("max_val")}, [](Builder& b, const Args& a) {
+    Value inside = T(b, "logical_and", {T(b, "gt", {a[1], a[2]}), T(b, "lt", {a[1], a[3]})});
+    return T(b, "where", {inside, a[0], F(0.0)});
+  });
+  // The gradient where |self| > lambd, as torch's vectorized CPU kernels (a NaN takes none).
+  for (const char* name : {"hardshrink_backward", "softshrink_backward"}) {
+    backward(name, {req("lambd")}, [](Builder& b, const Args& a) {
+      return T(b, "where", {T(b, "gt", {T(b, "abs", {a[1]}), a[2]}), a[0], F(0.0)});
+    });
+  }
+  // grad where self > 0, else grad * negative_slope (a NaN slope reaches only that side), computed in float32
+  // for half-precision inputs as ATen does.
+  backward("leaky_relu_backward", {req("negative_slope"), req("self_is_result")}, [](Builder& b, const Args& a) {
+    const DType d = b.meta(a[1]).dtype, math = opmath(d);
+    const Value x = cast(b, a[1], math), g = cast(b, a[0], math);
+    return cast(b, T(b, "where", {T(b, "gt", {x, F(0.0)}), g, T(b, "mul", {g, a[2]})}), d);
+  });
+}
+
 // ---- reductions ----
 
 Value keep(Builder& b, const Value& r, const TensorMeta& in, const std::vector<int64_t>& dims, bool keepdim) {
@@ -615,6 +654,7 @@ std::pair<std::vector<int64_t>, double> variance_args(Builder& b, const Args& a,
 void register_torch_math() {
   register_elementwise();
   register_activations();
+  register_activation_backwards();
   register_reductions();
 }
 

@@ -452,24 +452,25 @@ std::unordered_map<std::string, Rule> torch_rules() {
     return std_grad(c, "VJP of ltorch.std_mean", c.g.items()[0], c.out().items()[0], c.g.items()[1]);
   };
   // Piecewise-linear activations: which side of a boundary takes the gradient is each op's own rule in torch
-  // (their decompositions into maximum/minimum would split it in half at the boundary).
+  // (their decompositions into maximum/minimum would split it in half at the boundary). Each emits ATen's backward
+  // op (ops/torch_math.cc), whose torch run connects the input to a second derivative as eager's does.
   auto masked = [](Ctx& c, const Value& keep) { return c.b.torch("where", {keep, c.g, 0.0}); };
   auto cmp = [](Ctx& c, const char* op, const Value& x, const Value& y) { return c.b.torch(op, {x, y}); };
   auto both = [](Ctx& c, const Value& p, const Value& q) { return c.b.torch("logical_and", {p, q}); };
-  // relu: 0 where its output is <= 0 (x <= 0; a NaN takes g), as torch's threshold_backward of the result: the
-  // backward reads what eager saves, the output (an input written in place after the graph changes nothing).
-  r["relu"] = [=](Ctx& c) { return Grads{c.b.torch("where", {cmp(c, "le", c.out(), 0.0), 0.0, c.g})}; };
-  // hardshrink / softshrink: g where |x| > lambd, else 0, as torch's vectorized CPU kernels (a NaN takes none;
-  // their scalar loop, which serves a tensor's last few elements, gives softshrink's NaN g).
-  for (const char* n : {"hardshrink", "softshrink"})
-    r[n] = [=](Ctx& c) { return Grads{masked(c, cmp(c, "gt", c.b.torch("abs", {c.arg(0)}), c.arg(1)))}; };
-  // relu6 / hardtanh: g where min < x < max, as torch's vectorized CPU kernel (a NaN takes none; its scalar loop,
-  // which serves a tensor's last few elements, gives a NaN g).
-  r["relu6"] = [=](Ctx& c) {
-    return Grads{masked(c, both(c, cmp(c, "gt", c.arg(0), 0.0), cmp(c, "lt", c.arg(0), 6.0)))};
+  // relu: threshold_backward of the result, as eager's: the backward reads what eager saves, the output (an input
+  // written in place after the graph changes nothing).
+  r["relu"] = [](Ctx& c) { return Grads{c.b.torch("threshold_backward", {c.g, c.out(), 0.0})}; };
+  r["threshold"] = [](Ctx& c) -> Grads {
+    if (!c.differentiable(0)) return {};
+    return {c.b.torch("threshold_backward", {c.g, c.arg(0), c.arg(1)})};
   };
-  r["hardtanh"] = [=](Ctx& c) {
-    return Grads{masked(c, both(c, cmp(c, "gt", c.arg(0), c.arg(1)), cmp(c, "lt", c.arg(0), c.arg(2))))};
+  for (const char* n : {"hardshrink", "softshrink"}) {
+    const std::string backward = std::string(n) + "_backward";
+    r[n] = [backward](Ctx& c) { return Grads{c.b.torch(backward.c_str(), {c.g, c.arg(0), c.arg(1)})}; };
+  }
+  r["relu6"] = [](Ctx& c) { return Grads{c.b.torch("hardtanh_backward", {c.g, c.arg(0), 0.0, 6.0})}; };
+  r["hardtanh"] = [](Ctx& c) {
+    return Grads{c.b.torch("hardtanh_backward", {c.g, c.arg(0), c.arg(1), c.arg(2)})};
   };
   r["hardsigmoid"] = [=](Ctx& c) {
     Value inside = both(c, cmp(c, "gt", c.arg(0), -3.0), cmp(c, "lt", c.arg(0), 3.0));
@@ -488,10 +489,8 @@ std::unordered_map<std::string, Rule> torch_rules() {
     const DType d = c.meta(c.arg(0)).dtype, math = opmath(d);
     return Grads{c.convert(rule(c.convert(c.arg(0), math), c.convert(c.g, math)), d)};
   };
-  r["leaky_relu"] = [=](Ctx& c) {
-    return in_opmath(c, [&](const Value& x, const Value& g) {
-      return c.b.torch("where", {cmp(c, "gt", x, 0.0), g, c.b.torch("mul", {g, c.arg(1)})});
-    });
+  r["leaky_relu"] = [](Ctx& c) {
+    return Grads{c.b.torch("leaky_relu_backward", {c.g, c.arg(0), c.arg(1), Value(false)})};
   };
   // The ELU family, as torch's elu_backward: g * scale for x > 0, else g * alpha * scale * exp(x * input_scale) *
   // input_scale. Through the decompositions, expm1 of a large x overflowed and the untaken side made it NaN.

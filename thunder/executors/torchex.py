@@ -430,6 +430,10 @@ _LTORCH_OVERRIDES = {
                           "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "nll_loss",
                           "margin_ranking_loss", "hinge_embedding_loss", "poisson_nll_loss", "pixel_shuffle",
                           "pixel_unshuffle")},
+    # ATen's backwards of the piecewise-linear activations (their VJP rules emit them): ATen's autograd connects
+    # them to their input, so a create_graph=True backward run with torch ops differentiates as eager's
+    **{n: f"torch.ops.aten.{n}" for n in ("threshold_backward", "hardtanh_backward", "hardshrink_backward",
+                                          "softshrink_backward", "leaky_relu_backward")},
     **{f"{kind}{n}d": _F + f"{kind}{n}d" for n in (1, 2, 3)
        for kind in ("conv", "conv_transpose", "max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool")},
 }
