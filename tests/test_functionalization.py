@@ -2141,3 +2141,102 @@ def test_an_explicit_inplace_dunder_call_writes():
     assert_same(c, ce)
     with pytest.raises(RuntimeError, match="bool tensors is not supported"):
         thunder.jit(lambda a, b: a.__isub__(b))(torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.bool))
+
+
+# Values that stand for an input's memory as it was, read after that memory is written (found by a break-it pass)
+
+def _copy_then_write_source(a):
+    v = torch.empty_like(a)
+    v.copy_(a)
+    a.zero_()
+    return v
+
+
+def _copy_between_inputs(cur, prev):
+    total = cur.sum()
+    prev.copy_(cur)
+    cur.add_(1)
+    return total
+
+
+def _broadcast_copy_then_masked_write(a0, a1):
+    a0.copy_(a1)
+    t1 = a1.view(-1)
+    t1[t1 > 0] = -1
+    a0.add_(1)
+    return a0, t1, a1
+
+
+def _copy_before_an_effect(a0, a1):
+    a0.copy_(a1)
+    a1.mul_(a1 + 1)
+    a1.add_(a0)
+    t = torch.empty_like(a0).copy_(a0)
+    a1.mul_(-2)
+    a1[a1 > 0] = -1
+    t.add_(1)
+    return a0, t
+
+
+def _copy_viewed_after_writes(a0, a1):
+    t1 = torch.empty_like(a1).copy_(a1)
+    t2 = a1.transpose(0, -1)
+    t2.mul_(-2)
+    a1.add_(1)
+    a0.neg_()
+    return t1[::2], a0, t2
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_copy_then_write_source, lambda: (_randn(4),)),
+    (_copy_between_inputs, lambda: (_randn(2, 3), torch.zeros(2, 3))),
+    (_broadcast_copy_then_masked_write, lambda: (_randn(3, 4), _randn(4))),
+    (_copy_before_an_effect, lambda: (_randn(3, 4), _randn(3, 4))),
+    (_copy_viewed_after_writes, lambda: (_randn(2, 4), _randn(2, 4))),
+], ids=lambda v: v.__name__[1:] if callable(v) and v.__name__.startswith("_") else "")
+def test_a_value_of_an_input_read_after_the_input_is_written(fn, make):
+    """v.copy_(a) makes v's value a's memory as it is: the copy-back into a at the end (or the store before an
+    in-place effect) overwrote that memory first, and v (returned, or copied back into another input) read a's new
+    values. Such a value is cloned before its memory is written."""
+    with torch.no_grad():
+        check(fn, make, aliasing=False)
+
+
+def _contiguous_of_a_transposed_result(x):
+    y = x * 2
+    c = y.contiguous()
+    y.zero_()
+    return c
+
+
+def _contiguous_of_a_transposed_result_written(x):
+    y = x * 2
+    c = y.contiguous()
+    c.zero_()
+    return y
+
+
+def _transposed_back_is_a_view(x):
+    y = x * 2
+    c = y.t().contiguous()
+    c.zero_()
+    return y
+
+
+def _masked_write_into_a_contiguous_copy(x):
+    x.mul_(2)
+    c = x.contiguous()
+    c[c > 0.5] = -1
+    return c.sum()
+
+
+@pytest.mark.parametrize("fn", [_contiguous_of_a_transposed_result, _contiguous_of_a_transposed_result_written,
+                                _transposed_back_is_a_view, _masked_write_into_a_contiguous_copy],
+                         ids=lambda f: f.__name__[1:])
+def test_contiguous_views_or_copies_as_eager_lays_the_result_out(fn):
+    """Eager lays an elementwise result out as its input: x * 2 of a transposed x is transposed, so its contiguous()
+    is a copy and its .t().contiguous() a view. Functionalization took every computed value as contiguous (the
+    first two returned zeros), and a copy thunder's value made no copy of at run time (its kernels write contiguous
+    outputs) took a masked write into x."""
+    with torch.no_grad():
+        check(fn, lambda: (_randn(4, 3).t(),), aliasing=False)

@@ -12,6 +12,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -372,6 +373,16 @@ NB_MODULE(_core, m) {
         if (info.is_tensor) info.tensor.requires_grad = rg;
       })
       .def("meta", [](PyBuilder& b, PyProxy p) { return meta_tuple(b.trace->proxy(p.id)); })
+      .def("set_eager_strides", [](PyBuilder& b, PyProxy p, std::vector<int64_t> strides) {
+        ir::ProxyInfo& info = b.trace->proxies.at(p.id);
+        const auto& inputs = b.trace->inputs;
+        if (!info.is_tensor || strides.size() != info.tensor.shape.size() || !info.eager_strides.empty() ||
+            std::find(inputs.begin(), inputs.end(), p.id) != inputs.end())
+          return;
+        info.eager_strides = std::move(strides);
+      }, nb::arg("proxy"), nb::arg("strides"),
+         "A computed tensor's strides in eager (its example value), where not contiguous: functionalization decides "
+         "with them whether a later contiguous() or reshape views it. Ignored for inputs and once set.")
       .def("pop_symbol", [](PyBuilder& b) { b.trace->symbols.pop_back(); }, "Removes the last recorded symbol.")
       .def("finish", [](PyBuilder& b, nb::handle output) {
         b.trace->output = from_py(output);

@@ -40,6 +40,11 @@ struct ProxyInfo {
   // A trace input's element strides when it is not contiguous (the guards that select the trace check
   // them); empty for contiguous inputs and for every computed value (whose layout kernels do not assume).
   std::vector<int64_t> strides;
+  // A computed tensor's strides in eager (the capture's example value) when not contiguous: eager lays an
+  // elementwise result out as its inputs (a transposed input's product is transposed), which decides whether a
+  // later contiguous() or reshape is a view or a copy. Functionalization reads them; kernels never do (the value
+  // thunder computes is laid out its own way). Empty for inputs and where not known.
+  std::vector<int64_t> eager_strides;
 };
 
 /// Properties of a symbol, used by passes and executors.

@@ -545,6 +545,8 @@ class Functionalizer {
 
   Trace run() {
     find_gradient_safe_arms();
+    for (const BoundSymbol& s : in_.symbols)
+      has_effects_ |= s.sym != copy_ && s.sym != begin_ && s.sym != else_ && s.sym != end_ && s.sym->has(ir::kEffect);
     for (ProxyId id : in_.inputs)
       if (in_.proxy(id).is_tensor) {
         const ir::ProxyInfo& p = in_.proxy(id);
@@ -630,7 +632,12 @@ class Functionalizer {
     roots_[id] = RootState{P(id), 0, {}};
     born_[id] = born;
   }
-  void add_root(ProxyId id) { add_root(id, contiguous_strides(ints(in_.tensor(id).shape)), e_.now()); }
+  // A computed root: laid out as eager lays it out where the capture said (a transposed input's product), else
+  // contiguous.
+  void add_root(ProxyId id) {
+    const Ints& eager = in_.proxy(id).eager_strides;
+    add_root(id, eager.empty() ? contiguous_strides(ints(in_.tensor(id).shape)) : eager, e_.now());
+  }
 
   bool requires_grad(const Value& v) const {
     return v.is_proxy() && out_.proxy(v.proxy()).is_tensor && out_.proxy(v.proxy()).tensor.requires_grad;
@@ -698,18 +705,27 @@ class Functionalizer {
 
   // A pure symbol: its reads substituted; its tensor outputs become roots, or views of an argument's root.
   void ordinary(const BoundSymbol& s) {
+    const ViewMap views = view_outputs(in_, s);
+    const bool all_views = alias_outputs(s, views);
+    // A view op eager copies with (contiguous() of a non-contiguous tensor, a reshape its strides do not allow)
+    // may return its argument itself at run time, where thunder's value is laid out otherwise (kernels write
+    // contiguous outputs): where an in-place effect may write into either later, the op reads a clone, so that
+    // the write reaches only the one eager's reaches.
+    std::set<ProxyId> cloned;
+    if (has_effects_)
+      for (const auto& [o, view] : views)
+        if (alias_.at(o).root == o) cloned.insert(view.first);
     std::unordered_map<ProxyId, Value> reads;
     bool replaced = false;
     BoundSymbol b = ir::substitute_inputs(s, [&](ProxyId p) {
       auto it = reads.find(p);
       if (it != reads.end()) return it->second;
       Value v = read(p);
+      if (cloned.count(p)) v = e_.prim("clone", {v});
       replaced |= !(v == P(p));
       reads.emplace(p, v);
       return v;
     });
-    const ViewMap views = view_outputs(in_, s);
-    const bool all_views = alias_outputs(s, views);
     if (replaced && all_views) {
       // Made again from the up-to-date argument, so that the peepholes see through earlier writes.
       for (const auto& [o, view] : views) {
@@ -777,7 +793,11 @@ class Functionalizer {
       refuse(op_name(s) + " " + where_from(s) + " copies between devices (" + e_.meta(v).device + " to " + m.device +
              "), which functionalization does not express");
     if (e_.meta(v).dtype != m.dtype) v = e_.torch("to", {v, Value(m.dtype)});
-    if (e_.meta(v).shape != m.shape) v = e_.torch("expand", {v, Value::dims(m.shape)});
+    if (e_.meta(v).shape != m.shape) {
+      const Value from = v;
+      v = e_.torch("expand", {v, Value::dims(m.shape)});
+      e_.share_storage(v.proxy(), from.proxy());  // a view at run time: stale once `from`'s memory is written
+    }
     return v;
   }
 
@@ -852,6 +872,11 @@ class Functionalizer {
       e_.prim("copy_to", {P(root), state.value});
       state = RootState{P(root), ++clock_, state.source};
     };
+    // A pending value that is a touched root's memory as it is now (a copy_ from it, into another root or a
+    // touched one) is cloned first: the stores below and the effect change that memory.
+    for (auto& [root, state] : roots_)
+      if (state.value != P(root) && touched.count(e_.storage(state.value.proxy())))
+        state = RootState{e_.prim("clone", {state.value}), ++clock_, state.source};  // views made again on it
     for (ProxyId root : touched)
       if (roots_.at(root).value != P(root)) materialize(root, roots_.at(root));
     e_.set_source(s.source);
@@ -919,20 +944,44 @@ class Functionalizer {
     }
   }
 
+  // The copy-backs into the written inputs, then the outputs. A copy-back overwrites its input's memory, which
+  // the values read after it may still stand for as they were (a tensor filled from the input by copy_ before the
+  // input was written, `v.copy_(a); a.zero_(); return v`; another input's copy-back, `prev.copy_(cur);
+  // cur.add_(1)`): such a value (the input's proxy or a view of it) is cloned before the first copy-back.
   void finish() {
     std::set<ProxyId> inputs(in_.inputs.begin(), in_.inputs.end());
+    std::vector<ProxyId> copied_back;
     for (ProxyId id : in_.inputs) {
       auto it = roots_.find(id);
-      if (it == roots_.end() || it->second.value == P(id)) continue;
-      e_.set_source(it->second.source);
-      e_.prim("copy_to", {P(id), it->second.value});
+      if (it != roots_.end() && !(it->second.value == P(id))) copied_back.push_back(id);
+    }
+    std::set<ProxyId> overwritten(copied_back.begin(), copied_back.end());
+    std::map<ProxyId, Value> kept;
+    auto before_copy_backs = [&](const Value& v) -> Value {
+      if (!v.is_proxy() || !overwritten.count(e_.storage(v.proxy()))) return v;
+      auto [it, fresh] = kept.try_emplace(v.proxy());
+      if (fresh) it->second = e_.prim("clone", {v});
+      return it->second;
+    };
+    // Outputs that are no written input's (or view's): their values, read before the copy-backs.
+    std::map<ProxyId, Value> values;
+    ir::for_each_proxy(in_.output, [&](ProxyId p) {
+      if (!alias_.count(p) || values.count(p)) return;
+      const Alias& a = alias_.at(p);
+      if (!inputs.count(a.root) || !written_.count(a.root)) values.emplace(p, before_copy_backs(read(p)));
+    });
+    std::vector<Value> sources;
+    for (ProxyId id : copied_back) sources.push_back(before_copy_backs(roots_.at(id).value));
+    for (size_t i = 0; i < copied_back.size(); ++i) {
+      e_.set_source(roots_.at(copied_back[i]).source);
+      e_.prim("copy_to", {P(copied_back[i]), sources[i]});
     }
     e_.set_source("");
     out_.output = ir::map_proxies(in_.output, [&](ProxyId p) -> Value {
       if (!alias_.count(p)) return P(p);
-      const Alias& a = alias_.at(p);
-      if (!inputs.count(a.root) || !written_.count(a.root)) return read(p);
+      if (values.count(p)) return values.at(p);
       // Eager returns the written input (or a view of it): the same tensor, updated in place by the copy-back.
+      const Alias& a = alias_.at(p);
       if (!value_of_.count(p) && e_.storage(p) == a.root) return P(p);
       return replay(p, a.chain, P(a.root));
     });
@@ -955,6 +1004,7 @@ class Functionalizer {
   std::set<ProxyId> written_;                         // roots written or mutated at some point
   std::vector<Frame> frames_;                         // open branch regions, outermost first
   int64_t clock_ = 0;                                 // versions: every write makes a new one
+  bool has_effects_ = false;                          // an in-place op the importer could not lower (effect())
 };
 
 }  // namespace

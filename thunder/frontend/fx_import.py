@@ -245,12 +245,15 @@ class _TensorArg:
 
 
 def _build_tables():
+    from thunder.executors.torchex import defined_by_torch
     native = set(_core.native_ops("ltorch"))
     functions, methods = {}, {}
     for name in native:
         for module in (torch, F, torch.special):
             fn = getattr(module, name, None)
-            if callable(fn):
+            # An F function replaced before thunder's import (a wrapper) is not the op: Dynamo records a wrapper of a
+            # Python F function it lists as in-graph as one call, which runs opaque (torchex.torch_functional).
+            if callable(fn) and (module is not F or defined_by_torch(fn)):
                 functions[fn] = name
         if callable(getattr(torch.Tensor, name, None)):
             methods[name] = name
@@ -494,6 +497,17 @@ class _Importer:
             return self.builder.new_number(_number_type(example))
         raise UnsupportedGraph(f"an op returned a {type(example).__name__}")
 
+    def _note_eager_layout(self, value, example):
+        """Records a computed tensor's strides in eager where they are not contiguous (Dynamo's example value): an
+        elementwise result of a transposed input is transposed in eager, so a later ``contiguous()`` of it copies
+        and a ``.t().contiguous()`` views, which functionalization must know where the graph writes in place."""
+        if isinstance(value, _core.Proxy) and isinstance(example, torch.Tensor):
+            if all(isinstance(s, int) for s in example.stride()) and not example.is_contiguous():
+                self.builder.set_eager_strides(value, [int(s) for s in example.stride()])
+        elif isinstance(value, (tuple, list)) and isinstance(example, (tuple, list)) and len(value) == len(example):
+            for v, e in zip(value, example):
+                self._note_eager_layout(v, e)
+
     def _size(self, s):
         """A size of Dynamo's as the core's: an int, or (symbolic=True) a ``_core.Dim``, a polynomial in the size
         symbols the graph's inputs hold. UnsupportedGraph for any other expression (``s0 // 2``: the graph is
@@ -606,6 +620,7 @@ class _Importer:
                 self.env[node] = None  # a call torch makes for its own bookkeeping, no value: not an effect
             elif node.op in ("call_function", "call_method"):
                 self.env[node] = self._call(node)
+                self._note_eager_layout(self.env[node], node.meta.get("example_value"))
             elif node.op == "output":
                 if self.regions:
                     raise branches.BranchRejected(self.regions[-1][0], "a graph break splits the branch")
