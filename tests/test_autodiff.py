@@ -1219,3 +1219,31 @@ def test_multi_head_attention_outside_the_native_case_runs_with_torch():
         assert_same(jitted(*args), model(*args))
         assert [b.callee for b in thunder.last_traces(jitted)[0].symbols if b.is_opaque] == \
             ["torch.nn.functional.multi_head_attention_forward"]
+
+
+def _conv_by_itself(y):
+    return F.conv1d(y, torch.tanh(y).expand(2, 3, 4)[..., :2])  # a weight computed from the input
+
+
+@pytest.mark.parametrize("op", ["cosine_similarity", "gru_cell", "conv1d", "gru_cell(x, x)", "kron(x, x)", "0-d"])
+def test_create_graph_generic_rule_with_two_arguments_from_one_source(op):
+    """create_graph=True through an op the generic rule differentiates (torchex.autograd_vjp), two of whose tensor
+    arguments depend on the differentiated tensor, or are the same tensor: each argument's gradient is through that
+    argument alone. The rule differentiated the arguments themselves, whose total derivative already held the path
+    through the other one, and thunder's backward added that path again: the first gradient, and everything trained
+    from it, was wrong (a tester's gradient penalty through a GRUCell whose state is computed from its input)."""
+    cell = nn.GRUCell(4, 4).double()
+    fn = {"cosine_similarity": lambda x: F.cosine_similarity(x, torch.tanh(x)).sum(),
+          "gru_cell": lambda x: cell(x, torch.tanh(x)).pow(2).sum(),
+          "conv1d": lambda x: _conv_by_itself(x.reshape(1, 3, 4)).pow(2).sum(),
+          "gru_cell(x, x)": lambda x: cell(x, x).pow(2).sum(),
+          "kron(x, x)": lambda x: torch.kron(x, x).pow(2).sum(),
+          "0-d": lambda x: F.cosine_similarity(x.sum(), torch.tanh(x.sum()), dim=0)}[op]  # 0-d arguments alias too
+    grads = []
+    for f in (fn, thunder.jit(fn)):
+        x = leaf(3, 4)
+        gx, = torch.autograd.grad(f(x), x, create_graph=True)
+        grads.append((gx,) + torch.autograd.grad(gx.pow(2).sum(), x))
+    assert_same(grads[0], grads[1], 1e-10, 1e-10)
+    x = leaf(3, 4)  # without create_graph, the rule differentiates detached leaves: the same first gradient
+    assert_same(torch.autograd.grad(thunder.jit(fn)(x), x)[0], grads[0][0], 1e-10, 1e-10)

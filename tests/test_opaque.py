@@ -1,6 +1,10 @@
 """Opaque fallback: an op the core does not know, or a use of a native op the
 core declines, runs as the original torch call (printed as that call in the
 final trace) and gives eager's result."""
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -181,3 +185,116 @@ def test_custom_op_that_mutates_its_argument_is_kept():
     ex, jx = x.clone(), x.clone()
     torch.testing.assert_close(thunder.jit(fn)(jx), fn(ex))
     torch.testing.assert_close(jx, ex)
+
+
+# ---- a torch.nn.functional function wrapped by user code (fake quantisation, a LoRA-style patch) runs once ----
+# Dynamo traces the wrapper into the graph; the torch executor runs the call inside it as torch's function, bound when
+# thunder is imported (thunder.executors.torchex.torch_functional). It called torch.nn.functional.<op> as it was when
+# the trace ran, through the wrapper again: each wrapper applied twice, in the loss and in the gradients.
+
+def _halved(fn):
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) * 0.5
+    return wrapper
+
+
+_WRAPPED = {
+    "conv2d": lambda x, w: F.conv2d(x.reshape(1, 2, 2, 3), w.reshape(2, 2, 2, 2)),
+    "linear": lambda x, w: F.linear(x, w[:8].reshape(2, 4)),                 # ltorch.linear: torchex._linear
+    "layer_norm": lambda x, w: F.layer_norm(x, (4,), w[:4]),                 # a Python function of F
+    "gelu": lambda x, w: F.gelu(x * w[:4]),                                  # a builtin of torch._C._nn
+    "embedding": lambda x, w: F.embedding(torch.tensor([2, 0]), x) * w[:4],  # printed in the replays
+}
+
+
+@pytest.mark.parametrize("executors", ["default", "torch"])
+@pytest.mark.parametrize("name", list(_WRAPPED))
+def test_a_functional_wrapped_after_import_is_applied_once(monkeypatch, name, executors):
+    from thunder.executors.torchex import torch_executor
+
+    monkeypatch.setattr(F, name, _halved(getattr(F, name)))
+    fn = _WRAPPED[name]
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(16, dtype=torch.float64, requires_grad=True)
+    # No round trip: the FX graph it compares the traces with calls F.<name> by its name, through the wrapper again.
+    jitted = check_program(fn, x, w, executors=[torch_executor] if executors == "torch" else None, round_trip=False)
+    grads = [torch.autograd.grad(f(x, w).pow(2).sum(), (x, w)) for f in (jitted, fn)]
+    assert_same(grads[0], grads[1])
+    final = "\n".join(code_lines(thunder.last_traces(jitted)[-1]))
+    assert "torch.nn.functional." not in final, final  # torch's function, printed under thunder's name: ltorch.<op>
+    with torch.no_grad():  # inference: the op whole, where training runs layer_norm's and gelu's decompositions
+        jitted = thunder.jit(fn, executors=[torch_executor] if executors == "torch" else None)
+        assert_same(jitted(x, w), fn(x, w))
+
+
+def test_the_functional_torch_defines_is_found_behind_a_replacement(monkeypatch):
+    """What the torch executor binds for an F function replaced before thunder's import: the builtin torch's
+    functional.py names, or the function it aliases; the replacement, with a warning, for a Python function."""
+    from thunder.executors.torchex import defined_by_torch, torch_functional
+
+    originals = {n: getattr(F, n) for n in ("conv2d", "linear", "logsigmoid", "threshold", "layer_norm")}
+    for name, fn in originals.items():
+        monkeypatch.setattr(F, name, _halved(fn))
+        assert not defined_by_torch(getattr(F, name))
+    assert torch_functional("conv2d") is torch.conv2d is originals["conv2d"]
+    assert torch_functional("linear") is torch._C._nn.linear is originals["linear"]
+    assert torch_functional("logsigmoid") is torch._C._nn.log_sigmoid is originals["logsigmoid"]
+    assert torch_functional("relu") is F.relu                          # not replaced
+    with pytest.warns(UserWarning, match="replaced before thunder was imported"):
+        assert torch_functional("layer_norm") is F.layer_norm
+
+
+_WRAPPED_BEFORE_IMPORT = """
+import copy, sys, torch, torch.nn as nn, torch.nn.functional as F
+_conv2d = F.conv2d
+F.conv2d = lambda *args, **kwargs: _conv2d(*args, **kwargs) * 0.5  # before thunder's import
+import thunder
+from thunder.executors.torchex import ltorch, torch_executor
+assert ltorch.conv2d is torch.conv2d
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.Tanh(), nn.Flatten(), nn.Linear(12, 2)).double()
+mine = copy.deepcopy(model)
+x = torch.randn(3, 2, 4, 4, dtype=torch.float64)
+for executors in (None, [torch_executor]):
+    for m in (model, mine):
+        m.zero_grad()
+    out, expected = thunder.jit(mine, executors=executors)(x), model(x)
+    out.pow(2).sum().backward()
+    expected.pow(2).sum().backward()
+    torch.testing.assert_close(out, expected)
+    for a, b in zip(mine.parameters(), model.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+"""
+
+
+def test_a_functional_wrapped_before_import_is_applied_once(tmp_path):
+    """F.conv2d wrapped before thunder is imported (the tester's case): ltorch.conv2d is torch's builtin, not the
+    wrapper, and a model using it trains as eager."""
+    script = tmp_path / "wrapped.py"
+    script.write_text(_WRAPPED_BEFORE_IMPORT)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert result.returncode == 0, result.stderr
+
+
+_PYTHON_FUNCTIONAL_WRAPPED_BEFORE_IMPORT = """
+import torch, torch.nn.functional as F
+_layer_norm = F.layer_norm
+F.layer_norm = lambda *args, **kwargs: _layer_norm(*args, **kwargs) * 0.5  # before thunder's import
+import thunder
+from thunder.executors.torchex import ltorch, torch_executor
+fn = lambda x: F.layer_norm(x, (4,)) + 1
+x = torch.randn(3, 4)
+for executors in (None, [torch_executor]):
+    torch.testing.assert_close(thunder.jit(fn, executors=executors)(x), fn(x))
+"""
+
+
+def test_a_python_functional_wrapped_before_import_is_applied_once(tmp_path):
+    """F.layer_norm (a Python function of F) wrapped before thunder is imported: Dynamo records the wrapper itself
+    as one call, which runs as an opaque call (once), not as torch's layer_norm (the wrapper never)."""
+    script = tmp_path / "wrapped.py"
+    script.write_text(_PYTHON_FUNCTIONAL_WRAPPED_BEFORE_IMPORT)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert result.returncode == 0, result.stderr

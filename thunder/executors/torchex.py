@@ -6,12 +6,16 @@ that printed traces import: ``prims.add(a, b)`` and ``ltorch.softmax(x, -1)``
 run here with torch eager, which is what makes every trace a runnable program.
 """
 import functools
+import linecache
 import math
 import operator
 import os
+import re
 import types
+import warnings
 
 import torch
+import torch.nn.functional as F
 
 from thunder import _core
 from thunder.core.dtypes import to_torch
@@ -200,13 +204,14 @@ def _matmul(a, b):
 
 
 def _linear(input, weight, bias=None):
-    """ltorch.linear: torch.nn.functional.linear, through oneDNN where that is faster."""
+    """ltorch.linear: torch.nn.functional.linear (as torch defines it: torch_functional), through oneDNN where that
+    is faster."""
     if _ONEDNN_LINEAR is not None and weight.dim() == 2 and input.numel() * weight.shape[0] >= _ONEDNN_MIN_MACS \
             and (bias is None or isinstance(bias, torch.Tensor)):
         out = _onednn_linear(input, weight, bias)
         if out is not None:
             return out
-    return torch.nn.functional.linear(input, weight, bias)
+    return _F_LINEAR(input, weight, bias)
 
 
 def _addmm(input, mat1, mat2, *, beta=1, alpha=1):
@@ -439,6 +444,55 @@ _LTORCH_OVERRIDES = {
 }
 
 
+# ---- torch.nn.functional as torch defines it ----
+#
+# Code that wraps an F function (fake quantisation, a LoRA-style patch: `F.linear = wrapped`) is traced by Dynamo,
+# which inlines the wrapper: its extra ops are in the graph, around a call of the function it wraps. The torch
+# executor must run that call as torch's function: calling torch.nn.functional.<op> as it is when the trace runs
+# applied the wrapper a second time (a tester's conv2d and linear, each scaled twice). So the F functions the
+# torch executor calls are bound once, here, when thunder is imported, and a wrapper installed later is never
+# seen. One installed before is recognised by its code being outside torch's package, and replaced by the
+# builtin torch/nn/functional.py names for it (`conv2d = _add_docstr(torch.conv2d, ...)`); a Python function of F
+# cannot be had back: the replacement is kept, and a warning says so. The importer does not take such a wrapper for
+# the op (fx_import._build_tables): Dynamo records a wrapper of a Python F function it lists as in-graph
+# (layer_norm, relu...) as one call, which then runs opaque, once. Traces print these calls as ``ltorch.<op>``:
+# ``torch.nn.functional.<op>`` would be looked up again at each call.
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def defined_by_torch(fn):
+    """Whether ``fn`` is torch's own: a builtin of torch._C's op modules, or a function whose code is in torch."""
+    if isinstance(fn, types.BuiltinFunctionType):
+        return any(getattr(m, fn.__name__, None) is fn for m in (torch._C._nn, torch._C._VariableFunctions))
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_filename.startswith(_TORCH_DIR)
+
+
+def torch_functional(attr):
+    """``torch.nn.functional.<attr>`` as torch defines it (see above): the attribute itself unless something
+    replaced it before thunder's import. Warns where the function torch defines cannot be found."""
+    fn = getattr(F, attr)
+    if defined_by_torch(fn):
+        return fn
+    source = "".join(linecache.getlines(F.__file__))
+    builtin = re.search(rf"^{attr} = _add_docstr\(\s*torch\.([\w.]+),", source, re.M)
+    if builtin:  # torch.conv2d is torch._C._VariableFunctions.conv2d; torch._C._nn.linear is itself
+        name = builtin[1]
+        return getattr(torch._C._nn, name[len("_C._nn."):]) if name.startswith("_C._nn.") else \
+            getattr(torch._C._VariableFunctions, name)
+    alias = re.search(rf"^{attr} = (\w+)$", source, re.M)  # threshold = _threshold
+    if alias:
+        return torch_functional(alias[1])
+    warnings.warn(f"torch.nn.functional.{attr} was replaced before thunder was imported, and thunder cannot tell "
+                  "which function it replaced: a torch-level call thunder runs with torch calls the replacement "
+                  "(twice where Dynamo traced it into the graph too). Import thunder before replacing "
+                  "torch.nn.functional functions.")
+    return fn
+
+
+_F_LINEAR = torch_functional("linear")
+
 #: torch-level ops implemented here, in Python (no torch callable has their signature and semantics).
 _LTORCH_PYTHON = {"copy_": _copy_, "linear": _linear, "addmm": _addmm,
                   "attention_with_logsumexp": _attention_with_logsumexp}
@@ -452,24 +506,39 @@ def _resolve(expr):
 
 
 def _ltorch_callees():
-    callees = {}
+    """(callee expression per torch-level op, the object ``ltorch.<op>`` is). An op of torch.nn.functional is
+    called as ``ltorch.<op>``, bound here to the function torch defines (torch_functional), not as
+    ``torch.nn.functional.<op>``, which a trace would look up at each call."""
+    callees, objects = {}, {}
     for name in _core.native_ops("ltorch"):
         if name in _LTORCH_PYTHON:
-            callees[name] = f"ltorch.{name}"
+            callees[name], objects[name] = f"ltorch.{name}", _LTORCH_PYTHON[name]
             continue
         expr = _LTORCH_OVERRIDES.get(name) or (f"torch.{name}" if hasattr(torch, name) else f"torch.nn.functional.{name}")
-        _resolve(expr)  # fails loudly at import if a mapping is wrong
-        callees[name] = expr
-    return callees
+        if expr.startswith(_F):
+            callees[name], objects[name] = f"ltorch.{name}", torch_functional(expr[len(_F):])
+        else:
+            callees[name], objects[name] = expr, _resolve(expr)  # fails loudly at import if a mapping is wrong
+    return callees, objects
 
 
-LTORCH_CALLEES = _ltorch_callees()
-ltorch = types.SimpleNamespace(**{name: _LTORCH_PYTHON[name] if name in _LTORCH_PYTHON else _resolve(expr)
-                                   for name, expr in LTORCH_CALLEES.items()})
+LTORCH_CALLEES, _ltorch_objects = _ltorch_callees()
+ltorch = types.SimpleNamespace(**_ltorch_objects)
 
 _callees = {f"ltorch.{n}": e for n, e in LTORCH_CALLEES.items()}
 _callees.update({f"prims.{n}": f"prims.{n}" for n in _core.native_ops("prims")})
 _callees["opaque"] = ""  # opaque symbols keep the callable they were captured with
+
+
+def _own_use(t):
+    """An alias of ``t`` (which requires grad) that only this use of it reaches: differentiated in place of ``t``,
+    ``torch.autograd.grad`` gives the derivative through this argument alone. ``t`` itself gave the total
+    derivative: where another argument also depends on it (GRUCell(x, tanh(x)), cosine_similarity(x, tanh(x))),
+    the path through that argument was counted in both, and thunder's backward, which adds that argument's own
+    gradient, counted it twice. A view keeps the connection to ``t`` (the second derivative flows back through it)
+    and copies nothing; a layout without views (sparse) takes a copy, which connects the same way."""
+    return t.view_as(t) if t.layout == torch.strided else t.clone()
+
 
 def autograd_vjp(fn, wants):
     """The generic VJP rule of thunder's autodiff, for an op without its own rule (an opaque op, conv, sort...).
@@ -483,9 +552,9 @@ def autograd_vjp(fn, wants):
     the trace does not show (batch_norm's running statistics) is not made twice.
 
     Called with grad mode on -- a backward run for ``create_graph=True`` (a second derivative) -- the gradients
-    are themselves differentiable: the arguments that require grad are differentiated as they are, not as
-    detached leaves, and ``torch.autograd.grad`` records (``create_graph``), so the result depends on both the
-    arguments and ``grads`` as eager's double backward does.
+    are themselves differentiable: the arguments that require grad are differentiated through an alias of each
+    (``_own_use``), not as detached leaves, and ``torch.autograd.grad`` records (``create_graph``), so the result
+    depends on both the arguments and ``grads`` as eager's double backward does.
     """
     def vjp(grads, *args, **kwargs):
         higher = torch.is_grad_enabled()
@@ -497,6 +566,8 @@ def autograd_vjp(fn, wants):
                 where = args if isinstance(key, int) else kwargs
                 if not (higher and where[key].requires_grad):
                     where[key] = where[key].detach().requires_grad_()
+                else:
+                    where[key] = _own_use(where[key])
                 inputs.append(where[key])
             out = fn(*args, **kwargs)
         pairs = [(o, g) for o, g in zip(torch.utils._pytree.tree_leaves(out), grads)
