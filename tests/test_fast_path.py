@@ -1,6 +1,7 @@
 """The fast path: a function Dynamo captured whole is called through its cache entry's guard check,
 without Dynamo's frame handling; so is a jitted module's, without nn.Module.__call__ either. It must behave exactly
 like a call through torch.compile."""
+import collections
 import dis
 import pytest
 import torch
@@ -480,3 +481,151 @@ def test_force_eager_stance_is_obeyed_after_compiling():
             with torch.compiler.set_stance("force_eager"):
                 torch.testing.assert_close(jitted(x), x * 2)
         assert seen == [False]
+
+
+# ---- a frame that calls a frame with a graph break: Dynamo compiles the callee on its own, so the fast path must
+# ---- not run the caller's code (the callee would run uncompiled, from the second call on)
+
+def _breaks_inside(x):
+    y = x.sin() * 2
+    torch._dynamo.graph_break()
+    return y.cos() + 1
+
+
+def _calls_first(x):  # no graph of its own: the first thing it does is the call
+    return _breaks_inside(x)
+
+
+def _calls_after_a_graph(x):  # a graph of its own, then the call
+    return _breaks_inside(x * 2)
+
+
+def _calls_its_argument(fn, x):
+    return fn(x)
+
+
+class _Table:
+    def __getitem__(self, x):
+        return _breaks_inside(x)
+
+
+_TABLE = _Table()
+
+
+def _subscripts(x):  # Dynamo breaks the graph at the subscript, whose __getitem__ it compiles on its own
+    return _TABLE[x * 2]
+
+
+class _Body(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if x.abs().sum().item() > 1e9:  # a graph break
+            print("diverged")
+        return torch.tanh(self.fc(x))
+
+
+class _Delegating(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = _Body()
+
+    def forward(self, x):
+        return self.body(x)
+
+
+@pytest.mark.parametrize("case", ["function", "after_a_graph", "argument", "subscript", "module"])
+def test_a_graph_break_in_a_called_frame_runs_its_graphs_on_every_call(case):
+    """thunder.jit(outer) where outer's code calls a function (or module) with a graph break: only the first call
+    ran the compiled graphs, every later one ran eagerly ("3 calls ran UNCOMPILED", no reason): the fast path ran
+    outer's cached code without Dynamo's frame handling, so the callee's own compiled frames were never entered."""
+    torch.manual_seed(0)
+    fn, args = {"function": (_calls_first, ()), "after_a_graph": (_calls_after_a_graph, ()),
+                "argument": (_calls_its_argument, (_breaks_inside,)), "subscript": (_subscripts, ()),
+                "module": (_Delegating(), ())}[case]
+    jitted = thunder.jit(fn)
+    ran = []
+    for _ in range(4):
+        x = torch.randn(3, 4)
+        before = jitted._thunder_state.graph_calls
+        torch.testing.assert_close(jitted(*args, x), fn(*args, x))
+        ran.append(jitted._thunder_state.graph_calls - before)
+    stats = thunder.compile_stats(jitted)
+    assert ran[0] >= 2 and ran == [ran[0]] * 4, ran  # the graphs before and after the break, on every call
+    assert stats.eager_calls == 0 and "UNCOMPILED" not in thunder.summary(jitted)
+    assert _fast_entries(jitted) == 0
+
+
+def test_a_jitted_optimizer_step_runs_its_graph_on_every_step():
+    """torch.optim's step wrapper (_use_grad) has a graph break and calls the step: thunder.jit(optimizer.step)
+    compiled the update for the first step only."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    reference = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    reference.load_state_dict(model.state_dict())
+    opt, ref_opt = (torch.optim.Adam(m.parameters(), lr=1e-2) for m in (model, reference))
+    step = thunder.jit(opt.step)
+    for _ in range(4):
+        x, y = torch.randn(3, 4), torch.randn(3, 2)
+        for m in (model, reference):
+            nn.functional.mse_loss(m(x), y).backward()
+        step(), ref_opt.step()
+        opt.zero_grad(), ref_opt.zero_grad()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q)
+    stats = thunder.compile_stats(step)
+    assert stats.eager_calls == 0 and sum(g["calls"] for g in stats.graphs) == 4, str(step)
+
+
+def _inlined(x):
+    return x.sin() * 2
+
+
+class _DelegatingWhole(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = MLP()
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_a_frame_that_calls_a_frame_captured_whole_keeps_the_fast_path(monkeypatch):
+    """A call of a function or module without graph breaks is inlined in the caller's graph: its cached code calls
+    only the graph, and the fast path takes it (torch.compile's path is never entered)."""
+    def f(x):
+        return _inlined(x) + 1
+
+    x = torch.randn(5, 8)
+    for fn in (f, _DelegatingWhole()):
+        jitted = thunder.jit(fn)
+        with torch.no_grad():
+            jitted(x)
+            assert _fast_entries(jitted) == 1
+            monkeypatch.setattr(jitted, "_thunder_compiled", None)  # the ordinary path would raise TypeError
+            torch.testing.assert_close(jitted(x), fn(x))
+        assert _module_calls(jitted) == (2, 1, 1)
+
+
+def _ordered(x):
+    return collections.OrderedDict(a=x + 1, b=x.shape)
+
+
+def test_the_callee_a_frame_would_run_uncompiled_is_read_from_its_code():
+    """fast_path.separate_frame_call names what Dynamo's transformed code calls that Dynamo compiles on its own;
+    the graph, Dynamo's helpers and C functions (the dict updates that rebuild a returned OrderedDict) are not."""
+    def cached_code(fn, *args):
+        jitted = thunder.jit(fn)
+        jitted(*args)
+        own = jitted._thunder_fast_path.fn
+        entry, = fast_path.cache_entries(jitted._thunder_code, jitted._thunder_region)
+        return fast_path.separate_frame_call(entry.code, own.__globals__, own.__closure__)
+
+    x = torch.randn(3)
+    assert cached_code(_calls_first, x) == "_breaks_inside"
+    assert cached_code(_calls_its_argument, _breaks_inside, x) == "fn"
+    assert cached_code(_subscripts, x) == "_TABLE.__getitem__"
+    assert cached_code(_ordered, x) is None
+    assert cached_code(_structures, x, x) is None

@@ -8,16 +8,23 @@ runs in place of the frame (it calls the compiled graph and replays side effects
 (``nn.Module.__call__`` twice: the jitted module's and the compiled one's).
 
 :class:`FastPath` runs an entry's guard check on the arguments itself and, when it passes, runs the transformed
-code as a plain function: what Dynamo would run, without its frame handling. Everything else is a miss, and the
-call takes the ordinary path through ``torch.compile``, which recompiles (or runs uncompiled, and says so) as
-it would have.
+code as a plain function: what Dynamo would run, without its frame handling. That is the same only where the
+frame was captured whole: an entry whose code calls a frame Dynamo compiles on its own (a function or module the
+frame calls that has a graph break: ``return inner(x)``, ``return self.body(x)``, ``thunder.jit(optimizer.step)``)
+would run that frame uncompiled, so the fast path never takes it (:func:`separate_frame_call` reads the code for
+such calls). Everything else is a miss, and the call takes the ordinary path through ``torch.compile``, which
+recompiles (or runs uncompiled, and says so) as it would have.
 
 The fast path reads Dynamo's private names (listed in :func:`api_problem`). On a torch that changed them the
 fast path is off, with one INFO line, and every call takes the ordinary path; ``tests/test_fast_path.py`` pins
 them, so that a torch upgrade that changes them fails there, loudly.
 """
+import builtins
+import collections
 import dis
+import functools
 import inspect
+import sys
 import types
 
 import torch
@@ -275,23 +282,329 @@ def _source(value, params):
     return None
 
 
+# ---- which transformed code the fast path may run: none that calls a frame Dynamo compiles on its own ----
+#
+# Dynamo runs the transformed code with its frame handling on: every Python frame that code calls (the callee of a
+# graph break: `return inner(x)`, `return self.body(x)`, the optimizer step `_use_grad` wraps) is compiled as a
+# frame of its own, with its own cache entries and graphs. Run without that handling, such a frame runs eagerly.
+
+_C_CALLABLES = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+                types.MethodWrapperType, types.ClassMethodDescriptorType)
+_NAMEDTUPLE_MAKE = collections.namedtuple("_Probe", ())._make.__func__.__code__  # how Dynamo rebuilds a namedtuple
+_UNSET = object()
+
+#: Opcodes that take values off the stack and put new ones on it without calling a callable the code names
+#: (dunder methods aside): name -> (values taken, values put), given the instruction's argument.
+_PLAIN_OPS = {
+    **dict.fromkeys(("RESUME", "NOP", "PRECALL", "CACHE", "EXTENDED_ARG", "KW_NAMES", "MAKE_CELL",
+                     "COPY_FREE_VARS"), lambda a: (0, 0)),
+    **dict.fromkeys(("BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP"), lambda a: (2, 1)),
+    **dict.fromkeys(("UNARY_NEGATIVE", "UNARY_NOT", "UNARY_INVERT", "UNARY_POSITIVE", "GET_ITER", "LIST_TO_TUPLE"),
+                    lambda a: (1, 1)),
+    **dict.fromkeys(("BUILD_LIST", "BUILD_TUPLE", "BUILD_SET", "BUILD_STRING", "BUILD_SLICE"), lambda a: (a, 1)),
+    "BUILD_MAP": lambda a: (2 * a, 1), "BUILD_CONST_KEY_MAP": lambda a: (a + 1, 1),
+    **dict.fromkeys(("LIST_EXTEND", "LIST_APPEND", "SET_ADD", "SET_UPDATE", "DICT_UPDATE", "DICT_MERGE", "POP_TOP",
+                     "DELETE_ATTR", "STORE_GLOBAL"), lambda a: (1, 0)),
+    "DELETE_GLOBAL": lambda a: (0, 0),
+    **dict.fromkeys(("MAP_ADD", "DELETE_SUBSCR"), lambda a: (2, 0)), "FORMAT_VALUE": lambda a: (1 + bool(a & 4), 1),
+    "UNPACK_SEQUENCE": lambda a: (1, a), "UNPACK_EX": lambda a: (1, (a & 0xFF) + (a >> 8) + 1),
+    **dict.fromkeys(("LOAD_CLOSURE", "LOAD_ASSERTION_ERROR"), lambda a: (0, 1)),
+    "MAKE_FUNCTION": lambda a: (1 + bin(a & 0xF).count("1"), 1),  # a function made here: calling it is opaque
+}
+_POP_JUMPS = ("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_NONE",
+              "POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
+              "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")
+#: Opcodes that call a dunder method of the object they read or write, where Dynamo also breaks graphs:
+#: name -> (values taken, the method).
+_DUNDER_OPS = {"BINARY_SUBSCR": (2, "__getitem__"), "STORE_SUBSCR": (3, "__setitem__"),
+               "STORE_ATTR": (2, "__setattr__")}
+_ENDS = ("RETURN_VALUE", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_FORWARD", "RERAISE", "RAISE_VARARGS")
+
+
+def separate_frame_call(code, globals_, closure=(), instance=None):
+    """What Dynamo's transformed ``code`` calls that Dynamo may compile as a frame of its own -- its name, as the
+    code reaches it (``inner``, ``self.body``, ``Adam.step``) -- or None when it calls nothing such: only its
+    compiled graphs, Dynamo's helpers (``torch._dynamo``), C functions and types (``object.__new__``,
+    ``dict.clear``, ``collections.OrderedDict``) and a namedtuple's ``_make``. ``globals_`` and ``closure`` are
+    what the code runs with; ``instance``, the object its first parameter (``self``) always is, if any.
+
+    A callee is known only where the code names it: a global, a closure variable, a constant or ``self`` (and
+    their attributes, looked up without running a getter: a module's submodules), or what it made of them
+    (``type(obj).__mro__[2].clear``, where ``obj = cls.__new__(cls)``). Anything else it calls (a parameter or an
+    attribute of one, the result of a call) counts as such a frame; so does a Python ``__getitem__``,
+    ``__setitem__``, ``__setattr__`` or property getter of an object known so (Dynamo breaks the graph at these
+    too: ``return table[x]``), and code this does not read: another opcode, an exception handler (a string
+    saying so). Python 3.11's opcodes. Not looked into: what a callee is called with (a C function given a
+    Python callback), the dunder methods of parameters (``return x[i]``, ``x`` a parameter whose ``__getitem__``
+    has a graph break), comparisons.
+
+    The code is read as a stack machine over symbolic values, in order; a forward jump's target takes the stack
+    the jump left, a loop's body is read once."""
+    if sys.version_info[:2] != (3, 11):
+        return f"code the fast path does not read (Python {sys.version_info[0]}.{sys.version_info[1]}'s bytecode)"
+    try:
+        return _first_separate_call(code, globals_, closure, instance)
+    except IndexError:  # more values taken than the stack holds: code not as Dynamo writes it
+        return "code the fast path does not read (its stack)"
+
+
+def _first_separate_call(code, globals_, closure, instance):
+    """separate_frame_call's reading of the code."""
+    frame = dict(zip(code.co_freevars, closure or ()))
+    builtin = globals_.get("__builtins__", builtins)
+    builtin = vars(builtin) if isinstance(builtin, types.ModuleType) else builtin
+    nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) + \
+        bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    local = {name: ("arg", name) for name in code.co_varnames[:nargs]}
+    if instance is not None and nargs:
+        local[code.co_varnames[0]] = ("static", instance, code.co_varnames[0])
+    stack, at, reached = [], {}, True  # at: an instruction's offset -> the stack a forward jump left for it
+    for ins in dis.get_instructions(code):
+        op, arg = ins.opname, ins.arg
+        if ins.offset in at:
+            stack, reached = (stack if reached else at[ins.offset]), True
+        if not reached:
+            if op == "CACHE":
+                continue
+            return "code the fast path does not read (an exception handler)"
+        if op in _PLAIN_OPS:
+            taken, put = _PLAIN_OPS[op](arg)
+            _take(stack, taken)
+            stack += [("made", "a function made here" if op == "MAKE_FUNCTION" else "a value made here")] * put
+        elif op == "PUSH_NULL":
+            stack.append(("null",))
+        elif op == "LOAD_GLOBAL":
+            if arg & 1:
+                stack.append(("null",))
+            name = ins.argval
+            value = globals_.get(name, builtin.get(name, _UNSET))
+            stack.append(("graph",) if name.startswith("__compiled_fn") else
+                         ("made", name) if value is _UNSET else ("static", value, name))
+        elif op in ("LOAD_FAST", "LOAD_FAST_CHECK"):
+            stack.append(local.get(ins.argval, ("made", ins.argval)))
+        elif op in ("STORE_FAST", "STORE_DEREF"):
+            local[ins.argval] = stack.pop()
+        elif op in ("DELETE_FAST", "DELETE_DEREF"):
+            local.pop(ins.argval, None)
+        elif op in ("LOAD_DEREF", "LOAD_CLASSDEREF"):
+            if ins.argval in frame:
+                try:
+                    stack.append(("static", frame[ins.argval].cell_contents, ins.argval))
+                except ValueError:  # an empty cell: the call raises NameError
+                    stack.append(("made", ins.argval))
+            else:
+                stack.append(local.get(ins.argval, ("made", ins.argval)))
+        elif op == "LOAD_CONST":
+            stack.append(("static", ins.argval, repr(ins.argval)))
+        elif op in ("LOAD_ATTR", "LOAD_METHOD"):
+            value = _attribute(stack.pop(), ins.argval)
+            if value[0] == "runs":
+                return value[1]
+            stack += [("null",), value] if op == "LOAD_METHOD" else [value]
+        elif op in _DUNDER_OPS:
+            taken, dunder = _DUNDER_OPS[op]
+            operands = _take(stack, taken)
+            of = operands[-1] if op == "STORE_ATTR" else operands[-2]
+            if _runs_dunder(of, dunder):
+                return f"{of[2]}.{dunder}" if of[0] == "static" else f"{of[1].__qualname__}.{dunder}"
+            if op == "BINARY_SUBSCR":
+                stack.append(_item(of, operands[-1]))
+        elif op == "COPY":
+            stack.append(stack[-arg])
+        elif op == "SWAP":
+            stack[-1], stack[-arg] = stack[-arg], stack[-1]
+        elif op in ("CALL", "CALL_FUNCTION_EX"):
+            opaque, result = _call(*_call_operands(stack, op, arg))
+            if opaque:
+                return opaque
+            stack.append(result)
+        elif op == "FOR_ITER":
+            at[ins.argval] = stack[:-1]  # exhausted: the iterator is popped
+            stack.append(("made", "an item"))
+        elif op in _POP_JUMPS:
+            stack.pop()
+            if ins.argval > ins.offset:
+                at[ins.argval] = list(stack)
+        elif op in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
+            at[ins.argval] = list(stack)
+            stack.pop()
+        elif op in _ENDS:
+            if op == "JUMP_FORWARD":
+                at[ins.argval] = stack
+            reached = False
+        else:
+            return f"code the fast path does not read ({op})"
+    return None
+
+
+def _take(stack, n):
+    """The top ``n`` values of ``stack``, taken off it (IndexError where it holds fewer)."""
+    if n > len(stack):
+        raise IndexError(n)
+    taken = stack[len(stack) - n:]
+    del stack[len(stack) - n:]
+    return taken
+
+
+def _call_operands(stack, op, arg):
+    """``(callee, arguments)`` of a CALL or CALL_FUNCTION_EX, taken off the stack (Python 3.11: ``NULL, callable``
+    or ``method, self`` below a CALL's arguments; a NULL below CALL_FUNCTION_EX's callable, whose arguments are in
+    a tuple and a dict, not looked into)."""
+    if op == "CALL":
+        items = _take(stack, arg + 2)
+        return (items[1], items[2:]) if items[0] == ("null",) else (items[0], items[1:])
+    _take(stack, 1 + (arg & 1))
+    callee = stack.pop()
+    if stack and stack[-1] == ("null",):
+        stack.pop()
+    return callee, []
+
+
+def _attribute(value, name):
+    """The symbolic value of ``value.name`` (see separate_frame_call): looked up statically where ``value`` is
+    known (a module's attribute as it is), an attribute path of a parameter, else a made value."""
+    kind = value[0]
+    if kind == "arg":
+        return ("arg", f"{value[1]}.{name}")
+    if kind == "instance":  # an object of a known class: what the class gives it
+        if _runs_getter(value[1], name):
+            return ("runs", f"{value[1].__qualname__}.{name}")
+        found = _static_attribute(value[1], name)
+        return ("made", name) if found is _UNSET else ("static", found, f"{value[1].__qualname__}.{name}")
+    if kind != "static":
+        return ("made", name)
+    owner = value[1]
+    if isinstance(owner, types.ModuleType):
+        try:
+            found = getattr(owner, name, _UNSET)
+        except Exception:  # noqa: BLE001 -- a module's __getattr__ (a lazy import) that fails: not known
+            found = _UNSET
+    elif isinstance(owner, type) and name == "__mro__":
+        found = owner.__mro__
+    else:
+        if not isinstance(owner, type) and _runs_getter(type(owner), name):
+            return ("runs", f"{value[2]}.{name}")
+        found = _static_attribute(owner, name)
+        if found is _UNSET and isinstance(owner, torch.nn.Module):  # a submodule, parameter or buffer
+            found = next((d[name] for d in map(owner.__dict__.get, _MODULE_DICTS) if d and name in d), _UNSET)
+    return ("made", name) if found is _UNSET else ("static", found, f"{value[2]}.{name}")
+
+
+def _runs_getter(cls, name):
+    """Whether reading attribute ``name`` of a ``cls`` object runs Python code: a property's getter, another
+    descriptor's ``__get__``."""
+    found = _static_attribute(cls, name)
+    if isinstance(found, property):
+        return found.fget is not None and _runs_python(found.fget)
+    if found is _UNSET or isinstance(found, types.FunctionType):  # a method: bound by C code
+        return False
+    get = _static_attribute(type(found), "__get__")
+    return get is not _UNSET and _runs_python(get)
+
+
+def _runs_dunder(value, name):
+    """Whether the dunder method ``name`` of an object known to the code (see separate_frame_call) is Python."""
+    if value[0] == "instance":
+        cls = value[1]
+    elif value[0] == "static" and not isinstance(value[1], type):
+        cls = type(value[1])
+    else:
+        return False
+    found = _static_attribute(cls, name)
+    return found is not _UNSET and _runs_python(found)
+
+
+def _static_attribute(owner, name):
+    """``owner.name`` as the class (or object) defines it, without running a getter: a static method's function,
+    a class method bound to its class; _UNSET where it has none."""
+    try:
+        found = inspect.getattr_static(owner, name)
+    except AttributeError:
+        return _UNSET
+    if isinstance(found, staticmethod):
+        return found.__func__
+    if isinstance(found, classmethod):
+        return types.MethodType(found.__func__, owner if isinstance(owner, type) else type(owner))
+    return found
+
+
+def _item(of, index):
+    """The symbolic value of ``of[index]``: an item of a tuple, list or dict known to the code (a class's
+    ``__mro__``), else what ``of`` is derived from."""
+    if of[0] == "static" and index[0] == "static" and type(of[1]) in (tuple, list, dict):
+        try:
+            return ("static", of[1][index[1]], f"{of[2]}[{index[1]!r}]")
+        except (IndexError, KeyError, TypeError):
+            pass
+    return ("arg", f"{of[1]}[...]") if of[0] == "arg" else ("made", "an item")
+
+
+def _call(callee, args):
+    """``(what the call enters that Dynamo may compile as a frame of its own, or None; the call's symbolic
+    result)``: a class called (or its ``__new__``) makes an object of that class; ``type`` of one, its class."""
+    kind = callee[0]
+    if kind == "graph":
+        return None, ("made", "a graph's outputs")
+    if kind in ("arg", "made"):
+        return callee[1], None
+    if kind != "static":
+        return f"a {callee[1].__qualname__} object" if kind == "instance" else "a callable it made", None
+    fn, name = callee[1], callee[2]
+    if _runs_python(fn):
+        real = getattr(fn, "__func__", fn) if isinstance(fn, (types.FunctionType, types.MethodType)) else None
+        return (f"{name} ({real.__module__}.{real.__qualname__})" if real is not None and real.__name__ != name
+                else name), None
+    if isinstance(fn, type) and fn is not type:
+        return None, ("instance", fn)
+    if isinstance(fn, _C_CALLABLES) and fn.__name__ == "__new__" and args and args[0][0] == "static" and \
+            isinstance(args[0][1], type):
+        return None, ("instance", args[0][1])
+    if fn is type and len(args) == 1 and args[0][0] == "instance":
+        return None, ("static", args[0][1], args[0][1].__qualname__)
+    return None, ("made", f"{name}(...)")
+
+
+def _runs_python(fn):
+    """Whether calling ``fn`` runs Python code Dynamo may compile (its own helpers in ``torch._dynamo`` and a
+    namedtuple's ``_make`` aside): a Python function or method, an object whose class defines ``__call__`` in
+    Python (a module), a class whose ``__new__`` or ``__init__`` is Python (or whose metaclass's ``__call__``)."""
+    if isinstance(fn, _C_CALLABLES):
+        return False
+    if isinstance(fn, functools.partial):
+        return _runs_python(fn.func)
+    if isinstance(fn, types.MethodType):
+        return _runs_python(fn.__func__)
+    if isinstance(fn, types.FunctionType):
+        return fn.__code__ is not _NAMEDTUPLE_MAKE and not (fn.__module__ or "").startswith("torch._dynamo")
+    if isinstance(fn, type):
+        return any(_runs_python(f) for f in (_static_attribute(type(fn), "__call__"),
+                                             _static_attribute(fn, "__new__"), _static_attribute(fn, "__init__"))
+                   if f is not _UNSET)
+    call = _static_attribute(type(fn), "__call__")
+    return call is not _UNSET and _runs_python(call)
+
+
 class FastPath:
     """Calls the Dynamo-compiled code of ``fn`` (the function whose frame Dynamo compiles: a wrapper's private
     copy) directly when an entry's guards pass.
 
     ``call(args)`` takes the call's positional arguments (keyword arguments always take the ordinary path). For a
     module, ``instance`` is the module ``fn`` is the ``forward`` of: it is passed as ``self``. ``backend`` is the
-    wrapper's: only entries it compiled are used, and of those only entries whose code calls no
-    ``__resume_at_*`` function (Dynamo captured the frame whole: no graph break). ``region`` is the wrapper's
-    ``isolate_recompiles`` region (-1: none).
+    wrapper's: only entries it compiled are used, and of those only entries for a frame Dynamo captured whole:
+    whose code calls a graph of its own, no ``__resume_at_*`` function (a graph break in the frame) and no other
+    frame Dynamo compiles separately (:func:`separate_frame_call`: ``return inner(x)`` where ``inner`` has a graph
+    break; run here, with Dynamo's frame handling off, that frame would run uncompiled). ``region`` is the
+    wrapper's ``isolate_recompiles`` region (-1: none).
 
     ``state``: the wrapper's JitState (thunder.frontend.dynamo): a call the fast path runs is counted there as a
-    cache hit, a miss (a graph with symbolic sizes compiled a specialization for new shapes), an uncompiled call
-    (Dynamo's cached code ran no graph: a graph break before any op, BatchNorm's momentum=None) or a raised one.
+    cache hit, a miss (a graph with symbolic sizes compiled a specialization for new shapes) or a raised one. (An
+    entry that runs no graph -- a graph break before any op, BatchNorm's momentum=None -- takes the ordinary path,
+    which says why.)
 
     Misses: a guard failure (new shapes, dtypes, strides, grad mode, a parameter replaced, ``train()``/``eval()``
-    where ``forward`` reads the flag: Dynamo then recompiles), a function with graph breaks, fewer arguments than
-    parameters (defaults), an empty closure cell. Functions with keyword-only parameters are never served.
+    where ``forward`` reads the flag: Dynamo then recompiles), a function with graph breaks (in its own frame or
+    in one it calls), fewer arguments than parameters (defaults), an empty closure cell. Functions with
+    keyword-only parameters are never served.
     """
 
     def __init__(self, fn, backend, state, region=-1, instance=None):
@@ -324,7 +637,14 @@ class FastPath:
         for e in cache_entries(fn.__code__, self.region):
             if e.backend.compiler_fn is not self.backend:
                 continue
-            if any(n.startswith("__resume_at") for n in e.code.co_names):
+            # A graph break in the frame, or no graph: the ordinary path (which says why where no graph runs).
+            graph_names = [n for n in e.code.co_names if n.startswith("__compiled_fn")]
+            if not graph_names or any(n.startswith("__resume_at") for n in e.code.co_names):
+                continue
+            callee = separate_frame_call(e.code, fn.__globals__, fn.__closure__, self.instance)
+            if callee is not None:  # a graph break in a frame it calls, which would run uncompiled here
+                logger.debug("thunder: %s: calls whose guards pass on a cache entry that calls %s take the ordinary "
+                             "path (Dynamo compiles the frames that code calls on their own)", self.state.name, callee)
                 continue
             # The transformed code's globals are the function's, with Dynamo's per-call wrappers taken off:
             # the graph's callable without its disable() wrapper (Dynamo is not running here to disable),
@@ -336,7 +656,6 @@ class FastPath:
                     overrides[name] = value.__wrapped__
                 elif name.startswith("__import_torch_dot__dynamo_dot_utils"):
                     overrides[name] = _WithoutBytecodeTiming(value)
-            graph_names = [n for n in e.code.co_names if n.startswith("__compiled_fn")]
             direct = direct_form(e.code, graph_names[0]) if len(graph_names) == 1 else None
             if direct is not None:
                 graph = fn.__globals__.get(graph_names[0])
