@@ -528,9 +528,11 @@ class _Body(nn.Module):
 
 
 class _Delegating(nn.Module):
-    def __init__(self):
+    """A module whose forward only calls its body: with a graph break in the body, or captured whole with it."""
+
+    def __init__(self, body):
         super().__init__()
-        self.body = _Body()
+        self.body = body
 
     def forward(self, x):
         return self.body(x)
@@ -544,7 +546,7 @@ def test_a_graph_break_in_a_called_frame_runs_its_graphs_on_every_call(case):
     torch.manual_seed(0)
     fn, args = {"function": (_calls_first, ()), "after_a_graph": (_calls_after_a_graph, ()),
                 "argument": (_calls_its_argument, (_breaks_inside,)), "subscript": (_subscripts, ()),
-                "module": (_Delegating(), ())}[case]
+                "module": (_Delegating(_Body()), ())}[case]
     jitted = thunder.jit(fn)
     ran = []
     for _ in range(4):
@@ -583,15 +585,6 @@ def _inlined(x):
     return x.sin() * 2
 
 
-class _DelegatingWhole(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.body = MLP()
-
-    def forward(self, x):
-        return self.body(x)
-
-
 def test_a_frame_that_calls_a_frame_captured_whole_keeps_the_fast_path(monkeypatch):
     """A call of a function or module without graph breaks is inlined in the caller's graph: its cached code calls
     only the graph, and the fast path takes it (torch.compile's path is never entered)."""
@@ -599,7 +592,7 @@ def test_a_frame_that_calls_a_frame_captured_whole_keeps_the_fast_path(monkeypat
         return _inlined(x) + 1
 
     x = torch.randn(5, 8)
-    for fn in (f, _DelegatingWhole()):
+    for fn in (f, _Delegating(MLP())):
         jitted = thunder.jit(fn)
         with torch.no_grad():
             jitted(x)
