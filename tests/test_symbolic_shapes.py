@@ -263,6 +263,36 @@ def test_a_training_graph_with_symbolic_sizes_is_differentiated_once(monkeypatch
     assert "cpu_fusion" in backward and "f32[7, 8]" in backward, backward  # the last new signature's, bound
 
 
+def test_a_backward_for_some_output_gradients_is_made_once_per_symbolic_graph(monkeypatch):
+    # An LM's loss and logits: the backward runs from the loss alone, so it is made for that gradient only
+    # (_specialized_backward). With symbolic sizes it is made once and each new shape only binds and lowers it.
+    from thunder import _core
+
+    made = []
+    specialize = _core.specialize_backward
+    monkeypatch.setattr(_core, "specialize_backward", lambda *a: made.append(1) or specialize(*a))
+
+    def fn(x, w):
+        logits = torch.tanh(x @ w)
+        return logits, logits.square().mean()
+
+    torch.manual_seed(0)
+    w = torch.randn(8, 8, requires_grad=True)
+    w_ref = w.detach().clone().requires_grad_()
+    jitted = thunder.jit(fn, dynamic=True)
+    for n in (2, 3, 5, 7, 3):
+        x = torch.randn(n, 8)
+        logits, loss = jitted(x, w)
+        logits_ref, loss_ref = fn(x, w_ref)
+        assert_same(logits, logits_ref)
+        loss.backward()
+        loss_ref.backward()
+    torch.testing.assert_close(w.grad, w_ref.grad)
+    assert len(made) == 1
+    graphs = thunder._compiled_graphs(jitted, "test")
+    assert len(graphs) == 4 and all(g.specialized_backward_traces for g in graphs), graphs
+
+
 def test_greedy_generate_of_100_tokens_with_a_growing_kv_cache_compiles_at_most_four_graphs():
     pytest.importorskip("transformers")
     from thunder.testing import hf_gpt2

@@ -335,6 +335,9 @@ class _Passed:
     backward_passes: tuple = None  # (pass names, evaluator, tables) the backward's passes run with
     joint: object = None        # the trace the autodiff split, and its activation inputs (split_forward_backward)
     activation_inputs: list = None
+    # given output gradients -> the backward made for them after its passes (its TraceViews), or None where the
+    # autodiff cannot make it: made once, shared by every shape signature of a SymbolicPlan (_specialized_backward)
+    specialized_backward: dict = field(default_factory=dict)
 
 
 def _run_all_passes(imported, trace, executors, passes, index, namespace, evaluator, tables, views):
@@ -451,8 +454,10 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
         backward_fn = _taking_saved_list(backward_views[-1], runner(debug.debug_runner(
             backward_views[-1].python_callable(), debug_mode)))
         graph_ref = weakref.ref(graph)  # the program, which the graph holds, holds `specialize`
-        differentiable = None if writes else (runner(split.python_callable()), _taking_saved_list(
-            unsplit_backward, runner(unsplit_backward.python_callable())))
+        differentiable = None if writes else (
+            _made_on_first_call(lambda: runner(split.python_callable())),
+            _taking_saved_list(unsplit_backward, _made_on_first_call(
+                lambda: runner(unsplit_backward.python_callable()))))
         final_backward, unsplit_trace = backward_views[-1].trace, unsplit_backward.trace
 
         def specialize(given, namespace=unsplit_backward.namespace):
@@ -474,40 +479,61 @@ def _specialized_backward(graph, passed, forward, sizes, namespace, given, execu
                           compiled_kernels):
     """The backward of a training graph for a call given only the output gradients ``given`` flags (the others
     None): ``_core.specialize_backward`` of the joint trace the autodiff split, reading what ``forward`` (the
-    split's forward) saves, with ``sizes`` bound where the traces have symbolic ones, then the backward's passes
-    and lowering (kernels in a copy of ``namespace``, the split backward's). Returns (compiled backward, uncompiled
-    one for create_graph=True), each ``fn(saved, *grads)``, the missing gradients passed as None (not read).
-    Recorded in ``graph.specialized_backward_traces``; its seconds are added to the graph's ``compile_seconds``
-    (``graph`` None: a graph released while a backward of it was pending; nothing is recorded).
+    split's forward) saves, then the backward's passes -- made once per ``given`` and kept in ``passed`` (a
+    SymbolicPlan's traces serve every shape signature) -- then, with ``sizes`` bound where the traces have symbolic
+    ones, its lowering (kernels in a copy of ``namespace``, the split backward's). Returns (compiled backward,
+    uncompiled one for create_graph=True, made on its first call), each ``fn(saved, *grads)``, the missing
+    gradients passed as None (not read). Recorded in ``graph.specialized_backward_traces``; its seconds are added
+    to the graph's ``compile_seconds`` (``graph`` None: a graph released while a backward of it was pending;
+    nothing is recorded).
     None where the autodiff cannot make it (it would read a value the forward neither saves nor recomputes): the
     caller runs the split's backward with zeros for the missing gradients (_with_zeros), and the log says so."""
     start = time.perf_counter()
     index = -1 if graph is None else graph.index
-    namespace = namespace.copy_for()
-    try:
-        trace = _core.specialize_backward(passed.joint, forward, list(given), passed.activation_inputs)
-    except _core.NotDifferentiable as e:
-        logger.info("thunder: graph %d: the backward for %d of %d output gradients runs with zeros for the "
-                    "others: %s", index, sum(given), len(given), e)
+    if given not in passed.specialized_backward:
+        try:
+            trace = _core.specialize_backward(passed.joint, forward, list(given), passed.activation_inputs)
+        except _core.NotDifferentiable as e:
+            logger.info("thunder: graph %d: the backward for %d of %d output gradients runs with zeros for the "
+                        "others: %s", index, sum(given), len(given), e)
+            passed.specialized_backward[given] = None
+        else:
+            views = [TraceView(trace, namespace.copy_for(), "autodiff (backward, for the given output gradients)")]
+            names, evaluator, tables = passed.backward_passes
+            _run_passes(trace, names, evaluator, tables, views[0].namespace, views, {}, index, "backward ")
+            passed.specialized_backward[given] = views
+            logger.info("thunder: graph %d: a backward given %d of %d output gradients: made for those (the "
+                        "derivatives only the missing ones reach are not computed)", index, sum(given), len(given))
+    views = passed.specialized_backward[given]
+    if views is None:
         return None
+    unsplit = views[0]
     if sizes is not None:
-        trace = _core.bind_sizes(trace, sizes)
-    views = [TraceView(trace, namespace, "autodiff (backward, for the given output gradients)")]
-    names, evaluator, tables = passed.backward_passes
-    _run_passes(trace, names, evaluator, tables, namespace, views, {}, index, "backward ")
+        views = views + [_bound(views[-1], sizes, views[-1].namespace.copy_for())]
     kernels = {}
-    _lower(views[-1].trace, executors, namespace, kernels, {}, round_every_op=False, prefix="backward ",
+    _lower(views[-1].trace, executors, views[-1].namespace, kernels, {}, round_every_op=False, prefix="backward ",
            compiled=compiled_kernels)
     compiled = _taking_saved_list(views[-1], runner(debug.debug_runner(views[-1].python_callable(), debug_mode)))
-    uncompiled = _taking_saved_list(views[0], runner(views[0].python_callable()))
+    uncompiled = _taking_saved_list(unsplit, _made_on_first_call(lambda: runner(
+        (unsplit if sizes is None else _bound(unsplit, sizes)).python_callable())))
     if graph is not None:
         for name, units in kernels.items():
             graph.kernels.setdefault(name, []).extend(units)
         graph.specialized_backward_traces[tuple(given)] = views
         graph.compile_seconds += time.perf_counter() - start
-    logger.info("thunder: graph %d: a backward given %d of %d output gradients: made for those (the derivatives "
-                "only the missing ones reach are not computed)", index, sum(given), len(given))
     return compiled, uncompiled
+
+
+def _made_on_first_call(make):
+    """A function that calls ``make()``'s result, made on its first call: the programs create_graph=True runs (the
+    traces with torch ops) are compiled only where a call needs one."""
+    made = []
+
+    def run(*args):
+        if not made:
+            made.append(make())
+        return made[0](*args)
+    return run
 
 
 def _with_zeros(trace, fn):

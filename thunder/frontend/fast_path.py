@@ -26,6 +26,7 @@ import functools
 import inspect
 import sys
 import types
+import weakref
 
 import torch
 
@@ -619,6 +620,9 @@ class FastPath:
         self.enabled = not code.co_kwonlyargcount and len(fn.__closure__ or ()) == len(code.co_freevars) and \
             n >= self.bound and not api_problem()
         self.entries = []  # (guard check, transformed code as a function)
+        # Per transformed code object, what reading it found (_read_code): a refresh follows every new graph, and
+        # a graph with symbolic sizes adds one per shape signature to the same few entries.
+        self._readings = weakref.WeakKeyDictionary()
 
     def refresh(self):
         """Re-reads the cache entries (after a call through torch.compile that compiled something)."""
@@ -641,7 +645,13 @@ class FastPath:
             graph_names = [n for n in e.code.co_names if n.startswith("__compiled_fn")]
             if not graph_names or any(n.startswith("__resume_at") for n in e.code.co_names):
                 continue
-            callee = separate_frame_call(e.code, fn.__globals__, fn.__closure__, self.instance)
+            reading = self._readings.get(e.code)
+            if reading is None:
+                reading = self._readings[e.code] = (
+                    separate_frame_call(e.code, fn.__globals__, fn.__closure__, self.instance),
+                    _reads_globals_only(e.code),
+                    direct_form(e.code, graph_names[0]) if len(graph_names) == 1 else None)
+            callee, globals_only, direct = reading
             if callee is not None:  # a graph break in a frame it calls, which would run uncompiled here
                 logger.debug("thunder: %s: calls whose guards pass on a cache entry that calls %s take the ordinary "
                              "path (Dynamo compiles the frames that code calls on their own)", self.state.name, callee)
@@ -649,14 +659,13 @@ class FastPath:
             # The transformed code's globals are the function's, with Dynamo's per-call wrappers taken off:
             # the graph's callable without its disable() wrapper (Dynamo is not running here to disable),
             # and the no-op bookkeeping of Dynamo's own bytecode timing.
-            overrides = _Globals(fn.__globals__) if _reads_globals_only(e.code) else fn.__globals__
+            overrides = _Globals(fn.__globals__) if globals_only else fn.__globals__
             for name in e.code.co_names if overrides is not fn.__globals__ else ():
                 value = fn.__globals__.get(name)
                 if name.startswith("__compiled_fn") and hasattr(value, "__wrapped__"):
                     overrides[name] = value.__wrapped__
                 elif name.startswith("__import_torch_dot__dynamo_dot_utils"):
                     overrides[name] = _WithoutBytecodeTiming(value)
-            direct = direct_form(e.code, graph_names[0]) if len(graph_names) == 1 else None
             if direct is not None:
                 graph = fn.__globals__.get(graph_names[0])
                 graph = getattr(graph, "__wrapped__", graph)
