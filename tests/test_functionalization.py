@@ -2240,3 +2240,18 @@ def test_contiguous_views_or_copies_as_eager_lays_the_result_out(fn):
     outputs) took a masked write into x."""
     with torch.no_grad():
         check(fn, lambda: (_randn(4, 3).t(),), aliasing=False)
+
+
+@pytest.mark.parametrize("executors", [None, ["torch"]], ids=["default", "torch"])
+def test_contiguous_of_a_view_contiguous_only_in_eagers_layout_is_contiguous(executors):
+    """(x * 2).t() of a transposed x is contiguous in eager, so its contiguous() returns it; thunder's kernel writes
+    x * 2 contiguous, its .t() is not, and the importer had dropped the contiguous() as eager's no-op: the result
+    was not contiguous (.view(-1) raised)."""
+    def fn(x):
+        return (x * 2).t().contiguous()
+
+    x = _randn(5, 3).t()
+    out = thunder.jit(fn, executors=executors)(x)
+    torch.testing.assert_close(out, fn(x))
+    assert out.is_contiguous() and out.stride() == fn(x).stride()
+    out.view(-1)

@@ -732,8 +732,8 @@ class _Importer:
             raise UnsupportedGraph(f"{_target_name(node)} returns a Python object that later ops use "
                                    "(a trace holds only tensors and numbers)")
         same = _returns_an_input(node)
-        if same is not None:  # x.float() of a float32 x, x.contiguous() of a contiguous x: eager returns x itself
-            return self.env[same]
+        if same is not None and not _layout_dependent(node, same):
+            return self.env[same]  # x.float() of a float32 x, x.contiguous() of a contiguous input: x itself
         kind = "method" if node.op == "call_method" else "function"
         name = _METHODS.get(node.target) if kind == "method" else _FUNCTIONS.get(node.target)
         native = None if name is None else lambda: self._native(node, kind, name)
@@ -1487,6 +1487,28 @@ def _returns_an_input(node):
     if same is None or _write_lowering(node) is not None or _has_effect(node, _target_name(node)):
         return None
     return same
+
+
+def _layout_dependent(node, argument):
+    """Whether eager returns ``argument`` itself from ``node`` (``contiguous()`` of a tensor contiguous in eager)
+    because of strides thunder's value may not have: ``argument`` is a view of a value eager lays out other than
+    contiguously (``(x * 2).t()`` of a transposed ``x``), which thunder's kernels write contiguous. Followed back
+    through the views to the value they view: a graph input (its strides are the guarded ones), an earlier
+    ``contiguous()`` or a computed value contiguous in eager (thunder's is contiguous too, so the same views give the
+    same strides) are safe."""
+    def is_contiguous_call(n):
+        return _target_name(n).rsplit(".", 1)[-1] == "contiguous"
+
+    if not is_contiguous_call(node):
+        return False
+    while argument.op != "placeholder" and not is_contiguous_call(argument):
+        example = argument.meta.get("example_value")
+        base = next((a for a in _argument_nodes(argument.args) if isinstance(a.meta.get("example_value"), torch.Tensor)
+                     and _storage(a.meta["example_value"]) == _storage(example)), None)
+        if base is None:  # a computed value
+            return not (isinstance(example, torch.Tensor) and example.is_contiguous())
+        argument = base
+    return False
 
 
 # ---- outputs that alias one another or an input in eager (see OutputViews) ----
