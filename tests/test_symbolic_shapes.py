@@ -538,3 +538,15 @@ def test_a_symbolic_graph_keeps_its_most_recently_used_specializations(monkeypat
     monkeypatch.setenv("THUNDER_MAX_SPECIALIZATIONS", "0")
     with pytest.raises(ValueError, match="THUNDER_MAX_SPECIALIZATIONS must be an integer >= 1, got .0."):
         jitted(torch.randn(7, 4), torch.randn(7, 4))
+
+
+def test_a_graph_running_torch_vmap_over_changing_sizes_matches_eager():
+    # Traced again per shape (thunder runs torch.func transforms as captured): the copy kept
+    # _vmap_increment_nesting, whose result no node reads; dropping it raised on the second shape.
+    def fn(a, b):
+        return torch.vmap(lambda x, y: (x * y).sum(-1))(a, b) + 1
+
+    jitted = thunder.jit(fn)
+    for n in (4, 5, 6):
+        a, b = torch.randn(n, 3), torch.randn(n, 3)
+        torch.testing.assert_close(jitted(a, b), fn(a, b))

@@ -110,6 +110,14 @@ class _Propagate(torch.fx.Interpreter):
         return value
 
 
+def _has_effect(node):
+    """Whether a node's call changes state besides returning its value (``torch.vmap``'s
+    ``_vmap_increment_nesting(s0, ...)`` returns the new level as an int): kept even where nothing reads it."""
+    module = getattr(node.target, "__module__", None) or ""
+    return node.op == "call_function" and (node.is_impure() or module.startswith(("torch._functorch",
+                                                                                    "torch._C._functorch")))
+
+
 def _literal(value):
     if isinstance(value, torch.SymInt):
         return int(value)
@@ -149,7 +157,7 @@ def specialize(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
         propagate.run(*fake)
     for node in list(copy.graph.nodes):
         value = node.meta.get("example_value")
-        if node.op in ("output", "get_attr") or node in propagate.data or \
+        if node.op in ("output", "get_attr") or node in propagate.data or _has_effect(node) or \
                 not isinstance(value, (int, float, bool, *_SYMBOLIC_NUMBERS)):
             continue
         literal = _literal(value)
