@@ -189,6 +189,24 @@ def test_a_skipped_frame_is_warned_once_and_its_calls_counted_uncompiled():
         assert _stops(log) == []
 
 
+def test_calls_whose_trace_fails_on_inputs_eager_runs_are_warned_once_and_counted_uncompiled():
+    # Dynamo makes the float dynamic after its second value, and its fake-tensor pow fails for a negative base:
+    # thunder runs those calls eagerly (right values), and says so once, with Dynamo's reason.
+    def fn(x, a):
+        return x * a + a ** 2
+
+    jitted, x = thunder.jit(fn), torch.randn(3, 4)
+    with capture_thunder_log() as log:
+        for a in (0.5, 1.5, -1.0, -2.0):
+            torch.testing.assert_close(jitted(x, a), fn(x, a))
+    stats = thunder.compile_stats(jitted)
+    assert stats.eager_calls == 2, stats
+    assert "Dynamo's trace of fn failed on inputs eager runs" in stats.dynamo_stopped, stats.dynamo_stopped
+    warnings = _stops(log)
+    assert len(warnings) == 1 and "dynamic=False" in warnings[0], log
+    assert "2 calls ran UNCOMPILED" in str(jitted)
+
+
 def test_graph_breaks_alone_do_not_count_as_uncompiled_calls():
     def f(x):
         x = x + 1

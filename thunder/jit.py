@@ -169,6 +169,15 @@ class _Jitted:
                 state.raised_calls += 1
                 self._annotate(eager_error, args, kwargs)
                 raise eager_error from None
+            # Eager runs it: Dynamo's tracing (its fake tensors, a number it made symbolic) is what failed.
+            function = self._thunder_code.co_name
+            lines = [line.strip() for line in str(e).splitlines()]
+            why = next((line[len("Explanation:"):].strip() for line in lines if line.startswith("Explanation:")),
+                       lines[0] if lines else type(e).__name__)
+            note_dynamo_stopped(state, "trace", function, f"Dynamo's trace of {function} failed on inputs eager "
+                                f"runs ({why[:300]})",
+                                "thunder.jit(..., dynamic=False) traces each input shape and number on its own, "
+                                "which may avoid it; otherwise it is a limit of Dynamo's tracing")
         finally:
             skipped_logging.restore(left_out)
             current_state.reset(token)

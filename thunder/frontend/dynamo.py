@@ -790,8 +790,8 @@ _warned_stops = set()
 
 def note_dynamo_stopped(state, kind, function, cause, fix):
     """Records that Dynamo stopped compiling ``function`` during a call of the wrapper of ``state`` -- ``kind``
-    is "limit" (a recompile limit: calls that need a new graph run uncompiled) or "skip" (a frame it skipped: it
-    runs uncompiled on every call) --, with the ``cause`` (shown by ``print(jitted)`` and
+    is "limit" (a recompile limit: calls that need a new graph run uncompiled), "skip" (a frame it skipped: it
+    runs uncompiled on every call) or "trace" (its trace failed on a call's inputs, which then ran eagerly) --, with the ``cause`` (shown by ``print(jitted)`` and
     ``thunder.compile_stats(jitted).dynamo_stopped``), and warns once per kind and function, naming the cause and
     the ``fix``."""
     if cause not in state.dynamo_stopped:
@@ -799,8 +799,9 @@ def note_dynamo_stopped(state, kind, function, cause, fix):
     if (kind, function) in _warned_stops:
         return
     _warned_stops.add((kind, function))
-    consequence = ("Calls that need a new graph now run uncompiled, eagerly" if kind == "limit" else
-                   "That frame runs uncompiled, eagerly, on every call")
+    consequence = {"limit": "Calls that need a new graph now run uncompiled, eagerly",
+                   "trace": "Such calls run uncompiled, eagerly"}.get(kind, "That frame runs uncompiled, eagerly, "
+                                                                           "on every call")
     logger.warning("thunder: Dynamo stopped compiling in thunder.jit(%s): %s. %s. To fix: %s. print(jitted) and "
                    "thunder.compile_stats count the calls that ran uncompiled.", state.name, cause, consequence,
                    fix.rstrip(". "))
