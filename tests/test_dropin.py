@@ -289,6 +289,35 @@ def test_a_forward_reassigned_on_the_class_or_given_new_defaults_is_compiled_aga
             assert_same(jitted(x), model(x))
 
 
+def test_a_forward_set_on_the_instance_or_a_class_swapped_after_the_first_call_is_compiled_again():
+    """m.forward = ... (LoRA, accelerate's hooks) and m.__class__ = ... (parametrize, FSDP2, quantization tools)
+    after thunder.jit: calls through the fast path ran the old forward, silently; parametrize raised."""
+    import types
+
+    import torch.nn.utils.parametrize as parametrize
+
+    class Times10(nn.Linear):
+        def forward(self, x):
+            return super().forward(x) * 10
+
+    class Symmetric(nn.Module):
+        def forward(self, w):
+            return w.triu() + w.triu(1).transpose(-1, -2)
+
+    x = torch.randn(3, 4)
+    for change in (lambda m: setattr(m, "forward", types.MethodType(lambda self, x: x * 7, m)),
+                   lambda m: setattr(m, "__class__", Times10),
+                   lambda m: parametrize.register_parametrization(m, "weight", Symmetric())):
+        model = nn.Linear(4, 4)
+        jitted = thunder.jit(model)
+        with torch.no_grad():
+            for _ in range(2):  # the second call takes the fast path
+                assert_same(jitted(x), model(x))
+            change(model)
+            for _ in range(2):
+                assert_same(jitted(x), model(x))
+
+
 def test_a_function_given_new_code_or_defaults_is_compiled_again():
     def f(x, k=2):
         return x * k

@@ -50,19 +50,23 @@ def _always():
 
 def _unchanged(target):
     """A test, cheap enough for every call, that the function a wrapper compiled a copy of is as it was copied:
-    the module class's ``forward`` (unless the instance sets one, which the copy sees live), the function, or a
-    method's function, with the same code and defaults. Always true where that is not a plain function."""
+    the module's ``forward`` (its class the same -- parametrize, FSDP2 and quantization tools swap it --, the
+    class's ``forward`` with the same code and defaults, and the instance's own ``forward`` attribute, if it sets
+    one, the same object), the function, or a method's function, with the same code and
+    defaults. Always true where that is not a plain function."""
     if isinstance(target, nn.Module):
         cls, attributes = type(target), target.__dict__
-        fn = None if "forward" in attributes else getattr(cls, "forward", None)
-    else:
-        fn = target.__func__ if isinstance(target, types.MethodType) else target
+        own = attributes.get("forward")
+        fn = getattr(cls, "forward", None)
+        if not isinstance(fn, types.FunctionType):
+            return lambda: type(target) is cls and attributes.get("forward") is own
+        code, defaults, kwdefaults = fn.__code__, fn.__defaults__, fn.__kwdefaults__
+        return lambda: (type(target) is cls and cls.forward is fn and fn.__code__ is code and fn.__defaults__ is defaults and
+                        fn.__kwdefaults__ is kwdefaults and attributes.get("forward") is own)
+    fn = target.__func__ if isinstance(target, types.MethodType) else target
     if not isinstance(fn, types.FunctionType):
         return _always
     code, defaults, kwdefaults = fn.__code__, fn.__defaults__, fn.__kwdefaults__
-    if isinstance(target, nn.Module):
-        return lambda: (cls.forward is fn and fn.__code__ is code and fn.__defaults__ is defaults and
-                        fn.__kwdefaults__ is kwdefaults) or "forward" in attributes
     return lambda: fn.__code__ is code and fn.__defaults__ is defaults and fn.__kwdefaults__ is kwdefaults
 
 
@@ -127,10 +131,11 @@ class _Jitted:
 
     def _follow_source(self):
         """Compiles the function again (a new copy) where it changed since it was copied: a class's ``forward``
-        reassigned (``Model.forward = patched``), a function's ``__code__`` or defaults (see _unchanged). The copy
-        keeps what it was made from, so without this the old code ran, silently."""
-        logger.info("thunder: %s changed since it was compiled (reassigned, or its code or defaults): compiling the "
-                    "new one", self._thunder_state.name)
+        reassigned (``Model.forward = patched``), an instance's ``forward`` set, the module's class swapped
+        (``m.__class__ = ...``), a function's ``__code__`` or defaults (see _unchanged). The copy keeps what it was
+        made from, so without this the old code ran, silently."""
+        logger.info("thunder: %s changed since it was compiled (its forward or class reassigned, or its code or "
+                    "defaults): compiling the new one", self._thunder_state.name)
         target = self._thunder_target
         self._thunder_signature_fn = target.forward if isinstance(target, nn.Module) else target
         self._build()
@@ -394,8 +399,9 @@ class ThunderFunction(_Jitted):
         if not kwargs and self._thunder_fast_path is not None:
             if not self._thunder_unchanged():
                 self._follow_source()
+            fast = self._thunder_fast_path
             try:
-                out = self._thunder_fast_path.call(args)  # counted in the state
+                out = MISS if fast is None else fast.call(args)  # counted in the state
             except Exception as e:
                 self._annotate(e, args, kwargs)
                 raise
@@ -502,7 +508,7 @@ class ThunderModule(_Jitted, nn.Module):
                 self._follow_source()
                 fast = d["_thunder_fast_path"]
             try:
-                out = fast.call(args)  # counted in the state
+                out = MISS if fast is None else fast.call(args)  # counted in the state
             except Exception as e:
                 self._annotate(e, args, kwargs)
                 raise
