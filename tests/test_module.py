@@ -356,3 +356,20 @@ def test_a_jitted_container_module_indexes_iterates_and_has_a_length():
     with pytest.raises(TypeError):
         len(plain)
     assert bool(plain)
+
+
+def test_a_backward_hook_on_the_jitted_module_runs_and_its_grad_input_is_used():
+    """register_full_backward_hook on the jitted module set its 'full hook' flag on the original, so the wrapper's
+    hook ran never (and a gradient-scaling hook's returned grad_input was ignored)."""
+    def run(wrap):
+        torch.manual_seed(0)
+        module = wrap(nn.Sequential(nn.Linear(4, 4), nn.Tanh()))
+        calls = []
+        module.register_full_backward_hook(lambda mod, grad_input, grad_output: (calls.append(1), (grad_input[0] * 10,))[1])
+        x = torch.randn(3, 4, requires_grad=True)
+        module(x).sum().backward()
+        return x.grad, calls
+
+    (expected, eager_calls), (got, calls) = run(lambda m: m), run(thunder.jit)
+    assert calls == eager_calls == [1]
+    torch.testing.assert_close(got, expected)

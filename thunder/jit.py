@@ -426,9 +426,13 @@ class ThunderFunction(_Jitted):
 #: The attributes a ThunderModule keeps itself, prefixed ``_thunder_`` so that a module's own attributes of the
 #: same names (a wrapper's ``self._model``) stay the module's; every other attribute is the original module's
 #: (except dunder names such as ``__class__``: the wrapper's own identity, never the original's).
-_OWN_ATTRIBUTES = frozenset("_thunder_" + name for name in (
+_OWN_ATTRIBUTES = frozenset(["_thunder_" + name for name in (
     "state", "compiled", "signature_fn", "model", "fast_path", "backend", "target", "excluded", "converted",
-    "fullgraph", "dynamic", "code", "region", "release", "instance", "returns_instance", "unchanged"))
+    "fullgraph", "dynamic", "code", "region", "release", "instance", "returns_instance", "unchanged")] + [
+    # The wrapper's hooks are its own (nn.Module.__init__ made its hook dicts), and so is the flag that says
+    # whether its backward hooks are full ones (register_full_backward_hook sets it): read from the original,
+    # they were neither full nor not, and ran never.
+    "_is_full_backward_hook"])
 
 
 def _original_in(out, instance, model):
