@@ -254,6 +254,38 @@ def test_side_effects_not_converted(capsys):
     assert "attribute" in sites(jitted)[0].reason
 
 
+FLAG = None
+
+
+def test_an_assignment_to_a_global_or_nonlocal_name_is_not_converted():
+    """A plain assignment to a name the function declares global or nonlocal was taken for a local rebinding: the
+    branch was converted and the write lost."""
+    global FLAG
+
+    def sets_a_global(x):
+        global FLAG
+        if x.sum() > 0:
+            FLAG = "positive"
+            x = x * 2
+        return x
+
+    FLAG = None
+    _stays_correct(sets_a_global, torch.ones(3), reason="declared global or nonlocal")
+    assert FLAG == "positive"
+
+    flag = None
+
+    def sets_a_nonlocal(x):
+        nonlocal flag
+        if x.sum() > 0:
+            flag = "positive"
+            x = x * 2
+        return x
+
+    _stays_correct(sets_a_nonlocal, torch.ones(3), reason="declared global or nonlocal")
+    assert flag == "positive"
+
+
 def helper(x):
     return x + 1
 

@@ -431,10 +431,11 @@ _REFUSED_STATEMENTS = {ast.Break: "`break`", ast.Continue: "`continue`", ast.Rai
 class _Purity:
     """Decides, from the source and the objects its names refer to now, whether branch code is free of side
     effects. ``resolve(name)`` gives the object a global/closure/builtin name refers to (or raises KeyError);
-    ``instance`` is the module whose method is being rewritten (``self``), if any."""
+    ``instance`` is the module whose method is being rewritten (``self``), if any; ``declared``, the names the
+    function declares ``global`` or ``nonlocal`` (assigning one is an effect)."""
 
-    def __init__(self, resolve, self_name=None, instance=None):
-        self.resolve, self.self_name, self.instance = resolve, self_name, instance
+    def __init__(self, resolve, self_name=None, instance=None, declared=frozenset()):
+        self.resolve, self.self_name, self.instance, self.declared = resolve, self_name, instance, declared
 
     def why_not(self, stmts, generated=frozenset()):
         """The reason these statements cannot run as a converted branch, or None if they can."""
@@ -491,7 +492,8 @@ class _Purity:
 
     def _target(self, t):
         if isinstance(t, ast.Name):
-            return None
+            return (f"an assignment to `{t.id}`, declared global or nonlocal, inside the branch"
+                    if t.id in self.declared else None)
         if isinstance(t, (ast.Tuple, ast.List)):
             return next((r for r in map(self._target, t.elts) if r), None)
         if isinstance(t, ast.Starred):
@@ -855,7 +857,8 @@ def rewrite(fn, sites, excluded=frozenset(), instance=None):
     self_name = None
     if instance is not None and fn_def.args.args:
         self_name = fn_def.args.args[0].arg
-    purity = _Purity(_resolver(fn), self_name, instance)
+    declared = {name for n in ast.walk(fn_def) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+    purity = _Purity(_resolver(fn), self_name, instance, declared)
     tail = _tail_ifs(fn_def)  # first: it may move a final `return` into an `else`
     rewriter = _Rewriter(_Definedness(fn_def), tail, purity, code.co_filename, first, sites, excluded)
     rewriter.visit(fn_def)
