@@ -28,9 +28,10 @@ def _is_symbolic(value) -> bool:
 
 
 def has_symbolic_shapes(gm: torch.fx.GraphModule, example_inputs) -> bool:
-    """Whether Dynamo captured gm with symbolic sizes: a symbolic number among its inputs, or an input tensor
-    with a symbolic size or stride."""
-    examples = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    """Whether Dynamo captured gm with symbolic sizes: a symbolic number among its inputs, an input tensor with a
+    symbolic size or stride, or a value computed with a symbolic size (``x[: int(a)]`` of a float ``a`` Dynamo
+    passes as a 0-d tensor, ``x[: n.item()]``: static inputs, a size read at run time)."""
+    examples = [n.meta.get("example_value") for n in gm.graph.nodes if n.op != "output"]
     return any(_is_symbolic(v) for v in (*examples, *example_inputs))
 
 
