@@ -373,3 +373,52 @@ def test_a_backward_hook_on_the_jitted_module_runs_and_its_grad_input_is_used():
     (expected, eager_calls), (got, calls) = run(lambda m: m), run(thunder.jit)
     assert calls == eager_calls == [1]
     torch.testing.assert_close(got, expected)
+
+
+class _ExtraState(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.meta = nn.Linear(2, 2), {"v": 1}
+        self.cache = torch.ones(2)  # a plain tensor attribute its _apply casts along
+
+    def forward(self, x):
+        return self.fc(x) * self.meta["v"] * self.cache
+
+    def get_extra_state(self):
+        return dict(self.meta)
+
+    def set_extra_state(self, state):
+        self.meta = dict(state)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        if prefix + "old_weight" in state_dict:  # a legacy key, renamed as a checkpoint upgrade does
+            state_dict[prefix + "fc.weight"] = state_dict.pop(prefix + "old_weight")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _apply(self, fn, recurse=True):
+        self.cache = fn(self.cache)
+        return super()._apply(fn, recurse)
+
+
+def test_a_jitted_layer_stands_for_the_original_where_its_parent_walks_the_tree():
+    """model[i] = thunder.jit(model[i]) (per-layer jitting): a parent's load_state_dict used nn.Module's
+    _load_from_state_dict (extra state, a class's key upgrades, load hooks lost), a parent's .double() skipped an
+    _apply override, and apply()/modules() never reached the original layer (isinstance-based init skipped it)."""
+    parent = nn.Sequential(thunder.jit(_ExtraState()), nn.ReLU(), thunder.jit(nn.Linear(2, 2)))
+    original = parent[0]._thunder_model
+    state = parent.state_dict()
+    state["0._extra_state"] = {"v": 5}
+    state["0.old_weight"] = state.pop("0.fc.weight") * 2
+    posts = []
+    parent[2].register_load_state_dict_post_hook(lambda module, keys: posts.append(type(module).__name__))
+    parent.load_state_dict(state)
+    assert original.meta == {"v": 5} and posts
+    torch.testing.assert_close(original.fc.weight, state["0.old_weight"])
+    parent.double()
+    assert original.cache.dtype == torch.float64 and original.fc.weight.dtype == torch.float64
+    assert sum(isinstance(m, nn.Linear) for m in parent.modules()) == 2
+    assert [name for name, _ in parent.named_modules()] == ["", "0", "0", "0.fc", "1", "2", "2"]
+    parent.apply(lambda m: nn.init.zeros_(m.weight) if isinstance(m, nn.Linear) else None)
+    assert all((m.weight == 0).all() for m in (original.fc, parent[2]._thunder_model))
+    x = torch.randn(3, 2, dtype=torch.float64)
+    torch.testing.assert_close(parent(x), parent[2]._thunder_model.bias.detach().expand(3, 2))

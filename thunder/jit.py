@@ -487,7 +487,10 @@ class ThunderModule(_Jitted, nn.Module):
     def __init__(self, model, executors=None, passes=None, debug=None, fullgraph=False, dynamic=None):
         nn.Module.__init__(self)
         object.__setattr__(self, "_thunder_model", model)
-        for name in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"):
+        # The state and what loads and saves it are the original's: its parameters, buffers, submodules and
+        # state-dict hooks (a parent's load_state_dict runs a child's post-hooks itself).
+        for name in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "_state_dict_hooks",
+                     "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks"):
             object.__setattr__(self, name, getattr(model, name))
         self._setup(model, type(model).__name__, executors, passes, debug, fullgraph, dynamic)
 
@@ -570,6 +573,35 @@ class ThunderModule(_Jitted, nn.Module):
 
     def load_state_dict(self, *args, **kwargs):
         return self._thunder_model.load_state_dict(*args, **kwargs)
+
+    # Where a parent module walks its tree, the jitted module stands for the original: a parent's load_state_dict
+    # loads it with the original's rules (its class's _load_from_state_dict, set_extra_state), a parent's .to() or
+    # .double() runs the original's _apply (an override that casts a cache), apply() and modules() reach the
+    # original (weight init and parameter grouping by isinstance).
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        return self._thunder_model._load_from_state_dict(*args, **kwargs)
+
+    def _apply(self, fn, recurse=True):
+        self._thunder_model._apply(fn, recurse)
+        return self
+
+    def apply(self, fn):
+        """``fn`` applied to every submodule of the original module, then to the original (nn.Module.apply)."""
+        self._thunder_model.apply(fn)
+        return self
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """nn.Module.named_modules, with the original module after the jitted one at the same ``prefix`` (as
+        ``torch.compile``'s wrapper lists its ``_orig_mod``): a parent's traversal finds the wrapper (FSDP2 keeps
+        its state there) and the original (``isinstance`` tests), then the original's submodules, once."""
+        memo = set() if memo is None else memo
+        if remove_duplicate:
+            if self in memo:
+                return
+            memo.add(self)
+        yield prefix, self
+        yield from self._thunder_model.named_modules(memo, prefix, remove_duplicate)
 
     def __getattr__(self, name):
         try:
