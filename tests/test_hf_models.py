@@ -96,3 +96,16 @@ def test_a_model_whose_forward_transformers_decorates_runs_through_thunder_jit()
         expected = model(ids).last_hidden_state
         actual = thunder.jit(model)(ids).last_hidden_state
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_a_model_with_gradient_checkpointing_enabled_compiles_and_matches_eager():
+    # transformers' gradient checkpointing calls requires_grad_() on the input embeddings' output (a forward hook):
+    # every graph ran uncompiled, taken for a torch.func transform.
+    torch.manual_seed(0)
+    model = hf_llama()
+    model.gradient_checkpointing_enable()
+    model.train()
+    logits_err, grad_errs, jitted = compare_lm(model, thunder.jit, torch.randint(0, 128, (2, 16)))
+    assert logits_err <= TOLERANCE and max(grad_errs.values()) <= TOLERANCE
+    stats = thunder.compile_stats(jitted)
+    assert stats.graphs and all(g["compiled"] and g["backward"] == "thunder" for g in stats.graphs), stats.graphs

@@ -298,3 +298,36 @@ def test_a_python_functional_wrapped_before_import_is_applied_once(tmp_path):
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, w: torch.repeat_interleave(x @ w, 2, dim=1),  # a view of its own copy: a new value
+    lambda x, w: torch.cat([x @ w, x], axis=1),  # torch's `axis` for `dim`
+], ids=["repeat_interleave", "cat_axis"])
+def test_an_opaque_op_whose_result_is_read_leaves_the_backward_to_thunder(fn):
+    """repeat_interleave's example value is a view (of the copy it makes), and `axis=` made the native cat reject
+    its arguments: both were taken for effects, which sent the whole graph's backward to torch (GPT-J, CodeGen,
+    Funnel)."""
+    x = torch.randn(4, 8)
+    w = torch.randn(8, 8, requires_grad=True)
+    w_ref = w.detach().clone().requires_grad_()
+    jitted = thunder.jit(lambda x, w: fn(x, w).tanh().sum())
+    jitted(x, w).backward()
+    fn(x, w_ref).tanh().sum().backward()
+    assert_same(w.grad, w_ref.grad)
+    assert [g["backward"] for g in thunder.compile_stats(jitted).graphs] == ["thunder"]
+
+
+def test_requires_grad_of_a_computed_value_compiles():
+    """Dynamo brackets an in-graph y.requires_grad_() (Hugging Face's gradient checkpointing sets it on the input
+    embeddings' output) with a functorch flag, taken for torch.func's transforms: the whole graph ran uncompiled."""
+    def fn(x, w):
+        y = x @ w
+        y.requires_grad_()
+        return torch.nn.functional.gelu(y) * 2 + 1
+
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    jitted = thunder.jit(fn)
+    with torch.no_grad():
+        assert_same(jitted(x, w), fn(x, w))
+    assert all(g["compiled"] for g in thunder.compile_stats(jitted).graphs)

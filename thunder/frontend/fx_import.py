@@ -725,6 +725,10 @@ class _Importer:
         return self._call_op(node)
 
     def _call_op(self, node):
+        if node.op == "call_function" and node.target is _SET_INPLACE_REQUIRES_GRAD_ALLOWED:
+            return None  # Dynamo's bracket around an in-graph requires_grad_() (see _requires_grad_call)
+        if node.op == "call_method" and node.target == "requires_grad_":
+            return self._requires_grad_call(node)
         written = self._write(node)
         if written is not _NOT_A_WRITE:
             return written
@@ -760,6 +764,8 @@ class _Importer:
         """The native op ``name`` applied to FX arguments, through the argument adapter of (kind, adapter_key)."""
         args = self._arg(list(fx_args), tensor_args=True)
         kwargs = {k: self._arg(v, tensor_args=True) for k, v in fx_kwargs.items()}
+        if "axis" in kwargs and "dim" not in kwargs:  # torch's argument parser takes `axis` for any `dim`
+            kwargs["dim"] = kwargs.pop("axis")
         adapter = _ADAPTERS.get((kind, adapter_key))
         if adapter is not None:
             adapted = adapter(args, kwargs)
@@ -1291,16 +1297,33 @@ class _Importer:
         base = example._base if example._is_view() else None
         return example.requires_grad or (base is not None and base.requires_grad)
 
+    def _requires_grad_call(self, node):
+        """``y.requires_grad_()`` of a value the graph computes (Hugging Face's gradient checkpointing sets it on the
+        input embeddings' output, so that checkpointed blocks see inputs that require grad): ``y`` itself, made to
+        require grad where grad mode is on (the ops after it require grad by Dynamo's example values already). Its
+        own gradient goes nowhere, as a leaf's nobody reads. Raises UnsupportedGraph where ``y`` leaves the graph
+        (eager returns a leaf, whose .grad a backward fills) or for ``requires_grad_(False)``."""
+        flag = node.args[1] if len(node.args) > 1 else node.kwargs.get("requires_grad", True)
+        value = self.env.get(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
+        output = next(n for n in reversed(self.gm.graph.nodes) if n.op == "output")
+        if flag is not True or not isinstance(value, _core.Proxy) or node.args[0] in output.all_input_nodes or \
+                node in output.all_input_nodes:
+            raise UnsupportedGraph("it makes a value it computes a leaf tensor (requires_grad_) and returns it, or "
+                                   "sets requires_grad to something other than True")
+        if self.grad_enabled is not False:
+            self.builder.set_requires_grad(value, True)
+        return value
+
     def _opaque(self, node, rejected=False):
         # An opaque op whose result is a view (x.T, x.diagonal(), x.unfold(...)): the functionalization cannot
         # follow writes through it, nor replay it after a write to its base. It runs as an effect (pending writes
         # land before it), and the writes after it stay in place, as opaque effects, so that it sees them.
-        # An op whose arguments thunder's rules rejected (``rejected``: an OpError, such as `-` of a bool tensor)
-        # is an effect too: torch raises for it, and eager raises even where its result is unused, so it is not
-        # dead code.
+        # An op whose arguments thunder's rules rejected (``rejected``: an OpError, such as `-` of a bool tensor),
+        # and whose result nothing reads, is an effect too: torch may raise for it, and eager raises even where its
+        # result is unused, so it is not dead code. (One whose result is read runs anyway; as an effect, it sent
+        # the graph's backward to torch: torch.cat(..., axis=1), einsum forms thunder's rules do not take.)
         self.opaque_calls += 1
-        view = _is_view(node.meta.get("example_value")) or _aliases_an_argument(node) or \
-            _aliasing_decided_at_run_time(node)
+        view = _views_an_argument(node) or _aliases_an_argument(node) or _aliasing_decided_at_run_time(node)
         if view:
             self.opaque_view_seen = True
         if self.regions and (view or _has_effect(node, _target_name(node))):
@@ -1324,7 +1347,8 @@ class _Importer:
         args = self._unwrap(self._arg(list(node.args)))
         kwargs = {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
         output = self._new_output(node.meta.get("example_value"))
-        effect = view or rejected or _has_effect(node, callee if node.op == "call_function" else str(target))
+        effect = view or (rejected and not node.users) or _has_effect(node, callee if node.op == "call_function"
+                                                                      else str(target))
         result = self.builder.opaque(callee, args, kwargs, output, effect)
         same = _returned_argument(node)
         if effect and same is not None and isinstance(self.env.get(same), _core.Proxy) and \
@@ -1367,6 +1391,19 @@ def _call_under_autocast(fn, regions, /, *args, **kwargs):
 def _is_view(example):
     """Whether Dynamo's example value of a node is a view of another tensor."""
     return isinstance(example, torch.Tensor) and example._is_view()
+
+
+def _views_an_argument(node):
+    """Whether Dynamo's example value of a node is a view of one of its arguments' memory (``x.T``,
+    ``x.diagonal()``); a view of memory the op made itself (``repeat_interleave`` returns a view of its own
+    expanded copy) is a new value."""
+    example = node.meta.get("example_value")
+    if not _is_view(example):
+        return False
+    memory = _storage(example)
+    return memory is None or any(
+        isinstance(a.meta.get("example_value"), torch.Tensor) and _storage(a.meta["example_value"]) == memory
+        for a in _argument_nodes((node.args, node.kwargs)))
 
 
 def _memory_of(example):
@@ -1902,6 +1939,11 @@ def _dim_of(expr, symbols):
     raise UnsupportedGraph(f"the size {expr} is not a polynomial in the graph's size symbols")
 
 
+#: What Dynamo calls around an in-graph ``requires_grad_()`` (a functorch flag, not a transform).
+_SET_INPLACE_REQUIRES_GRAD_ALLOWED = getattr(getattr(torch._C, "_functorch", None), "set_inplace_requires_grad_allowed",
+                                             None)
+
+
 def _runs_only_as_captured(gm):
     """Why a graph must run as Dynamo captured it, or "": it calls torch.func's transforms (``grad``, ``vjp``,
     ``jacrev``, ``vmap``: their levels and wrapped tensors are torch's own state, and thunder's trace of the ops
@@ -1918,6 +1960,8 @@ def _runs_only_as_captured(gm):
             continue
         target = node.target
         if target is torch.ops.higher_order.autograd_function_apply:  # a custom autograd.Function: an opaque op
+            continue
+        if target is _SET_INPLACE_REQUIRES_GRAD_ALLOWED:  # Dynamo's bracket around requires_grad_()
             continue
         if (getattr(target, "__module__", None) or "").startswith(("torch._C._functorch", "torch._functorch")):
             return f"it calls torch.func's transforms (grad, vjp, jacrev, vmap: {_target_name(node)})"
