@@ -204,6 +204,18 @@ def test_nan_propagates_through_max_and_maximum():
     assert_matches_eager(lambda x: torch.amax(x, 1) + torch.maximum(x, torch.zeros(())).sum(1), x)
 
 
+@pytest.mark.parametrize("fn", [
+    lambda x: 1 / torch.relu(x),
+    lambda x: 1 / x.clamp(min=0.0),
+    lambda x: 1 / torch.maximum(x, torch.zeros_like(x)),
+    lambda x: 1 / torch.minimum(x.abs(), -torch.zeros_like(x)),
+], ids=["relu", "clamp_min", "maximum", "minimum"])
+def test_max_and_min_keep_the_first_operand_of_equal_zeros(fn):
+    # As ATen: relu(-0.0) is -0.0, so 1 / relu(-0.0) is -inf (the kernels returned the other zero: +inf).
+    out, _ = run_cpu(fn, torch.tensor([-0.0, 1.0, 0.0, -2.0]))
+    assert torch.equal(out, fn(torch.tensor([-0.0, 1.0, 0.0, -2.0])))
+
+
 def test_integer_and_bool_semantics():
     a = torch.randint(-50, 50, (64,), dtype=torch.int32)
     b = torch.randint(-5, 5, (64,), dtype=torch.int32)

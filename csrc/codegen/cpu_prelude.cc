@@ -88,8 +88,8 @@ static inline uint16_t float_to_bf16(float f) {
 }
 static inline float bf16_round(float f) { return bf16_to_float(float_to_bf16(f)); }
 // torch.maximum / torch.minimum: NaN wins.
-template <class T> static inline T nan_max(T a, T b) { return (a != a || a > b) ? a : b; }
-template <class T> static inline T nan_min(T a, T b) { return (a != a || a < b) ? a : b; }
+template <class T> static inline T nan_max(T a, T b) { return (a != a || a >= b) ? a : b; }
+template <class T> static inline T nan_min(T a, T b) { return (a != a || a <= b) ? a : b; }
 // The sign bit, NaN's included (std::signbit inside an omp simd loop over bfloat16 crashes GCC 12).
 static inline bool sign_bit(float x) { uint32_t b; std::memcpy(&b, &x, 4); return b >> 31; }
 static inline bool sign_bit(double x) { uint64_t b; std::memcpy(&b, &x, 8); return b >> 63; }

@@ -48,8 +48,8 @@ TH_DEV uint16_t float_to_bf16(float f) { uint16_t h; asm("cvt.rn.bf16.f32 %0, %1
 TH_DEV float f16_round(float f) { return f16_to_float(float_to_f16(f)); }
 TH_DEV float bf16_round(float f) { return bf16_to_float(float_to_bf16(f)); }
 // torch's maximum/minimum and amax/amin: a NaN operand wins.
-template <class T> TH_DEV T nan_max(T a, T b) { return (a != a || a > b) ? a : b; }
-template <class T> TH_DEV T nan_min(T a, T b) { return (a != a || a < b) ? a : b; }
+template <class T> TH_DEV T nan_max(T a, T b) { return (a != a || a >= b) ? a : b; }
+template <class T> TH_DEV T nan_min(T a, T b) { return (a != a || a <= b) ? a : b; }
 template <class T> TH_DEV T int_max(T a, T b) { return a < b ? b : a; }
 template <class T> TH_DEV T int_min(T a, T b) { return b < a ? b : a; }
 TH_DEV bool sign_bit(float x) { return __float_as_int(x) < 0; }
