@@ -2255,3 +2255,13 @@ def test_contiguous_of_a_view_contiguous_only_in_eagers_layout_is_contiguous(exe
     torch.testing.assert_close(out, fn(x))
     assert out.is_contiguous() and out.stride() == fn(x).stride()
     out.view(-1)
+
+
+def test_contiguous_in_channels_last_of_a_computed_value_is_channels_last():
+    def fn(x):
+        return (x * 2).contiguous(memory_format=torch.channels_last)
+
+    x = _randn(2, 5, 3, 7).to(memory_format=torch.channels_last)
+    out = thunder.jit(fn)(x)
+    torch.testing.assert_close(out, fn(x))
+    assert out.stride() == fn(x).stride()
