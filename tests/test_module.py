@@ -356,6 +356,31 @@ def test_a_jitted_container_module_indexes_iterates_and_has_a_length():
     with pytest.raises(TypeError):
         len(plain)
     assert bool(plain)
+    # Item assignment and deletion change the original, and the next call runs the new layers.
+    jitted[1] = nn.Tanh()
+    del jitted[2]
+    assert isinstance(seq[1], nn.Tanh) and len(seq) == 2
+    torch.testing.assert_close(jitted(x), seq(x))
+
+    class Blocks(nn.Module):  # a container of its own: __getitem__ and __iter__, no __len__
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2)])
+
+        def __getitem__(self, i):
+            return self.blocks[i]
+
+        def __iter__(self):
+            return iter(self.blocks)
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    blocks = Blocks()
+    jitted_blocks = thunder.jit(blocks)
+    assert jitted_blocks[1] is blocks.blocks[1] and list(jitted_blocks) == list(blocks.blocks)
 
 
 def test_a_backward_hook_on_the_jitted_module_runs_and_its_grad_input_is_used():

@@ -479,8 +479,9 @@ class ThunderModule(_Jitted, nn.Module):
     """
 
     def __new__(cls, model, *args, **kwargs):
-        # A container module (Sequential, ModuleList, ModuleDict: its class defines __len__) stays one.
-        if cls is ThunderModule and hasattr(type(model), "__len__"):
+        # A container module (Sequential, ModuleList, ModuleDict, or a class of its own that defines __len__,
+        # __getitem__ or __iter__) stays one.
+        if cls is ThunderModule and any(hasattr(type(model), name) for name in ("__len__", "__getitem__", "__iter__")):
             cls = ThunderContainerModule
         return super().__new__(cls)
 
@@ -674,11 +675,17 @@ def _watched_method(state, model, name, method):
 
 class ThunderContainerModule(ThunderModule):
     """A jitted container module (``nn.Sequential``, ``nn.ModuleList``, ``nn.ModuleDict``, or another whose class
-    defines ``__len__``): indexing, ``len``, iteration, ``in`` and truth are the original's, as in eager; calling
-    it runs the compiled forward."""
+    defines ``__len__``, ``__getitem__`` or ``__iter__``): indexing, item assignment and deletion, ``len``,
+    iteration, ``in`` and truth are the original's, as in eager; calling it runs the compiled forward."""
 
     def __getitem__(self, key):
         return self.__dict__["_thunder_model"][key]
+
+    def __setitem__(self, key, value):
+        self.__dict__["_thunder_model"][key] = value
+
+    def __delitem__(self, key):
+        del self.__dict__["_thunder_model"][key]
 
     def __len__(self):
         return len(self.__dict__["_thunder_model"])
