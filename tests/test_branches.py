@@ -286,6 +286,29 @@ def test_an_assignment_to_a_global_or_nonlocal_name_is_not_converted():
     assert flag == "positive"
 
 
+class _PrivateScale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.__scale = 3.0
+
+    def forward(self, x):
+        if x.sum() > 0:
+            y = x * self.__scale
+        else:
+            y = x - self.__scale
+        return y
+
+
+def test_a_converted_method_reads_its_private_names_mangled():
+    """self.__scale is self._PrivateScale__scale in the class body; the rewrite, compiled outside it, raised
+    AttributeError."""
+    model = _PrivateScale()
+    jitted = thunder.jit(model)
+    for x in (torch.rand(3), -torch.rand(3)):
+        torch.testing.assert_close(jitted(x), model(x))
+    assert sites(jitted)[0].converted and not thunder.compile_stats(jitted).graph_breaks
+
+
 def helper(x):
     return x + 1
 

@@ -902,12 +902,16 @@ def _build(fn, fn_def):
     helper = "_thunder_if"
     # A factory whose parameters are the free variables, so that the inner function's free variables are cells;
     # for a method using zero-argument super(), a class body provides __class__.
+    # A class body named as the one defining the method also mangles its private names (self.__scale is
+    # self._Model__scale there).
     params = [v for v in freevars if v != "__class__"] + [helper]
     inner = fn_def
-    if "__class__" in freevars:
-        holder = ast.ClassDef("_thunder_holder", [], [], [inner], [], type_params=[]) \
-            if "type_params" in ast.ClassDef._fields else ast.ClassDef("_thunder_holder", [], [], [inner], [])
-        body = [holder, ast.Return(ast.Attribute(ast.Name("_thunder_holder", ast.Load()), "__dict__", ast.Load()))]
+    owner = _defining_class_name(fn, fn_def)
+    if "__class__" in freevars or owner:
+        name = owner or "_thunder_holder"
+        holder = ast.ClassDef(name, [], [], [inner], [], type_params=[]) \
+            if "type_params" in ast.ClassDef._fields else ast.ClassDef(name, [], [], [inner], [])
+        body = [holder, ast.Return(ast.Attribute(ast.Name(name, ast.Load()), "__dict__", ast.Load()))]
     else:
         body = [inner, ast.Return(ast.Name(fn_def.name, ast.Load()))]
     factory = ast.FunctionDef("_thunder_factory",
@@ -933,6 +937,18 @@ def _build(fn, fn_def):
     except KeyError:
         return None
     return _remade(fn, new_code, closure)
+
+
+def _defining_class_name(fn, fn_def):
+    """The name of the class whose body defines ``fn`` (from its qualified name), where the function uses a private
+    name Python mangles there (``self.__scale``); else None."""
+    parts = fn.__qualname__.split(".")
+    if len(parts) < 2 or parts[-2] == "<locals>" or not parts[-2].strip("_"):
+        return None
+    private = any(isinstance(n, ast.Attribute) and n.attr.startswith("__") and not n.attr.endswith("__") or
+                  isinstance(n, ast.Name) and n.id.startswith("__") and not n.id.endswith("__")
+                  for n in ast.walk(fn_def))
+    return parts[-2] if private else None
 
 
 def _remade(fn, code, closure):
