@@ -2265,3 +2265,16 @@ def test_contiguous_in_channels_last_of_a_computed_value_is_channels_last():
     out = thunder.jit(fn)(x)
     torch.testing.assert_close(out, fn(x))
     assert out.stride() == fn(x).stride()
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32])
+def test_addcmul_in_place_takes_its_value_in_the_tensors_dtype(dtype):
+    """Dynamo writes x.addcmul_(a, b, value=v) as prims.fma(a * b, v, x); for an integer x eager takes v as an
+    integer (0.5 -> 0), and thunder added a * b * 0.5."""
+    def fn(x):
+        y = x.clone()
+        y.addcmul_(x, x, value=0.5)
+        return y
+
+    x = torch.tensor([1, 2, 3, -4, 5], dtype=dtype)
+    assert torch.equal(thunder.jit(fn)(x), fn(x))
