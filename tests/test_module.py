@@ -447,3 +447,17 @@ def test_a_jitted_layer_stands_for_the_original_where_its_parent_walks_the_tree(
     assert all((m.weight == 0).all() for m in (original.fc, parent[2]._thunder_model))
     x = torch.randn(3, 2, dtype=torch.float64)
     torch.testing.assert_close(parent(x), parent[2]._thunder_model.bias.detach().expand(3, 2))
+
+
+def test_a_lazy_module_is_initialized_on_the_original_and_compiled():
+    """The lazy module's hook ran on thunder's compiled copy: the original stayed nn.LazyLinear and no call was
+    compiled (the warning said no tensor op ran)."""
+    model = nn.LazyLinear(4)
+    jitted = thunder.jit(model)
+    x = torch.randn(5, 3)
+    for _ in range(3):
+        out = jitted(x)
+    assert type(model) is nn.Linear and model.weight.shape == (4, 3)
+    torch.testing.assert_close(out, model(x))
+    stats = thunder.compile_stats(jitted)
+    assert stats.graphs and stats.eager_calls == 0, stats

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
+from torch.nn.modules.lazy import LazyModuleMixin
 from torch.compiler import is_dynamo_compiling as _is_compiling
 
 from thunder.core.compile import CompiledGraph
@@ -511,6 +512,12 @@ class ThunderModule(_Jitted, nn.Module):
         fast = d["_thunder_fast_path"]
         if _is_compiling():  # traced by an enclosing compile: its hooks, then forward (the original's call)
             return nn.Module.__call__(self, *args, **kwargs)
+        model = d["_thunder_model"]
+        if isinstance(model, LazyModuleMixin) and model.has_uninitialized_params():
+            # nn.LazyLinear and the like: their parameters are made from the first call's inputs, and the module
+            # becomes its cls_to_become (nn.Linear), as its pre-hook does in eager -- here on the original, before
+            # compiling (the hook, run on the compiled copy, left the original lazy and nothing compiled).
+            model._infer_parameters(model, args, kwargs)
         if not kwargs and fast is not None and plain_module_call(self, d["_thunder_model"]):
             if not d["_thunder_unchanged"]():
                 self._follow_source()
