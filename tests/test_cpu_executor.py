@@ -970,3 +970,11 @@ def test_half_hardswish_rounds_once_as_eager(op):
     x = torch.tensor([1.2207, 2.2207, -2.5, 0.3333, 5.9], dtype=torch.float16)
     jitted = thunder.jit(lambda x: op(x) + 0)
     assert torch.equal(jitted(x), op(x) + 0)
+
+
+def test_lerp_with_a_constant_weight_computes_one_minus_it_in_float32():
+    # ATen takes the weight as a float for float32 tensors: 1 - 0.99999 rounded there, not in double.
+    fn = lambda a, b: torch.lerp(a, b, 0.99999)  # noqa: E731
+    a, b = torch.tensor([1e4, -3e4, 1e6]), torch.tensor([0.0, 1.0, 3.0])
+    out, _ = run_cpu(fn, a, b)
+    assert torch.equal(out, fn(a, b))

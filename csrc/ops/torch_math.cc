@@ -179,10 +179,17 @@ void register_elementwise() {
     require_convertible("ltorch.lerp", "weight", a[2], opmath(d));
     Value x = cast(b, a[0], opmath(d)), y = cast(b, a[1], opmath(d)), w = cast(b, a[2], opmath(d));
     Value diff = T(b, "sub", {y, x});
+    if (!b.is_tensor(w) && !w.is_proxy()) {  // a constant weight picks the formula at compile time
+      // ATen takes the weight in the op's math type (float for float32) and computes 1 - w in it.
+      const double weight = a[2].as_double();
+      const bool single = opmath(d) == DType::Float32;
+      const double w_math = single ? static_cast<double>(static_cast<float>(weight)) : weight;
+      const double rest = single ? static_cast<double>(1.0f - static_cast<float>(weight)) : 1.0 - weight;
+      return cast(b, std::abs(weight) < 0.5 ? T(b, "add", {x, T(b, "mul", {F(w_math), diff})})
+                                            : T(b, "sub", {y, T(b, "mul", {diff, F(rest)})}), d);
+    }
     Value low = T(b, "add", {x, T(b, "mul", {w, diff})});
     Value high = T(b, "sub", {y, T(b, "mul", {diff, T(b, "rsub", {w, Int(1)})})});
-    if (!b.is_tensor(w) && !w.is_proxy())  // a constant weight picks the formula at compile time
-      return cast(b, std::abs(a[2].as_double()) < 0.5 ? low : high, d);
     Value small = T(b, "lt", {T(b, "abs", {w}), F(0.5)});
     if (!b.is_tensor(small))  // a weight known only at run time: its test as a 0-dim tensor, which `where` broadcasts
       small = b.prim("full", {Value::dims({}), small, Value(DType::Bool), Value(ir::Str{tensor(b, "ltorch.lerp", a[0]).device})});
