@@ -1374,3 +1374,17 @@ def test_an_arm_writing_a_value_that_requires_grad_into_an_input_is_given_up():
         torch.testing.assert_close(mine_c, c)
         torch.testing.assert_close(mine_w, w)
     assert "writes into an input" in sites(jitted)[0].reason
+
+
+def test_a_function_whose_file_changed_since_it_was_loaded_keeps_its_branches(tmp_path, monkeypatch):
+    """The rewrite reads the source from the file: edited after the import, thunder compiled the new text while
+    the loaded code (eager's) is the old one."""
+    import importlib
+
+    path = tmp_path / "edited_after_import.py"
+    path.write_text("def f(x):\n    if x.sum() > 0:\n        y = x * 2\n    else:\n        y = x * 3\n    return y\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("edited_after_import")
+    path.write_text("def f(x):\n    if x.sum() > 0:\n        y = x * 200\n    else:\n        y = x * 3\n    return y\n")
+    x = torch.ones(3)
+    torch.testing.assert_close(thunder.jit(module.f)(x), x * 2)

@@ -42,6 +42,7 @@ The user's function, class and module are never modified: the rewritten code is 
 on the class of a *shadow* instance that shares the original's ``__dict__`` (see ``code_copies``).
 """
 import ast
+import copy
 import builtins
 import inspect
 import itertools
@@ -854,6 +855,7 @@ def rewrite(fn, sites, excluded=frozenset(), instance=None):
         return Rewritten(fn, 0)
     ast.increment_lineno(tree, first - 1)
     fn_def.decorator_list = []
+    as_read = copy.deepcopy(fn_def)
     self_name = None
     if instance is not None and fn_def.args.args:
         self_name = fn_def.args.args[0].arg
@@ -863,6 +865,12 @@ def rewrite(fn, sites, excluded=frozenset(), instance=None):
     rewriter = _Rewriter(_Definedness(fn_def), tail, purity, code.co_filename, first, sites, excluded)
     rewriter.visit(fn_def)
     if not rewriter.converted:
+        return Rewritten(fn, 0)
+    # The source read is the file as it is now: edited since the function was loaded, it is not what runs.
+    unchanged = _build(fn, as_read)
+    if unchanged is None or not _same_source(unchanged.__code__, code):
+        logger.info("thunder: the source of %s (%s) is not the code that runs (the file changed since it was "
+                    "loaded?): its branches are left as Python control flow", fn.__qualname__, code.co_filename)
         return Rewritten(fn, 0)
     new = _build(fn, fn_def)
     return Rewritten(new, rewriter.converted) if new is not None else Rewritten(fn, 0)
@@ -937,6 +945,26 @@ def _build(fn, fn_def):
     except KeyError:
         return None
     return _remade(fn, new_code, closure)
+
+
+def _same_source(read, running):
+    """Whether ``read`` (compiled from the source as it is now) and ``running`` (the function's code) were compiled
+    from the same text, as far as the numbers and names they use show: the bytecode itself differs with how it was
+    compiled (pytest rewrites its test modules' asserts, adding names and strings), so only numbers must be equal
+    and ``read``'s names among ``running``'s. An edit that changes neither passes."""
+    def numbers(code):
+        out = []
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                out.extend(numbers(c))
+            elif isinstance(c, (int, float, complex)) and not isinstance(c, bool):
+                out.append(repr(c))
+        return sorted(out)
+
+    def names(code):
+        return set(code.co_names).union(*(names(c) for c in code.co_consts if isinstance(c, types.CodeType)))
+
+    return numbers(read) == numbers(running) and names(read) <= names(running)
 
 
 def _defining_class_name(fn, fn_def):
