@@ -1247,3 +1247,20 @@ def test_create_graph_generic_rule_with_two_arguments_from_one_source(op):
     assert_same(grads[0], grads[1], 1e-10, 1e-10)
     x = leaf(3, 4)  # without create_graph, the rule differentiates detached leaves: the same first gradient
     assert_same(torch.autograd.grad(thunder.jit(fn)(x), x)[0], grads[0][0], 1e-10, 1e-10)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: torch.fft.rfft(a).abs(),
+    lambda a: torch.complex(a, a * 2).abs(),
+    lambda a: (torch.complex(a, a * 2) * torch.complex(a.sin(), a)).abs(),
+    lambda a: torch.polar(a, a).abs(),
+], ids=["rfft_abs", "complex_abs", "complex_mul", "polar"])
+def test_ops_on_complex_values_that_require_grad_are_differentiated_by_torch(fn):
+    """abs of a complex tensor gave no gradient (a.grad None, silently); thunder's rules are for real values, so an
+    op reading or making a complex value that requires grad is differentiated by torch's autograd."""
+    a = torch.randn(8, requires_grad=True)
+    reference = a.detach().clone().requires_grad_()
+    thunder.jit(fn)(a).sum().backward()
+    fn(reference).sum().backward()
+    assert a.grad is not None
+    torch.testing.assert_close(a.grad, reference.grad)

@@ -478,9 +478,22 @@ class Differentiator {
     if (arg.is_proxy() && requires_grad(t_, arg.proxy())) accumulate(arg.proxy(), g);
   }
 
+  // Whether b reads or makes a complex tensor that requires grad: thunder's rules are written for real values
+  // (a complex derivative conjugates: abs(z) differentiates to g * z / |z|), so torch's autograd differentiates it.
+  bool complex_gradient(const BoundSymbol& b) const {
+    bool found = false;
+    auto check = [&](ProxyId id) {
+      const ir::ProxyInfo& p = t_.proxy(id);
+      found |= p.is_tensor && p.tensor.requires_grad && ir::is_complex(p.tensor.dtype);
+    };
+    for (const Value& a : b.args) ir::for_each_proxy(a, check);
+    ir::for_each_proxy(b.output, check);
+    return found;
+  }
+
   void differentiate(const BoundSymbol& b) {
     const ops::VjpRule* rule = ops::find_vjp(b);
-    if (rule == nullptr) return differentiate_by_autograd(b);
+    if (rule == nullptr || complex_gradient(b)) return differentiate_by_autograd(b);
     // The gradient of the output: one value, or a tuple with None for outputs whose gradient nothing gives.
     Value g;
     if (b.output.is_proxy()) {
