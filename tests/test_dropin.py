@@ -318,6 +318,22 @@ def test_a_forward_set_on_the_instance_or_a_class_swapped_after_the_first_call_i
                 assert_same(jitted(x), model(x))
 
 
+def test_the_jitted_modules_forward_wrapped_as_accelerate_wraps_a_modules():
+    """old = jitted.forward; jitted.forward = lambda x: old(x) * 2: the assignment reached the original, whose
+    compiled forward then ran the wrapper, which called the compiled forward again (RecursionError)."""
+    model = nn.Linear(4, 4)
+    jitted = thunder.jit(model)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        jitted(x)
+        old = jitted.forward
+        jitted.forward = lambda inp: old(inp) * 2
+        for _ in range(2):
+            assert_same(jitted(x), model(x) * 2)
+        del jitted.forward
+        assert_same(jitted(x), model(x))
+
+
 def test_a_function_given_new_code_or_defaults_is_compiled_again():
     def f(x, k=2):
         return x * k

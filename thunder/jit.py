@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
-from torch.nn.modules.lazy import LazyModuleMixin
 from torch.compiler import is_dynamo_compiling as _is_compiling
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from thunder.core.compile import CompiledGraph
 from thunder.core.debug import check_debug
@@ -53,8 +53,8 @@ def _unchanged(target):
     """A test, cheap enough for every call, that the function a wrapper compiled a copy of is as it was copied:
     the module's ``forward`` (its class the same -- parametrize, FSDP2 and quantization tools swap it --, the
     class's ``forward`` with the same code and defaults, and the instance's own ``forward`` attribute, if it sets
-    one, the same object), the function, or a method's function, with the same code and
-    defaults. Always true where that is not a plain function."""
+    one, the same object), the function, or a method's function, with the same code and defaults. Always true
+    where that is not a plain function."""
     if isinstance(target, nn.Module):
         cls, attributes = type(target), target.__dict__
         own = attributes.get("forward")
@@ -62,8 +62,9 @@ def _unchanged(target):
         if not isinstance(fn, types.FunctionType):
             return lambda: type(target) is cls and attributes.get("forward") is own
         code, defaults, kwdefaults = fn.__code__, fn.__defaults__, fn.__kwdefaults__
-        return lambda: (type(target) is cls and cls.forward is fn and fn.__code__ is code and fn.__defaults__ is defaults and
-                        fn.__kwdefaults__ is kwdefaults and attributes.get("forward") is own)
+        return lambda: (type(target) is cls and cls.forward is fn and fn.__code__ is code and
+                        fn.__defaults__ is defaults and fn.__kwdefaults__ is kwdefaults and
+                        attributes.get("forward") is own)
     fn = target.__func__ if isinstance(target, types.MethodType) else target
     if not isinstance(fn, types.FunctionType):
         return _always
@@ -518,7 +519,7 @@ class ThunderModule(_Jitted, nn.Module):
             # becomes its cls_to_become (nn.Linear), as its pre-hook does in eager -- here on the original, before
             # compiling (the hook, run on the compiled copy, left the original lazy and nothing compiled).
             model._infer_parameters(model, args, kwargs)
-        if not kwargs and fast is not None and plain_module_call(self, d["_thunder_model"]):
+        if not kwargs and fast is not None and "forward" not in d and plain_module_call(self, model):
             if not d["_thunder_unchanged"]():
                 self._follow_source()
                 fast = d["_thunder_fast_path"]
@@ -584,8 +585,10 @@ class ThunderModule(_Jitted, nn.Module):
 
     # Where a parent module walks its tree, the jitted module stands for the original: a parent's load_state_dict
     # loads it with the original's rules (its class's _load_from_state_dict, set_extra_state), a parent's .to() or
-    # .double() runs the original's _apply (an override that casts a cache), apply() and modules() reach the
-    # original (weight init and parameter grouping by isinstance).
+    # .double() runs the original's _apply (an override that casts a cache), apply() reaches the original (weight
+    # init by isinstance). named_modules() and modules() list the wrapper, not the original: listing both counted
+    # their shared parameters twice (parameter groups, hooks on every module), and FSDP2 keeps its state on the
+    # wrapper.
 
     def _load_from_state_dict(self, *args, **kwargs):
         return self._thunder_model._load_from_state_dict(*args, **kwargs)
@@ -599,18 +602,6 @@ class ThunderModule(_Jitted, nn.Module):
         self._thunder_model.apply(fn)
         return self
 
-    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
-        """nn.Module.named_modules, with the original module after the jitted one at the same ``prefix`` (as
-        ``torch.compile``'s wrapper lists its ``_orig_mod``): a parent's traversal finds the wrapper (FSDP2 keeps
-        its state there) and the original (``isinstance`` tests), then the original's submodules, once."""
-        memo = set() if memo is None else memo
-        if remove_duplicate:
-            if self in memo:
-                return
-            memo.add(self)
-        yield prefix, self
-        yield from self._thunder_model.named_modules(memo, prefix, remove_duplicate)
-
     def __getattr__(self, name):
         try:
             return nn.Module.__getattr__(self, name)
@@ -622,7 +613,10 @@ class ThunderModule(_Jitted, nn.Module):
         return value
 
     def __setattr__(self, name, value):
-        if name in _OWN_ATTRIBUTES or _is_dunder(name):
+        # `jitted.forward = wrapper` (accelerate's hooks, LoRA patches: a wrapper calling the `jitted.forward` read
+        # before) wraps the jitted module's forward, as it wraps a module's own: the wrapper's, not the original's
+        # (where the compiled code would run the wrapper, which calls the compiled code: a recursion).
+        if name in _OWN_ATTRIBUTES or _is_dunder(name) or name == "forward":
             object.__setattr__(self, name, value)
         elif "_thunder_model" in self.__dict__:
             setattr(self._thunder_model, name, value)
