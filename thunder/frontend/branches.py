@@ -42,8 +42,8 @@ The user's function, class and module are never modified: the rewritten code is 
 on the class of a *shadow* instance that shares the original's ``__dict__`` (see ``code_copies``).
 """
 import ast
-import copy
 import builtins
+import copy
 import inspect
 import itertools
 import logging

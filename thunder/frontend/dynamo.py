@@ -791,9 +791,9 @@ _warned_stops = set()
 def note_dynamo_stopped(state, kind, function, cause, fix):
     """Records that Dynamo stopped compiling ``function`` during a call of the wrapper of ``state`` -- ``kind``
     is "limit" (a recompile limit: calls that need a new graph run uncompiled), "skip" (a frame it skipped: it
-    runs uncompiled on every call) or "trace" (its trace failed on a call's inputs, which then ran eagerly) --, with the ``cause`` (shown by ``print(jitted)`` and
-    ``thunder.compile_stats(jitted).dynamo_stopped``), and warns once per kind and function, naming the cause and
-    the ``fix``."""
+    runs uncompiled on every call) or "trace" (its trace failed on a call's inputs, which then ran eagerly) --,
+    with the ``cause`` (shown by ``print(jitted)`` and ``thunder.compile_stats(jitted).dynamo_stopped``), and warns
+    once per kind and function, naming the cause and the ``fix``."""
     if cause not in state.dynamo_stopped:
         state.dynamo_stopped = f"{state.dynamo_stopped}; {cause}" if state.dynamo_stopped else cause
     if (kind, function) in _warned_stops:

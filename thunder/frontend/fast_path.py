@@ -620,8 +620,9 @@ class FastPath:
         self.enabled = not code.co_kwonlyargcount and len(fn.__closure__ or ()) == len(code.co_freevars) and \
             n >= self.bound and not api_problem()
         self.entries = []  # (guard check, transformed code as a function)
-        # Per transformed code object, what reading it found (_read_code): a refresh follows every new graph, and
-        # a graph with symbolic sizes adds one per shape signature to the same few entries.
+        # Per transformed code object, what reading it found (separate_frame_call, _reads_globals_only,
+        # direct_form): a refresh follows every new graph, and a graph with symbolic sizes adds one per shape
+        # signature to the same few entries.
         self._readings = weakref.WeakKeyDictionary()
 
     def refresh(self):

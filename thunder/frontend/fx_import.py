@@ -1124,10 +1124,10 @@ class _Importer:
         ``exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)``): ``a * b + c``, as its eager
         implementation computes it (Inductor fuses the multiply and the add; so may a kernel's compiler)."""
         a, b, c = self._unwrap(self._arg(list(node.args)))
-        if isinstance(b, float) and isinstance(c, _core.Proxy) and \
-                dtypes.to_torch(self.builder.meta(c)[0]) in (torch.int8, torch.uint8, torch.int16, torch.int32,
-                                                              torch.int64):
-            b = math.trunc(b)  # addcmul_ of an integer tensor takes its value as that integer type, as eager does
+        integral = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
+        if isinstance(b, float) and all(isinstance(v, _core.Proxy) and dtypes.to_torch(self.builder.meta(v)[0]) in
+                                        integral for v in (a, c)):
+            b = math.trunc(b)  # addcmul_ of integer tensors takes its value as their integer type, as eager does
         out = self.builder.call("ltorch", "add", [self.builder.call("ltorch", "mul", [a, b], {}), c], {})
         example = node.meta.get("example_value")
         if isinstance(example, torch.Tensor) and self.builder.meta(out)[0] != dtypes.to_core(example.dtype):
