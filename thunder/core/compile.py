@@ -391,7 +391,9 @@ BOUND_SIZES = "Sizes bound to the call's (its kernels are generated from it)"
 
 def _bound(view, sizes, namespace=None):
     """``view`` with its trace's size symbols bound to ``sizes`` ({proxy id: int}), in ``namespace`` (default:
-    the view's)."""
+    the view's); ``view`` itself where ``sizes`` is None (its sizes are integers)."""
+    if sizes is None:
+        return view
     return TraceView(_core.bind_sizes(view.trace, sizes), view.namespace if namespace is None else namespace,
                      BOUND_SIZES, subsymbols=view.subsymbols, saves=view.saves)
 
@@ -446,25 +448,25 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
         graph.own_backward_traces = len(backward_views) - len(passed.backward_views)
         graph.grad_outputs = list(passed.grad_outputs)
     if backward_views is not None and lower:
-        split = symbolic_split = next(v for v in views if v.name == "autodiff (forward)")
+        # The split's traces (symbolic in a SymbolicPlan): bound to these sizes only where a call needs them run
+        # with torch ops (create_graph=True) or needs their sizes (zeros for missing gradients).
+        split = next(v for v in views if v.name == "autodiff (forward)")
         unsplit_backward = backward_views[0]
-        if sizes is not None:
-            split, unsplit_backward = _bound(split, sizes), _bound(unsplit_backward, sizes)
         writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
         backward_fn = _taking_saved_list(backward_views[-1], runner(debug.debug_runner(
             backward_views[-1].python_callable(), debug_mode)))
         graph_ref = weakref.ref(graph)  # the program, which the graph holds, holds `specialize`
         differentiable = None if writes else (
-            _made_on_first_call(lambda: runner(split.python_callable())),
+            _made_on_first_call(lambda: runner(_bound(split, sizes).python_callable())),
             _taking_saved_list(unsplit_backward, _made_on_first_call(
-                lambda: runner(unsplit_backward.python_callable()))))
-        final_backward, unsplit_trace = backward_views[-1].trace, unsplit_backward.trace
+                lambda: runner(_bound(unsplit_backward, sizes).python_callable()))))
+        final_backward = backward_views[-1].trace
 
         def specialize(given, namespace=unsplit_backward.namespace):
-            made = _specialized_backward(graph_ref(), passed, symbolic_split.trace, sizes, namespace, given,
+            made = _specialized_backward(graph_ref(), passed, split.trace, sizes, namespace, given,
                                          executors, runner, debug_mode, compiled_kernels)
-            return made or (_with_zeros(final_backward, backward_fn),
-                            differentiable and _with_zeros(unsplit_trace, differentiable[1]))
+            return made or (_with_zeros(final_backward, backward_fn), differentiable and
+                            _with_zeros(_bound(unsplit_backward, sizes).trace, differentiable[1]))
         graph.fn = training_callable(fn, backward_fn, passed.grad_outputs, differentiable,
                                      random=any(b.draws_random_numbers for b in split.symbols),
                                      reaches=passed.reaches, specialize=specialize)
@@ -514,8 +516,8 @@ def _specialized_backward(graph, passed, forward, sizes, namespace, given, execu
     _lower(views[-1].trace, executors, views[-1].namespace, kernels, {}, round_every_op=False, prefix="backward ",
            compiled=compiled_kernels)
     compiled = _taking_saved_list(views[-1], runner(debug.debug_runner(views[-1].python_callable(), debug_mode)))
-    uncompiled = _taking_saved_list(unsplit, _made_on_first_call(lambda: runner(
-        (unsplit if sizes is None else _bound(unsplit, sizes)).python_callable())))
+    uncompiled = _taking_saved_list(unsplit, _made_on_first_call(lambda: runner(_bound(unsplit, sizes)
+                                                                                 .python_callable())))
     if graph is not None:
         for name, units in kernels.items():
             graph.kernels.setdefault(name, []).extend(units)

@@ -1405,12 +1405,7 @@ def _views_an_argument(node):
     ``x.diagonal()``); a view of memory the op made itself (``repeat_interleave`` returns a view of its own
     expanded copy) is a new value."""
     example = node.meta.get("example_value")
-    if not _is_view(example):
-        return False
-    memory = _storage(example)
-    return memory is None or any(
-        isinstance(a.meta.get("example_value"), torch.Tensor) and _storage(a.meta["example_value"]) == memory
-        for a in _argument_nodes((node.args, node.kwargs)))
+    return _is_view(example) and (_storage(example) is None or bool(_sharing(node, _meta_example)[2]))
 
 
 def _memory_of(example):
@@ -1546,12 +1541,11 @@ def _layout_dependent(node, argument):
     if not is_contiguous_call(node):
         return False
     while argument.op != "placeholder" and not is_contiguous_call(argument):
-        example = argument.meta.get("example_value")
-        base = next((a for a in _argument_nodes(argument.args) if isinstance(a.meta.get("example_value"), torch.Tensor)
-                     and _storage(a.meta["example_value"]) == _storage(example)), None)
-        if base is None:  # a computed value
+        _, _, sharing, _ = _sharing(argument, _meta_example)
+        if not sharing:  # a computed value
+            example = argument.meta.get("example_value")
             return not (isinstance(example, torch.Tensor) and example.is_contiguous())
-        argument = base
+        argument = sharing[0]
     return False
 
 
@@ -1578,6 +1572,11 @@ def _argument_nodes(args):
     nodes = []
     torch.fx.node.map_arg(args, nodes.append)
     return nodes
+
+
+def _meta_example(node):
+    """Dynamo's example value of a node (``_sharing``'s ``example_of`` where no other values stand for them)."""
+    return node.meta.get("example_value")
 
 
 def _sharing(node, example_of):
