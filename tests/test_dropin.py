@@ -346,3 +346,27 @@ def test_a_function_given_new_code_or_defaults_is_compiled_again():
     f.__code__ = (lambda x, k=2: x + k).__code__
     for _ in range(2):
         assert_same(jitted(x), x + 5)
+
+
+@pytest.mark.parametrize("kind", ["static", "dynamic", "training"])
+def test_parameters_can_be_swapped_after_a_call(kind):
+    # Dynamo's fake mode remembers each tensor it converted through a weak reference, and thunder keeps a graph's
+    # fake values (symbolic graphs, training programs): torch.utils.swap_tensors refuses a tensor with a weak
+    # reference, so .to() under swap_module_params_on_conversion raised after the first call.
+    x = torch.randn(3, 4)
+    model = nn.Linear(4, 4)
+    jitted = thunder.jit(model, dynamic=kind == "dynamic")
+    if kind == "training":
+        jitted(x).sum().backward()
+    else:
+        with torch.no_grad():
+            jitted(x)
+    torch.utils.swap_tensors(model.weight, nn.Parameter(torch.randn(4, 4)))
+    previous = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        jitted.double()
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(previous)
+    with torch.no_grad():
+        assert_same(jitted(x.double()), model(x.double()))

@@ -464,3 +464,19 @@ def test_a_lazy_module_is_initialized_on_the_original_and_compiled():
     torch.testing.assert_close(out, model(x))
     stats = thunder.compile_stats(jitted)
     assert stats.graphs and stats.eager_calls == 0, stats
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_lazy_submodules_are_initialized_by_an_eager_first_call(dynamic):
+    """Dynamo raised making a lazy child's parameters from symbolic sizes (dynamic=True): the first call runs
+    eagerly, as in eager it makes them, and the next calls compile."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.LazyLinear(3), nn.ReLU(), nn.LazyLinear(2))
+    jitted = thunder.jit(model, dynamic=dynamic)
+    x = torch.randn(4, 5)
+    first = jitted(x)
+    assert [type(m) for m in model] == [nn.Linear, nn.ReLU, nn.Linear]
+    torch.testing.assert_close(first, model(x))
+    assert jitted(torch.randn(6, 5)).shape == (6, 2)
+    stats = thunder.compile_stats(jitted)
+    assert stats.graphs and stats.eager_calls == 1, stats

@@ -18,6 +18,7 @@ from thunder.executors import resolve_executors
 from thunder.frontend import branches, skipped_logging
 from thunder.frontend.code_copies import forget_shape_history, private_function, private_module, release
 from thunder.frontend.dynamo import (EagerGraph, GraphBreak, JitBackend, JitState, count_limited_frames, current_state,
+                                    forget_converted_tensors,
                                      note_dynamo_stopped, note_recompile_limit)
 from thunder.frontend.fast_path import MISS, FastPath, cache_entries, plain_module_call
 
@@ -188,6 +189,8 @@ class _Jitted:
         finally:
             skipped_logging.restore(left_out)
             current_state.reset(token)
+            if len(state.graphs) > graphs:
+                forget_converted_tensors()
             if record:
                 torch._dynamo.config.suppress_errors = suppress
                 branches.set_tracing_record(previous)
@@ -430,7 +433,7 @@ class ThunderFunction(_Jitted):
 #: (except dunder names such as ``__class__``: the wrapper's own identity, never the original's).
 _OWN_ATTRIBUTES = frozenset(["_thunder_" + name for name in (
     "state", "compiled", "signature_fn", "model", "fast_path", "backend", "target", "excluded", "converted",
-    "fullgraph", "dynamic", "code", "region", "release", "instance", "returns_instance", "unchanged")] + [
+    "fullgraph", "dynamic", "code", "region", "release", "instance", "returns_instance", "unchanged", "lazy")] + [
     # The wrapper's hooks are its own (nn.Module.__init__ made its hook dicts), and so is the flag that says
     # whether its backward hooks are full ones (register_full_backward_hook sets it): read from the original,
     # they were neither full nor not, and ran never.
@@ -495,6 +498,7 @@ class ThunderModule(_Jitted, nn.Module):
         for name in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "_state_dict_hooks",
                      "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks"):
             object.__setattr__(self, name, getattr(model, name))
+        object.__setattr__(self, "_thunder_lazy", tuple(m for m in model.modules() if isinstance(m, LazyModuleMixin)))
         self._setup(model, type(model).__name__, executors, passes, debug, fullgraph, dynamic)
 
     @property
@@ -514,11 +518,8 @@ class ThunderModule(_Jitted, nn.Module):
         if _is_compiling():  # traced by an enclosing compile: its hooks, then forward (the original's call)
             return nn.Module.__call__(self, *args, **kwargs)
         model = d["_thunder_model"]
-        if isinstance(model, LazyModuleMixin) and model.has_uninitialized_params():
-            # nn.LazyLinear and the like: their parameters are made from the first call's inputs, and the module
-            # becomes its cls_to_become (nn.Linear), as its pre-hook does in eager -- here on the original, before
-            # compiling (the hook, run on the compiled copy, left the original lazy and nothing compiled).
-            model._infer_parameters(model, args, kwargs)
+        if d["_thunder_lazy"] and self._lazy_call_pending(model, args, kwargs):
+            return model(*args, **kwargs)
         if not kwargs and fast is not None and "forward" not in d and plain_module_call(self, model):
             if not d["_thunder_unchanged"]():
                 self._follow_source()
@@ -533,6 +534,27 @@ class ThunderModule(_Jitted, nn.Module):
                     return _original_in(out, d["_thunder_instance"], d["_thunder_model"])
                 return out
         return nn.Module.__call__(self, *args, **kwargs)
+
+    def _lazy_call_pending(self, model, args, kwargs):
+        """Initializes the lazy modules (nn.LazyLinear and the like: their parameters are made from the first
+        call's inputs, and each becomes its ``cls_to_become``) as their pre-hooks do in eager. The module itself is
+        initialized here, on the original, before compiling: its hook, run on the compiled copy, left the original
+        lazy, and nothing compiled. Lazy submodules are given their inputs by the forward: True when this call
+        must run eagerly for them (Dynamo cannot make their parameters from symbolic sizes, with dynamic=True);
+        the next call compiles."""
+        if isinstance(model, LazyModuleMixin) and model.has_uninitialized_params():
+            model._infer_parameters(model, args, kwargs)
+        pending = [m for m in self.__dict__["_thunder_lazy"]
+                   if isinstance(m, LazyModuleMixin) and m.has_uninitialized_params()]
+        if not pending:
+            self.__dict__["_thunder_lazy"] = ()
+            return False
+        state = self._thunder_state
+        state.calls += 1
+        state.eager_calls += 1
+        logger.info("thunder: %s has lazy submodules (%s): this call runs eagerly and makes their parameters; the "
+                    "next one compiles", state.name, ", ".join(type(m).__name__ for m in pending))
+        return True
 
     def forward(self, *args, **kwargs):
         d = self.__dict__

@@ -473,6 +473,9 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     if state is None:
         state = torch_compile_state() or GLOBAL_STATE
         also = GLOBAL_STATE if state is not GLOBAL_STATE else None
+    modes = _fake_modes(gm)
+    forget_converted_tensors(keep=modes)
+    _FAKE_MODES.update(modes)
     gm, attributes = _lift_tensor_attributes(gm)
     example_inputs = [*example_inputs, *attributes]
     frame, graphs = _compiling_frame(), len(state.graphs)
@@ -482,6 +485,37 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
         fn = _compile_graph(state, gm, example_inputs, also)
         _tag_frame(state, graphs, frame)
     return (lambda *args: fn(*args, *attributes)) if attributes else fn
+
+
+#: Dynamo's fake modes of the graphs compiled since they were last forgotten (see forget_converted_tensors).
+_FAKE_MODES = weakref.WeakSet()
+
+
+def _fake_modes(gm):
+    """The fake modes of the values of gm's inputs: the one Dynamo traced gm with (the example inputs a backend
+    is given are of a mode of their own)."""
+    return {v.fake_mode for n in gm.graph.find_nodes(op="placeholder")
+            if isinstance(v := n.meta.get("example_value"), torch._subclasses.fake_tensor.FakeTensor)}
+
+
+def forget_converted_tensors(keep=()):
+    """Clears, in Dynamo's fake modes of the graphs compiled since the last call (but those in ``keep``: the
+    graph being compiled), the memo of the real tensors each converted to a fake one: parameters, buffers, inputs.
+
+    The memo holds a weak reference to each of them, and a graph's fake values (its symbolic graph, kept for later
+    shapes; its training program, kept for backward) keep their fake mode alive, with its memo;
+    ``torch.utils.swap_tensors`` refuses a tensor with any weak reference (``module.to()`` under
+    ``torch.__future__.set_swap_module_params_on_conversion(True)``, parameters made tensor subclasses). Dynamo
+    converts nothing more with a frame's mode once the frame is compiled: thunder.jit calls this when a call is
+    done, and the backend when it starts on another frame (for ``torch.compile(backend="thunder")``). The memo is
+    a private part of torch's fake modes: where it changed, nothing is cleared."""
+    for mode in [m for m in _FAKE_MODES if m not in keep]:
+        _FAKE_MODES.discard(mode)
+        describer = getattr(getattr(getattr(mode, "fake_tensor_converter", None), "meta_converter", None),
+                            "describer", None)
+        for memo in (getattr(describer, "lookup_tensor", None), getattr(describer, "lookup_storage", None)):
+            if hasattr(memo, "clear"):
+                memo.clear()
 
 
 def _compiling_frame():

@@ -1147,21 +1147,8 @@ class _Importer:
         """The core's metadata must equal Dynamo's; if not, the op is opaque (and we have a bug to fix)."""
         example = node.meta.get("example_value")
         pairs = []
-
-        def collect(v, e):
-            if isinstance(v, _core.Proxy) and isinstance(e, torch.Tensor):
-                pairs.append((v, e))
-            elif isinstance(v, tuple) and isinstance(e, (tuple, list)) and len(v) == len(e):
-                for a, b in zip(v, e):
-                    collect(a, b)
-            elif isinstance(v, _core.Proxy) and self.builder.meta(v)[0] == "number" and \
-                    _NUMBER_TYPES.get(type(e)) == self.builder.meta(v)[1]:
-                pass  # a number computed at run time (`-s`, `s * 0.01` of a float Dynamo passes as a tensor)
-            elif isinstance(v, _core.Proxy) or isinstance(e, torch.Tensor):
-                raise _core.NotNative("output structure differs from Dynamo's")
-
         try:
-            collect(out, example)
+            self._meta_pairs(out, example, pairs)
         except _core.NotNative:
             self.builder.pop_symbol()  # the native symbol just recorded (e.g. ltorch.copy_, which returns nothing)
             raise
@@ -1172,6 +1159,20 @@ class _Importer:
                 self.builder.pop_symbol()
                 raise _core.NotNative(f"metadata mismatch: core says {(dtype, shape, device)}, Dynamo says {want}")
             self.builder.set_requires_grad(proxy, bool(e.requires_grad))
+
+    def _meta_pairs(self, v, e, pairs):
+        """Appends to ``pairs`` each (proxy, Dynamo's example tensor) of the output ``v`` and its example ``e``;
+        raises NotNative where their structures differ."""
+        if isinstance(v, _core.Proxy) and isinstance(e, torch.Tensor):
+            pairs.append((v, e))
+        elif isinstance(v, tuple) and isinstance(e, (tuple, list)) and len(v) == len(e):
+            for a, b in zip(v, e):
+                self._meta_pairs(a, b, pairs)
+        elif isinstance(v, _core.Proxy) and self.builder.meta(v)[0] == "number" and \
+                _NUMBER_TYPES.get(type(e)) == self.builder.meta(v)[1]:
+            pass  # a number computed at run time (`-s`, `s * 0.01` of a float Dynamo passes as a tensor)
+        elif isinstance(v, _core.Proxy) or isinstance(e, torch.Tensor):
+            raise _core.NotNative("output structure differs from Dynamo's")
 
     def _views_of_outputs(self, returned, placeholders):
         """(_output_views of the graph's returned nodes, None), or ([], the UnsupportedGraph it raised): computed
