@@ -175,6 +175,42 @@ def test_fullgraph_with_a_converted_branch():
     assert thunder.compile_stats(jitted).branches_converted == 1
 
 
+def test_fullgraph_with_a_branch_that_cannot_be_converted_raises_at_the_first_call():
+    """The branch's arms give different shapes: the first call ran eagerly (with a warning blaming Dynamo) and only
+    the second raised; torch.compile(fullgraph=True) raises at the first."""
+    def fn(x):
+        if x.sum() > 0:
+            y = x[:2]
+        else:
+            y = x
+        return y.sin()
+
+    jitted = thunder.jit(fn, fullgraph=True)
+    for _ in range(2):
+        with pytest.raises(Exception, match="(?i)graph break|unsupported"):
+            jitted(torch.ones(4))
+
+
+def test_jit_of_a_jitted_callable_with_options_or_of_a_torch_compile_result():
+    def fn(x):
+        return x.sin() + 1
+
+    x = torch.randn(8)
+    jitted = thunder.jit(fn, executors="torch")
+    assert thunder.jit(jitted) is jitted
+    again = thunder.jit(jitted, executors="cpu", fullgraph=True)
+    assert again is not jitted and again._options()["fullgraph"] is True
+    assert [e.name for e in again._get_executors()][0] == "cpu"
+    assert_same(again(x), fn(x))
+    model = nn.Linear(3, 3)
+    for compiled, target in ((torch.compile(fn), fn), (torch.compile(model), model)):
+        unwrapped = thunder.jit(compiled)
+        assert unwrapped._thunder_target is target
+        y = torch.randn(2, 3)
+        with torch.no_grad():
+            assert_same(unwrapped(y), target(y))
+
+
 def test_dynamic_has_torch_compiles_meaning():
     # (dynamo graphs, symbolic graphs) after shapes 2, 3, 4: False captures one static graph per shape; None a
     # static one, then one with symbolic sizes; True one with symbolic sizes. Each shape compiles once.

@@ -1,5 +1,6 @@
 """Errors: a jitted callable raises what eager raises (same exception type),
 and names the argument it cannot handle."""
+import dataclasses
 import logging
 
 import pytest
@@ -69,6 +70,20 @@ def test_notes_do_not_name_good_arguments():
     eager, jitted = eager_and_jitted_errors(add, torch.ones(2), object())
     notes = getattr(jitted, "__notes__", [])
     assert not any("'x'" in n for n in notes)
+
+
+def test_notes_do_not_name_a_dataclass_of_tensors():
+    @dataclasses.dataclass
+    class Pair:
+        a: torch.Tensor
+        b: torch.Tensor
+
+    def fn(pair):
+        return pair.a + pair.b
+
+    eager, jitted = eager_and_jitted_errors(fn, Pair(torch.ones(2), torch.ones(3)))
+    assert type(jitted) is type(eager)
+    assert not any("'pair'" in n for n in getattr(jitted, "__notes__", [])), jitted.__notes__
 
 
 @pytest.mark.parametrize("fn", [

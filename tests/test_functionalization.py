@@ -2278,3 +2278,34 @@ def test_addcmul_in_place_takes_its_value_in_the_tensors_dtype(dtype):
 
     x = torch.tensor([1, 2, 3, -4, 5], dtype=dtype)
     assert torch.equal(thunder.jit(fn)(x), fn(x))
+
+
+@pytest.mark.parametrize("overwrite", ["zero_", "fill_", "copy_ of a constant", "copy_ of a product", "setitem"])
+def test_a_tensor_requiring_grad_overwritten_whole_keeps_requiring_grad(overwrite):
+    """Eager keeps an overwritten tensor in the autograd graph and gives what it was a zero gradient (not None:
+    weight decay skips a parameter whose .grad is None). Thunder's new value did not read the old one: the output
+    did not require grad, backward through it raised, and the parameters behind it got None."""
+    def f(x, w, p, v):
+        y = x * p
+        if overwrite == "zero_":
+            y.zero_()
+        elif overwrite == "fill_":
+            y.fill_(2.0)
+        elif overwrite == "copy_ of a constant":
+            y.copy_(torch.ones(4))
+        elif overwrite == "copy_ of a product":
+            y.copy_(v * 2)
+        else:
+            y[:] = 0
+        return (x * w).sum() + y.sum(), y
+
+    def run(fn):
+        torch.manual_seed(0)
+        x, w, p, v = (torch.randn(4, requires_grad=i > 0) for i in range(4))
+        loss, y = fn(x, w, p, v)
+        assert y.requires_grad
+        (loss + y.sum()).backward()
+        return [loss, y, w.grad, p.grad, v.grad]
+
+    for got, want in zip(run(thunder.jit(f)), run(f)):
+        assert_same(got, want)

@@ -128,6 +128,21 @@ def test_a_collected_wrapper_releases_its_cache_entries(make):
     assert _compiled_fn_globals() == before, "and the compiled graphs Dynamo installed as globals with them"
 
 
+def test_a_model_dropped_with_its_wrapper_is_freed():
+    """The class of the module thunder compiles held the model (its __hash__ and __eq__), and Dynamo keeps the
+    classes it saw: every model jitted and called stayed alive, with its parameters."""
+    def jitted_and_called():
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        jitted = thunder.jit(model)
+        with torch.no_grad():
+            jitted(torch.randn(2, 4))
+        return weakref.ref(model), weakref.ref(jitted)
+
+    refs = [jitted_and_called() for _ in range(3)]
+    gc.collect()
+    assert all(model() is None and jitted() is None for model, jitted in refs)
+
+
 def test_a_module_whose_class_cannot_be_subclassed_is_compiled_as_it_is():
     class Final(nn.Module):
         def __init_subclass__(cls, **kwargs):

@@ -266,3 +266,28 @@ def test_the_drawing_kernels_vectorize(dtype, tmp_path):
         report = subprocess.run(["g++", *flags, "-c", str(path), "-o", str(tmp_path / f"kernel{k}.o"),
                                  "-fopt-info-vec-optimized"], capture_output=True, text=True, check=True).stderr
         assert re.search(rf"{path.name}:\d+:\d+: optimized: loop vectorized", report), report
+
+
+@pytest.mark.parametrize("draw", ["rrelu", "gumbel_softmax", "gamma_rsample"])
+def test_gradients_of_opaque_random_ops_are_those_of_the_sample_the_forward_drew(draw):
+    """Ops thunder does not know whose names do not say they draw (F.rrelu in training, F.gumbel_softmax, a Gamma's
+    rsample: torch._standard_gamma) are found to draw by the aten ops they dispatch on fake tensors: the graph
+    keeps torch's autograd. Differentiated by thunder's generic rule, which reruns an op in the backward, their
+    gradients were those of another sample."""
+    def f(x):
+        if draw == "rrelu":
+            return F.rrelu(x * 1.0, training=True)
+        if draw == "gumbel_softmax":
+            return F.gumbel_softmax(x, tau=1.0) * torch.arange(8.0)
+        return torch.distributions.Gamma(x, torch.ones_like(x)).rsample()
+
+    def gradient(fn):
+        torch.manual_seed(0)
+        x = (-torch.rand(64, 8) - 0.5 if draw == "rrelu" else torch.rand(64, 8) + 1).requires_grad_()
+        out = fn(x)
+        out.sum().backward()
+        return out.detach(), x.grad
+
+    expected, jitted = gradient(f), gradient(thunder.jit(f))
+    torch.testing.assert_close(jitted[0], expected[0])
+    torch.testing.assert_close(jitted[1], expected[1])

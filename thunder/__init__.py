@@ -14,6 +14,7 @@ import torch
 
 from thunder import core  # noqa: F401
 from thunder.core import compile as _compile
+from thunder.core.log import logger as _logger
 from thunder.core.log import set_log_file, set_log_level
 from thunder.core.options import LogLevel
 from thunder.executors.cpuex import clear_kernel_cache
@@ -55,7 +56,9 @@ def jit(fn, *, executors=None, passes=None, debug=None, fullgraph=False, dynamic
             call that brings it (``thunder.frontend.specialize``); kernels are shared across shapes where the code
             generator allows.
     Returns:
-        :class:`ThunderModule` for a module, :class:`ThunderFunction` otherwise.
+        :class:`ThunderModule` for a module, :class:`ThunderFunction` otherwise. ``fn`` itself where it is one
+        and no option is given; given options, a new one of what ``fn`` compiles. A ``torch.compile`` result
+        is unwrapped: thunder compiles the function or module it wraps.
     Raises:
         TypeError: ``fn`` is not callable; ``executors``, ``passes``, ``debug``, ``fullgraph`` or ``dynamic``
             is of the wrong type (``passes="dce"`` included: a list of names is expected).
@@ -69,9 +72,18 @@ def jit(fn, *, executors=None, passes=None, debug=None, fullgraph=False, dynamic
 
         jitted = thunder.jit(model, executors="torch", passes=("cse", "dce", "claim"))
     """
-    if isinstance(fn, ThunderFunction | ThunderModule):
-        return fn
     options = {"executors": executors, "passes": passes, "debug": debug, "fullgraph": fullgraph, "dynamic": dynamic}
+    if isinstance(fn, ThunderFunction | ThunderModule):
+        if all(value is None or value is False for value in options.values()):
+            return fn  # jitted again as it is: the same wrapper, its compiled graphs kept
+        fn = fn._thunder_target  # with options of its own: a new wrapper of what it compiles
+    # What torch.compile returned: thunder compiles what it wraps (torch.compile's backend is not used).
+    original = fn._orig_mod if isinstance(fn, torch._dynamo.eval_frame.OptimizedModule) else \
+        getattr(fn, "_torchdynamo_orig_callable", None)
+    if original is not None:
+        _logger.info("thunder.jit of a torch.compile result: thunder compiles the %s it wraps",
+                     "module" if isinstance(fn, torch.nn.Module) else "function")
+        fn = original
     if isinstance(fn, torch.nn.Module):
         return ThunderModule(fn, **options)
     if not callable(fn):

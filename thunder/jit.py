@@ -1,4 +1,5 @@
 """thunder.jit: the user-facing wrappers around a compiled function or module."""
+import dataclasses
 import functools
 import inspect
 import types
@@ -43,6 +44,8 @@ def _understood(x):
         return all(_understood(i) for i in x)
     if isinstance(x, dict):
         return all(_understood(v) for v in x.values())
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):  # Dynamo reads their fields
+        return all(_understood(getattr(x, f.name, None)) for f in dataclasses.fields(x))
     return isinstance(x, _UNDERSTOOD)
 
 
@@ -159,33 +162,20 @@ class _Jitted:
         if record:
             torch._dynamo.config.suppress_errors = True
         left_out = skipped_logging.leave_out()
+        retry, excluded = None, len(self._thunder_excluded)
         try:
             out = self._thunder_compiled(*args, **kwargs)
         except Exception as e:
-            if not self._failed_before_running(e, ran):
+            if self._thunder_fullgraph and record and (record.open or record.rejected):
+                # A converted branch that could not be traced: from now on a graph break, which fullgraph=True
+                # makes an error -- raised by this call, compiled again below, as torch.compile raises it.
+                retry = e
+            elif self._failed_before_running(e, ran):
+                out = self._run_eagerly_after_failed_trace(e, args, kwargs)
+            else:
                 state.raised_calls += 1
                 self._annotate(e, args, kwargs)
                 raise
-            # Dynamo, tracing with fake tensors, found that the program fails on these inputs, before any of it ran.
-            # Its error wraps the fake tensors' (a TorchRuntimeError, whose inner type and message may differ from
-            # eager's); running the program eagerly raises exactly what eager raises.
-            logger.debug("thunder: %s fails while Dynamo traces it; running it eagerly: %s", state.name,
-                         str(e).splitlines()[0])
-            try:
-                out = self._original()(*args, **kwargs)
-            except Exception as eager_error:
-                state.raised_calls += 1
-                self._annotate(eager_error, args, kwargs)
-                raise eager_error from None
-            # Eager runs it: Dynamo's tracing (its fake tensors, a number it made symbolic) is what failed.
-            function = self._thunder_code.co_name
-            lines = [line.strip() for line in str(e).splitlines()]
-            why = next((line[len("Explanation:"):].strip() for line in lines if line.startswith("Explanation:")),
-                       lines[0] if lines else type(e).__name__)
-            note_dynamo_stopped(state, "trace", function, f"Dynamo's trace of {function} failed on inputs eager "
-                                f"runs ({why[:300]})",
-                                "thunder.jit(..., dynamic=False) traces each input shape and number on its own, "
-                                "which may avoid it; otherwise it is a limit of Dynamo's tracing")
         finally:
             skipped_logging.restore(left_out)
             current_state.reset(token)
@@ -196,6 +186,12 @@ class _Jitted:
                 branches.set_tracing_record(previous)
         if record and (record.open or record.rejected or record.failures):
             self._settle_branches(record)
+        if retry is not None:
+            if len(self._thunder_excluded) == excluded:  # no branch was given up: the error is the trace's own
+                state.raised_calls += 1
+                raise retry
+            state.calls -= 1
+            return self._run(args, kwargs)
         if len(state.graphs) > graphs:
             state.cache_misses += 1
         elif state.graph_calls > ran:
@@ -254,6 +250,30 @@ class _Jitted:
     def _original(self):
         d = self.__dict__
         return d["_thunder_model"] if "_thunder_model" in d else d["_fn"]
+
+    def _run_eagerly_after_failed_trace(self, error, args, kwargs):
+        """The call run eagerly, where Dynamo, tracing with fake tensors, found that the program fails on these
+        inputs before any of it ran (_failed_before_running). Its error wraps the fake tensors' (a
+        TorchRuntimeError, whose inner type and message may differ from eager's); run eagerly, the program raises
+        exactly what eager raises. Where eager runs it, Dynamo's tracing (its fake tensors, a number it made
+        symbolic) is what failed: said once, with Dynamo's reason."""
+        state = self._thunder_state
+        logger.debug("thunder: %s fails while Dynamo traces it; running it eagerly: %s", state.name,
+                     str(error).splitlines()[0])
+        try:
+            out = self._original()(*args, **kwargs)
+        except Exception as eager_error:
+            state.raised_calls += 1
+            self._annotate(eager_error, args, kwargs)
+            raise eager_error from None
+        function = self._thunder_code.co_name
+        lines = [line.strip() for line in str(error).splitlines()]
+        why = next((line[len("Explanation:"):].strip() for line in lines if line.startswith("Explanation:")),
+                   lines[0] if lines else type(error).__name__)
+        note_dynamo_stopped(state, "trace", function, f"Dynamo's trace of {function} failed on inputs eager runs "
+                            f"({why[:300]})", "thunder.jit(..., dynamic=False) traces each input shape and number "
+                            "on its own, which may avoid it; otherwise it is a limit of Dynamo's tracing")
+        return out
 
     def _failed_before_running(self, error, graphs_ran):
         """Whether Dynamo raised for a user error while tracing the called function's own frame (not a frame

@@ -203,6 +203,22 @@ class Emitter {
     auto it = defined_at_.find(id);
     return it == defined_at_.end() ? -1 : it->second;
   }
+  /// Whether `v` is `from` or computed from it, searched back through the symbols emitted since `from` was
+  /// defined.
+  bool computed_from(ProxyId v, ProxyId from) const {
+    const int64_t start = defined_at(from);
+    std::vector<ProxyId> stack{v};
+    std::set<ProxyId> seen;
+    while (!stack.empty()) {
+      const ProxyId p = stack.back();
+      stack.pop_back();
+      if (p == from) return true;
+      const int64_t at = defined_at(p);
+      if (at <= start || !seen.insert(p).second) continue;  // made before `from`, or already searched
+      for (ProxyId q : out_.symbols[static_cast<size_t>(at)].input_proxies()) stack.push_back(q);
+    }
+    return false;
+  }
   /// The value whose memory `id` views at run time (itself if it is no view).
   ProxyId storage(ProxyId id) const {
     auto it = storage_.find(id);
@@ -841,6 +857,17 @@ class Functionalizer {
     for (size_t k = a.chain.size(); k-- > 0;) {
       const Step& step = a.chain[k];
       value = step.rule->inverse(e_, in_, *step.prim, k < along.size() ? along[k] : Value(), value);
+    }
+    // A tensor taking part in autograd that is overwritten whole in grad mode (x.zero_(), x.fill_(v), x.copy_(w):
+    // the importer marks such a value as requiring grad) still takes part, as in eager, and what it was gets a
+    // zero gradient, not None (optimizers tell the two apart: weight decay skips a parameter whose .grad is None).
+    // Its new value, which does not read what it was, is where(True, value, what it was), which passes that zero
+    // gradient.
+    if (requires_grad(r.value) && requires_grad(value) && !e_.computed_from(value.proxy(), r.value.proxy())) {
+      const TensorMeta& m = e_.meta(value);
+      const Value yes =
+          e_.torch("full", {Value::dims({}), Value(true), Value(ir::DType::Bool), Value(ir::Str{m.device})});
+      value = e_.torch("where", {yes, value, mask(r.value, e_.defined_at(r.value.proxy()))});
     }
     set_root(a.root, value, s.source);
   }

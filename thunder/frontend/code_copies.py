@@ -15,6 +15,7 @@ are kept apart by ``torch.compile(..., isolate_recompiles=True)``, where torch h
 collected, :func:`release` drops the entries on its copy, and the graphs they hold.
 """
 import types
+import weakref
 
 from thunder.core.log import logger
 
@@ -80,9 +81,12 @@ def private_module(model, methods=None):
     methods.update(__module__=cls.__module__, __qualname__=cls.__qualname__)
     # The module's own hooks receive it as `module`: equal to the original and hashed as it, a hook that looks it
     # up in a dict keyed by modules (activations captured by name) finds it (`module is model` stays False).
+    # The class holds the model weakly: Dynamo keeps the classes it saw (in caches of its own), and a model dropped
+    # with its wrapper is freed.
     if cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__:
-        methods.update(__hash__=lambda self: hash(model),
-                       __eq__=lambda self, other: other is self or other is model)
+        model_hash, model_ref = hash(model), weakref.ref(model)
+        methods.update(__hash__=lambda self: model_hash,
+                       __eq__=lambda self, other: other is self or other is model_ref())
     try:
         sub = type(cls.__name__, (cls,), methods)
         shadow = object.__new__(sub)

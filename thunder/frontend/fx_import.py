@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from thunder import _core
 from thunder.core import dtypes
@@ -322,7 +323,75 @@ def _has_effect(node, name):
         return True
     if node.op == "call_function" and _schema_writes(node.target):
         return True
-    return any(word in short.lower() for word in _RANDOM_WORDS)
+    return _draws_random(node, short)
+
+
+def _draws_random(node, name):
+    """Whether a call draws random numbers: its name says so (_RANDOM_WORDS), or, run once on fake tensors of its
+    arguments' sizes, it dispatches an aten op tagged ``nondeterministic_seeded`` (``F.rrelu`` in training,
+    ``F.gumbel_softmax``, ``torch._standard_gamma`` of a Gamma's ``rsample``); an aten op by its tags. A call
+    that is not torch's, or cannot run so (a size known only at run time, an op fake tensors do not take), is
+    judged by its name alone."""
+    if any(word in name.lower() for word in _RANDOM_WORDS):
+        return True
+    if isinstance(node.target, torch._ops.OpOverload):
+        return torch.Tag.nondeterministic_seeded in node.target.tags
+    # Only torch's own functions and tensor methods run: a function of the user's Dynamo put in the graph
+    # (allow_in_graph) may do things besides computing, which a second run would repeat.
+    torchs = node.op == "call_method" and hasattr(torch.Tensor, node.target) or node.op == "call_function" and \
+        (getattr(node.target, "__module__", None) or "").split(".")[0] == "torch"
+    if not torchs:
+        return False
+    if "thunder_draws_random" not in node.meta:
+        try:
+            node.meta["thunder_draws_random"] = _dispatches_seeded_op(node)
+        except Exception:  # noqa: BLE001 -- anything the call raises on fake tensors: judged by its name
+            node.meta["thunder_draws_random"] = False
+    return node.meta["thunder_draws_random"]
+
+
+class _SeededOps(TorchDispatchMode):
+    """Records whether an aten op tagged ``nondeterministic_seeded`` (one that draws from a generator) ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.seeded = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seeded = self.seeded or torch.Tag.nondeterministic_seeded in func.tags
+        return func(*args, **(kwargs or {}))
+
+
+def _dispatches_seeded_op(node):
+    """Runs the call of ``node`` on fake tensors of its arguments' sizes (the hints of symbolic ones), strides and
+    dtypes: whether it dispatched an op that draws random numbers."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def fake(a):
+        value = a.meta["example_value"] if isinstance(a, torch.fx.Node) else a
+        if isinstance(value, torch.Tensor):
+            return torch.empty_strided([_hint(d) for d in value.shape], [_hint(d) for d in value.stride()],
+                                       dtype=value.dtype, device=value.device, requires_grad=value.requires_grad)
+        return _hint(value) if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) else value
+
+    with FakeTensorMode():
+        args = torch.fx.node.map_aggregate(node.args, fake)
+        kwargs = torch.fx.node.map_aggregate(node.kwargs, fake)
+        fn = node.target if node.op == "call_function" else getattr(args[0], node.target)
+        args = args if node.op == "call_function" else args[1:]
+        with _SeededOps() as probe:
+            fn(*args, **kwargs)
+    return probe.seeded
+
+
+def _hint(d):
+    """A size or number: its value in the example Dynamo traced (raises where it has none)."""
+    if isinstance(d, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        hint = d.node.hint
+        if hint is None:
+            raise ValueError(f"{d} has no example value")
+        return hint
+    return d
 
 
 def _inplace_argument(node):
@@ -804,6 +873,14 @@ class _Importer:
                 # does (an optimizer's parameter), so its ops may fuse. (Values of ops that are not writes take
                 # requires_grad from Dynamo's example values, which say the same.)
                 self.builder.set_requires_grad(value, False)
+            elif self.grad_enabled is not False and self.builder.meta(dst)[3]:
+                # Grad mode is on and the tensor written requires grad: it still does after the write, whatever
+                # is written (x.zero_(), a number), as in eager. (The functionalization joins it to what it was.)
+                if not isinstance(value, _core.Proxy) or self.builder.meta(value)[0] == "number":
+                    dtype, shape, device, _ = self.builder.meta(target)
+                    value = self.builder.call("ltorch", "full", [list(shape), value], {"dtype": dtype,
+                                                                                     "device": device})
+                self.builder.set_requires_grad(value, True)
             if self._write_in_place(destination):
                 self.builder.call("prims", "copy_to", [target, value], {})
             else:
@@ -1088,7 +1165,7 @@ class _Importer:
         """Inside a converted branch both arms run: what could act or fail only when its arm is taken is refused."""
         site = self.regions[-1][0]
         name = _target_name(node).rsplit(".", 1)[-1].lower()
-        if any(word in name for word in _RANDOM_WORDS):
+        if _draws_random(node, name):
             raise branches.BranchRejected(site, f"{_target_name(node)} draws random numbers")
         lowering = _write_lowering(node)
         if lowering is not None and isinstance(lowering[0], torch.fx.Node):
