@@ -123,6 +123,22 @@ def test_a_parent_holding_a_jitted_module_pickles():
     assert_same(loaded(x), parent(x))
 
 
+def scaled_sin(x):
+    return x.sin() * 2
+
+
+def test_pickle_of_a_jitted_function():
+    """Pickled by reference with its options, as a DataLoader worker started by spawn needs it; a lambda raises
+    pickle's own error, which names it (it raised "cannot pickle 'module' object")."""
+    jitted = thunder.jit(scaled_sin, executors="torch", dynamic=True)
+    loaded = pickle.loads(pickle.dumps(jitted))
+    assert isinstance(loaded, type(jitted)) and loaded._options() == jitted._options()
+    x = torch.randn(3)
+    assert_same(loaded(x), scaled_sin(x))
+    with pytest.raises((pickle.PicklingError, AttributeError), match="lambda"):
+        pickle.dumps(thunder.jit(lambda x: x + 1))
+
+
 def test_pickle_with_a_custom_executor_says_what_to_do():
     mine = Executor("mine", dict(torch_executor.callees), torch_executor.namespace)
     jitted = thunder.jit(MLP(), executors=[mine])

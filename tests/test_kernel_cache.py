@@ -225,6 +225,24 @@ def test_a_compiler_that_hangs_is_killed_after_the_timeout(tmp_path):
     assert temporaries(tmp_path / "k") == []
 
 
+def test_a_compiler_whose_version_cannot_be_read_is_an_error_not_a_key_without_it(tmp_path):
+    """`--version` timing out was remembered as an empty version: every later key in the process left the compiler
+    out."""
+    compiler = tmp_path / "slow-version-g++"
+    compiler.write_text("#!/bin/sh\n[ \"$1\" = --version ] && { sleep 60; exit 0; }\nexec g++ \"$@\"\n")
+    compiler.chmod(0o700)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="version"):
+            _core.load_module(_tiny(1), str(tmp_path / "k"), compiler=str(compiler), timeout=0.5)
+
+
+def test_a_cache_directory_from_the_environment_has_its_tilde_expanded(monkeypatch, tmp_path):
+    from thunder.executors import cpuex
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("THUNDER_CACHE_DIR", "~/kernels")
+    assert cpuex.cache_dir() == str(tmp_path / "kernels")
+
+
 def test_the_compile_timeout_comes_from_the_environment(tmp_path, monkeypatch):
     from thunder.executors import cpuex
     monkeypatch.setenv("THUNDER_COMPILE_TIMEOUT", "12.5")

@@ -314,6 +314,26 @@ class _Jitted:
                 "fullgraph": self._thunder_fullgraph,
                 "dynamic": self._thunder_dynamic}
 
+    def _pickled_options(self):
+        """The options, executors by name, for pickling. Raises pickle.PicklingError for executors that are not
+        thunder's own (``thunder.executors.executors_by_name()``)."""
+        import pickle
+
+        from thunder.executors import executors_by_name
+
+        options = self._options()
+        known = executors_by_name()
+        names = []
+        for ex in options["executors"]:
+            if known.get(ex.name) is not ex:
+                kind = "module" if isinstance(self, nn.Module) else "function"
+                raise pickle.PicklingError(f"thunder: cannot pickle a {kind} jitted with the executor {ex.name!r} "
+                                           f"(not one of thunder's own); pickle the original {kind} and jit it "
+                                           "again after loading")
+            names.append(ex.name)
+        options["executors"] = names
+        return options
+
     def _report(self):
         return report(self._thunder_state)
 
@@ -433,6 +453,12 @@ class ThunderFunction(_Jitted):
             if out is not MISS:
                 return out
         return self._run(args, kwargs)
+
+    def __reduce__(self):
+        """Pickles the function (by reference, as pickle does: a lambda or a nested function cannot be) and the
+        options; loading jits it again (``multiprocessing`` with spawn, a DataLoader worker holding it). Raises
+        pickle.PicklingError where the function or an executor cannot be pickled."""
+        return _rebuild_function, (self._fn, self._pickled_options())
 
     def __deepcopy__(self, memo):
         """A deep copy of the jitted function, jitted with the same options (it compiles anew). A bound method
@@ -606,20 +632,7 @@ class ThunderModule(_Jitted, nn.Module):
         """Pickles the original module and the options (executors by name); loading jits it again, and the
         loaded module compiles on its first call. Raises pickle.PicklingError for executors that are not
         thunder's own (``thunder.executors.executors_by_name()``): pickle the original module instead."""
-        import pickle
-
-        from thunder.executors import executors_by_name
-
-        options = self._options()
-        known = executors_by_name()
-        names = []
-        for ex in options["executors"]:
-            if known.get(ex.name) is not ex:
-                raise pickle.PicklingError(f"thunder: cannot pickle a module jitted with the executor {ex.name!r} "
-                                           "(not one of thunder's own); pickle the original module and jit it again "
-                                           "after loading")
-            names.append(ex.name)
-        options["executors"] = names
+        options = self._pickled_options()
         return _rebuild_module, (self.__dict__["_thunder_model"], options)
 
     def load_state_dict(self, *args, **kwargs):
@@ -741,6 +754,11 @@ class ThunderContainerModule(ThunderModule):
 
     def __bool__(self):
         return bool(self.__dict__["_thunder_model"])
+
+
+def _rebuild_function(fn, options):
+    """Unpickles a ThunderFunction (see ThunderFunction.__reduce__): the function, jitted again."""
+    return ThunderFunction(fn, **options)
 
 
 def _rebuild_module(model, options):

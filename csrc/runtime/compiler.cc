@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -27,6 +28,12 @@ const std::string& compiler_version(const std::string& compiler, double timeout_
   std::lock_guard<std::mutex> lock(mu);
   if (cached_for != compiler) {
     ProcessResult r = run_process({compiler, "--version"}, timeout_seconds);
+    // A run that failed (timed out, killed) is not remembered: keys without the version would not tell compilers
+    // apart, nor match other processes' keys.
+    if (r.status != 0 || r.timed_out)
+      throw std::runtime_error("cannot read the C++ compiler's version (`" + compiler + " --version` " +
+                               (r.timed_out ? std::string("timed out") : "exited with status " +
+                                std::to_string(r.status)) + ")");
     version = r.output.substr(0, r.output.find('\n'));
     cached_for = compiler;
   }
@@ -117,7 +124,9 @@ void compile_into(const CacheDir& dir, const std::string& source, const CompileO
     unlinkat(dir.fd.get(), tmp.c_str(), 0);
     if (r.timed_out) {
       unlinkat(dir.fd.get(), src.c_str(), 0);
-      throw std::runtime_error("kernel compilation timed out after " + std::to_string(static_cast<long>(o.timeout_seconds)) +
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%g", o.timeout_seconds);
+      throw std::runtime_error("kernel compilation timed out after " + std::string(limit) +
                                " s (THUNDER_COMPILE_TIMEOUT) and was killed:\n" + m.command + "\n" + r.output);
     }
     if (r.output.find("No space left on device") != std::string::npos) {  // the disk, not the source

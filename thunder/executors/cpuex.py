@@ -34,8 +34,9 @@ from thunder.executors import Executor
 
 
 def cache_dir():
-    """The kernel cache directory asked for: ``$THUNDER_CACHE_DIR``, else ``~/.cache/thunder/kernels``."""
-    return os.environ.get("THUNDER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "thunder", "kernels")
+    """The kernel cache directory asked for: ``$THUNDER_CACHE_DIR``, else ``~/.cache/thunder/kernels`` (``~`` expanded
+    in either, as torch's and Hugging Face's cache variables are)."""
+    return os.path.expanduser(os.environ.get("THUNDER_CACHE_DIR") or os.path.join("~", ".cache", "thunder", "kernels"))
 
 
 def compile_timeout():
