@@ -978,3 +978,16 @@ def test_lerp_with_a_constant_weight_computes_one_minus_it_in_float32():
     a, b = torch.tensor([1e4, -3e4, 1e6]), torch.tensor([0.0, 1.0, 3.0])
     out, _ = run_cpu(fn, a, b)
     assert torch.equal(out, fn(a, b))
+
+
+@pytest.mark.parametrize("shape", [(), (6,), (3, 4), (2, 3, 4)])
+def test_one_hot_of_indices_of_any_rank_is_native(shape):
+    """prims.take takes 0-d and 1-d indices: one_hot of a 2-d index (labels of a batch) was opaque."""
+    def fn(i):
+        return torch.nn.functional.one_hot(i, 5).float() * 2
+
+    jitted = thunder.jit(fn)
+    i = torch.randint(0, 5, shape)
+    torch.testing.assert_close(jitted(i), fn(i))
+    final = str(thunder.last_traces(jitted)[-1])
+    assert not [line for line in final.splitlines() if "one_hot" in line and not line.strip().startswith("#")], final

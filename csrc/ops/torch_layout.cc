@@ -506,7 +506,11 @@ void register_indexing() {
     Value classes = b.prim("iota", {Int(n), Int(0), Int(1), Value(DType::Int64), Value(ir::Str{m.device})});
     // classes[tensor] is tensor where every class is in [0, n), and raises where one is not, as eager's one_hot
     // does ("Class values must be smaller than num_classes"; "... non-negative"): an index that checks its range.
-    Value checked = b.prim("take", {classes, a[0], Int(0)});
+    // prims.take takes 0-d and 1-d indices: others are taken flattened.
+    Value index = a[0];
+    if (m.ndim() > 1) index = b.torch("reshape", {index, Value::ints({-1})});
+    Value checked = b.prim("take", {classes, index, Int(0)});
+    if (m.ndim() > 1) checked = b.torch("reshape", {checked, Value::dims(m.shape)});
     Value eq = T(b, "eq", {b.torch("unsqueeze", {checked, Int(-1)}), classes});
     return cast(b, eq, DType::Int64);
   });
