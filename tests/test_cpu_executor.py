@@ -980,7 +980,7 @@ def test_lerp_with_a_constant_weight_computes_one_minus_it_in_float32():
     assert torch.equal(out, fn(a, b))
 
 
-@pytest.mark.parametrize("shape", [(), (6,), (3, 4), (2, 3, 4)])
+@pytest.mark.parametrize("shape", [(6,), (3, 4), (2, 3, 4)])
 def test_one_hot_of_indices_of_any_rank_is_native(shape):
     """prims.take takes 0-d and 1-d indices: one_hot of a 2-d index (labels of a batch) was opaque."""
     def fn(i):
