@@ -66,6 +66,21 @@ def test_object_argument_of_a_module():
     assert any("'scale'" in n for n in getattr(jitted, "__notes__", [])), getattr(jitted, "__notes__", None)
 
 
+@pytest.mark.parametrize("case", ["one_hot", "nll_loss", "cross_entropy", "gather", "embedding"])
+def test_an_index_out_of_range_raises_eagers_exception(case):
+    """The kernels' index checks raise an IndexError of thunder's; a graph that writes nothing runs again with
+    torch when it raises, which raises eager's exception, type and message (one_hot's RuntimeError)."""
+    fn, args = {
+        "one_hot": (lambda i: F.one_hot(i, 4) * 2, (torch.tensor([1, 9]),)),
+        "nll_loss": (lambda t, w: F.nll_loss(w, t), (torch.tensor([1, -5]), torch.randn(2, 4).log_softmax(-1))),
+        "cross_entropy": (lambda x, t: F.cross_entropy(x * 2, t), (torch.randn(3, 4), torch.tensor([0, 4, 1]))),
+        "gather": (lambda x, i: x.gather(1, i) + 1, (torch.randn(2, 3), torch.tensor([[0], [3]]))),
+        "embedding": (lambda i, w: F.embedding(i, w) * 2, (torch.tensor([0, 7]), torch.randn(5, 2))),
+    }[case]
+    eager, jitted = eager_and_jitted_errors(fn, *args)
+    assert (type(jitted), str(jitted).splitlines()[0]) == (type(eager), str(eager).splitlines()[0])
+
+
 def test_notes_do_not_name_good_arguments():
     eager, jitted = eager_and_jitted_errors(add, torch.ones(2), object())
     notes = getattr(jitted, "__notes__", [])

@@ -233,6 +233,15 @@ nb::tuple meta_tuple(const ir::ProxyInfo& p) {
   return nb::make_tuple(p.tensor.dtype, shape_to_py(p.tensor.shape), p.tensor.device, p.tensor.requires_grad);
 }
 
+// See BoundSymbol.may_raise_for_values.
+bool may_raise_for_values(const ir::BoundSymbol& b) {
+  if (b.sym->has(ir::kChecksValues) || b.sym->has(ir::kOpaque)) return true;
+  if (b.subsymbols.empty()) return b.sym->level == ir::Level::Torch;
+  for (const ir::BoundSymbol& s : b.subsymbols)
+    if (may_raise_for_values(s)) return true;
+  return false;
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -310,7 +319,11 @@ NB_MODULE(_core, m) {
       .def_prop_ro("has_effect", [](const ir::BoundSymbol& b) { return b.sym->has(ir::kEffect); })
       .def_prop_ro("is_view", [](const ir::BoundSymbol& b) { return b.sym->has(ir::kView); },
                    "Whether the op only views its input (reshape, slice, transpose...): torch may return a view.")
-      .def_prop_ro("draws_random_numbers", [](const ir::BoundSymbol& b) { return passes::draws_random_numbers(b); });
+      .def_prop_ro("draws_random_numbers", [](const ir::BoundSymbol& b) { return passes::draws_random_numbers(b); })
+      .def_prop_ro("may_raise_for_values", &may_raise_for_values,
+                   "Whether running the op may raise for its inputs' values, not only their metadata (which the "
+                   "capture's guards fix): an index it reads (prims tagged kChecksValues), an op torch runs whole "
+                   "(opaque, or a torch-level op without a decomposition).");
 
   nb::class_<ir::Trace>(m, "Trace", "A straight-line program over proxies; prints as runnable Python.")
       .def_ro("symbols", &ir::Trace::symbols)

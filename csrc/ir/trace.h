@@ -64,6 +64,8 @@ enum Tag : uint32_t {
                            // alias, detach
   kFreshOutput = 1u << 11,  // its output is always a new tensor, whatever torch's arguments (matmul, linear): a
                             // kernel may write over it where it dies (translation_units.cc)
+  kChecksValues = 1u << 12,  // raises for some values of its inputs (an index out of range), not only for their
+                             // metadata, which the capture's guards fix
 };
 
 /// Prims and torch-level ops come from the op tables; opaque symbols from capture;

@@ -241,7 +241,7 @@ void register_other_prims() {
   // fails) -- RuntimeError "all elements of <name> should be between <low> and <high>" otherwise, as ATen's binary
   // cross entropy checks its input and target. Not fusible: the torch executor runs it (a pass over a and a host
   // sync), so it ends the kernel computing a. Its gradient passes through.
-  def("check_in_range", 0, {req("a"), req("low"), req("high"), req("name")}, [](Builder& b, const Args& a) {
+  def("check_in_range", ir::kChecksValues, {req("a"), req("low"), req("high"), req("name")}, [](Builder& b, const Args& a) {
     const TensorMeta& m = tensor_arg(b, "check_in_range", a[0], "a");
     if (!a[1].is_number() || !a[2].is_number())
       fail("prims.check_in_range", "expected numbers for 'low' and 'high'");
@@ -316,7 +316,7 @@ void register_other_prims() {
         TensorMeta m{a[3].as_dtype(), {n}, a[4].is_none() ? "cpu" : a[4].as_str(), false};
         return Value(ProxyRef{b.new_tensor(m)});
       });
-  def("take", 0, {req("a"), req("index"), req("dim")}, [](Builder& b, const Args& a) {
+  def("take", ir::kChecksValues, {req("a"), req("index"), req("dim")}, [](Builder& b, const Args& a) {
     // index_select: the result has the index's length along dim.
     TensorMeta m = tensor_arg(b, "take", a[0], "a");
     const TensorMeta& idx = tensor_arg(b, "take", a[1], "index");
@@ -325,7 +325,7 @@ void register_other_prims() {
     if (m.ndim() > 0) m.shape[d] = idx.numel();
     return new_tensor_like(b, m, m.shape);
   });
-  def("take_along_axis", 0, {req("a"), req("index"), req("dim")}, [](Builder& b, const Args& a) {
+  def("take_along_axis", ir::kChecksValues, {req("a"), req("index"), req("dim")}, [](Builder& b, const Args& a) {
     // gather: the result has the index's shape.
     TensorMeta m = tensor_arg(b, "take_along_axis", a[0], "a");
     const TensorMeta& idx = tensor_arg(b, "take_along_axis", a[1], "index");

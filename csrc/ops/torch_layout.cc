@@ -33,7 +33,7 @@ void check_index_like(const std::string& op, const TensorMeta& a, const TensorMe
 void register_layout_prims() {
   prim("clone", 0, {req("a")}, [](Builder& b, const Args& a) { return out_tensor(b, tensor(b, "prims.clone", a[0], "a")); });
   // torch.gather: the result has the index's shape.
-  prim("gather", 0, {req("a"), req("dim"), req("index")}, [](Builder& b, const Args& a) {
+  prim("gather", ir::kChecksValues, {req("a"), req("dim"), req("index")}, [](Builder& b, const Args& a) {
     TensorMeta m = tensor(b, "prims.gather", a[0], "a");
     const TensorMeta& idx = tensor(b, "prims.gather", a[2], "index");
     int64_t d = canonical_dim("prims.gather", a[1].as_int(), m.ndim());
@@ -42,7 +42,7 @@ void register_layout_prims() {
     return out_tensor(b, m);
   });
   // scatter(a, dim, index, src) with src a tensor or a number; reduce None, "add" or "multiply".
-  prim("scatter", 0, {req("a"), req("dim"), req("index"), req("src"), opt("reduce", Value())},
+  prim("scatter", ir::kChecksValues, {req("a"), req("dim"), req("index"), req("src"), opt("reduce", Value())},
        [](Builder& b, const Args& a) {
          const TensorMeta& m = tensor(b, "prims.scatter", a[0], "a");
          int64_t d = canonical_dim("prims.scatter", a[1].as_int(), m.ndim());
@@ -50,14 +50,14 @@ void register_layout_prims() {
          if (b.is_tensor(a[3]) && b.meta(a[3]).dtype != m.dtype) fail("prims.scatter", "src must have the input's dtype");
          return out_tensor(b, m);
        });
-  prim("scatter_add", 0, {req("a"), req("dim"), req("index"), req("src")}, [](Builder& b, const Args& a) {
+  prim("scatter_add", ir::kChecksValues, {req("a"), req("dim"), req("index"), req("src")}, [](Builder& b, const Args& a) {
     const TensorMeta& m = tensor(b, "prims.scatter_add", a[0], "a");
     int64_t d = canonical_dim("prims.scatter_add", a[1].as_int(), m.ndim());
     check_index_like("prims.scatter_add", m, tensor(b, "prims.scatter_add", a[2], "index"), d, true);
     if (tensor(b, "prims.scatter_add", a[3], "src").dtype != m.dtype) fail("prims.scatter_add", "src must have the input's dtype");
     return out_tensor(b, m);
   });
-  prim("scatter_reduce", 0, {req("a"), req("dim"), req("index"), req("src"), req("reduce"), req("include_self")},
+  prim("scatter_reduce", ir::kChecksValues, {req("a"), req("dim"), req("index"), req("src"), req("reduce"), req("include_self")},
        [](Builder& b, const Args& a) {
          const TensorMeta& m = tensor(b, "prims.scatter_reduce", a[0], "a");
          int64_t d = canonical_dim("prims.scatter_reduce", a[1].as_int(), m.ndim());
@@ -65,22 +65,22 @@ void register_layout_prims() {
          return out_tensor(b, m);
        });
   // index_add / index_copy / index_fill along dim with a 1-D index.
-  prim("index_add", 0, {req("a"), req("dim"), req("index"), req("source"), req("alpha")}, [](Builder& b, const Args& a) {
+  prim("index_add", ir::kChecksValues, {req("a"), req("dim"), req("index"), req("source"), req("alpha")}, [](Builder& b, const Args& a) {
     const TensorMeta& m = tensor(b, "prims.index_add", a[0], "a");
     canonical_dim("prims.index_add", a[1].as_int(), m.ndim());
     return out_tensor(b, m);
   });
-  prim("index_copy", 0, {req("a"), req("dim"), req("index"), req("source")}, [](Builder& b, const Args& a) {
+  prim("index_copy", ir::kChecksValues, {req("a"), req("dim"), req("index"), req("source")}, [](Builder& b, const Args& a) {
     const TensorMeta& m = tensor(b, "prims.index_copy", a[0], "a");
     canonical_dim("prims.index_copy", a[1].as_int(), m.ndim());
     return out_tensor(b, m);
   });
-  prim("index_fill", 0, {req("a"), req("dim"), req("index"), req("value")}, [](Builder& b, const Args& a) {
+  prim("index_fill", ir::kChecksValues, {req("a"), req("dim"), req("index"), req("value")}, [](Builder& b, const Args& a) {
     const TensorMeta& m = tensor(b, "prims.index_fill", a[0], "a");
     canonical_dim("prims.index_fill", a[1].as_int(), m.ndim());
     return out_tensor(b, m);
   });
-  prim("index_put", 0, {req("a"), req("indices"), req("values"), req("accumulate")}, [](Builder& b, const Args& a) {
+  prim("index_put", ir::kChecksValues, {req("a"), req("indices"), req("values"), req("accumulate")}, [](Builder& b, const Args& a) {
     return out_tensor(b, tensor(b, "prims.index_put", a[0], "a"));
   });
 }

@@ -439,6 +439,36 @@ def _guard_input_aliasing(fn, compiled, gm, sets_grad_mode):
     return guarded
 
 
+def _raising_as_eager(fn, state, compiled, gm):
+    """fn, where its trace may raise for its inputs' values (an index out of range that a kernel checks, an op torch
+    runs: ``BoundSymbol.may_raise_for_values``) and changes nothing before it could (it writes no input and has no
+    effect): when it raises, the graph runs as captured, with torch, which raises eager's exception -- its type and
+    message: one_hot's RuntimeError "Class values must be smaller than num_classes", nll_loss's IndexError "Target
+    -5 is out of bounds", where thunder's kernels raise an IndexError of their own -- with eager's in-place writes
+    made before it. Where torch runs what thunder raised for, torch's result is returned, with a WARNING: a bug of
+    thunder's. Other graphs, and the graphs of elementwise ops and reductions, which no value makes raise, are fn
+    as it is: no call of theirs pays for this."""
+    symbols = compiled.traces[-1].trace.symbols
+    if not any(b.may_raise_for_values for b in symbols) or _written_inputs(compiled) or \
+            any(b.has_effect and b.name != "del" for b in symbols):
+        return fn
+    exact = _as_captured(gm)
+
+    def run(*args):
+        try:
+            return fn(*args)
+        except Exception as error:  # noqa: BLE001 -- torch decides what is raised
+            try:
+                out = exact(*args)
+            except Exception as eager_error:  # noqa: BLE001
+                raise eager_error.with_traceback(eager_error.__traceback__) from None
+            logger.warning("thunder: graph %d of %s raised %s: %s, where torch runs it; this call ran it with torch "
+                           "(a bug of thunder's: please report it)", compiled.index, state.name,
+                           type(error).__name__, str(error).splitlines()[0] if str(error) else "")
+            return out
+    return run
+
+
 def _log_compiled(state, compiled, imported):
     """INFO: the graph compiled -- its ops, fusions, opaque ops, who differentiates it, the time -- and each
     data-dependent branch it compiled to a select."""
@@ -708,6 +738,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     fn = _return_selected_inputs(fn, imported.selected_inputs, imported.selected_conditions)
     fn = _remake_output_views(fn, imported.output_views)
     fn = _guard_input_aliasing(fn, compiled, gm, imported.sets_global_state)
+    fn = _raising_as_eager(fn, state, compiled, gm)
 
     def run(*args):
         compiled.calls += 1
