@@ -153,3 +153,37 @@ def test_float32_gradients():
     x = torch.randn(4, 8, requires_grad=True)
     w = torch.randn(8, 8, requires_grad=True)
     grads_match(lambda x, w: F.softmax(F.silu(x @ w), -1), x, w, rtol=1.3e-6, atol=1e-5)
+
+
+def test_forward_mode_ad_tangents_reach_the_outputs():
+    """Dynamo's guards do not tell dual tensors apart, and thunder's programs dropped their tangents
+    (unpack_dual(out).tangent was None): inside a dual level the graphs run with torch."""
+    import torch.autograd.forward_ad as fwAD
+
+    def f(x):
+        return x.sin() * 2
+
+    jitted = thunder.jit(f)
+    x = torch.arange(3.)
+    jitted(x)  # compiled outside a dual level first
+    tangents = []
+    for fn in (f, jitted):
+        with fwAD.dual_level():
+            tangents.append(fwAD.unpack_dual(fn(fwAD.make_dual(x, torch.ones_like(x)))).tangent)
+    torch.testing.assert_close(tangents[1], tangents[0])
+
+
+def test_batched_output_gradients_run_the_backward_with_torch_ops():
+    """autograd.grad(..., is_grads_batched=True) vmaps the backward: the kernels read batched tensors' memory,
+    which they have not ("Cannot access data pointer")."""
+    def f(x, w):
+        return (x @ w).tanh() * 2
+
+    x, w = torch.randn(3, 4), torch.randn(4, 2)
+    grad_outputs = torch.eye(6).view(6, 3, 2)
+    grads = []
+    for fn in (f, thunder.jit(f)):
+        xr = x.clone().requires_grad_()
+        grads.append(torch.autograd.grad(fn(xr, w.clone().requires_grad_()), xr, grad_outputs,
+                                         is_grads_batched=True)[0])
+    torch.testing.assert_close(grads[1], grads[0])

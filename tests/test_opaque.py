@@ -331,3 +331,34 @@ def test_requires_grad_of_a_computed_value_compiles():
     with torch.no_grad():
         assert_same(jitted(x, w), fn(x, w))
     assert all(g["compiled"] for g in thunder.compile_stats(jitted).graphs)
+
+
+_VIEW_LIBRARY = torch.library.Library("thunder_test_views", "DEF")
+_VIEW_LIBRARY.define("flat(Tensor(a) x) -> Tensor(a)")
+_VIEW_LIBRARY.impl("flat", lambda x: x.view(-1), "CompositeExplicitAutograd")
+_VIEW_LIBRARY.impl("flat", lambda x: x.view(-1), "Meta")
+
+
+def _through_a_custom_view(x):
+    v = torch.ops.thunder_test_views.flat(x)
+    v.mul_(2)
+    return v + 0, x + 1
+
+
+def _through_a_dtype_view(x):
+    return torch.ops.aten.view.dtype(x, torch.int32).add_(2)
+
+
+def _through_unsafe_split(x):
+    a, _ = x.unsafe_split(3)
+    a.mul_(2)
+    return x + 1
+
+
+@pytest.mark.parametrize("fn", [_through_a_custom_view, _through_a_dtype_view, _through_unsafe_split])
+def test_a_write_through_an_opaque_op_returning_a_view_reaches_its_base(fn):
+    """Fake results of these ops share their argument's memory without being marked as views: imported as new
+    tensors, the write into them was dropped (the input kept its values, and later reads saw the old ones)."""
+    x_eager, x_jitted = torch.arange(6.), torch.arange(6.)
+    assert_same(thunder.jit(fn)(x_jitted), fn(x_eager))
+    assert_same(x_jitted, x_eager)

@@ -684,10 +684,16 @@ class _TrainingProgram(torch.autograd.Function):
             compiled_backward, uncompiled = program.specialized(tuple(g is not None for g in grads))
             if differentiable_backward is not None:
                 differentiable_backward = (differentiable_backward[0], uncompiled)
-        if torch.is_grad_enabled():  # create_graph=True
+        # Gradients batched by torch.func's vmap (autograd.grad(..., is_grads_batched=True)) reach kernels that
+        # read memory as laid out, which a batched tensor has not: the torch-op traces run instead, which vmap
+        # batches, as for a second derivative.
+        batched = any(g is not None and _is_batched(g) for g in grads)
+        if torch.is_grad_enabled() or batched:  # create_graph=True, or batched gradients
             if ctx.args is None:
-                raise RuntimeError("thunder: create_graph=True (a second derivative) through a compiled graph that "
-                                   "writes into a tensor is not supported: its forward would run twice")
+                what = "batched gradients (is_grads_batched=True)" if batched else \
+                    "create_graph=True (a second derivative)"
+                raise RuntimeError(f"thunder: {what} through a compiled graph that writes into a tensor is not "
+                                   "supported: its forward would run twice")
             forward, backward = differentiable_backward
             # An argument no given gradient reaches is differentiated only for the missing ones (where the split's
             # backward runs with zeros for them, _with_zeros): detached, it stays off the gradients' graph, and a
@@ -713,6 +719,12 @@ class _TrainingProgram(torch.autograd.Function):
         except Exception as e:
             debug.annotate(e)  # the backward trace's line and the user's line it came from
             raise
+
+
+def _is_batched(tensor):
+    """Whether a gradient is batched by vmap: functorch's (torch.func.vmap) or autograd's own, older one
+    (``is_grads_batched=True``)."""
+    return torch._C._functorch.is_batchedtensor(tensor) or torch._C._functorch.is_legacy_batchedtensor(tensor)
 
 
 def _reached(arg_grads, reached):

@@ -90,6 +90,7 @@ class JitState:
     debug: str = None                                 # thunder.jit's debug mode (None, "pdb")
     plan_only: bool = False                           # thunder.examine: graphs are planned, not compiled; they run
                                                       # as captured
+    forward_ad_warned: bool = False                   # a call ran its graphs with torch in a forward-AD dual level
     #: The kernels its graphs compiled, per fusion executor, which its later graphs reuse (the ``compiled`` of
     #: thunder.executors.cpuex.lower and cudaex.lower).
     compiled_kernels: dict = field(default_factory=dict, repr=False)
@@ -439,6 +440,23 @@ def _guard_input_aliasing(fn, compiled, gm, sets_grad_mode):
     return guarded
 
 
+def forward_ad_active():
+    """Whether a forward-mode AD dual level is open (``with torch.autograd.forward_ad.dual_level()``): the inputs
+    may carry tangents, which Dynamo's guards do not tell apart, and thunder's programs do not propagate."""
+    return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
+
+
+def _run_with_forward_ad(state, compiled, gm, args):
+    """A compiled graph called inside a forward-AD dual level: run as captured, with torch, whose ops carry the
+    inputs' tangents to the outputs (thunder's dropped them: ``unpack_dual(out).tangent`` was None). Said once per
+    wrapper, at WARNING."""
+    if not state.forward_ad_warned:
+        state.forward_ad_warned = True
+        logger.warning("thunder: %s is called inside a forward-mode AD dual level (torch.autograd.forward_ad): its "
+                       "graphs run with torch there, uncompiled, so that tangents reach the outputs", state.name)
+    return _as_captured(gm)(*args)
+
+
 def _raising_as_eager(fn, state, compiled, gm):
     """fn, where its trace may raise for its inputs' values (an index out of range that a kernel checks, an op torch
     runs: ``BoundSymbol.may_raise_for_values``) and changes nothing before it could (it writes no input and has no
@@ -743,6 +761,8 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     def run(*args):
         compiled.calls += 1
         _count_graph_call(state, also)
+        if forward_ad_active():
+            return _run_with_forward_ad(state, compiled, gm, args)
         try:
             return fn(*args)
         except Exception as e:

@@ -46,7 +46,9 @@ def api_problem():
     ``isolate_recompiles``, ``_get_cache_entries_for_region`` (a code object's cache entries), the entries' ``backend`` (whose ``compiler_fn`` is the backend given to
     torch.compile), ``code`` and ``guard_manager``; ``torch.nn.modules.module._has_any_global_hook``, and
     ``torch._C._get_tracing_state`` (whether ``nn.Module.__call__`` would do more than call ``forward``);
-    ``eval_frame._stance`` (``torch.compiler.set_stance``'s: under "force_eager" every call is a miss)."""
+    ``eval_frame._stance`` (``torch.compiler.set_stance``'s: under "force_eager" every call is a miss);
+    ``torch.autograd.forward_ad._current_level`` (inside a dual level every call is a miss: see
+    ``thunder.frontend.dynamo.forward_ad_active``)."""
     global _problem
     if _problem is None:
         _problem = _find_problem()
@@ -69,6 +71,8 @@ def _find_problem():
             return f"{owner.__name__}.{name}"
     if not hasattr(getattr(eval_frame, "_stance", None), "stance"):
         return "torch._dynamo.eval_frame._stance.stance"
+    if not isinstance(getattr(torch.autograd.forward_ad, "_current_level", None), int):
+        return "torch.autograd.forward_ad._current_level"
     entry = getattr(torch._C._dynamo.eval_frame, "_CacheEntry", None)
     for name in ("backend", "code", "guard_manager"):
         if not hasattr(entry, name):
@@ -689,7 +693,8 @@ class FastPath:
         from torch._dynamo import eval_frame
 
         namespace = {"MISS": MISS, "instance": self.instance, "state": self.state, "annotate": debug.annotate,
-                     "count_limited_frames": count_limited_frames, "eval_frame": eval_frame}
+                     "count_limited_frames": count_limited_frames, "eval_frame": eval_frame,
+                     "forward_ad": torch.autograd.forward_ad}
         positional = len(self.names) - self.bound
         values = {name: "instance" for name in self.names[:self.bound]}  # each local of the frame, as source
         values.update((name, f"args[{i}]") for i, name in enumerate(self.names[self.bound:]))
@@ -698,8 +703,10 @@ class FastPath:
         if self.varkw:
             values[self.varkw] = "{}"
         test = f"len(args) < {positional}" if self.varargs else f"len(args) != {positional}"
-        # torch.compiler.set_stance("force_eager"): the ordinary path runs the function eagerly, as torch.compile.
-        lines = ["def call(args):", f"    if {test} or eval_frame._stance.stance == 'force_eager':",
+        # torch.compiler.set_stance("force_eager"): the ordinary path runs the function eagerly, as torch.compile;
+        # inside a forward-AD dual level, it runs the graphs with torch (dynamo.forward_ad_active).
+        lines = ["def call(args):", f"    if {test} or eval_frame._stance.stance == 'force_eager' or "
+                 "forward_ad._current_level >= 0:",
                  "        return MISS"]
         if self.cells:  # an empty cell (a closure variable not yet assigned) is a miss
             lines.append("    try:")

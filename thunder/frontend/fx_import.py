@@ -203,6 +203,15 @@ def _pack_size(args, kwargs):
     return list(args), kwargs
 
 
+def _where_method(args, kwargs):
+    """x.where(condition, other) -> where(condition, x, other): the method's tensor is the one chosen where the
+    condition holds, not the condition (the op's first argument)."""
+    args, kwargs = list(args), dict(kwargs)
+    condition = args[1] if len(args) > 1 else kwargs.pop("condition")
+    other = args[2] if len(args) > 2 else kwargs.pop("other")
+    return [condition, args[0], other], kwargs
+
+
 def _drop_stacklevel(args, kwargs):
     """F.softmax(x, dim, _stacklevel, dtype): the third parameter is not the dtype."""
     kwargs = {k: v for k, v in kwargs.items() if k != "_stacklevel"}
@@ -277,6 +286,7 @@ def _build_tables():
         ("method", "to"): _to_dtype_only, ("method", "type"): _to_dtype_only,
         ("function", "zeros"): _pack_size, ("function", "ones"): _pack_size,
         ("function", "softmax"): _drop_stacklevel, ("function", "log_softmax"): _drop_stacklevel,
+        ("method", "where"): _where_method,
     }
     for method, dtype in (("float", torch.float32), ("double", torch.float64), ("half", torch.float16),
                           ("bfloat16", torch.bfloat16), ("int", torch.int32), ("long", torch.int64),
@@ -1547,12 +1557,21 @@ def _shares_memory_unevenly(a, b):
 
 def _aliases_an_argument(node):
     """Whether the node makes a tensor sharing its argument's memory that Dynamo's example value does not mark as a
-    view: ``x.data`` and ``x.view(dtype)``."""
+    view: ``x.data``, ``x.view(dtype)``, and any op whose example shares an argument's memory without being that
+    argument's tensor (``torch.ops.aten.view.dtype``, a custom op declared ``(Tensor(a) x) -> Tensor(a)``,
+    ``unsafe_split``: their fake results are not marked as views)."""
     if node.op == "call_function" and node.target == torch._C._autograd._get_data_attr:
         return True
     is_view = (node.op == "call_method" and node.target == "view") or (
         node.op == "call_function" and node.target is torch.Tensor.view)
-    return is_view and (any(isinstance(a, torch.dtype) for a in node.args[1:]) or "dtype" in node.kwargs)
+    if is_view and (any(isinstance(a, torch.dtype) for a in node.args[1:]) or "dtype" in node.kwargs):
+        return True
+    results = node.meta.get("example_value")
+    results = results if isinstance(results, (tuple, list)) else [results]  # unsafe_split's views
+    arguments = [(a, _storage(_meta_example(a))) for a in _argument_nodes((node.args, node.kwargs))]
+    made = [(r, _storage(r)) for r in results if isinstance(r, torch.Tensor)]
+    return any(memory is not None and mine is not None and memory == mine and _meta_example(a) is not r
+               for r, mine in made for a, memory in arguments)
 
 
 def _aliasing_decided_at_run_time(node):
