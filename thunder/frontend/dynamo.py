@@ -463,9 +463,9 @@ def _raising_as_eager(fn, state, compiled, gm):
     effect): when it raises, the graph runs as captured, with torch, which raises eager's exception -- its type and
     message: one_hot's RuntimeError "Class values must be smaller than num_classes", nll_loss's IndexError "Target
     -5 is out of bounds", where thunder's kernels raise an IndexError of their own -- with eager's in-place writes
-    made before it. Where torch runs what thunder raised for, torch's result is returned, with a WARNING: a bug of
-    thunder's. Other graphs, and the graphs of elementwise ops and reductions, which no value makes raise, are fn
-    as it is: no call of theirs pays for this."""
+    made before it. Where torch runs what thunder raised for (a number beyond 64 bits a kernel cannot take),
+    torch's result is returned, with a WARNING. Other graphs, and the graphs of elementwise ops and reductions,
+    which no value makes raise, are fn as it is: no call of theirs pays for this."""
     symbols = compiled.traces[-1].trace.symbols
     if not any(b.may_raise_for_values for b in symbols) or _written_inputs(compiled) or \
             any(b.has_effect and b.name != "del" for b in symbols):
@@ -480,9 +480,9 @@ def _raising_as_eager(fn, state, compiled, gm):
                 out = exact(*args)
             except Exception as eager_error:  # noqa: BLE001
                 raise eager_error.with_traceback(eager_error.__traceback__) from None
-            logger.warning("thunder: graph %d of %s raised %s: %s, where torch runs it; this call ran it with torch "
-                           "(a bug of thunder's: please report it)", compiled.index, state.name,
-                           type(error).__name__, str(error).splitlines()[0] if str(error) else "")
+            logger.warning("thunder: graph %d of %s raised %s: %s, where torch runs it; this call ran the graph "
+                           "with torch", compiled.index, state.name, type(error).__name__,
+                           str(error).splitlines()[0] if str(error) else "")
             return out
     return run
 
