@@ -462,8 +462,7 @@ def _raising_as_eager(fn, state, compiled, gm):
     runs: ``BoundSymbol.may_raise_for_values``) and changes nothing before it could (it writes no input and has no
     effect): when it raises, the graph runs as captured, with torch, which raises eager's exception -- its type and
     message: one_hot's RuntimeError "Class values must be smaller than num_classes", nll_loss's IndexError "Target
-    -5 is out of bounds", where thunder's kernels raise an IndexError of their own -- with eager's in-place writes
-    made before it. Where torch runs what thunder raised for (a number beyond 64 bits a kernel cannot take),
+    -5 is out of bounds", where thunder's kernels raise an IndexError of their own. Where torch runs what thunder raised for (a number beyond 64 bits a kernel cannot take),
     torch's result is returned, with a WARNING. Other graphs, and the graphs of elementwise ops and reductions,
     which no value makes raise, are fn as it is: no call of theirs pays for this."""
     symbols = compiled.traces[-1].trace.symbols
