@@ -81,6 +81,25 @@ def test_an_index_out_of_range_raises_eagers_exception(case):
     assert (type(jitted), str(jitted).splitlines()[0]) == (type(eager), str(eager).splitlines()[0])
 
 
+def test_an_input_written_before_an_index_out_of_range_is_written_as_in_eager():
+    """thunder's copy-backs come at the end: the error left the input unwritten where eager had written it. The
+    graph runs again with torch (its copy-back comes after the failing op, so nothing was written twice)."""
+    def f(x, table, idx):
+        x.add_(1)
+        return table[idx] + x.sum()
+
+    table, jitted = torch.randn(5, 3), thunder.jit(f)
+    jitted(torch.zeros(3), table, torch.tensor([1]))
+    xs = [torch.zeros(3), torch.zeros(3)]
+    errors = []
+    for fn, x in zip((f, jitted), xs):
+        with pytest.raises(Exception) as info:
+            fn(x, table, torch.tensor([9]))
+        errors.append(info.value)
+    assert type(errors[1]) is type(errors[0]) and str(errors[1]) == str(errors[0])
+    assert torch.equal(xs[1], xs[0])
+
+
 def test_notes_do_not_name_good_arguments():
     eager, jitted = eager_and_jitted_errors(add, torch.ones(2), object())
     notes = getattr(jitted, "__notes__", [])

@@ -440,6 +440,12 @@ def _guard_input_aliasing(fn, compiled, gm, sets_grad_mode):
     return guarded
 
 
+def _writes(b):
+    """Whether a symbol of a final trace writes memory or state (a copy-back into an input, an effect), or holds one
+    that does (a fusion)."""
+    return (b.has_effect and b.name != "del") or any(_writes(s) for s in b.subsymbols)
+
+
 def forward_ad_active():
     """Whether a forward-mode AD dual level is open (``with torch.autograd.forward_ad.dual_level()``): the inputs
     may carry tangents, which Dynamo's guards do not tell apart, and thunder's programs do not propagate."""
@@ -459,15 +465,16 @@ def _run_with_forward_ad(state, compiled, gm, args):
 
 def _raising_as_eager(fn, state, compiled, gm):
     """fn, where its trace may raise for its inputs' values (an index out of range that a kernel checks, an op torch
-    runs: ``BoundSymbol.may_raise_for_values``) and changes nothing before it could (it writes no input and has no
-    effect): when it raises, the graph runs as captured, with torch, which raises eager's exception -- its type and
+    runs: ``BoundSymbol.may_raise_for_values``) and changes nothing before it could (its writes into inputs, the
+    copy-backs, and its effects all come after the last such op): when it raises, the graph runs as captured, with torch, which raises eager's exception -- its type and
     message: one_hot's RuntimeError "Class values must be smaller than num_classes", nll_loss's IndexError "Target
     -5 is out of bounds", where thunder's kernels raise an IndexError of their own. Where torch runs what thunder raised for (a number beyond 64 bits a kernel cannot take),
     torch's result is returned, with a WARNING. Other graphs, and the graphs of elementwise ops and reductions,
     which no value makes raise, are fn as it is: no call of theirs pays for this."""
-    symbols = compiled.traces[-1].trace.symbols
-    if not any(b.may_raise_for_values for b in symbols) or _written_inputs(compiled) or \
-            any(b.has_effect and b.name != "del" for b in symbols):
+    symbols = list(compiled.traces[-1].trace.symbols)
+    raising = [i for i, b in enumerate(symbols) if b.may_raise_for_values]
+    writing = [i for i, b in enumerate(symbols) if _writes(b)]
+    if not raising or (writing and writing[0] < raising[-1]):
         return fn
     exact = _as_captured(gm)
 
