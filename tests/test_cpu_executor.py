@@ -1007,3 +1007,20 @@ def test_the_where_method_chooses_its_tensor_where_the_condition_holds():
         got, want = thunder.jit(fn)(x, x > 0), fn(x, x > 0)
         torch.testing.assert_close(got, want)
         torch.testing.assert_close(torch.autograd.grad(got.sum(), x), torch.autograd.grad(want.sum(), x))
+
+
+@pytest.mark.parametrize("target", [0, -100])
+def test_a_loss_over_zero_classes_runs_as_eager(target):
+    """A kernel's bounds check clamps an index into [0, extent): over a dimension of size 0 there is nothing to
+    read, and the process crashed (SIGSEGV). Such an op runs with torch, which raises or returns NaN as eager."""
+    def fn(x, t):
+        return F.cross_entropy(x * 1, t)
+
+    x, t = torch.randn(4, 0), torch.full((4,), target)
+    try:
+        expected = fn(x, t)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)):
+            thunder.jit(fn)(x, t)
+    else:
+        torch.testing.assert_close(thunder.jit(fn)(x, t), expected, equal_nan=True)

@@ -183,6 +183,11 @@ Value Builder::opaque(std::string callee, Args args, Kwargs kwargs, Value output
 
 void fail(std::string_view op, const std::string& what) { throw OpError(std::string(op) + ": " + what); }
 
+void refuse_empty_indexed(std::string_view op, const ir::Dim& extent, const ir::TensorMeta& index) {
+  if (extent == ir::Dim(0) && !(index.numel() == ir::Dim(0)))
+    throw NotNative(std::string(op) + " indexes a dimension of size 0");
+}
+
 std::string shape_string(const ir::Shape& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + shape[i].str();

@@ -98,6 +98,10 @@ class Builder {
 
 /// Raises OpError("<op>: <what>").
 [[noreturn]] void fail(std::string_view op, const std::string& what);
+/// NotNative where an op reads, with a nonempty index, a dimension of size 0 (cross_entropy over zero classes):
+/// every index is out of range, and a kernel's bounds check, which clamps into [0, extent), has no element to
+/// read in its place. torch runs the op, and raises as eager does.
+void refuse_empty_indexed(std::string_view op, const ir::Dim& extent, const ir::TensorMeta& index);
 std::string shape_string(const ir::Shape& shape);
 std::string shape_string(const std::vector<int64_t>& shape);
 /// Wraps a possibly negative dim into [0, ndim); OpError naming `op` if out of range.

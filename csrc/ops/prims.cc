@@ -322,6 +322,7 @@ void register_other_prims() {
     const TensorMeta& idx = tensor_arg(b, "take", a[1], "index");
     if (ir::is_floating(idx.dtype) || idx.ndim() > 1) fail("prims.take", "expected a 0-d or 1-d integer index tensor");
     int64_t d = canonical_dim("prims.take", a[2].as_int(), m.ndim());
+    if (m.ndim() > 0) refuse_empty_indexed("prims.take", m.shape[d], idx);
     if (m.ndim() > 0) m.shape[d] = idx.numel();
     return new_tensor_like(b, m, m.shape);
   });
@@ -330,7 +331,8 @@ void register_other_prims() {
     TensorMeta m = tensor_arg(b, "take_along_axis", a[0], "a");
     const TensorMeta& idx = tensor_arg(b, "take_along_axis", a[1], "index");
     if (idx.ndim() != m.ndim()) fail("prims.take_along_axis", "index must have as many dims as the input");
-    canonical_dim("prims.take_along_axis", a[2].as_int(), m.ndim());
+    const int64_t d = canonical_dim("prims.take_along_axis", a[2].as_int(), m.ndim());
+    refuse_empty_indexed("prims.take_along_axis", m.shape[d], idx);
     return new_tensor_like(b, m, idx.shape);
   });
   // Randomness. random_seed draws a seed from torch's default generator at each run: the one op that reads a

@@ -27,6 +27,7 @@ void check_index_like(const std::string& op, const TensorMeta& a, const TensorMe
     fail(op, "index must have as many dims as the input");
   for (int64_t d = 0; d < idx.ndim() && d < a.ndim(); ++d)
     if (d != dim && idx.shape[d] > a.shape[d]) fail(op, "index is larger than the input outside dim");
+  if (a.ndim() > 0) refuse_empty_indexed(op, a.shape[static_cast<size_t>(dim)], idx);
   (void)scatter;
 }
 

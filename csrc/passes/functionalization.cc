@@ -862,8 +862,10 @@ class Functionalizer {
     // the importer marks such a value as requiring grad) still takes part, as in eager, and what it was gets a
     // zero gradient, not None (optimizers tell the two apart: weight decay skips a parameter whose .grad is None).
     // Its new value, which does not read what it was, is where(True, value, what it was), which passes that zero
-    // gradient.
-    if (requires_grad(r.value) && requires_grad(value) && !e_.computed_from(value.proxy(), r.value.proxy())) {
+    // gradient. (Not inside a converted branch's arms, whose reads of earlier values are masked: there an input
+    // only one arm reaches gets zeros anyway, see docs/branches.md.)
+    if (frames_.empty() && requires_grad(r.value) && requires_grad(value) &&
+        !e_.computed_from(value.proxy(), r.value.proxy())) {
       const TensorMeta& m = e_.meta(value);
       const Value yes =
           e_.torch("full", {Value::dims({}), Value(true), Value(ir::DType::Bool), Value(ir::Str{m.device})});
