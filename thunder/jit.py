@@ -19,8 +19,7 @@ from thunder.executors import resolve_executors
 from thunder.frontend import branches, skipped_logging
 from thunder.frontend.code_copies import forget_shape_history, private_function, private_module, release
 from thunder.frontend.dynamo import (EagerGraph, GraphBreak, JitBackend, JitState, count_limited_frames, current_state,
-                                    forget_converted_tensors,
-                                     note_dynamo_stopped, note_recompile_limit)
+                                     forget_converted_tensors, note_dynamo_stopped, note_recompile_limit)
 from thunder.frontend.fast_path import MISS, FastPath, cache_entries, plain_module_call
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.

@@ -452,7 +452,7 @@ def forward_ad_active():
     return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
 
 
-def _run_with_forward_ad(state, compiled, gm, args):
+def _run_with_forward_ad(state, gm, args):
     """A compiled graph called inside a forward-AD dual level: run as captured, with torch, whose ops carry the
     inputs' tangents to the outputs (thunder's dropped them: ``unpack_dual(out).tangent`` was None). Said once per
     wrapper, at WARNING."""
@@ -466,11 +466,12 @@ def _run_with_forward_ad(state, compiled, gm, args):
 def _raising_as_eager(fn, state, compiled, gm):
     """fn, where its trace may raise for its inputs' values (an index out of range that a kernel checks, an op torch
     runs: ``BoundSymbol.may_raise_for_values``) and changes nothing before it could (its writes into inputs, the
-    copy-backs, and its effects all come after the last such op): when it raises, the graph runs as captured, with torch, which raises eager's exception -- its type and
-    message: one_hot's RuntimeError "Class values must be smaller than num_classes", nll_loss's IndexError "Target
-    -5 is out of bounds", where thunder's kernels raise an IndexError of their own. Where torch runs what thunder raised for (a number beyond 64 bits a kernel cannot take),
-    torch's result is returned, with a WARNING. Other graphs, and the graphs of elementwise ops and reductions,
-    which no value makes raise, are fn as it is: no call of theirs pays for this."""
+    copy-backs, and its effects all come after the last such op): when it raises, the graph runs as captured, with
+    torch, which raises eager's exception -- its type and message: one_hot's RuntimeError "Class values must be
+    smaller than num_classes", nll_loss's IndexError "Target -5 is out of bounds", where thunder's kernels raise an
+    IndexError of their own. Where torch runs what thunder raised for (a number beyond 64 bits a kernel cannot
+    take), torch's result is returned, with a WARNING. Other graphs, and the graphs of elementwise ops and
+    reductions, which no value makes raise, are fn as it is: no call of theirs pays for this."""
     symbols = list(compiled.traces[-1].trace.symbols)
     raising = [i for i, b in enumerate(symbols) if b.may_raise_for_values]
     writing = [i for i, b in enumerate(symbols) if _writes(b)]
@@ -485,7 +486,7 @@ def _raising_as_eager(fn, state, compiled, gm):
             try:
                 out = exact(*args)
             except Exception as eager_error:  # noqa: BLE001
-                raise eager_error.with_traceback(eager_error.__traceback__) from None
+                raise eager_error from None
             logger.warning("thunder: graph %d of %s raised %s: %s, where torch runs it; this call ran the graph "
                            "with torch", compiled.index, state.name, type(error).__name__,
                            str(error).splitlines()[0] if str(error) else "")
@@ -768,7 +769,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
         compiled.calls += 1
         _count_graph_call(state, also)
         if forward_ad_active():
-            return _run_with_forward_ad(state, compiled, gm, args)
+            return _run_with_forward_ad(state, gm, args)
         try:
             return fn(*args)
         except Exception as e:
