@@ -1024,3 +1024,12 @@ def test_a_loss_over_zero_classes_runs_as_eager(target):
             thunder.jit(fn)(x, t)
     else:
         torch.testing.assert_close(thunder.jit(fn)(x, t), expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("chunks", [2, 3])
+def test_chunk_and_glu_of_a_dimension_of_size_0(chunks):
+    """torch.chunk of a size-0 dimension gives `chunks` empty pieces; thunder's rule gave one, and glu, which reads
+    the second half, read past the end (the process crashed)."""
+    x = torch.randn(4, 0)
+    assert_matches_eager(lambda x: torch.stack([c * 2 for c in x.chunk(chunks, -1)]), x)  # (chunks, 4, 0)
+    assert_matches_eager(lambda x: F.glu(x, -1) * 2, x)

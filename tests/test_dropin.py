@@ -139,6 +139,27 @@ def test_pickle_of_a_jitted_function():
         pickle.dumps(thunder.jit(lambda x: x + 1))
 
 
+@thunder.jit
+def decorated_sin(x):
+    return x.sin()
+
+
+def test_pickle_of_a_function_jitted_by_decorator_is_the_global():
+    """pickle found the module's global to be the wrapper, not the function it pickled by reference, and raised."""
+    assert pickle.loads(pickle.dumps(decorated_sin)) is decorated_sin
+
+
+def test_jit_of_a_function_torch_compiler_disable_excluded_compiles_nothing():
+    """torch.compiler.disable's result also holds the function it wraps: unwrapped as a torch.compile result, the
+    function the user excluded was compiled."""
+    def fn(x):
+        return x.sin() + 1
+
+    jitted, x = thunder.jit(torch.compiler.disable(fn)), torch.randn(3)
+    assert_same(jitted(x), fn(x))
+    assert not thunder.compile_stats(jitted).graphs
+
+
 def test_pickle_with_a_custom_executor_says_what_to_do():
     mine = Executor("mine", dict(torch_executor.callees), torch_executor.namespace)
     jitted = thunder.jit(MLP(), executors=[mine])
@@ -216,6 +237,7 @@ def test_jit_of_a_jitted_callable_with_options_or_of_a_torch_compile_result():
     assert thunder.jit(jitted) is jitted
     again = thunder.jit(jitted, executors="cpu", fullgraph=True)
     assert again is not jitted and again._options()["fullgraph"] is True
+    assert thunder.jit(thunder.jit(fn, dynamic=True), dynamic=False)._options()["dynamic"] is False
     assert [e.name for e in again._get_executors()][0] == "cpu"
     assert_same(again(x), fn(x))
     model = nn.Linear(3, 3)

@@ -100,6 +100,33 @@ def test_an_input_written_before_an_index_out_of_range_is_written_as_in_eager():
     assert torch.equal(xs[1], xs[0])
 
 
+_CALLS = []
+
+
+@torch.library.custom_op("thunder_test_errors::logged", mutates_args=())
+def _logged(x: torch.Tensor) -> torch.Tensor:
+    _CALLS.append("logged")
+    return x.clone()
+
+
+@_logged.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_graph_calling_a_custom_op_is_not_run_again_when_it_raises():
+    """Run again with torch, the graph called the custom op twice where eager calls it once (a counter, a log)."""
+    def f(x, idx):
+        return _logged(x * 2)[idx] + 1
+
+    jitted = thunder.jit(f)
+    jitted(torch.ones(3), torch.tensor([1]))
+    _CALLS.clear()
+    with pytest.raises(IndexError):
+        jitted(torch.ones(3), torch.tensor([9]))
+    assert _CALLS == ["logged"]
+
+
 def test_notes_do_not_name_good_arguments():
     eager, jitted = eager_and_jitted_errors(add, torch.ones(2), object())
     notes = getattr(jitted, "__notes__", [])

@@ -2309,3 +2309,20 @@ def test_a_tensor_requiring_grad_overwritten_whole_keeps_requiring_grad(overwrit
 
     for got, want in zip(run(thunder.jit(f)), run(f)):
         assert_same(got, want)
+
+
+def test_an_overwrite_with_a_detached_tensor_leaves_its_source_without_a_gradient():
+    """The written value was marked as requiring grad where it was w.detach() itself: the gradient went through the
+    detach, and w.grad was zeros where eager leaves None (weight decay then moved w)."""
+    def f(x, w):
+        y = x * 2
+        y.copy_(w.detach())
+        return y.sum() + x.sum()
+
+    grads = []
+    for fn in (f, thunder.jit(f)):
+        x, w = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+        fn(x, w).backward()
+        grads.append((x.grad, w.grad))
+    assert grads[1][1] is None and grads[0][1] is None
+    assert_same(grads[1][0], grads[0][0])

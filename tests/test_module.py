@@ -480,3 +480,10 @@ def test_lazy_submodules_are_initialized_by_an_eager_first_call(dynamic):
     assert jitted(torch.randn(6, 5)).shape == (6, 2)
     stats = thunder.compile_stats(jitted)
     assert stats.graphs and stats.eager_calls == 1, stats
+
+
+def test_the_eager_first_call_of_lazy_submodules_runs_the_jitted_modules_hooks():
+    model = nn.Sequential(nn.LazyLinear(3), nn.ReLU())
+    jitted = thunder.jit(model)
+    jitted.register_forward_hook(lambda module, args, out: out * 0 + 7)
+    assert (jitted(torch.randn(2, 5)) == 7).all()

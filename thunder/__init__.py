@@ -74,12 +74,14 @@ def jit(fn, *, executors=None, passes=None, debug=None, fullgraph=False, dynamic
     """
     options = {"executors": executors, "passes": passes, "debug": debug, "fullgraph": fullgraph, "dynamic": dynamic}
     if isinstance(fn, ThunderFunction | ThunderModule):
-        if all(value is None or value is False for value in options.values()):
+        defaults = {"executors": None, "passes": None, "debug": None, "fullgraph": False, "dynamic": None}
+        if all(options[name] is default for name, default in defaults.items()):
             return fn  # jitted again as it is: the same wrapper, its compiled graphs kept
         fn = fn._thunder_target  # with options of its own: a new wrapper of what it compiles
     # What torch.compile returned: thunder compiles what it wraps (torch.compile's backend is not used).
+    # (torch.compiler.disable's result, which also holds what it wraps, stays as it is: Dynamo skips it.)
     original = fn._orig_mod if isinstance(fn, torch._dynamo.eval_frame.OptimizedModule) else \
-        getattr(fn, "_torchdynamo_orig_callable", None)
+        None if getattr(fn, "_torchdynamo_disable", False) else getattr(fn, "_torchdynamo_orig_callable", None)
     if original is not None:
         _logger.info("thunder.jit of a torch.compile result: thunder compiles the %s it wraps",
                      "module" if isinstance(fn, torch.nn.Module) else "function")

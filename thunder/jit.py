@@ -2,6 +2,7 @@
 import dataclasses
 import functools
 import inspect
+import sys
 import types
 import weakref
 from dataclasses import dataclass, field
@@ -455,9 +456,17 @@ class ThunderFunction(_Jitted):
 
     def __reduce__(self):
         """Pickles the function (by reference, as pickle does: a lambda or a nested function cannot be) and the
-        options; loading jits it again (``multiprocessing`` with spawn, a DataLoader worker holding it). Raises
-        pickle.PicklingError where the function or an executor cannot be pickled."""
-        return _rebuild_function, (self._fn, self._pickled_options())
+        options; loading jits it again (``multiprocessing`` with spawn, a DataLoader worker holding it). A wrapper
+        that is itself the global its function's name gives (``@thunder.jit`` at module level) is pickled as that
+        global. Raises pickle.PicklingError where the function or an executor cannot be pickled."""
+        fn = self._fn
+        owner = sys.modules.get(getattr(fn, "__module__", None) or "")
+        found = owner
+        for part in (getattr(fn, "__qualname__", "") or "").split("."):
+            found = getattr(found, part, None)
+        if owner is not None and found is self:
+            return fn.__qualname__
+        return _rebuild_function, (fn, self._pickled_options())
 
     def __deepcopy__(self, memo):
         """A deep copy of the jitted function, jitted with the same options (it compiles anew). A bound method
@@ -563,8 +572,8 @@ class ThunderModule(_Jitted, nn.Module):
         if _is_compiling():  # traced by an enclosing compile: its hooks, then forward (the original's call)
             return nn.Module.__call__(self, *args, **kwargs)
         model = d["_thunder_model"]
-        if d["_thunder_lazy"] and self._lazy_call_pending(model, args, kwargs):
-            return model(*args, **kwargs)
+        if d["_thunder_lazy"]:  # lazy modules to initialize: forward does (see there)
+            return nn.Module.__call__(self, *args, **kwargs)
         if not kwargs and fast is not None and "forward" not in d and plain_module_call(self, model):
             if not d["_thunder_unchanged"]():
                 self._follow_source()
@@ -605,6 +614,8 @@ class ThunderModule(_Jitted, nn.Module):
         d = self.__dict__
         if _is_compiling():  # traced by an enclosing compile: its trace takes in the original
             return d["_thunder_model"](*args, **kwargs)
+        if d["_thunder_lazy"] and self._lazy_call_pending(d["_thunder_model"], args, kwargs):
+            return d["_thunder_model"](*args, **kwargs)  # the wrapper's own hooks ran around this, as ever
         out = self._run(args, kwargs)
         # A forward returning `self` returns the module compiled, which shares the original's state
         # (code_copies.private_module): the caller gets the original, as in eager. Every compiled entry's first

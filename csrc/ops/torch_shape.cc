@@ -286,7 +286,7 @@ void register_joins() {
     int64_t n = m.shape[dim].value("ltorch.chunk"), size = (n + chunks - 1) / chunks;
     Shape sizes;
     for (int64_t off = 0; off < n; off += size) sizes.push_back(std::min(size, n - off));
-    if (sizes.empty()) sizes.push_back(0);
+    if (n == 0) sizes.assign(static_cast<size_t>(chunks), 0);  // torch: `chunks` empty pieces
     return split_sizes(b, a[0], sizes, dim);
   });
   def_decomposed("unbind", kShape, {kInput, opt("dim", Int(0))}, [](Builder& b, const Args& a) {

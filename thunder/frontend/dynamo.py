@@ -446,6 +446,19 @@ def _writes(b):
     return (b.has_effect and b.name != "del") or any(_writes(s) for s in b.subsymbols)
 
 
+def _calls_opaque(b):
+    """Whether a symbol is, or holds, an opaque call other than torch's own (``operator.getitem``, ``torch.*``,
+    ``torch.Tensor.*``, aten ops): a custom op or a function Dynamo put in the graph, which may do more than compute
+    (count, log) and must not run twice."""
+    if b.is_opaque:
+        callee = b.callee
+        torchs = callee.startswith(("operator.", "torch.ops.aten.")) or \
+            (callee.startswith("torch.") and not callee.startswith("torch.ops."))
+        if not torchs:
+            return True
+    return any(_calls_opaque(s) for s in b.subsymbols)
+
+
 def forward_ad_active():
     """Whether a forward-mode AD dual level is open (``with torch.autograd.forward_ad.dual_level()``): the inputs
     may carry tangents, which Dynamo's guards do not tell apart, and thunder's programs do not propagate."""
@@ -466,16 +479,21 @@ def _run_with_forward_ad(state, gm, args):
 def _raising_as_eager(fn, state, compiled, gm):
     """fn, where its trace may raise for its inputs' values (an index out of range that a kernel checks, an op torch
     runs: ``BoundSymbol.may_raise_for_values``) and changes nothing before it could (its writes into inputs, the
-    copy-backs, and its effects all come after the last such op): when it raises, the graph runs as captured, with
-    torch, which raises eager's exception -- its type and message: one_hot's RuntimeError "Class values must be
-    smaller than num_classes", nll_loss's IndexError "Target -5 is out of bounds", where thunder's kernels raise an
-    IndexError of their own. Where torch runs what thunder raised for (a number beyond 64 bits a kernel cannot
-    take), torch's result is returned, with a WARNING. Other graphs, and the graphs of elementwise ops and
-    reductions, which no value makes raise, are fn as it is: no call of theirs pays for this."""
+    copy-backs, and its effects all come after the last such op, and it calls no opaque op but torch's): when it
+    raises, the graph runs as captured, with torch, which raises eager's exception -- its type and message:
+    one_hot's RuntimeError "Class values must be smaller than num_classes", nll_loss's IndexError "Target -5 is out
+    of bounds", where thunder's kernels raise an IndexError of their own -- caused by thunder's error (its trace
+    line and the user's line are its notes, given to torch's too). Where torch runs what thunder raised for
+    (a number beyond 64 bits a kernel cannot take), torch's result is returned, with a WARNING. Other graphs, and
+    the graphs of elementwise ops and reductions, which no value makes raise, are fn as it is: no call of theirs
+    pays for this."""
     symbols = list(compiled.traces[-1].trace.symbols)
     raising = [i for i, b in enumerate(symbols) if b.may_raise_for_values]
     writing = [i for i, b in enumerate(symbols) if _writes(b)]
-    if not raising or (writing and writing[0] < raising[-1]):
+    # (Not on a GPU: a trapped kernel leaves the device's context unusable, as torch's device-side asserts do.)
+    trace = compiled.traces[-1].trace
+    on_gpu = any(trace.meta(p)[0] != "number" and trace.meta(p)[2] != "cpu" for p in trace.inputs)
+    if not raising or (writing and writing[0] < raising[-1]) or any(_calls_opaque(b) for b in symbols) or on_gpu:
         return fn
     exact = _as_captured(gm)
 
@@ -483,10 +501,13 @@ def _raising_as_eager(fn, state, compiled, gm):
         try:
             return fn(*args)
         except Exception as error:  # noqa: BLE001 -- torch decides what is raised
+            debug.annotate(error)  # the trace line it was raised at, and the user's line: given to torch's error
             try:
                 out = exact(*args)
             except Exception as eager_error:  # noqa: BLE001
-                raise eager_error from None
+                for note in getattr(error, "__notes__", ()):
+                    eager_error.add_note(note)
+                raise eager_error from error
             logger.warning("thunder: graph %d of %s raised %s: %s, where torch runs it; this call ran the graph "
                            "with torch", compiled.index, state.name, type(error).__name__,
                            str(error).splitlines()[0] if str(error) else "")

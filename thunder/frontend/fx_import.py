@@ -890,6 +890,8 @@ class _Importer:
                     dtype, shape, device, _ = self.builder.meta(target)
                     value = self.builder.call("ltorch", "full", [list(shape), value], {"dtype": dtype,
                                                                                      "device": device})
+                elif not self.builder.meta(value)[3]:  # a tensor that does not (w.detach()): a copy of it does
+                    value = self.builder.call("ltorch", "clone", [value], {})
                 self.builder.set_requires_grad(value, True)
             if self._write_in_place(destination):
                 self.builder.call("prims", "copy_to", [target, value], {})
