@@ -74,8 +74,7 @@ def jit(fn, *, executors=None, passes=None, debug=None, fullgraph=False, dynamic
     """
     options = {"executors": executors, "passes": passes, "debug": debug, "fullgraph": fullgraph, "dynamic": dynamic}
     if isinstance(fn, ThunderFunction | ThunderModule):
-        defaults = {"executors": None, "passes": None, "debug": None, "fullgraph": False, "dynamic": None}
-        if all(options[name] is default for name, default in defaults.items()):
+        if all(options[name] is default for name, default in jit.__kwdefaults__.items()):
             return fn  # jitted again as it is: the same wrapper, its compiled graphs kept
         fn = fn._thunder_target  # with options of its own: a new wrapper of what it compiles
     # What torch.compile returned: thunder compiles what it wraps (torch.compile's backend is not used).

@@ -348,8 +348,9 @@ def _draws_random(node, name):
         return torch.Tag.nondeterministic_seeded in node.target.tags
     # Only torch's own functions and tensor methods run: a function of the user's Dynamo put in the graph
     # (allow_in_graph) may do things besides computing, which a second run would repeat.
-    torchs = node.op == "call_method" and hasattr(torch.Tensor, node.target) or node.op == "call_function" and \
-        (getattr(node.target, "__module__", None) or "").split(".")[0] == "torch"
+    from thunder.executors.torchex import defined_by_torch
+    torchs = node.op == "call_method" and hasattr(torch.Tensor, node.target) or \
+        node.op == "call_function" and defined_by_torch(node.target)
     if not torchs:
         return False
     if "thunder_draws_random" not in node.meta:
