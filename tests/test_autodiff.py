@@ -492,6 +492,17 @@ def test_the_input_of_a_differentiated_amax_is_saved_not_recomputed():
     assert re.search(r"^  \w+, \w+, \w+ = boxed$", str(backward), re.M), str(backward)  # the maximum, its input, x
 
 
+@pytest.mark.parametrize("fn", [lambda x: x.amax(), lambda x: x.amax(1), lambda x: torch.amin(x, (0, 1), keepdim=True),
+                                lambda x: x.max(), lambda x: torch.min(x), lambda x: x.max(1).values],
+                         ids=["amax", "amax_dim", "amin_keepdim", "max", "min", "max_dim"])
+def test_the_gradient_of_a_maximum_that_is_nan(fn):
+    # torch differentiates its reductions to a maximum three ways: amax/amin share the gradient among the elements
+    # equal to the result (none where it is NaN: the slice's gradients are NaN); max()/min() share it among the
+    # NaNs; max(dim) gives it to the element its index names. amax's NaN slice got a gradient at its NaN.
+    x = torch.tensor([[1.0, float("nan"), 5.0, float("nan")], [3.0, 3.0, 1.0, 0.0]], dtype=D, requires_grad=True)
+    grads_equal(fn, x)
+
+
 @pytest.mark.parametrize("op", ["clamp_min", "clamp_max", "clamp"])
 def test_a_tensor_bound_that_broadcasts_the_input(op):
     # The input [4, 1] broadcast to the bound's [4, 3]: its gradient is summed back to [4, 1].

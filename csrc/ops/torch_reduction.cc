@@ -70,6 +70,16 @@ void register_torch_reduction() {
                      return reduce(b, name, a[0], dims, a[2].as_bool());
                    });
   }
+  // torch.max(x) / torch.min(x): amax / amin over every dim, differentiated by the prims' rule, which shares the
+  // gradient among the NaNs of a NaN result as torch's evenly_distribute_backward does (amax's own rule does not).
+  for (const char* name : {"max", "min"}) {
+    const char* prim = std::string(name) == "max" ? "amax" : "amin";
+    def_decomposed(name, kReduction, {kInput}, [name, prim](Builder& b, const Args& a) {
+      const TensorMeta& m = b.meta(a[0]);
+      if (m.numel() == 0) fail(std::string("ltorch.") + name, "cannot reduce an empty tensor");
+      return reduce(b, prim, a[0], reduction_dims(std::string("ltorch.") + name, m, Value::tuple({})), false);
+    });
+  }
   for (const char* name : {"argmax", "argmin"}) {
     def_decomposed(name, kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false))},
                    [name](Builder& b, const Args& a) {

@@ -32,6 +32,10 @@ bool vjp_by_torch(const ir::Symbol* op);
 /// does not cover and leaves to torch (embedding with sparse=True: torch's sparse gradient).
 bool vjp_by_torch(const ir::BoundSymbol& use);
 
+/// Whether the op's rule compares its tensor arguments with its result (amax, amin) or with each other (maximum,
+/// minimum): the autodiff saves them for the backward, never recomputes them (see autodiff.cc).
+bool vjp_compares_arguments(const ir::Symbol* op);
+
 /// A tensor of zeros with metadata m (prims.full), as gradients that nothing reaches are.
 Value zeros(Builder& b, const TensorMeta& m);
 

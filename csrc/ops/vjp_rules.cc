@@ -364,8 +364,8 @@ std::unordered_map<std::string, Rule> reduction_rules() {
     Value d = c.where(zero, c.unreduce(lone_zero, m.shape, dims), c.div(c.unreduce(c.out(), m.shape, dims), c.arg(0)));
     return Grads{c.mul(c.unreduce(c.g, m.shape, dims), d), Value()};
   };
-  // amax / amin: the gradient is shared evenly among the elements equal to the result -- the NaNs where it is
-  // NaN -- as torch's max()/min() (evenly_distribute_backward; its amax(dim) gives a NaN slice NaN gradients).
+  // amax / amin prims: the gradient is shared evenly among the elements equal to the result -- the NaNs where it
+  // is NaN -- as torch's max()/min() (evenly_distribute_backward). The torch ops amax / amin have a rule of their own.
   for (const char* n : {"amax", "amin"}) {
     r[n] = [](Ctx& c) {
       const TensorMeta& m = c.meta(c.arg(0));
@@ -587,6 +587,21 @@ std::unordered_map<std::string, Rule> torch_rules() {
       Value ga = c.differentiable(0) ? operand_grad(c, 0, masked(c, to_a)) : Value();
       Value gb = c.differentiable(1) ? operand_grad(c, 1, c.b.torch("where", {to_a, 0.0, c.g})) : Value();
       return Grads{ga, gb};
+    };
+  }
+  // amax / amin: the gradient is shared evenly among the elements equal to the result, as torch's
+  // (scale_grad_by_count): a slice whose result is NaN has no such element, and its gradient is g / 0 * 0, NaN.
+  // torch.max(x) / torch.min(x) share it among the NaNs instead: they decompose into the prims, whose rule does.
+  for (const char* n : {"amax", "amin"}) {
+    r[n] = [](Ctx& c) -> Grads {
+      if (!c.differentiable(0)) return {};
+      const TensorMeta& m = c.meta(c.arg(0));
+      Shape kept = m.shape;
+      for (int64_t d : reduction_dims("VJP of ltorch.amax", m, c.arg(1))) kept[static_cast<size_t>(d)] = 1;
+      auto with_kept_dims = [&](const Value& v) { return c.prim("reshape", {v, Value::dims(kept)}); };
+      Value hit = c.convert(c.b.torch("eq", {c.arg(0), with_kept_dims(c.out())}), m.dtype);
+      Value count = c.b.torch("sum", {hit, c.arg(1), Value(true)});
+      return {c.b.torch("mul", {c.b.torch("div", {with_kept_dims(c.g), count}), hit})};
     };
   }
   // max(x, dim) / min(x, dim) -> (values, indices): the gradient goes to the element the index names.
@@ -859,11 +874,17 @@ struct Table {
   std::unordered_map<const ir::Symbol*, std::function<bool(const ir::BoundSymbol&)>> covers;  // partial rules
   std::unordered_set<const ir::Symbol*> otherwise_by_torch;  // partial rules whose other uses torch differentiates
   std::unordered_set<const ir::Symbol*> by_torch;  // see vjp_by_torch
+  std::unordered_set<const ir::Symbol*> compares;  // see vjp_compares_arguments
   std::vector<std::string> names;
 };
 
 // Torch-level ops differentiated whole by torch's autograd (vjp_by_torch).
 const std::vector<std::string> kByTorch = {"scaled_dot_product_attention"};
+
+// Ops whose rules compare their tensor arguments (vjp_compares_arguments).
+const std::vector<std::pair<ir::Level, std::string>> kComparing = {
+    {ir::Level::Prim, "amax"},  {ir::Level::Prim, "amin"},  {ir::Level::Prim, "maximum"},
+    {ir::Level::Prim, "minimum"}, {ir::Level::Torch, "amax"}, {ir::Level::Torch, "amin"}};
 
 VjpRule as_vjp(Rule rule) {
   return [rule = std::move(rule)](Builder& b, const ir::BoundSymbol& fwd, const Value& grad) {
@@ -902,6 +923,11 @@ const Table& table() {
       if (def == nullptr) throw std::logic_error("torch-differentiated op unknown: ltorch." + name);
       t.by_torch.insert(&def->symbol);
     }
+    for (const auto& [level, name] : kComparing) {
+      const OpDef* def = find_op(level, name);
+      if (def == nullptr) throw std::logic_error("comparing VJP of an unknown op: " + name);
+      t.compares.insert(&def->symbol);
+    }
     std::sort(t.names.begin(), t.names.end());
     return t;
   }();
@@ -922,6 +948,8 @@ const VjpRule* find_vjp(const ir::BoundSymbol& use) {
 }
 
 bool vjp_by_torch(const ir::Symbol* op) { return table().by_torch.count(op) > 0; }
+
+bool vjp_compares_arguments(const ir::Symbol* op) { return table().compares.count(op) > 0; }
 
 bool vjp_by_torch(const ir::BoundSymbol& use) {
   return vjp_by_torch(use.sym) || (table().otherwise_by_torch.count(use.sym) > 0 && find_vjp(use) == nullptr);

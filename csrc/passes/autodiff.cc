@@ -522,12 +522,14 @@ class Differentiator {
     // The VJPs of amax/amin compare their input with their result, those of maximum/minimum two tensor operands:
     // these values are saved, never recomputed (rematerialize). A recomputation in another kernel may round
     // differently in the last bit (a vectorized sin and a scalar one), and the comparison then finds no maximum
-    // in a row (a 0/0 gradient) or a tie that was none. torch's autograd saves them too.
-    const bool of_tensors = b.args.size() == 2 && b.args[0].is_proxy() && b.args[1].is_proxy() &&
-                            t_.proxy(b.args[0].proxy()).is_tensor && t_.proxy(b.args[1].proxy()).is_tensor;
-    if ((b.is(ir::PrimId::amax) || b.is(ir::PrimId::amin)) && b.args[0].is_proxy()) compared_.insert(b.args[0].proxy());
-    if ((b.is(ir::PrimId::maximum) || b.is(ir::PrimId::minimum)) && of_tensors)
-      for (const Value& a : b.args) compared_.insert(a.proxy());
+    // in a row (a 0/0 gradient) or a tie that was none. torch's autograd saves them too. (maximum with a number
+    // compares a tensor with a constant, which a recomputation does not move across.)
+    if (ops::vjp_compares_arguments(b.sym)) {
+      std::vector<ir::ProxyId> tensors;
+      for (const Value& a : b.args)
+        if (a.is_proxy() && t_.proxy(a.proxy()).is_tensor) tensors.push_back(a.proxy());
+      if (b.sym->has(ir::kReduction) || tensors.size() > 1) compared_.insert(tensors.begin(), tensors.end());
+    }
   }
 
   // The generic rule, for an op without a VJP rule or a decomposition (opaque ops, torch-level ops such as conv):

@@ -80,12 +80,12 @@ def _cast_method(dtype):
 
 
 def _max_min(name):
-    """torch.max(x) -> amax; torch.max(x, other) -> maximum; torch.max(x, dim[, keepdim]) -> max_dim."""
+    """torch.max(x) -> max; torch.max(x, other) -> maximum; torch.max(x, dim[, keepdim]) -> max_dim."""
     def adapt(args, kwargs):
         from thunder.frontend.fx_import import _TensorArg
 
         if len(args) == 1 and not kwargs:
-            return ("amax" if name == "max" else "amin"), [args[0]], {}
+            return name, [args[0]], {}
         if len(args) == 2 and not kwargs and isinstance(args[1], _TensorArg):
             return ("maximum" if name == "max" else "minimum"), list(args), {}
         if len(args) >= 2 or "dim" in kwargs:
