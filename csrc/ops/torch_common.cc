@@ -90,6 +90,14 @@ Value scaled_number(Builder& b, const Value& v, double k) {
   return b.torch("mul", {v, Value(k)});
 }
 
+std::pair<Value, Value> centered_moments(Builder& b, const Value& x, const std::vector<int64_t>& dims) {
+  auto mean = [&](const Value& v) { return b.torch("mean", {v, Value::ints(dims), Value(true)}); };
+  Value first = b.torch("sub", {x, mean(x)});
+  Value error = mean(first);
+  Value var = b.torch("sub", {mean(b.torch("mul", {first, first})), b.torch("mul", {error, error})});
+  return {b.torch("sub", {first, error}), b.torch("clamp_min", {var, 0.0})};
+}
+
 Value cast(Builder& b, const Value& v, DType dtype) {
   if (!b.is_tensor(v) || b.meta(v).dtype == dtype) return v;
   return b.prim("convert_element_type", {v, Value(dtype)});

@@ -52,6 +52,15 @@ double attention_scale(Builder& b, const Value& q, const Value& scale);
 /// Attention's scores q k^T * scale in the math type of q's dtype (float32 for half precision), -inf where a
 /// causal or bool mask hides a key, plus a float mask (`mask` None, bool or floating).
 Value attention_scores(Builder& b, const Value& q, const Value& key, const Value& mask, bool is_causal, double scale);
+/// The normalizing ops' moments of `x` over `dims` (kept as size 1): x minus its mean, and its biased variance.
+/// Corrected two-pass (Chan, Golub and LeVeque, "Algorithms for computing the sample variance", 1983): the
+/// rounding error e of the first mean is taken out again, c = (x - mean) - e with e = mean(x - mean), and
+/// var = mean((x - mean)^2) - e^2 (at least 0). A row of equal values then centres to exactly 0, as eager's
+/// Welford moments do, where x - mean alone left e, which rsqrt(var + eps) scaled up by as much as 1/sqrt(eps)
+/// (0.3 for a row of 8192 values 1000.1). It costs a third pass over the row, in the same kernel; the row is in
+/// cache. (Shifting the row by its first element instead, as the shifted-data algorithm does, split the kernel
+/// at the slice.)
+std::pair<Value, Value> centered_moments(Builder& b, const Value& x, const std::vector<int64_t>& dims);
 /// Broadcasts a tensor to `shape` (torch's rules) if it has another shape; numbers pass unchanged.
 Value expand_to(Builder& b, const Value& v, const Shape& shape);
 /// The elementwise prim `prim` over operands promoted and broadcast as torch does.

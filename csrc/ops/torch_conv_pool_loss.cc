@@ -3,6 +3,7 @@
 // matrix products, padding.
 #include <cstring>
 #include <cmath>
+#include <tuple>
 
 #include "ops/torch_common.h"
 
@@ -162,7 +163,7 @@ Value batch_norm(Builder& b, const Args& a) {
   if (m.ndim() < 2) fail("ltorch.batch_norm", "expected at least 2-d input");
   DType acc = opmath(m.dtype);
   Value x = cast(b, a[0], acc);
-  Value mean, var;
+  Value centered, var;
   if (training || a[1].is_none()) {
     if (!training) fail("ltorch.batch_norm", "running_mean and running_var must be given in eval mode");
     std::vector<int64_t> dims;
@@ -174,14 +175,12 @@ Value batch_norm(Builder& b, const Args& a) {
       }
     if (m.shape[1] == 0) count = 0;
     if (count <= 1) fail("ltorch.batch_norm", "expected more than 1 value per channel when training");
-    mean = b.torch("mean", {x, Value::ints(dims), Value(true)});
-    Value c = T(b, "sub", {x, mean});
-    var = b.torch("mean", {T(b, "mul", {c, c}), Value::ints(dims), Value(true)});
+    std::tie(centered, var) = centered_moments(b, x, dims);
   } else {
-    mean = channel_shape(b, cast(b, a[1], acc), m.ndim());
+    centered = T(b, "sub", {x, channel_shape(b, cast(b, a[1], acc), m.ndim())});
     var = channel_shape(b, cast(b, a[2], acc), m.ndim());
   }
-  Value y = T(b, "mul", {T(b, "sub", {x, mean}), T(b, "rsqrt", {T(b, "add", {var, a[7]})})});
+  Value y = T(b, "mul", {centered, T(b, "rsqrt", {T(b, "add", {var, a[7]})})});
   if (!a[3].is_none()) y = T(b, "mul", {y, channel_shape(b, a[3], m.ndim())});
   if (!a[4].is_none()) y = T(b, "add", {y, channel_shape(b, a[4], m.ndim())});
   return cast(b, y, m.dtype);
@@ -199,10 +198,8 @@ Value group_norm(Builder& b, const Args& a) {
   const Dim group_size = n == 0 ? Dim(0) : c.divide(g, "ltorch.group_norm") * ir::product(spatial);
   DType acc = opmath(m.dtype);
   Value x = b.torch("reshape", {cast(b, a[0], acc), Value::dims({n, g, group_size})});
-  Value mean = b.torch("mean", {x, Value::ints({2}), Value(true)});
-  Value cen = T(b, "sub", {x, mean});
-  Value var = b.torch("mean", {T(b, "mul", {cen, cen}), Value::ints({2}), Value(true)});
-  Value y = T(b, "mul", {cen, T(b, "rsqrt", {T(b, "add", {var, a[4]})})});
+  auto [centered, var] = centered_moments(b, x, {2});
+  Value y = T(b, "mul", {centered, T(b, "rsqrt", {T(b, "add", {var, a[4]})})});
   y = b.torch("reshape", {y, Value::dims(m.shape)});
   if (!a[2].is_none()) y = T(b, "mul", {y, channel_shape(b, a[2], m.ndim())});
   if (!a[3].is_none()) y = T(b, "add", {y, channel_shape(b, a[3], m.ndim())});

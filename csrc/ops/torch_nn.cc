@@ -26,7 +26,8 @@ Value softmax(Builder& b, const Args& a, bool log) {
   DType out = a[2].is_none() ? b.meta(a[0]).dtype : a[2].as_dtype();
   if (!ir::is_floating(out)) fail(op, "expected a floating-point input or dtype");
   int64_t dim = canonical_dim(op, a[1].as_int(), b.meta(a[0]).ndim());
-  Value x = cast(b, a[0], opmath(out));
+  // The input is cast to `dtype` first, as torch's: float32 values given dtype=float16 are rounded to it.
+  Value x = cast(b, cast(b, a[0], out), opmath(out));
   // A zero-size dim has no max to subtract (and the result is empty).
   bool empty = b.meta(x).ndim() > 0 && b.meta(x).shape[dim] == 0;
   Value shifted = empty ? x : b.torch("sub", {x, amax_keep(b, x, dim)});
@@ -52,8 +53,7 @@ Value layer_norm(Builder& b, const Args& a) {
   const TensorMeta m = b.meta(a[0]);
   auto dims = trailing_dims("ltorch.layer_norm", m, a[1]);
   Value x = cast(b, a[0], opmath(m.dtype));
-  Value centered = b.torch("sub", {x, mean_keep(b, x, dims)});
-  Value var = mean_keep(b, b.torch("mul", {centered, centered}), dims);
+  auto [centered, var] = centered_moments(b, x, dims);
   Value y = b.torch("mul", {centered, b.torch("rsqrt", {b.torch("add", {var, a[4]})})});
   if (!a[2].is_none()) y = b.torch("mul", {y, a[2]});
   if (!a[3].is_none()) y = b.torch("add", {y, a[3]});
