@@ -216,8 +216,10 @@ void register_elementwise() {
                          value = Int(static_cast<int64_t>(v));
                        }
                      }
-                     Value prod = T(b, mul ? "mul" : "div", {cast(b, a[1], c), cast(b, a[2], c)});
-                     if (!(value == Int(1))) prod = T(b, "mul", {prod, value});
+                     // value * t1 first, then t2, as ATen's kernel (t1 * t2 could overflow where v * t1 * t2 does not).
+                     Value t1 = cast(b, a[1], c);
+                     if (!(value == Int(1))) t1 = T(b, "mul", {value, t1});
+                     Value prod = T(b, mul ? "mul" : "div", {t1, cast(b, a[2], c)});
                      return cast(b, T(b, "add", {cast(b, a[0], c), prod}), d);
                    });
   }
@@ -457,19 +459,31 @@ Value variance(Builder& b, const Args& a, const char* op) {
   return keep(b, v, m, dims, a[3].as_bool());
 }
 
+// std: the square root of the variance computed in torch's accumulation type, rounded to the input's dtype once
+// (ATen's std_var kernels): float32 for half inputs (a float16 std above 256 has a variance beyond 65504) and, on the
+// CPU, double for float32 ones (data near 1e20 or 1e-25 has a variance beyond float32's range, and a std within it).
+Value standard_deviation(Builder& b, const Args& a, const char* op) {
+  const TensorMeta m = tensor(b, op, a[0]);
+  if (!ir::is_floating(m.dtype)) return T(b, "sqrt", {variance(b, a, op)});
+  const DType acc = m.dtype == DType::Float32 && m.device == "cpu" ? DType::Float64 : opmath(m.dtype);
+  Args wide = a;
+  wide[0] = cast(b, a[0], acc);
+  return cast(b, T(b, "sqrt", {variance(b, wide, op)}), m.dtype);
+}
+
 void register_reductions() {
   const std::vector<ir::Param> var_params{kInput, opt("dim", Value()), opt("unbiased", Value()), opt("keepdim", Value(false)),
                                           opt("correction", Value())};
   def_decomposed("var", kReduction, var_params, [](Builder& b, const Args& a) { return variance(b, a, "ltorch.var"); });
   def_decomposed("std", kReduction, var_params,
-                 [](Builder& b, const Args& a) { return T(b, "sqrt", {variance(b, a, "ltorch.std")}); });
+                 [](Builder& b, const Args& a) { return standard_deviation(b, a, "ltorch.std"); });
   def_decomposed("var_mean", kReduction, var_params, [](Builder& b, const Args& a) {
     Value v = variance(b, a, "ltorch.var_mean");
     Value dim = std::holds_alternative<bool>(a[1].v) ? Value() : a[1];
     return Value::tuple({v, b.torch("mean", {a[0], dim, a[3]})});
   });
   def_decomposed("std_mean", kReduction, var_params, [](Builder& b, const Args& a) {
-    Value v = T(b, "sqrt", {variance(b, a, "ltorch.std_mean")});
+    Value v = standard_deviation(b, a, "ltorch.std_mean");
     Value dim = std::holds_alternative<bool>(a[1].v) ? Value() : a[1];
     return Value::tuple({v, b.torch("mean", {a[0], dim, a[3]})});
   });
@@ -573,12 +587,25 @@ void register_reductions() {
                      // The root of a zero sum (a zero vector) has eager's gradient, 0 (ATen's norm_backward masks
                      // it): the chain rule through sqrt/pow at 0 is inf * 0 = NaN. The root reads 1 there instead
                      // and the result selects 0; elsewhere the selects pass values and gradients through.
-                     Value sum = ord == 2.0 ? b.torch("sum", {T(b, "mul", {x, x}), dv, a[3]})
-                                            : b.torch("sum", {T(b, "pow", {x, F(ord)}), dv, a[3]});
+                     // For 0 < ord < 1, |x|^ord of a zero element is selected as 0 from |x| = 1 in its place:
+                     // its derivative ord |x|^(ord - 1) is infinite at 0, and ATen's masks it to 0.
+                     Value terms;
+                     if (ord == 2.0) {
+                       terms = T(b, "mul", {x, x});
+                     } else if (ord > 0.0 && ord < 1.0) {
+                       Value zero_element = T(b, "eq", {x, Int(0)});
+                       terms = T(b, "where", {zero_element, F(0.0),
+                                              T(b, "pow", {T(b, "where", {zero_element, F(1.0), x}), F(ord)})});
+                     } else {
+                       terms = T(b, "pow", {x, F(ord)});
+                     }
+                     Value sum = b.torch("sum", {terms, dv, a[3]});
                      Value zero = T(b, "eq", {sum, Int(0)});
                      Value safe = T(b, "where", {zero, F(1.0), sum});
                      Value root = ord == 2.0 ? T(b, "sqrt", {safe}) : T(b, "pow", {safe, F(1.0 / ord)});
-                     r = T(b, "where", {zero, F(0.0), root});
+                     // 0^(1 / ord): 0, or inf for a negative ord (a vector of infinities, or of huge values whose
+                     // negative powers underflow).
+                     r = T(b, "where", {zero, F(ord > 0.0 ? 0.0 : std::numeric_limits<double>::infinity()), root});
                    }
                    return cast(b, r, d);
                  });
