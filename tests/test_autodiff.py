@@ -1275,3 +1275,16 @@ def test_ops_on_complex_values_that_require_grad_are_differentiated_by_torch(fn)
     fn(reference).sum().backward()
     assert a.grad is not None
     torch.testing.assert_close(a.grad, reference.grad)
+
+
+@pytest.mark.parametrize("ord", [-2.0, -1.0, -0.5, 0.25, 0.5])
+def test_vector_norm_of_infinities_and_zeros(ord):
+    """A negative ord's norm of a vector whose |x|^ord all underflow to 0 is 0^(1/ord) = inf (it was 0); for
+    0 < ord < 1, a zero element gets gradient 0, as ATen masks it (|x|^(ord - 1) is infinite there: NaN)."""
+    inf = float("inf")
+    x = torch.tensor([[inf, -inf, inf], [0.0, -2.0, 4.0], [1.0, 2.0, 4.0]], dtype=D, requires_grad=ord > 0)
+    fn = lambda t: torch.linalg.vector_norm(t, ord=ord, dim=1)  # noqa: E731
+    if ord > 0:
+        grads_equal(fn, x[1:].detach().requires_grad_())
+    else:
+        assert_same(thunder.jit(fn)(x), fn(x))

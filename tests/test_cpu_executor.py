@@ -18,6 +18,7 @@ from thunder import _core
 from thunder.executors import executor_sets
 from thunder.jit import compiled_graphs
 from thunder.testing import tolerance
+from conftest import assert_same
 
 CPU = executor_sets()["cpu"]
 
@@ -1033,3 +1034,42 @@ def test_chunk_and_glu_of_a_dimension_of_size_0(chunks):
     x = torch.randn(4, 0)
     assert_matches_eager(lambda x: torch.stack([c * 2 for c in x.chunk(chunks, -1)]), x)  # (chunks, 4, 0)
     assert_matches_eager(lambda x: F.glu(x, -1) * 2, x)
+
+
+@pytest.mark.parametrize("fn", [lambda x: F.layer_norm(x, x.shape[-1:]), lambda x: F.group_norm(x.reshape(2, 4, -1), 2),
+                                lambda x: F.batch_norm(x.reshape(4, 2, -1), None, None, training=True)],
+                         ids=["layer_norm", "group_norm", "batch_norm"])
+@pytest.mark.parametrize("value", [1000.1, -3.3e4, 1.7])
+def test_a_normalized_row_of_equal_values_is_zero(fn, value):
+    """The mean of equal values rounds (8192 times 1000.1 in float32); x - mean then left that error, which
+    rsqrt(var + eps) scaled up to 0.3. Eager's Welford moments give exactly 0, and so do thunder's corrected two-pass
+    moments (layer_norm and group_norm; eager's training batch_norm is off by up to 0.16 here)."""
+    x = torch.full((2, 8192), value)
+    assert thunder.jit(fn)(x).abs().max().item() == 0.0
+
+
+@pytest.mark.parametrize("x", [(torch.randn(1000, generator=torch.Generator().manual_seed(0)) * 500).half(),
+                               torch.tensor([6e-8, 6e-8, 1.2e-7, 0.0], dtype=torch.float16),
+                               torch.tensor([1e20, -1e20, 2e20, 0.0]), torch.tensor([1e-25, -1e-25, 2e-25, 0.0])],
+                         ids=["float16_std_above_256", "float16_tiny", "float32_huge", "float32_tiny"])
+def test_a_standard_deviation_is_the_root_of_a_variance_in_the_accumulation_type(x):
+    """ATen's std takes the root of a variance in its accumulation type (float for halves, double for float32 on the
+    CPU) and rounds once; a variance rounded to the input's dtype first was inf or 0 here."""
+    for fn in (lambda t: t.std(), lambda t: t.std(0, correction=0), lambda t: torch.std_mean(t)[0]):
+        assert_same(thunder.jit(fn)(x), fn(x))
+
+
+@pytest.mark.parametrize("op", [torch.softmax, torch.log_softmax])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_softmax_casts_its_input_to_the_dtype_it_is_given_first(op, dtype):
+    x = torch.tensor([[1000.2, 1000.0], [70000.0, 70000.0], [0.3, -1.7]])
+    fn = lambda t: op(t, 1, dtype=dtype)  # noqa: E731
+    two_ulps = 2 * torch.finfo(dtype).eps  # eager's float16 log_softmax rounds its log-sum-exp to float16 too
+    torch.testing.assert_close(thunder.jit(fn)(x), fn(x), equal_nan=True, rtol=two_ulps, atol=two_ulps)
+
+
+def test_addcmul_scales_the_first_tensor_before_multiplying():
+    """x + (v * t1) * t2, as ATen's kernel: t1 * t2 overflowed where v * t1 * t2 does not."""
+    fn = lambda x, a, b: torch.addcmul(x, a, b, value=0.5)  # noqa: E731
+    args = (torch.tensor([3e38]), torch.tensor([3e38]), torch.tensor([-2.0]))
+    assert_same(thunder.jit(fn)(*args), fn(*args))

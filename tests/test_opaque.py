@@ -362,3 +362,67 @@ def test_a_write_through_an_opaque_op_returning_a_view_reaches_its_base(fn):
     x_eager, x_jitted = torch.arange(6.), torch.arange(6.)
     assert_same(thunder.jit(fn)(x_jitted), fn(x_eager))
     assert_same(x_jitted, x_eager)
+
+
+class _RenormalizedLookup(torch.nn.Module):
+    """nn.Embedding with max_norm renormalizes the rows it looks up in its weight, in place (embedding_renorm_)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4, max_norm=1.0)
+
+    def forward(self, i):
+        before = self.emb.weight.pow(2).sum()
+        x = self.emb(i)
+        self.emb(i + 3)  # its result unused: called for the renormalization alone
+        return x.sum() + self.emb.weight.pow(2).sum() - before
+
+
+def test_a_torch_function_writing_an_argument_is_an_effect():
+    """F.embedding with max_norm writes its weight. Its opaque call was taken for a pure one: the reads of the weight
+    before and after it were merged, and a call whose result is unused was dropped."""
+    torch.manual_seed(0)
+    eager = _RenormalizedLookup()
+    mine = _RenormalizedLookup()
+    mine.load_state_dict(eager.state_dict())
+    i = torch.tensor([1, 2])
+    with torch.no_grad():
+        assert_same(thunder.jit(mine)(i), eager(i))
+    assert_same(mine.emb.weight, eager.emb.weight)
+
+
+def test_a_keyword_tensor_of_an_opaque_op_gets_its_gradient():
+    """multi_head_attention_forward with separate projection weights (kdim, vdim) runs opaque, taking them by
+    keyword; a backward given no gradient for the attention weights left them without .grad."""
+    torch.manual_seed(0)
+    eager = torch.nn.MultiheadAttention(16, 4, batch_first=True, kdim=8, vdim=12)
+    mine = torch.nn.MultiheadAttention(16, 4, batch_first=True, kdim=8, vdim=12)
+    mine.load_state_dict(eager.state_dict())
+    q, k, v = torch.randn(2, 5, 16), torch.randn(2, 5, 8), torch.randn(2, 5, 12)
+    eager(q, k, v)[0].square().mean().backward()
+    thunder.jit(mine)(q, k, v)[0].square().mean().backward()
+    for (name, p), q_ in zip(mine.named_parameters(), eager.parameters()):
+        assert p.grad is not None, name
+        assert_same(p.grad, q_.grad, rtol=1e-4, atol=1e-5, path=name)
+
+
+def test_an_opaque_result_unlike_its_fake_tensor_runs_the_graph_with_torch(caplog):
+    """torch's fake implementation of the encoder layer's fast path says float32 under a bfloat16 autocast region,
+    where the op returns bfloat16: a kernel read it as float32 (garbage, past the tensor's end). The launcher finds
+    it, and the graph runs with torch from then on, saying so once."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True).eval()
+
+    def fn(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = layer(x)
+        return y.float() * 2
+
+    jitted = thunder.jit(fn)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(2, 5, 16)
+            assert_same(jitted(x), fn(x))
+    warnings = [r for r in caplog.records if "runs with torch as captured from now on" in r.getMessage()]
+    assert len(warnings) == 1 and "returned bfloat16[2, 5, 16]" in warnings[0].getMessage()
+    assert "released: runs with torch as captured" in str(jitted)

@@ -746,7 +746,7 @@ def gradient_reaches(joint_trace, grad_outputs):
     """Per output gradient (the outputs ``grad_outputs`` indexes), the indices of the arguments it reaches: those
     on the output's autograd graph in eager, i.e. joined to it by values that require grad (a float result of an
     op with an input that requires grad), through the ops' decompositions (``broadcast_tensors(x, w)[0]`` joins x
-    only; an opaque op joins all its tensor arguments to all its outputs). An argument no given output gradient
+    only; an opaque op joins all its tensor arguments, keyword arguments too, to all its outputs). An argument no given output gradient
     reaches gets None, and one that is reached gets a gradient even where it is zero by the derivative's rule
     (floor), as in eager (see _TrainingProgram)."""
     def requires_grad(p):
@@ -759,7 +759,7 @@ def gradient_reaches(joint_trace, grad_outputs):
 
     joined = {p.id: {i} for i, p in enumerate(joint_trace.inputs) if requires_grad(p)}
     for b in leaves(joint_trace.symbols):
-        d = set().union(*(joined.get(p.id, ()) for a in b.args for p in proxies(a)))
+        d = set().union(*(joined.get(p.id, ()) for a in (*b.args, *b.kwargs.values()) for p in proxies(a)))
         for p in proxies(b.output):
             if requires_grad(p):
                 joined[p.id] = joined.get(p.id, set()) | d

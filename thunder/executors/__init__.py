@@ -7,6 +7,14 @@ claims is replaced by its decomposition into prims.
 from dataclasses import dataclass, field
 
 
+class OpaqueResultMismatch(RuntimeError):
+    """A tensor an opaque op returned is not what Dynamo's fake tensor of it said (its dtype or its shape), found
+    by a kernel's launcher before the kernel reads it: the op's fake implementation is wrong for these arguments
+    (``torch._transformer_encoder_layer_fwd`` under ``torch.autocast`` says float32 and returns bfloat16, which a
+    kernel read as float32 past the tensor's end). The trace cannot run; its graph runs with torch as captured
+    instead (``thunder.frontend.dynamo``)."""
+
+
 @dataclass(frozen=True)
 class Executor:
     """An executor: a name and a table from qualified op name ("ltorch.softmax",

@@ -30,7 +30,7 @@ from thunder import _core
 from thunder.core import debug, registry
 from thunder.core.dtypes import to_torch
 from thunder.core.log import log_trace, logger, trace_enabled
-from thunder.executors import Executor
+from thunder.executors import Executor, OpaqueResultMismatch
 
 
 def cache_dir():
@@ -146,6 +146,21 @@ def _readable(a, strided):
     return f"if not {a}.is_contiguous() or {a}.is_neg(): {a} = {a}.contiguous().resolve_neg()"
 
 
+def _mismatch(kernel, value, dtype, shape):
+    """The error of a launcher whose input, an opaque op's result, is not the tensor the trace says it is."""
+    return OpaqueResultMismatch(
+        f"thunder: kernel {kernel} reads an opaque op's result as {str(dtype).removeprefix('torch.')}"
+        f"{list(shape)}, as Dynamo's fake tensor said, but the op returned {str(value.dtype).removeprefix('torch.')}"
+        f"{list(value.shape)}")
+
+
+def _opaque_results(trace):
+    """The proxies of the trace that opaque ops return: their metadata is Dynamo's fake tensors', which a wrong
+    fake implementation makes wrong (see OpaqueResultMismatch); the core's own ops' comes from their shape rules."""
+    from thunder.core.compile import proxies  # (thunder.core.compile imports the executors)
+    return frozenset(p for b in trace.symbols if b.is_opaque for p in proxies(b.output))
+
+
 def _parameters(trace, inputs):
     """A launcher's parameters for a kernel's ``inputs`` (its tensors, then the numbers computed at run time):
     (every parameter's name, the tensors' names, the numbers' expressions as kernel arguments -- a float passed as
@@ -159,7 +174,7 @@ def _parameters(trace, inputs):
 
 #: What every launcher's text refers to besides its own values.
 _LAUNCHER_GLOBALS = {"launch": _core.launch, "launch_brief": _core.launch_brief, "threads": torch.get_num_threads,
-                     "index_error": _index_error, "empty_like": torch.empty_like, "pooled": _core.pooled_capsule,
+                     "index_error": _index_error, "mismatch": _mismatch, "empty_like": torch.empty_like, "pooled": _core.pooled_capsule,
                      "from_dlpack": torch.utils.dlpack.from_dlpack}
 
 
@@ -178,7 +193,7 @@ def _launcher_factory(text):
 
 
 def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), written_over=(), symbol=None,
-              guarded=()):
+              guarded=(), unverified=()):
     """The Python function that runs one kernel: generated for its arity, it makes the inputs contiguous and their
     negative bit resolved (a copy only if one is not; a non-contiguous trace input is read in place, its strides
     passed to the kernel or, where 0 or 1, written into it, which the guards fix), allocates the outputs (an output
@@ -188,12 +203,18 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
     time; they follow the tensors), and returns the output (a tuple of them if
     several). ``source_digest`` is the digest of the kernel's translation unit, ``symbol`` its name there (default:
     ``name``; another graph's kernel that computes alike). ``guarded``: the trace inputs whose layout and negative
-    bit Dynamo's guards fix (see :func:`lower`), read as they come. It holds the kernel's module: the module is
+    bit Dynamo's guards fix (see :func:`lower`), read as they come. ``unverified``: the results of opaque ops,
+    whose dtype and shape it checks first (OpaqueResultMismatch). It holds the kernel's module: the module is
     unloaded when no launcher (or compiled graph) uses it any more."""
     values = {}  # the names the text binds per launcher: output shapes or prototypes, sizes
     all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"    def {name}({', '.join(all_params)}):"]
     for a, p in zip(params, inputs):
+        if p in unverified:
+            dtype, shape, _, _ = trace.meta(p)
+            values[f"dtype_{a}"], values[f"shape_{a}"] = to_torch(dtype), torch.Size(shape)
+            lines.append(f"        if {a}.dtype is not dtype_{a} or {a}.shape != shape_{a}: "
+                         f"raise mismatch({name!r}, {a}, dtype_{a}, shape_{a})")
         if p not in guarded:
             lines.append("        " + _readable(a, strided=bool(trace.strides(p))))
     outs = [f"o{k}" for k in range(len(outputs))]
@@ -280,6 +301,7 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None, guarded_input
     global last_source
     seconds = {} if seconds is None else seconds
     guarded = frozenset(trace.inputs) if guarded_inputs else frozenset()
+    unverified = _opaque_results(trace)
     start = time.perf_counter()
     directory = cache_dir()
     reusable = reusable_kernels(compiled, directory)
@@ -303,7 +325,7 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None, guarded_input
                 owner, symbol, owner_source = reusable[key]
                 used[id(owner)] = (owner, owner_source)
                 launchers[name] = _launcher(name, owner, registry.digest(owner_source, 64), trace, ins, outs, sizes,
-                                            over, symbol=symbol, guarded=guarded)
+                                            over, symbol=symbol, guarded=guarded, unverified=unverified)
             continue
         _loaded[(source, directory)] = module
         used[id(module)] = (module, source)
@@ -319,7 +341,7 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None, guarded_input
         source_digest = registry.digest(source, 64)
         for name, ins, outs, sizes, over, key in kernels:
             launchers[name] = _launcher(name, module, source_digest, trace, ins, outs, sizes, over,
-                                        guarded=guarded)
+                                        guarded=guarded, unverified=unverified)
             if compiled is not None:
                 compiled[(key, directory)] = (weakref.ref(module), name, source)
     last_source = "\n".join(source for _, source in used.values())

@@ -23,9 +23,9 @@ from thunder.core import debug
 from thunder.core.compile import SymbolicPlan, compile_trace, has_negative_bit, proxies
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES, int_from_environment
-from thunder.executors import default_executors
+from thunder.executors import OpaqueResultMismatch, default_executors, torchex
 from thunder.frontend import branches, global_state, specialize
-from thunder.frontend.fx_import import UnsupportedGraph, import_graph
+from thunder.frontend.fx_import import UnsupportedGraph, called_function, import_graph
 
 
 @dataclass
@@ -446,17 +446,20 @@ def _writes(b):
     return (b.has_effect and b.name != "del") or any(_writes(s) for s in b.subsymbols)
 
 
-def _calls_opaque(b):
-    """Whether a symbol is, or holds, an opaque call other than torch's own (``operator.getitem``, ``torch.*``,
-    ``torch.Tensor.*``, aten ops): a custom op or a function Dynamo put in the graph, which may do more than compute
-    (count, log) and must not run twice."""
+def _calls_opaque(b, namespace):
+    """Whether a symbol is, or holds, an opaque call of something but torch's own (``operator.getitem``,
+    ``torch.*``, ``torch.Tensor.*``, aten ops, and a torch function the trace calls under an autocast region's
+    state): a custom op or a function Dynamo put in the graph, which may do more than compute (count, log) and must
+    not run twice. ``namespace``: the trace's, where the callees it names are looked up."""
     if b.is_opaque:
         callee = b.callee
+        fn = called_function(namespace.get(callee))
         torchs = callee.startswith(("operator.", "torch.ops.aten.")) or \
-            (callee.startswith("torch.") and not callee.startswith("torch.ops."))
+            (callee.startswith("torch.") and not callee.startswith("torch.ops.")) or \
+            (fn is not None and torchex.defined_by_torch(fn))
         if not torchs:
             return True
-    return any(_calls_opaque(s) for s in b.subsymbols)
+    return any(_calls_opaque(s, namespace) for s in b.subsymbols)
 
 
 def forward_ad_active():
@@ -493,13 +496,17 @@ def _raising_as_eager(fn, state, compiled, gm):
     # (Not on a GPU: a trapped kernel leaves the device's context unusable, as torch's device-side asserts do.)
     trace = compiled.traces[-1].trace
     on_gpu = any(trace.meta(p)[0] != "number" and trace.meta(p)[2] != "cpu" for p in trace.inputs)
-    if not raising or (writing and writing[0] < raising[-1]) or any(_calls_opaque(b) for b in symbols) or on_gpu:
+    namespace = compiled.traces[-1].namespace
+    if not raising or (writing and writing[0] < raising[-1]) or any(_calls_opaque(b, namespace) for b in symbols) \
+            or on_gpu:
         return fn
     exact = _as_captured(gm)
 
     def run(*args):
         try:
             return fn(*args)
+        except OpaqueResultMismatch:  # the graph runs with torch from now on (_captured_after_mismatch)
+            raise
         except Exception as error:  # noqa: BLE001 -- torch decides what is raised
             debug.annotate(error)  # the trace line it was raised at, and the user's line: given to torch's error
             try:
@@ -512,6 +519,34 @@ def _raising_as_eager(fn, state, compiled, gm):
                            "with torch", compiled.index, state.name, type(error).__name__,
                            str(error).splitlines()[0] if str(error) else "")
             return out
+    return run
+
+
+def _captured_after_mismatch(fn, state, compiled, gm):
+    """fn, where its trace calls opaque ops, run with torch as captured from the first call on which an opaque op's
+    result is not what Dynamo's fake tensor of it said (OpaqueResultMismatch, which a kernel's launcher raises
+    before reading it), with one WARNING; the compiled graph is released with that reason (``print(jitted)``).
+    The call that found it runs again with torch, unless something before could have changed memory or state (a
+    write, an effect, an opaque op other than torch's): then the error is raised."""
+    symbols = list(compiled.traces[-1].trace.symbols)
+    if not any(b.is_opaque for b in symbols):
+        return fn
+    rerunnable = not any(_writes(b) or _calls_opaque(b, compiled.traces[-1].namespace) for b in symbols)
+    captured = []
+
+    def run(*args):
+        if captured:
+            return captured[0](*args)
+        try:
+            return fn(*args)
+        except OpaqueResultMismatch as error:
+            if not rerunnable:
+                raise
+            logger.warning("thunder: graph %d of %s runs with torch as captured from now on: %s", compiled.index,
+                           state.name, error)
+            captured.append(_as_captured(gm))
+            compiled.release(f"runs with torch as captured: {error}")
+            return captured[0](*args)
     return run
 
 
@@ -785,6 +820,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     fn = _remake_output_views(fn, imported.output_views)
     fn = _guard_input_aliasing(fn, compiled, gm, imported.sets_global_state)
     fn = _raising_as_eager(fn, state, compiled, gm)
+    fn = _captured_after_mismatch(fn, state, compiled, gm)
 
     def run(*args):
         compiled.calls += 1

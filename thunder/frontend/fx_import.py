@@ -320,7 +320,7 @@ _IGNORED_CALLS = {torch._C._log_api_usage_once}
 def _has_effect(node, name):
     """Whether an opaque node may change something besides its result: it mutates an argument (in-place
     methods, ``out=``, ``inplace=True`` however passed, augmented assignment, an op whose schema writes to an
-    argument), draws random numbers, or returns nothing that is used -- a call made for what it does, not for
+    argument, a torch function that dispatches such an op on one: F.embedding with ``max_norm``), draws random numbers, or returns nothing that is used -- a call made for what it does, not for
     its value (``torch._C._set_grad_enabled(False)``, ``torch._assert``)."""
     if node.op == "call_function" and node.target in _MUTATING_OPERATORS:
         return True
@@ -333,7 +333,7 @@ def _has_effect(node, name):
         return True
     if node.op == "call_function" and _schema_writes(node.target):
         return True
-    return _draws_random(node, short)
+    return _draws_random(node, short) or _probed(node)[1]
 
 
 def _draws_random(node, name):
@@ -346,36 +346,51 @@ def _draws_random(node, name):
         return True
     if isinstance(node.target, torch._ops.OpOverload):
         return torch.Tag.nondeterministic_seeded in node.target.tags
-    # Only torch's own functions and tensor methods run: a function of the user's Dynamo put in the graph
-    # (allow_in_graph) may do things besides computing, which a second run would repeat.
+    return _probed(node)[0]
+
+
+def _probed(node):
+    """(whether it draws random numbers, whether it writes into an argument) of a call of torch's own, found by
+    running it once on fake tensors (_probe; cached in node.meta); (False, False) for another call, or one that
+    cannot run so. Only torch's own functions and tensor methods run: a function of the user's Dynamo put in the
+    graph (allow_in_graph) may do things besides computing, which a second run would repeat."""
     from thunder.executors.torchex import defined_by_torch
     torchs = node.op == "call_method" and hasattr(torch.Tensor, node.target) or \
         node.op == "call_function" and defined_by_torch(node.target)
     if not torchs:
-        return False
-    if "thunder_draws_random" not in node.meta:
+        return False, False
+    if "thunder_probe" not in node.meta:
         try:
-            node.meta["thunder_draws_random"] = _dispatches_seeded_op(node)
+            node.meta["thunder_probe"] = _probe(node)
         except Exception:  # noqa: BLE001 -- anything the call raises on fake tensors: judged by its name
-            node.meta["thunder_draws_random"] = False
-    return node.meta["thunder_draws_random"]
+            node.meta["thunder_probe"] = (False, False)
+    return node.meta["thunder_probe"]
 
 
-class _SeededOps(TorchDispatchMode):
-    """Records whether an aten op tagged ``nondeterministic_seeded`` (one that draws from a generator) ran."""
+class _DispatchProbe(TorchDispatchMode):
+    """Records whether an aten op tagged ``nondeterministic_seeded`` (one that draws from a generator) ran, and
+    whether one wrote into one of ``inputs`` or a view of it (``embedding_renorm_`` of F.embedding's weight, with
+    ``max_norm``)."""
 
-    def __init__(self):
+    def __init__(self, inputs):
         super().__init__()
-        self.seeded = False
+        self.inputs, self.seeded, self.writes_input = inputs, False, False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.seeded = self.seeded or torch.Tag.nondeterministic_seeded in func.tags
+        if not self.writes_input:
+            kwargs = kwargs or {}
+            for k, a in enumerate(func._schema.arguments):
+                value = args[k] if k < len(args) else kwargs.get(a.name)
+                if a.alias_info is not None and a.alias_info.is_write and isinstance(value, torch.Tensor) and \
+                        any(torch._C._is_alias_of(value, i) for i in self.inputs):
+                    self.writes_input = True
         return func(*args, **(kwargs or {}))
 
 
-def _dispatches_seeded_op(node):
+def _probe(node):
     """Runs the call of ``node`` on fake tensors of its arguments' sizes (the hints of symbolic ones), strides and
-    dtypes: whether it dispatched an op that draws random numbers."""
+    dtypes: (whether it dispatched an op that draws random numbers, whether one wrote into an argument)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     def fake(a):
@@ -388,11 +403,12 @@ def _dispatches_seeded_op(node):
     with FakeTensorMode():
         args = torch.fx.node.map_aggregate(node.args, fake)
         kwargs = torch.fx.node.map_aggregate(node.kwargs, fake)
+        inputs = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         fn = node.target if node.op == "call_function" else getattr(args[0], node.target)
         args = args if node.op == "call_function" else args[1:]
-        with _SeededOps() as probe:
+        with _DispatchProbe(inputs) as probe:
             fn(*args, **kwargs)
-    return probe.seeded
+    return probe.seeded, probe.writes_input
 
 
 def _hint(d):
@@ -1474,6 +1490,14 @@ class _Importer:
 
 
 _NOT_A_WRITE = object()
+
+
+def called_function(callee):
+    """The function an opaque callee of a trace calls: for the wrapper calling an op under an autocast region's
+    state (_call_under_autocast), that op; otherwise the callee itself."""
+    if isinstance(callee, functools.partial) and callee.func is _call_under_autocast:
+        return callee.args[0]
+    return callee
 
 
 def _call_under_autocast(fn, regions, /, *args, **kwargs):
