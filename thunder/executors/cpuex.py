@@ -161,6 +161,14 @@ def _opaque_results(trace):
     return frozenset(p for b in trace.symbols if b.is_opaque for p in proxies(b.output))
 
 
+def _verified(kernel, a, p, trace, names):
+    """A launcher's line raising OpaqueResultMismatch unless its parameter ``a`` (the trace's ``p``, an opaque op's
+    result) has the dtype and shape of ``p``, which it binds in ``names``."""
+    dtype, shape, _, _ = trace.meta(p)
+    names[f"dtype_{a}"], names[f"shape_{a}"] = to_torch(dtype), torch.Size(shape)
+    return f"if {a}.dtype is not dtype_{a} or {a}.shape != shape_{a}: raise mismatch({kernel!r}, {a}, dtype_{a}, shape_{a})"
+
+
 def _parameters(trace, inputs):
     """A launcher's parameters for a kernel's ``inputs`` (its tensors, then the numbers computed at run time):
     (every parameter's name, the tensors' names, the numbers' expressions as kernel arguments -- a float passed as
@@ -211,10 +219,7 @@ def _launcher(name, module, source_digest, trace, inputs, outputs, sizes=(), wri
     lines = [f"    def {name}({', '.join(all_params)}):"]
     for a, p in zip(params, inputs):
         if p in unverified:
-            dtype, shape, _, _ = trace.meta(p)
-            values[f"dtype_{a}"], values[f"shape_{a}"] = to_torch(dtype), torch.Size(shape)
-            lines.append(f"        if {a}.dtype is not dtype_{a} or {a}.shape != shape_{a}: "
-                         f"raise mismatch({name!r}, {a}, dtype_{a}, shape_{a})")
+            lines.append("        " + _verified(name, a, p, trace, values))
         if p not in guarded:
             lines.append("        " + _readable(a, strided=bool(trace.strides(p))))
     outs = [f"o{k}" for k in range(len(outputs))]

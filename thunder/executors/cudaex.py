@@ -28,7 +28,8 @@ from thunder.core import debug, registry
 from thunder.core.dtypes import to_torch
 from thunder.core.log import log_trace, logger, trace_enabled
 from thunder.executors import Executor
-from thunder.executors.cpuex import _parameters, _readable, _size_argument, cache_dir, reusable_kernels
+from thunder.executors.cpuex import (_mismatch, _opaque_results, _parameters, _readable, _size_argument, _verified,
+                                     cache_dir, reusable_kernels)
 
 #: Where the NVRTC wheels put the library, under a ``nvidia`` directory of site-packages (CUDA 13's layout first).
 _NVRTC_PATHS = ("cu13/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.12")
@@ -85,7 +86,7 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
 
 
 def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, workspace, symbol=None,
-              by_value=(), device_type="cuda", names=None):
+              by_value=(), device_type="cuda", names=None, unverified=()):
     """The Python function that runs one CUDA kernel: inputs made contiguous where the kernel reads them so,
     outputs from torch's caching allocator on the inputs' device, the kernel launched on that device's current
     stream with the grid and block the schedule chose for these shapes. Inputs on another device than the
@@ -96,13 +97,15 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     ``host_scalar``: a 0-dim CPU tensor, ``cuda_x * torch.tensor(2.0)``), as torch passes it: read on the host, no
     copy to the device and no synchronization, and a launch a CUDA graph can capture (with the value it had then).
     ``names``: what the launcher's text calls instead of the CUDA runtime's ``launch``, ``raw_stream`` and
-    ``current_device`` (the emulator's).
+    ``current_device`` (the emulator's). ``unverified``: the results of opaque ops, whose dtype and shape it checks
+    first (``thunder.executors.OpaqueResultMismatch``).
 
     The kernel's handle is looked up once per device, in its context, on the first call there."""
     namespace = {"launch": _core.launch_cuda, "empty": torch.empty, "raw_stream": _raw_stream,
                  "current_device": torch.cuda.current_device, "device_guard": torch.cuda.device,
                  "workspaces": {}, "workspace_of": _workspace, "kernels": {},
-                 "kernel_in_context": lambda: module.function(symbol or name), **(names or {})}
+                 "kernel_in_context": lambda: module.function(symbol or name), "mismatch": _mismatch,
+                 **(names or {})}
     all_params, params, numbers = _parameters(trace, inputs)
     lines = [f"def {name}({', '.join(all_params)}):"]
     tensors = [p for p in inputs if trace.meta(p)[0] != "number"]
@@ -118,7 +121,10 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
                   f"            return {name}({', '.join(all_params)})"]
     else:
         lines.append("    device = index = current_device()")
+    checked = {}  # the dtypes and shapes of the opaque results it checks
     for a, p in zip(params, tensors):
+        if p in unverified:
+            lines.append("    " + _verified(name, a, p, trace, checked))
         lines.append(f"    {a} = {a}.item()" if by_value[a] else "    " + _readable(a, bool(trace.strides(p))))
     lines += ["    kernel = kernels.get(index)", "    if kernel is None:",
               "        kernel = kernels[index] = kernel_in_context()"]
@@ -137,7 +143,8 @@ def _launcher(name, module, source, trace, inputs, outputs, sizes, block, grid, 
     lines.append(f"    launch(kernel, {grid}, {block}, on, [{', '.join(args)}])")
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
     text = "\n".join(lines) + "\n"
-    registry_name = f"{name}_{registry.digest(source + text + repr(sorted(values.items())))}"
+    namespace.update(checked)
+    registry_name = f"{name}_{registry.digest(source + text + repr(sorted(values.items())) + repr(checked))}"
     filename = debug.register_source(text, f"kernel launcher {registry_name}")
     exec(compile(text, filename, "exec"), namespace)
     launcher = namespace[name]
@@ -236,6 +243,7 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None, target=CUDA):
     start = time.perf_counter()
     where = target.where()
     reusable = reusable_kernels(compiled, where)
+    unverified = _opaque_results(trace)
     parts = max(1, min(os.cpu_count() or 1, count // KERNELS_PER_UNIT))
     units = _core.render_cuda(trace, target.executor, parts, set(reusable))
     seconds["codegen"] = time.perf_counter() - start
@@ -255,7 +263,7 @@ def lower(trace, round_every_op=True, seconds=None, compiled=None, target=CUDA):
                 module, symbol, text = reusable[key]
             used[id(module)] = (module.image, text)
             launchers[name] = _launcher(name, module, text, trace, ins, outs, sizes, block, grid, workspace, symbol,
-                                        by_value, target.device_type, target.names)
+                                        by_value, target.device_type, target.names, unverified)
     last_source = "\n".join(text for _, text in used.values())
     seconds["compile"] = time.perf_counter() - start
     return launchers, list(used.values())
