@@ -561,8 +561,11 @@ class Functionalizer {
 
   Trace run() {
     find_gradient_safe_arms();
-    for (const BoundSymbol& s : in_.symbols)
+    for (const BoundSymbol& s : in_.symbols) {
       has_effects_ |= s.sym != copy_ && s.sym != begin_ && s.sym != else_ && s.sym != end_ && s.sym->has(ir::kEffect);
+      for (ProxyId p : s.input_proxies()) ++reads_[p];
+    }
+    ir::for_each_proxy(in_.output, [&](ProxyId p) { ++reads_[p]; });
     for (ProxyId id : in_.inputs)
       if (in_.proxy(id).is_tensor) {
         const ir::ProxyInfo& p = in_.proxy(id);
@@ -837,6 +840,14 @@ class Functionalizer {
       BoundSymbol in_place = s;
       in_place.sym = copy_to_;
       effect(in_place);
+      // Eager records the write on the view itself, which then requires grad where the written value does
+      // (`t = x.detach(); t.add_(a)`: t's gradient reaches a): until its root is written again, the view reads
+      // as the written value.
+      const Value& src = s.args[1];
+      if (src.is_proxy() && in_.proxy(src.proxy()).is_tensor && in_.tensor(src.proxy()).requires_grad) {
+        value_of_[dst] = conform(read(src.proxy()), in_.tensor(dst), s);
+        alias_.at(dst).version = roots_.at(a.root).version;
+      }
       return;
     }
     for (const Step& step : a.chain)
@@ -906,8 +917,15 @@ class Functionalizer {
     for (auto& [root, state] : roots_)
       if (state.value != P(root) && touched.count(e_.storage(state.value.proxy())))
         state = RootState{e_.prim("clone", {state.value}), ++clock_, state.source};  // views made again on it
+    // A root that is a value of this trace and has no views, whose pending value is a tensor of its own that only
+    // the write reads, is not stored into: the effect takes that value's memory, which stays the root's (`t = a *
+    // 2; t.mul_(a); t[i] = 0`). The store into the old memory bumped its version, which autograd had saved for
+    // mul's backward (its backward then raised), and cost a copy.
+    std::set<ProxyId> moved;
     for (ProxyId root : touched)
-      if (roots_.at(root).value != P(root)) materialize(root, roots_.at(root));
+      if (roots_.at(root).value != P(root) && movable(root, roots_.at(root).value)) moved.insert(root);
+    for (ProxyId root : touched)
+      if (roots_.at(root).value != P(root) && !moved.count(root)) materialize(root, roots_.at(root));
     e_.set_source(s.source);
     replays_.clear();  // what was computed before may be copies of memory the effect changes
     e_.forget();
@@ -917,17 +935,34 @@ class Functionalizer {
     std::set<ProxyId> storages(touched.begin(), touched.end());
     for (ProxyId p : b.input_proxies()) storages.insert(e_.storage(p));
     for (auto& [root, state] : roots_)
-      if (state.value != P(root) && storages.count(e_.storage(state.value.proxy()))) materialize(root, state);
+      if (state.value != P(root) && !moved.count(root) && storages.count(e_.storage(state.value.proxy())))
+        materialize(root, state);
     e_.set_source(s.source);
     e_.push(std::move(b));
     replays_.clear();
     e_.forget();
     for (ProxyId root : touched) {
-      roots_[root] = RootState{P(root), ++clock_, s.source};
+      roots_[root] = RootState{moved.count(root) ? roots_.at(root).value : P(root), ++clock_, s.source};
       written_.insert(root);
     }
     for (ProxyId o : s.output_proxies())
       if (in_.proxy(o).is_tensor) add_root(o);
+  }
+
+  // Whether an effect may take `value`, the pending value of `root`, as the root's memory (see effect()): the root
+  // is no input and has no views; the value is a root of its own, not an input, without views or writes, which
+  // nothing but the write into `root` reads.
+  bool movable(ProxyId root, const Value& value) const {
+    if (born_.at(root) < 0 || !value.is_proxy()) return false;
+    const ProxyId v = value.proxy();
+    auto root_of = alias_.find(v);
+    if (root_of == alias_.end() || root_of->second.root != v || born_.at(v) < 0 || roots_.at(v).value != P(v))
+      return false;
+    auto reads = reads_.find(v);
+    if (reads == reads_.end() || reads->second != 1 || e_.storage(v) != v) return false;
+    for (const auto& [p, a] : alias_)
+      if (p != a.root && (a.root == root || a.root == v)) return false;
+    return true;
   }
 
   Frame& frame_for(const BoundSymbol& s) {
@@ -1031,6 +1066,8 @@ class Functionalizer {
   std::unordered_map<ProxyId, Value> value_of_;       // views made again from a newer value: their value
   std::map<std::pair<ProxyId, ProxyId>, Value> replays_;  // (proxy, root value) -> the view replayed on it
   std::set<ProxyId> written_;                         // roots written or mutated at some point
+  std::unordered_map<ProxyId, int> reads_;            // how many top-level symbols of the input trace read each
+                                                      // proxy (the trace's output counts as one)
   std::vector<Frame> frames_;                         // open branch regions, outermost first
   int64_t clock_ = 0;                                 // versions: every write makes a new one
   bool has_effects_ = false;                          // an in-place op the importer could not lower (effect())

@@ -363,32 +363,52 @@ def _return_selected_inputs(fn, selected, count):
     return selected_inputs
 
 
-def _keep_outputs_fresh(fn, compiled, fresh):
+def _keep_outputs_fresh(fn, compiled, fresh, memory):
     """fn, with the outputs eager returns as new tensors (``fresh``: positions, ImportedGraph.fresh_outputs) copied
-    where the program returned an input's memory instead. Functionalization forwards a value written whole into a
+    where the program returned an input's memory instead, or another output's where eager's two have memory of
+    their own (``memory``: ImportedGraph.output_memory). Functionalization forwards a value written whole into a
     new tensor (``v = x * 2; v.copy_(y); return v`` returns y's value), so the program returned the input y itself
-    (or a view of it), and a later write to the result changed the caller's y. Which outputs can be such a tensor
-    is read from the execution trace (an input, or a view op or opaque op of one: the torch executor returns
-    views); only those are checked at run time."""
+    (or a view of it), and a later write to the result changed the caller's y; ``u = torch.ones_like(t);
+    u.copy_(t); return t, u`` returned one tensor twice. Which outputs can be such a tensor is read from the
+    execution trace (an input or another output, or what a view op or an opaque op makes of one: the torch
+    executor returns views); only those are checked at run time."""
     trace = compiled.execution_trace.trace
     outputs = trace.output[0] if compiled.autodiff == "thunder" else trace.output
     if not fresh or not isinstance(outputs, (tuple, list)):
         return fn
-    may_alias = {p for p in trace.inputs if isinstance(p, _core.Proxy)}
+    roots = {}  # proxy -> the proxies whose memory it may share (itself among them)
+
+    def of(p):
+        return roots.get(p, {p})
     for b in trace.symbols:
-        returns_views = b.is_view or b.is_opaque or (b.level == "ltorch" and _may_return_its_input(b.name))
-        if returns_views and any(p in may_alias for p in proxies(b.args)):
-            may_alias.update(proxies(b.output))
-    risky = [i for i in fresh if i < len(outputs) and isinstance(outputs[i], _core.Proxy) and outputs[i] in may_alias]
+        if b.is_view or b.is_opaque or (b.level == "ltorch" and _may_return_its_input(b.name)):
+            shared = set().union(*(of(p) for p in proxies(b.args)))
+            for q in proxies(b.output):
+                roots[q] = shared | {q}
+    inputs = {p for p in trace.inputs if isinstance(p, _core.Proxy)}
+
+    def distinct(i, j):  # eager's outputs i and j have memory of their own
+        return i < len(memory) and j < len(memory) and memory[i] != memory[j]
+    risky = []
+    for i in fresh:
+        if i < len(outputs) and isinstance(outputs[i], _core.Proxy):
+            mine = of(outputs[i])
+            if mine & inputs or any(isinstance(outputs[j], _core.Proxy) and distinct(i, j) and of(outputs[j]) & mine
+                                    for j in range(i)):
+                risky.append(i)
     if not risky:
         return fn
 
     def fresh_outputs(*args):
         out = fn(*args)
-        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        taken = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
         values = list(out)
         for i in risky:
-            if isinstance(values[i], torch.Tensor) and values[i].untyped_storage().data_ptr() in inputs:
+            if not isinstance(values[i], torch.Tensor):
+                continue
+            at = values[i].untyped_storage().data_ptr()
+            if at in taken or any(isinstance(values[j], torch.Tensor) and distinct(i, j) and
+                                  values[j].untyped_storage().data_ptr() == at for j in range(i)):
                 values[i] = values[i].clone()
         return type(out)(values)
     return fresh_outputs
@@ -815,7 +835,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     _log_compiled(state, compiled, imported)
     # A graph that sets grad mode, autocast or inference mode undoes it if it raises, as leaving `with` blocks does.
     fn = global_state.restoring(compiled.fn) if imported.sets_global_state else compiled.fn
-    fn = _keep_outputs_fresh(fn, compiled, imported.fresh_outputs)
+    fn = _keep_outputs_fresh(fn, compiled, imported.fresh_outputs, imported.output_memory)
     fn = _return_selected_inputs(fn, imported.selected_inputs, imported.selected_conditions)
     fn = _remake_output_views(fn, imported.output_views)
     fn = _guard_input_aliasing(fn, compiled, gm, imported.sets_global_state)

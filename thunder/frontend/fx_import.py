@@ -97,6 +97,9 @@ class ImportedGraph:
     size_inputs: list = field(default_factory=list)
     #: The positions of tensor outputs that share no memory with an input in eager (Dynamo's example values tell).
     fresh_outputs: list = field(default_factory=list)
+    #: Per output position, which memory its tensor has in eager: outputs of one number share memory, of two numbers
+    #: not (None for a value that is not a tensor).
+    output_memory: list = field(default_factory=list)
     #: Outputs a converted branch selects where an arm leaves them an input itself (SelectedInput); the trace
     #: returns the conditions they read, ``selected_conditions`` of them, after the graph's own outputs.
     selected_inputs: list = field(default_factory=list)
@@ -725,12 +728,15 @@ class _Importer:
                 if self.selects or self.arm_writes:
                     self._check_arms_reach_the_same_leaves(node)
                 out = self._unwrap(self._arg(node.args[0]))
-                views, fresh, selected, selected_conditions = [], [], [], 0
+                views, fresh, memory, selected, selected_conditions = [], [], [], [], 0
                 if isinstance(node.args[0], (tuple, list)):
                     views, error = self._views_of_outputs(list(node.args[0]), placeholders)
                     if error is not None:
                         raise error
                     fresh = _fresh_outputs(list(node.args[0]), placeholders)
+                    storages = [_storage(n.meta.get("example_value")) if isinstance(n, torch.fx.Node) else None
+                                for n in node.args[0]]
+                    memory = [None if s is None else storages.index(s) for s in storages]
                     out = list(out)
                     for group in views:  # each output made again from the base: the program returns the base
                         base = placeholders[group.base_input][0] if group.base_input >= 0 else group.root
@@ -747,7 +753,7 @@ class _Importer:
                                      self.branch_sites, views, size_inputs=self.size_inputs,
                                      under_autocast=bool(self.outer_autocast) and not self.explicit_autocast,
                                      autocast_written_out=bool(self.outer_autocast) and self.explicit_autocast,
-                                     fresh_outputs=fresh, selected_inputs=selected,
+                                     fresh_outputs=fresh, output_memory=memory, selected_inputs=selected,
                                      selected_conditions=selected_conditions,
                                      activation_inputs=[self._unwrap(self.env[n]) for n, e in placeholders
                                                         if isinstance(e, torch.Tensor) and e.requires_grad

@@ -104,11 +104,14 @@ def _unbiased_positional(args, kwargs):
 
 
 def _scatter_value(args, kwargs):
-    """torch.scatter(x, dim, index, 2.5): a number in the `src` slot is the `value` overload."""
+    """torch.scatter(x, dim, index, 2.5): a number in the `src` slot (a constant, or one known at run time) is the
+    `value` overload."""
+    from thunder.frontend.fx_import import _TensorArg
+
     args, kwargs = list(args), dict(kwargs)
-    if len(args) >= 4 and isinstance(args[3], (bool, int, float)):
+    if len(args) >= 4 and not isinstance(args[3], _TensorArg):
         kwargs["value"] = args.pop(3)
-    elif isinstance(kwargs.get("src"), (bool, int, float)):
+    elif "src" in kwargs and not isinstance(kwargs["src"], _TensorArg):
         kwargs["value"] = kwargs.pop("src")
     return args, kwargs
 
