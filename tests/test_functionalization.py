@@ -2400,3 +2400,17 @@ def test_scatter_of_a_number_known_at_run_time():
     jitted = thunder.jit(fn)
     for v in (0.5, 1.5, -2.0):
         assert_same(jitted(torch.zeros(3), v), fn(torch.zeros(3), v))
+
+
+def test_a_copy_under_no_grad_leaves_its_destination_without_grad():
+    """`with torch.no_grad(): ema.copy_(p)`: the copy-back into ema runs after grad mode is back on, and recorded
+    the copy of p (which requires grad): the caller's ema came to require grad."""
+    def fn(ema, p):
+        with torch.no_grad():
+            ema.copy_(p)
+        return ema
+
+    ema, p = torch.zeros(2), torch.ones(2, requires_grad=True)
+    out = thunder.jit(fn)(ema, p)
+    assert not ema.requires_grad and not out.requires_grad
+    assert_same(ema, torch.ones(2))

@@ -904,7 +904,12 @@ class _Importer:
                     self.builder.meta(value)[0] != "number":
                 # Grad mode is off: the value written requires no grad, though it is computed from a tensor that
                 # does (an optimizer's parameter), so its ops may fuse. (Values of ops that are not writes take
-                # requires_grad from Dynamo's example values, which say the same.)
+                # requires_grad from Dynamo's example values, which say the same.) A tensor written as it is
+                # (`ema.copy_(p)`) is detached: the copy-back into an input runs after grad mode is back on, and
+                # recorded the copy (the caller's `ema` came to require grad).
+                if self.builder.meta(value)[3] and any(isinstance(v := self.env.get(a), _core.Proxy) and v.id == value.id
+                                                    for a in node.all_input_nodes):
+                    value = self.builder.call("ltorch", "detach", [value], {})
                 self.builder.set_requires_grad(value, False)
             elif self.grad_enabled is not False and self.builder.meta(dst)[3]:
                 # Grad mode is on and the tensor written requires grad: it still does after the write, whatever
