@@ -436,13 +436,26 @@ class KernelWriter {
     scope.defined.insert(v);
   }
 
+  // A reduction, with the reductions the schedule puts in its pass (Schedule::sibling_reductions): their inputs
+  // computed in one loop over the row, each into its own accumulator.
   void emit_reduction(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
-    ProxyId in = b.args[0].proxy();
-    const Reduction r = cpu_expressions().at(b.sym->prim).reduce(dtype(in), s_.float_accumulation);
-    std::string acc = "acc" + local(v);
+    std::vector<ProxyId> members{v};
+    for (const std::vector<ProxyId>& group : s_.sibling_reductions)
+      if (std::find(group.begin(), group.end(), v) != group.end()) members = group;
+    struct Member {
+      ProxyId v, in;
+      Reduction r;
+    };
+    std::vector<Member> pass;
     Scope inner{{}, &scope, {}, false};
-    emit(in, inner);
-    const std::string nan = "nan" + local(v);
+    for (ProxyId m : members) {
+      const ir::BoundSymbol& mb = m == v ? b : *producer_.at(m);
+      const ProxyId in = mb.args[0].proxy();
+      pass.push_back({m, in, cpu_expressions().at(mb.sym->prim).reduce(dtype(in), s_.float_accumulation)});
+      if (pass.back().r.pragma_op.rfind("kmath_", 0) == 0) reductions_.insert(pass.back().r.pragma_op);
+      local(m);  // named before its input, as the kernels' variables always were
+      emit(in, inner);
+    }
     std::string row_stores;  // the row-buffer stores below, done in the same pass
     // Keep the transcendental values of this pass in a row buffer, so that a later pass over the
     // row (softmax's output pass reusing exp(x - max)) loads them instead of recomputing them.
@@ -466,23 +479,31 @@ class KernelWriter {
     std::vector<int> dims;
     for (size_t d = 0; d < p_.domain.size(); ++d)
       if (p_.reduced[d]) dims.push_back(static_cast<int>(d));
-    if (r.pragma_op.rfind("kmath_", 0) == 0) reductions_.insert(r.pragma_op);
-    std::string clause = " reduction(" + r.pragma_op + ":" + acc + ")" + (r.nan_flag ? " reduction(|:" + nan + ")" : "");
-    std::string pragma = s_.parallel_inner ? kParallelFor + collapse(dims.size()) + clause : "";
     if (s_.lane_reductions.count(v)) {
-      scope.lines += lane_reduction(r, v, dims, inner.lines + row_stores, var(in));
+      std::vector<LaneSum> sums;
+      for (const Member& m : pass) sums.push_back({m.r, m.v, var(m.in)});
+      scope.lines += lane_reduction(sums, dims, inner.lines + row_stores);
     } else {
-      std::string body = inner.lines + row_stores + acc + " = " + combine_text(r.combine, acc, var(in)) + ";\n";
-      if (r.nan_flag) body += nan + " |= " + var(in) + " != " + var(in) + ";\n";
-      scope.lines += r.acc_type + " " + acc + " = " + r.init + ";\n";
-      if (r.nan_flag) scope.lines += "int " + nan + " = 0;\n";
+      std::string clause, body = inner.lines + row_stores;
+      for (const Member& m : pass) {
+        const std::string acc = "acc" + local(m.v), nan = "nan" + local(m.v);
+        clause += " reduction(" + m.r.pragma_op + ":" + acc + ")" + (m.r.nan_flag ? " reduction(|:" + nan + ")" : "");
+        body += acc + " = " + combine_text(m.r.combine, acc, var(m.in)) + ";\n";
+        if (m.r.nan_flag) body += nan + " |= " + var(m.in) + " != " + var(m.in) + ";\n";
+        scope.lines += m.r.acc_type + " " + acc + " = " + m.r.init + ";\n";
+        if (m.r.nan_flag) scope.lines += "int " + nan + " = 0;\n";
+      }
+      std::string pragma = s_.parallel_inner ? kParallelFor + collapse(dims.size()) + clause : "";
       scope.lines += loops(dims, body, pragma, "", true, "#pragma omp simd" + clause);
     }
-    std::string result = "(" + compute_type(dtype(v)) + ")" + acc;
-    if (r.nan_flag) result = "(" + nan + " ? (" + compute_type(dtype(v)) + ")NAN : " + result + ")";
-    if (round_every_op_) result = round_to(dtype(v), result);
-    scope.lines += "const " + compute_type(dtype(v)) + " " + var(v) + " = " + result + ";\n";
-    scope.defined.insert(v);
+    for (const Member& m : pass) {
+      const std::string acc = "acc" + local(m.v), nan = "nan" + local(m.v);
+      std::string result = "(" + compute_type(dtype(m.v)) + ")" + acc;
+      if (m.r.nan_flag) result = "(" + nan + " ? (" + compute_type(dtype(m.v)) + ")NAN : " + result + ")";
+      if (round_every_op_) result = round_to(dtype(m.v), result);
+      scope.lines += "const " + compute_type(dtype(m.v)) + " " + var(m.v) + " = " + result + ";\n";
+      scope.defined.insert(m.v);
+    }
   }
 
   // The loop nest over `dims` storing the outputs `which`: the innermost loop runs in chunks, each
@@ -520,17 +541,30 @@ class KernelWriter {
     return loops(outer, chunk_loop, outer.empty() ? "" : pragma, ind, false);
   }
 
-  // The reduction of `x` (computed by `lines` at the row's current indices) into acc<v>, in kLanes
-  // partial results: lane l takes the elements whose innermost reduced index is l modulo kLanes
-  // (inside constant-length SIMD loops: a whole block of kLanes, then the rest), and the lanes are
+  // One reduction of a lane pass: its rule, its output, and the variable it accumulates.
+  struct LaneSum {
+    Reduction r;
+    ProxyId v;
+    std::string x;
+  };
+
+  // The reductions `sums` of values computed by `lines` at the row's current indices, in one pass over the row,
+  // each into acc<v> in kLanes partial results: lane l takes the elements whose innermost reduced index is l
+  // modulo kLanes (inside constant-length SIMD loops: a whole block of kLanes, then the rest), and the lanes are
   // folded pairwise at the end (32 + 32, 16 + 16, ...), a fixed order whatever the machine.
-  std::string lane_reduction(const Reduction& r, ProxyId v, const std::vector<int>& dims, const std::string& lines,
-                             const std::string& x) const {
-    const std::string id = local(v), acc = "acc" + id, lane = "lane" + id, nan = "nanlane" + id;
+  std::string lane_reduction(const std::vector<LaneSum>& sums, const std::vector<int>& dims,
+                             const std::string& lines) const {
     const int64_t k_lanes = s_.limits.lanes;
-    const std::string lanes = std::to_string(k_lanes);
-    std::string body = lines + lane + "[l] = " + combine_text(r.combine, lane + "[l]", x) + ";\n";
-    if (r.nan_flag) body += nan + "[l] |= " + x + " != " + x + ";\n";
+    const std::string lanes = std::to_string(k_lanes), id = local(sums.front().v);
+    std::string body = lines, out;
+    for (const LaneSum& m : sums) {
+      const std::string lane = "lane" + local(m.v), nan = "nanlane" + local(m.v);
+      body += lane + "[l] = " + combine_text(m.r.combine, lane + "[l]", m.x) + ";\n";
+      if (m.r.nan_flag) body += nan + "[l] |= " + m.x + " != " + m.x + ";\n";
+      out += m.r.acc_type + " " + lane + "[" + lanes + "];\n";
+      out += "for (int l = 0; l < " + lanes + "; ++l) " + lane + "[l] = " + m.r.init + ";\n";
+      if (m.r.nan_flag) out += "int " + nan + "[" + lanes + "] = {};\n";
+    }
     const int d = dims.back();
     const std::string i = index(d), n = extent(d), whole = "whole" + id;
     // The row's whole blocks of kLanes, then the rest (a kernel for every row length of its size class).
@@ -540,18 +574,18 @@ class KernelWriter {
              indent(body, "    ") + "  }\n}\n";
     inner += "#pragma omp simd\nfor (int64_t l = 0; l < " + n + " - " + whole + "; ++l) {\n  const int64_t " + i +
              " = " + whole + " + l;\n" + indent(body, "  ") + "}\n";
-    std::string out = r.acc_type + " " + lane + "[" + lanes + "];\n";
-    out += "for (int l = 0; l < " + lanes + "; ++l) " + lane + "[l] = " + r.init + ";\n";
-    if (r.nan_flag) out += "int " + nan + "[" + lanes + "] = {};\n";
     out += loops(std::vector<int>(dims.begin(), dims.end() - 1), inner, "", "", false);
-    for (int64_t w = k_lanes / 2; w >= 1; w /= 2) {
-      const std::string ws = std::to_string(w);
-      out += "for (int l = 0; l < " + ws + "; ++l) " + lane + "[l] = " +
-             combine_text(r.combine, lane + "[l]", lane + "[l + " + ws + "]") + ";\n";
-      if (r.nan_flag) out += "for (int l = 0; l < " + ws + "; ++l) " + nan + "[l] |= " + nan + "[l + " + ws + "];\n";
+    for (const LaneSum& m : sums) {
+      const std::string lane = "lane" + local(m.v), nan = "nanlane" + local(m.v);
+      for (int64_t w = k_lanes / 2; w >= 1; w /= 2) {
+        const std::string ws = std::to_string(w);
+        out += "for (int l = 0; l < " + ws + "; ++l) " + lane + "[l] = " +
+               combine_text(m.r.combine, lane + "[l]", lane + "[l + " + ws + "]") + ";\n";
+        if (m.r.nan_flag) out += "for (int l = 0; l < " + ws + "; ++l) " + nan + "[l] |= " + nan + "[l + " + ws + "];\n";
+      }
+      out += m.r.acc_type + " acc" + local(m.v) + " = " + lane + "[0];\n";
+      if (m.r.nan_flag) out += "int nan" + local(m.v) + " = " + nan + "[0];\n";
     }
-    out += r.acc_type + " " + acc + " = " + lane + "[0];\n";
-    if (r.nan_flag) out += "int nan" + id + " = " + nan + "[0];\n";
     return out;
   }
 

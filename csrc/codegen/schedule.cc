@@ -22,6 +22,42 @@ bool streams(const ir::Trace& t, const KernelPlan& p, const std::vector<ProxyId>
   return large;
 }
 
+// Groups of the plan's reductions that read the same earlier reductions (the nearest ones on every path back from
+// their inputs) and accumulate alike: none reads another, and each reads only values a row has before the group's
+// pass (layer_norm's corrected moments: the sums of x - mean and of its square; a norm's backward: its two sums).
+std::vector<std::vector<ProxyId>> sibling_reductions(const KernelPlan& p, const std::set<ProxyId>& lanes) {
+  std::map<ProxyId, const ir::BoundSymbol*> producer;
+  for (const ir::BoundSymbol& b : p.symbols) producer[b.output.proxy()] = &b;
+  std::map<ProxyId, std::set<ProxyId>> nearest;  // per value: the nearest reductions it reads (plan order)
+  for (const ir::BoundSymbol& b : p.symbols) {
+    std::set<ProxyId> read;
+    for (ProxyId a : b.input_proxies()) {
+      auto from = producer.find(a);
+      if (from == producer.end()) continue;  // a kernel input
+      if (from->second->sym->has(ir::kReduction)) {
+        read.insert(a);
+      } else {
+        const std::set<ProxyId>& earlier = nearest.at(a);
+        read.insert(earlier.begin(), earlier.end());
+      }
+    }
+    nearest[b.output.proxy()] = std::move(read);
+  }
+  std::map<std::pair<std::set<ProxyId>, bool>, std::vector<ProxyId>> by_key;
+  std::vector<std::pair<std::set<ProxyId>, bool>> order;
+  for (const ir::BoundSymbol& b : p.symbols) {
+    if (!b.sym->has(ir::kReduction)) continue;
+    const ProxyId v = b.output.proxy();
+    auto key = std::make_pair(nearest.at(v), lanes.count(v) > 0);
+    if (!by_key.count(key)) order.push_back(key);
+    by_key[key].push_back(v);
+  }
+  std::vector<std::vector<ProxyId>> groups;
+  for (const auto& key : order)
+    if (by_key.at(key).size() > 1) groups.push_back(by_key.at(key));
+  return groups;
+}
+
 }  // namespace
 
 Schedule schedule_kernel(const ir::Trace& t, const KernelPlan& p, const ScheduleLimits& limits) {
@@ -61,6 +97,7 @@ Schedule schedule_kernel(const ir::Trace& t, const KernelPlan& p, const Schedule
   for (const ir::BoundSymbol& b : p.symbols)
     if (b.sym->has(ir::kReduction) && !s.parallel_inner && long_rows && ir::is_floating(t.tensor(b.args[0].proxy()).dtype))
       s.lane_reductions.insert(b.output.proxy());
+  s.sibling_reductions = sibling_reductions(p, s.lane_reductions);
   return s;
 }
 

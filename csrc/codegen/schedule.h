@@ -63,6 +63,10 @@ struct Schedule {
   bool stream = false;
   /// The reductions (their outputs) that accumulate in `limits.lanes` partial results.
   std::set<ProxyId> lane_reductions;
+  /// Reductions computed in one pass over the row, each group in plan order: they read the same earlier
+  /// reductions and not each other, and accumulate alike (all in lanes, or none). A reduction in no group has
+  /// a pass of its own.
+  std::vector<std::vector<ProxyId>> sibling_reductions;
   /// Length of the row buffers keeping libmvec values for a later pass over the row (the longest row kept:
   /// `limits.row_cache`); 0: none.
   int64_t row_cache = 0;
