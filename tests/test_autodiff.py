@@ -1277,14 +1277,14 @@ def test_ops_on_complex_values_that_require_grad_are_differentiated_by_torch(fn)
     torch.testing.assert_close(a.grad, reference.grad)
 
 
-@pytest.mark.parametrize("ord", [-2.0, -1.0, -0.5, 0.25, 0.5])
-def test_vector_norm_of_infinities_and_zeros(ord):
-    """A negative ord's norm of a vector whose |x|^ord all underflow to 0 is 0^(1/ord) = inf (it was 0); for
-    0 < ord < 1, a zero element gets gradient 0, as ATen masks it (|x|^(ord - 1) is infinite there: NaN)."""
-    inf = float("inf")
-    x = torch.tensor([[inf, -inf, inf], [0.0, -2.0, 4.0], [1.0, 2.0, 4.0]], dtype=D, requires_grad=ord > 0)
+@pytest.mark.parametrize("ord", [-2.0, -1.0, -0.5, 0.25, 0.5, float("inf"), -float("inf")])
+def test_vector_norm_of_infinities_zeros_and_nans(ord):
+    """A negative ord's norm of a vector whose |x|^ord all underflow to 0 is 0^(1/ord) = inf (it was 0); for ord < 1,
+    a zero element gets gradient 0, as ATen masks it (|x|^(ord - 1) is infinite there: NaN); the inf norm of a row
+    holding a NaN gives that row gradient 0, as eager (sgn(NaN) is 0), not NaN."""
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([[inf, -inf, inf], [1.0, 2.0, 4.0]], dtype=D)
     fn = lambda t: torch.linalg.vector_norm(t, ord=ord, dim=1)  # noqa: E731
-    if ord > 0:
-        grads_equal(fn, x[1:].detach().requires_grad_())
-    else:
-        assert_same(thunder.jit(fn)(x), fn(x))
+    assert_same(thunder.jit(fn)(x), fn(x))
+    grads_equal(fn, torch.tensor([[0.0, -2.0, 4.0], [0.0, 0.0, 0.0], [nan, 1.0, -2.0], [1.0, -3.0, 2.0]], dtype=D,
+                                 requires_grad=True))

@@ -578,7 +578,9 @@ void register_reductions() {
                    Value r;
                    if (std::isinf(ord)) {
                      if (m.numel() == 0) fail("ltorch.vector_norm", "cannot compute the inf norm of an empty tensor");
-                     r = b.torch(ord > 0 ? "amax" : "amin", {x, dv, a[3]});
+                     // The prims' max/min, whose rule gives a NaN of the row its gradient (sgn(NaN) then makes it 0,
+                     // as eager's norm backward); the torch op amax gives a NaN row NaN gradients.
+                     r = keep(b, b.prim(ord > 0 ? "amax" : "amin", {x, dv}), m, dims, a[3].as_bool());
                    } else if (ord == 0.0) {
                      r = b.torch("sum", {cast(b, T(b, "ne", {x, Int(0)}), acc), dv, a[3]});
                    } else if (ord == 1.0) {
@@ -587,14 +589,14 @@ void register_reductions() {
                      // The root of a zero sum (a zero vector) has eager's gradient, 0 (ATen's norm_backward masks
                      // it): the chain rule through sqrt/pow at 0 is inf * 0 = NaN. The root reads 1 there instead
                      // and the result selects 0; elsewhere the selects pass values and gradients through.
-                     // For 0 < ord < 1, |x|^ord of a zero element is selected as 0 from |x| = 1 in its place:
-                     // its derivative ord |x|^(ord - 1) is infinite at 0, and ATen's masks it to 0.
+                     // For ord < 1, |x|^ord of a zero element (0, or inf for a negative ord) is selected from |x| = 1
+                     // in its place: its derivative ord |x|^(ord - 1) is infinite at 0, and ATen's masks it to 0.
                      Value terms;
                      if (ord == 2.0) {
                        terms = T(b, "mul", {x, x});
-                     } else if (ord > 0.0 && ord < 1.0) {
+                     } else if (ord < 1.0) {
                        Value zero_element = T(b, "eq", {x, Int(0)});
-                       terms = T(b, "where", {zero_element, F(0.0),
+                       terms = T(b, "where", {zero_element, F(ord > 0.0 ? 0.0 : std::numeric_limits<double>::infinity()),
                                               T(b, "pow", {T(b, "where", {zero_element, F(1.0), x}), F(ord)})});
                      } else {
                        terms = T(b, "pow", {x, F(ord)});
