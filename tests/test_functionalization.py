@@ -2371,8 +2371,26 @@ def _written_into_a_detached_tensor(a):
     return t
 
 
+def _written_then_indexed_twice(a):
+    t = a * 2
+    t.mul_(a)
+    t[torch.tensor([0])] = 0.0  # the effect takes mul's result as t's memory
+    t.view(-1).add_(1)          # a write through a view: stored into that memory, not t's first
+    t[torch.tensor([1])] = 1.0
+    return t
+
+
+def _written_then_indexed_with_a_view(a):
+    t = a * 2
+    t.mul_(a)
+    v = t.view(-1)
+    t[torch.tensor([0])] = 7.0
+    return t, v * 1
+
+
 @pytest.mark.parametrize("fn", [_written_then_indexed, _written_then_transposed, _written_in_grad_mode_then_not,
-                                _written_into_a_detached_tensor])
+                                _written_into_a_detached_tensor, _written_then_indexed_twice,
+                                _written_then_indexed_with_a_view])
 def test_writes_before_an_effect_keep_their_gradients(fn):
     """A pending write stored into its tensor before an opaque op bumped the version of memory autograd had saved
     (mul's input): backward raised. Now the effect takes the written value's memory. A write into a detached
@@ -2414,3 +2432,18 @@ def test_a_copy_under_no_grad_leaves_its_destination_without_grad():
     out = thunder.jit(fn)(ema, p)
     assert not ema.requires_grad and not out.requires_grad
     assert_same(ema, torch.ones(2))
+
+
+def test_writes_through_a_detached_view_after_a_recorded_one_reach_its_base():
+    """After `t.add_(a)` into a detached view, reads of t are the value written; the writes after it must still go
+    into t's memory (they went into that value: y missed the mul_)."""
+    def fn(x, a):
+        y = x * 1
+        t = y.detach()
+        t.add_(a)
+        t.mul_(2)
+        t[0] = 5.0
+        return y
+
+    x, a = torch.ones(3, 2), torch.ones(3, 2, requires_grad=True)
+    assert_same(thunder.jit(fn)(x, a), fn(x, a))

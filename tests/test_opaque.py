@@ -423,6 +423,25 @@ def test_an_opaque_result_unlike_its_fake_tensor_runs_the_graph_with_torch(caplo
         for _ in range(3):
             x = torch.randn(2, 5, 16)
             assert_same(jitted(x), fn(x))
-    warnings = [r for r in caplog.records if "runs with torch as captured from now on" in r.getMessage()]
+    warnings = [r for r in caplog.records if "runs with torch as captured from this call on" in r.getMessage()]
     assert len(warnings) == 1 and "returned bfloat16[2, 5, 16]" in warnings[0].getMessage()
     assert "released: runs with torch as captured" in str(jitted)
+
+
+def test_an_opaque_result_unlike_its_fake_tensor_with_a_write_after_it():
+    """A write after the kernels that read opaque results (here the copy-back of counter.add_(1), at the trace's
+    end) has not happened when the launcher raises: the call runs again with torch."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True).eval()
+
+    def fn(x, counter):
+        counter.add_(1)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return layer(x) * 2 + 1
+
+    jitted = thunder.jit(fn)
+    with torch.no_grad():
+        for _ in range(2):
+            x, eager_counter, counter = torch.randn(2, 5, 16), torch.zeros(1), torch.zeros(1)
+            assert_same(jitted(x, counter), fn(x, eager_counter))
+            assert_same(counter, eager_counter)

@@ -10,6 +10,8 @@ namespace {
 const ir::Param kInput = req("input");
 
 
+// (The torch op amax, differentiated by its own rule: a row holding a NaN gets NaN gradients, as its every use here
+// -- softmax's shift, attention's row maximum -- does in eager.)
 Value amax_keep(Builder& b, const Value& x, int64_t dim) {
   return b.torch("amax", {x, Value::ints({dim}), Value(true)});
 }

@@ -883,8 +883,10 @@ const std::vector<std::string> kByTorch = {"scaled_dot_product_attention"};
 
 // Ops whose rules compare their tensor arguments (vjp_compares_arguments).
 const std::vector<std::pair<ir::Level, std::string>> kComparing = {
-    {ir::Level::Prim, "amax"},  {ir::Level::Prim, "amin"},  {ir::Level::Prim, "maximum"},
-    {ir::Level::Prim, "minimum"}, {ir::Level::Torch, "amax"}, {ir::Level::Torch, "amin"}};
+    {ir::Level::Prim, "amax"},    {ir::Level::Prim, "amin"},       {ir::Level::Prim, "maximum"},
+    {ir::Level::Prim, "minimum"}, {ir::Level::Torch, "amax"},      {ir::Level::Torch, "amin"},
+    {ir::Level::Torch, "fmax"},   {ir::Level::Torch, "fmin"},      {ir::Level::Torch, "clamp"},
+    {ir::Level::Torch, "clamp_min"}, {ir::Level::Torch, "clamp_max"}};
 
 VjpRule as_vjp(Rule rule) {
   return [rule = std::move(rule)](Builder& b, const ir::BoundSymbol& fwd, const Value& grad) {

@@ -751,6 +751,7 @@ class Functionalizer {
         Value v = reads.at(view.first);
         for (const Step& step : view.second) v = step.rule->forward(e_, in_, *step.prim, v);
         value_of_[o] = v;
+        if (recorded_.count(view.first)) recorded_.insert(o);  // a view of a written value, not of memory
       }
       return;
     }
@@ -847,6 +848,7 @@ class Functionalizer {
       if (src.is_proxy() && in_.proxy(src.proxy()).is_tensor && in_.tensor(src.proxy()).requires_grad) {
         value_of_[dst] = conform(read(src.proxy()), in_.tensor(dst), s);
         alias_.at(dst).version = roots_.at(a.root).version;
+        recorded_.insert(dst);
       }
       return;
     }
@@ -905,27 +907,37 @@ class Functionalizer {
              where_from(*frames_.back().marker) + "); both arms of a traced branch run, so its effects cannot be "
              "made conditional");
     std::set<ProxyId> touched;
-    for (ProxyId p : s.input_proxies())
+    for (ProxyId p : s.input_proxies()) {
       if (alias_.count(p)) touched.insert(alias_.at(p).root);
+      if (recorded_.erase(p)) {  // the effect takes the view's memory, not the value written into it (write())
+        value_of_.erase(p);
+        alias_.at(p).version = -1;
+      }
+    }
     auto materialize = [&](ProxyId root, RootState& state) {
       e_.set_source(state.source);
-      e_.prim("copy_to", {P(root), state.value});
-      state = RootState{P(root), ++clock_, state.source};
+      e_.prim("copy_to", {memory(root), state.value});
+      state = RootState{memory(root), ++clock_, state.source};
     };
+    auto pending = [&](ProxyId root, const RootState& state) { return state.value != memory(root); };
     // A pending value that is a touched root's memory as it is now (a copy_ from it, into another root or a
     // touched one) is cloned first: the stores below and the effect change that memory.
+    std::set<ProxyId> touched_memory;
+    for (ProxyId root : touched) touched_memory.insert(memory(root).proxy());
     for (auto& [root, state] : roots_)
-      if (state.value != P(root) && touched.count(e_.storage(state.value.proxy())))
+      if (pending(root, state) && touched_memory.count(e_.storage(state.value.proxy())))
         state = RootState{e_.prim("clone", {state.value}), ++clock_, state.source};  // views made again on it
-    // A root that is a value of this trace and has no views, whose pending value is a tensor of its own that only
-    // the write reads, is not stored into: the effect takes that value's memory, which stays the root's (`t = a *
-    // 2; t.mul_(a); t[i] = 0`). The store into the old memory bumped its version, which autograd had saved for
-    // mul's backward (its backward then raised), and cost a copy.
+    // A root that is a value of this trace, whose pending value is a tensor of its own that only the write reads,
+    // is not stored into: the effect takes that value's memory, which is the root's from then on (memory_; `t = a
+    // * 2; t.mul_(a); t[i] = 0`). The store into the old memory bumped its version, which autograd had saved for
+    // mul's backward (its backward then raised), and cost a copy. (The root's views read it as any value of the
+    // root: made again on it.)
     std::set<ProxyId> moved;
     for (ProxyId root : touched)
-      if (roots_.at(root).value != P(root) && movable(root, roots_.at(root).value)) moved.insert(root);
+      if (pending(root, roots_.at(root)) && movable(root, roots_.at(root).value)) moved.insert(root);
     for (ProxyId root : touched)
-      if (roots_.at(root).value != P(root) && !moved.count(root)) materialize(root, roots_.at(root));
+      if (pending(root, roots_.at(root)) && !moved.count(root)) materialize(root, roots_.at(root));
+    for (ProxyId root : moved) memory_[root] = roots_.at(root).value.proxy();
     e_.set_source(s.source);
     replays_.clear();  // what was computed before may be copies of memory the effect changes
     e_.forget();
@@ -935,14 +947,13 @@ class Functionalizer {
     std::set<ProxyId> storages(touched.begin(), touched.end());
     for (ProxyId p : b.input_proxies()) storages.insert(e_.storage(p));
     for (auto& [root, state] : roots_)
-      if (state.value != P(root) && !moved.count(root) && storages.count(e_.storage(state.value.proxy())))
-        materialize(root, state);
+      if (pending(root, state) && storages.count(e_.storage(state.value.proxy()))) materialize(root, state);
     e_.set_source(s.source);
     e_.push(std::move(b));
     replays_.clear();
     e_.forget();
     for (ProxyId root : touched) {
-      roots_[root] = RootState{moved.count(root) ? roots_.at(root).value : P(root), ++clock_, s.source};
+      roots_[root] = RootState{memory(root), ++clock_, s.source};
       written_.insert(root);
     }
     for (ProxyId o : s.output_proxies())
@@ -950,8 +961,9 @@ class Functionalizer {
   }
 
   // Whether an effect may take `value`, the pending value of `root`, as the root's memory (see effect()): the root
-  // is no input and has no views; the value is a root of its own, not an input, without views or writes, which
-  // nothing but the write into `root` reads.
+  // is no input; the value is a tensor of the input trace (a value the pass made, a conversion or a select, is not
+  // moved) and a root of its own, not an input, without views or writes, which nothing but the write into `root`
+  // reads (reads_ counts the input trace's top-level symbols: a decomposition's reads are its symbol's).
   bool movable(ProxyId root, const Value& value) const {
     if (born_.at(root) < 0 || !value.is_proxy()) return false;
     const ProxyId v = value.proxy();
@@ -961,8 +973,14 @@ class Functionalizer {
     auto reads = reads_.find(v);
     if (reads == reads_.end() || reads->second != 1 || e_.storage(v) != v) return false;
     for (const auto& [p, a] : alias_)
-      if (p != a.root && (a.root == root || a.root == v)) return false;
+      if (p != a.root && a.root == v) return false;
     return true;
+  }
+
+  // The memory a root's values live in: the root's own, or the value an effect took (effect(), memory_).
+  Value memory(ProxyId root) const {
+    auto it = memory_.find(root);
+    return P(it == memory_.end() ? root : it->second);
   }
 
   Frame& frame_for(const BoundSymbol& s) {
@@ -1046,8 +1064,8 @@ class Functionalizer {
       if (values.count(p)) return values.at(p);
       // Eager returns the written input (or a view of it): the same tensor, updated in place by the copy-back.
       const Alias& a = alias_.at(p);
-      if (!value_of_.count(p) && e_.storage(p) == a.root) return P(p);
-      return replay(p, a.chain, P(a.root));
+      if (!value_of_.count(p) && e_.storage(p) == a.root && !memory_.count(a.root)) return P(p);
+      return replay(p, a.chain, memory(a.root));
     });
   }
 
@@ -1064,6 +1082,8 @@ class Functionalizer {
   std::map<ProxyId, RootState> roots_;                // ordered, so that copy-backs come in a fixed order
   std::unordered_map<ProxyId, int64_t> born_;         // when each root was defined (-1: an input)
   std::unordered_map<ProxyId, Value> value_of_;       // views made again from a newer value: their value
+  std::set<ProxyId> recorded_;                        // detached views read as the value written into them
+  std::map<ProxyId, ProxyId> memory_;                 // roots whose memory an effect took from a value: that value
   std::map<std::pair<ProxyId, ProxyId>, Value> replays_;  // (proxy, root value) -> the view replayed on it
   std::set<ProxyId> written_;                         // roots written or mutated at some point
   std::unordered_map<ProxyId, int> reads_;            // how many top-level symbols of the input trace read each

@@ -546,12 +546,20 @@ def _captured_after_mismatch(fn, state, compiled, gm):
     """fn, where its trace calls opaque ops, run with torch as captured from the first call on which an opaque op's
     result is not what Dynamo's fake tensor of it said (OpaqueResultMismatch, which a kernel's launcher raises
     before reading it), with one WARNING; the compiled graph is released with that reason (``print(jitted)``).
-    The call that found it runs again with torch, unless something before could have changed memory or state (a
-    write, an effect, an opaque op other than torch's): then the error is raised."""
+    The call that found it runs again with torch, unless something before the kernels that read opaque results
+    could have changed memory or state (a write or an effect before the last of them, an opaque op other than
+    torch's): that call raises the error, and the later calls run with torch."""
     symbols = list(compiled.traces[-1].trace.symbols)
-    if not any(b.is_opaque for b in symbols):
+    results = {p for b in symbols if b.is_opaque for p in proxies(b.output)}
+    if not results:
         return fn
-    rerunnable = not any(_writes(b) or _calls_opaque(b, compiled.traces[-1].namespace) for b in symbols)
+    fusion_executors = {ex.name for ex in state.executors if ex.fusion}
+    checking = [i for i, b in enumerate(symbols)
+                if b.executor in fusion_executors and any(p in results for p in proxies(b.args))]
+    writing = [i for i, b in enumerate(symbols) if _writes(b)]
+    namespace = compiled.traces[-1].namespace
+    rerunnable = not any(_calls_opaque(b, namespace) for b in symbols) and \
+        (not writing or not checking or writing[0] > checking[-1])
     captured = []
 
     def run(*args):
@@ -560,12 +568,12 @@ def _captured_after_mismatch(fn, state, compiled, gm):
         try:
             return fn(*args)
         except OpaqueResultMismatch as error:
-            if not rerunnable:
-                raise
-            logger.warning("thunder: graph %d of %s runs with torch as captured from now on: %s", compiled.index,
-                           state.name, error)
+            logger.warning("thunder: graph %d of %s runs with torch as captured from %s call on: %s", compiled.index,
+                           state.name, "this" if rerunnable else "the next", error)
             captured.append(_as_captured(gm))
             compiled.release(f"runs with torch as captured: {error}")
+            if not rerunnable:
+                raise
             return captured[0](*args)
     return run
 

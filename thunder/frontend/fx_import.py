@@ -385,8 +385,10 @@ class _DispatchProbe(TorchDispatchMode):
             kwargs = kwargs or {}
             for k, a in enumerate(func._schema.arguments):
                 value = args[k] if k < len(args) else kwargs.get(a.name)
-                if a.alias_info is not None and a.alias_info.is_write and isinstance(value, torch.Tensor) and \
-                        any(torch._C._is_alias_of(value, i) for i in self.inputs):
+                written = value if isinstance(value, (list, tuple)) else [value]  # Tensor(a!)[]: a list
+                if a.alias_info is not None and a.alias_info.is_write and \
+                        any(isinstance(w, torch.Tensor) and torch._C._is_alias_of(w, i)
+                            for w in written for i in self.inputs):
                     self.writes_input = True
         return func(*args, **(kwargs or {}))
 
