@@ -581,7 +581,8 @@ class KernelWriter {
         const std::string ws = std::to_string(w);
         out += "for (int l = 0; l < " + ws + "; ++l) " + lane + "[l] = " +
                combine_text(m.r.combine, lane + "[l]", lane + "[l + " + ws + "]") + ";\n";
-        if (m.r.nan_flag) out += "for (int l = 0; l < " + ws + "; ++l) " + nan + "[l] |= " + nan + "[l + " + ws + "];\n";
+        if (m.r.nan_flag)
+          out += "for (int l = 0; l < " + ws + "; ++l) " + nan + "[l] |= " + nan + "[l + " + ws + "];\n";
       }
       out += m.r.acc_type + " acc" + local(m.v) + " = " + lane + "[0];\n";
       if (m.r.nan_flag) out += "int nan" + local(m.v) + " = " + nan + "[0];\n";

@@ -596,7 +596,8 @@ void register_reductions() {
                        terms = T(b, "mul", {x, x});
                      } else if (ord < 1.0) {
                        Value zero_element = T(b, "eq", {x, Int(0)});
-                       terms = T(b, "where", {zero_element, F(ord > 0.0 ? 0.0 : std::numeric_limits<double>::infinity()),
+                       const double at_zero = ord > 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+                       terms = T(b, "where", {zero_element, F(at_zero),
                                               T(b, "pow", {T(b, "where", {zero_element, F(1.0), x}), F(ord)})});
                      } else {
                        terms = T(b, "pow", {x, F(ord)});

@@ -746,9 +746,9 @@ def gradient_reaches(joint_trace, grad_outputs):
     """Per output gradient (the outputs ``grad_outputs`` indexes), the indices of the arguments it reaches: those
     on the output's autograd graph in eager, i.e. joined to it by values that require grad (a float result of an
     op with an input that requires grad), through the ops' decompositions (``broadcast_tensors(x, w)[0]`` joins x
-    only; an opaque op joins all its tensor arguments, keyword arguments too, to all its outputs). An argument no given output gradient
-    reaches gets None, and one that is reached gets a gradient even where it is zero by the derivative's rule
-    (floor), as in eager (see _TrainingProgram)."""
+    only; an opaque op joins all its tensor arguments, keyword arguments too, to all its outputs). An argument no
+    given output gradient reaches gets None, and one that is reached gets a gradient even where it is zero by the
+    derivative's rule (floor), as in eager (see _TrainingProgram)."""
     def requires_grad(p):
         m = joint_trace.meta(p)
         return m[0] != "number" and m[3]

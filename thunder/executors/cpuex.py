@@ -168,7 +168,8 @@ def _verified(kernel, a, p, trace, names):
     result) has the dtype and shape of ``p``, which it binds in ``names``."""
     dtype, shape, _, _ = trace.meta(p)
     names[f"dtype_{a}"], names[f"shape_{a}"] = to_torch(dtype), torch.Size(shape)
-    return f"if {a}.dtype is not dtype_{a} or {a}.shape != shape_{a}: raise mismatch({kernel!r}, {a}, dtype_{a}, shape_{a})"
+    return (f"if {a}.dtype is not dtype_{a} or {a}.shape != shape_{a}: "
+            f"raise mismatch({kernel!r}, {a}, dtype_{a}, shape_{a})")
 
 
 def _parameters(trace, inputs):
@@ -184,8 +185,8 @@ def _parameters(trace, inputs):
 
 #: What every launcher's text refers to besides its own values.
 _LAUNCHER_GLOBALS = {"launch": _core.launch, "launch_brief": _core.launch_brief, "threads": torch.get_num_threads,
-                     "index_error": _index_error, "mismatch": _mismatch, "empty_like": torch.empty_like, "pooled": _core.pooled_capsule,
-                     "from_dlpack": torch.utils.dlpack.from_dlpack}
+                     "index_error": _index_error, "mismatch": _mismatch, "empty_like": torch.empty_like,
+                     "pooled": _core.pooled_capsule, "from_dlpack": torch.utils.dlpack.from_dlpack}
 
 
 @functools.lru_cache(maxsize=1024)

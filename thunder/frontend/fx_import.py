@@ -323,8 +323,9 @@ _IGNORED_CALLS = {torch._C._log_api_usage_once}
 def _has_effect(node, name):
     """Whether an opaque node may change something besides its result: it mutates an argument (in-place
     methods, ``out=``, ``inplace=True`` however passed, augmented assignment, an op whose schema writes to an
-    argument, a torch function that dispatches such an op on one: F.embedding with ``max_norm``), draws random numbers, or returns nothing that is used -- a call made for what it does, not for
-    its value (``torch._C._set_grad_enabled(False)``, ``torch._assert``)."""
+    argument, a torch function that dispatches such an op on one: F.embedding with ``max_norm``), draws random
+    numbers, or returns nothing that is used -- a call made for what it does, not for its value
+    (``torch._C._set_grad_enabled(False)``, ``torch._assert``)."""
     if node.op == "call_function" and node.target in _MUTATING_OPERATORS:
         return True
     if node.meta.get("example_value") is None and not node.users:
@@ -909,8 +910,8 @@ class _Importer:
                 # requires_grad from Dynamo's example values, which say the same.) A tensor written as it is
                 # (`ema.copy_(p)`) is detached: the copy-back into an input runs after grad mode is back on, and
                 # recorded the copy (the caller's `ema` came to require grad).
-                if self.builder.meta(value)[3] and any(isinstance(v := self.env.get(a), _core.Proxy) and v.id == value.id
-                                                    for a in node.all_input_nodes):
+                read = [self.env.get(a) for a in node.all_input_nodes]
+                if self.builder.meta(value)[3] and any(isinstance(v, _core.Proxy) and v.id == value.id for v in read):
                     value = self.builder.call("ltorch", "detach", [value], {})
                 self.builder.set_requires_grad(value, False)
             elif self.grad_enabled is not False and self.builder.meta(dst)[3]:
