@@ -247,7 +247,7 @@ class KernelWriter {
       return;
     }
     const ir::BoundSymbol& b = *it->second;
-    if (b.sym->has(ir::kReduction)) return emit_reduction(v, b, scope);
+    if (b.sym->has(ir::kReduction)) return emit_reduction(v, scope);
     if (b.is(PrimId::take_along_axis)) return emit_pick(v, b, scope);
     if (p_.remaps.count(v)) return emit_remap(v, scope);
     if (b.is(PrimId::full)) {  // full(shape, fill_value, dtype, device): the number, converted as torch.full does
@@ -436,20 +436,22 @@ class KernelWriter {
     scope.defined.insert(v);
   }
 
+  // One reduction of a pass over the row: its output, its input, its rule.
+  struct Accumulation {
+    ProxyId v, in;
+    Reduction r;
+  };
+
   // A reduction, with the reductions the schedule puts in its pass (Schedule::sibling_reductions): their inputs
   // computed in one loop over the row, each into its own accumulator.
-  void emit_reduction(ProxyId v, const ir::BoundSymbol& b, Scope& scope) {
+  void emit_reduction(ProxyId v, Scope& scope) {
     std::vector<ProxyId> members{v};
     for (const std::vector<ProxyId>& group : s_.sibling_reductions)
       if (std::find(group.begin(), group.end(), v) != group.end()) members = group;
-    struct Member {
-      ProxyId v, in;
-      Reduction r;
-    };
-    std::vector<Member> pass;
+    std::vector<Accumulation> pass;
     Scope inner{{}, &scope, {}, false};
     for (ProxyId m : members) {
-      const ir::BoundSymbol& mb = m == v ? b : *producer_.at(m);
+      const ir::BoundSymbol& mb = *producer_.at(m);
       const ProxyId in = mb.args[0].proxy();
       pass.push_back({m, in, cpu_expressions().at(mb.sym->prim).reduce(dtype(in), s_.float_accumulation)});
       if (pass.back().r.pragma_op.rfind("kmath_", 0) == 0) reductions_.insert(pass.back().r.pragma_op);
@@ -480,12 +482,10 @@ class KernelWriter {
     for (size_t d = 0; d < p_.domain.size(); ++d)
       if (p_.reduced[d]) dims.push_back(static_cast<int>(d));
     if (s_.lane_reductions.count(v)) {
-      std::vector<LaneSum> sums;
-      for (const Member& m : pass) sums.push_back({m.r, m.v, var(m.in)});
-      scope.lines += lane_reduction(sums, dims, inner.lines + row_stores);
+      scope.lines += lane_reduction(pass, dims, inner.lines + row_stores);
     } else {
       std::string clause, body = inner.lines + row_stores;
-      for (const Member& m : pass) {
+      for (const Accumulation& m : pass) {
         const std::string acc = "acc" + local(m.v), nan = "nan" + local(m.v);
         clause += " reduction(" + m.r.pragma_op + ":" + acc + ")" + (m.r.nan_flag ? " reduction(|:" + nan + ")" : "");
         body += acc + " = " + combine_text(m.r.combine, acc, var(m.in)) + ";\n";
@@ -496,7 +496,7 @@ class KernelWriter {
       std::string pragma = s_.parallel_inner ? kParallelFor + collapse(dims.size()) + clause : "";
       scope.lines += loops(dims, body, pragma, "", true, "#pragma omp simd" + clause);
     }
-    for (const Member& m : pass) {
+    for (const Accumulation& m : pass) {
       const std::string acc = "acc" + local(m.v), nan = "nan" + local(m.v);
       std::string result = "(" + compute_type(dtype(m.v)) + ")" + acc;
       if (m.r.nan_flag) result = "(" + nan + " ? (" + compute_type(dtype(m.v)) + ")NAN : " + result + ")";
@@ -541,26 +541,19 @@ class KernelWriter {
     return loops(outer, chunk_loop, outer.empty() ? "" : pragma, ind, false);
   }
 
-  // One reduction of a lane pass: its rule, its output, and the variable it accumulates.
-  struct LaneSum {
-    Reduction r;
-    ProxyId v;
-    std::string x;
-  };
-
   // The reductions `sums` of values computed by `lines` at the row's current indices, in one pass over the row,
   // each into acc<v> in kLanes partial results: lane l takes the elements whose innermost reduced index is l
   // modulo kLanes (inside constant-length SIMD loops: a whole block of kLanes, then the rest), and the lanes are
   // folded pairwise at the end (32 + 32, 16 + 16, ...), a fixed order whatever the machine.
-  std::string lane_reduction(const std::vector<LaneSum>& sums, const std::vector<int>& dims,
+  std::string lane_reduction(const std::vector<Accumulation>& sums, const std::vector<int>& dims,
                              const std::string& lines) const {
     const int64_t k_lanes = s_.limits.lanes;
     const std::string lanes = std::to_string(k_lanes), id = local(sums.front().v);
     std::string body = lines, out;
-    for (const LaneSum& m : sums) {
-      const std::string lane = "lane" + local(m.v), nan = "nanlane" + local(m.v);
-      body += lane + "[l] = " + combine_text(m.r.combine, lane + "[l]", m.x) + ";\n";
-      if (m.r.nan_flag) body += nan + "[l] |= " + m.x + " != " + m.x + ";\n";
+    for (const Accumulation& m : sums) {
+      const std::string lane = "lane" + local(m.v), nan = "nanlane" + local(m.v), x = var(m.in);
+      body += lane + "[l] = " + combine_text(m.r.combine, lane + "[l]", x) + ";\n";
+      if (m.r.nan_flag) body += nan + "[l] |= " + x + " != " + x + ";\n";
       out += m.r.acc_type + " " + lane + "[" + lanes + "];\n";
       out += "for (int l = 0; l < " + lanes + "; ++l) " + lane + "[l] = " + m.r.init + ";\n";
       if (m.r.nan_flag) out += "int " + nan + "[" + lanes + "] = {};\n";
@@ -575,7 +568,7 @@ class KernelWriter {
     inner += "#pragma omp simd\nfor (int64_t l = 0; l < " + n + " - " + whole + "; ++l) {\n  const int64_t " + i +
              " = " + whole + " + l;\n" + indent(body, "  ") + "}\n";
     out += loops(std::vector<int>(dims.begin(), dims.end() - 1), inner, "", "", false);
-    for (const LaneSum& m : sums) {
+    for (const Accumulation& m : sums) {
       const std::string lane = "lane" + local(m.v), nan = "nanlane" + local(m.v);
       for (int64_t w = k_lanes / 2; w >= 1; w /= 2) {
         const std::string ws = std::to_string(w);

@@ -593,11 +593,12 @@ std::unordered_map<std::string, Rule> torch_rules() {
   // (scale_grad_by_count): a slice whose result is NaN has no such element, and its gradient is g / 0 * 0, NaN.
   // torch.max(x) / torch.min(x) share it among the NaNs instead: they decompose into the prims, whose rule does.
   for (const char* n : {"amax", "amin"}) {
-    r[n] = [](Ctx& c) -> Grads {
+    const std::string op = std::string("VJP of ltorch.") + n;
+    r[n] = [op](Ctx& c) -> Grads {
       if (!c.differentiable(0)) return {};
       const TensorMeta& m = c.meta(c.arg(0));
       Shape kept = m.shape;
-      for (int64_t d : reduction_dims("VJP of ltorch.amax", m, c.arg(1))) kept[static_cast<size_t>(d)] = 1;
+      for (int64_t d : reduction_dims(op, m, c.arg(1))) kept[static_cast<size_t>(d)] = 1;
       auto with_kept_dims = [&](const Value& v) { return c.prim("reshape", {v, Value::dims(kept)}); };
       Value hit = c.convert(c.b.torch("eq", {c.arg(0), with_kept_dims(c.out())}), m.dtype);
       Value count = c.b.torch("sum", {hit, c.arg(1), Value(true)});

@@ -742,6 +742,13 @@ def proxies(value):
     return []
 
 
+def opaque_results(trace):
+    """The proxies a trace's opaque ops return: their metadata is Dynamo's fake tensors', which a wrong fake
+    implementation makes wrong (see thunder.executors.OpaqueResultMismatch); the core's own ops' comes from their
+    shape rules."""
+    return frozenset(p for b in trace.symbols if b.is_opaque for p in proxies(b.output))
+
+
 def gradient_reaches(joint_trace, grad_outputs):
     """Per output gradient (the outputs ``grad_outputs`` indexes), the indices of the arguments it reaches: those
     on the output's autograd graph in eager, i.e. joined to it by values that require grad (a float result of an

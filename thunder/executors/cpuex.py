@@ -155,12 +155,11 @@ def _mismatch(kernel, value, dtype, shape):
 
 
 def _opaque_results(trace):
-    """The proxies of the trace that opaque ops return: their metadata is Dynamo's fake tensors', which a wrong
-    fake implementation makes wrong (see OpaqueResultMismatch); the core's own ops' comes from their shape rules.
-    (A backward's kernels read such a result as a saved value, an input of their trace, which is not checked: the
-    forward's kernels that read it were, on the first call.)"""
-    from thunder.core.compile import proxies  # (thunder.core.compile imports the executors)
-    return frozenset(p for b in trace.symbols if b.is_opaque for p in proxies(b.output))
+    """thunder.core.compile.opaque_results: the results its launchers check (OpaqueResultMismatch). (A backward's
+    kernels read such a result as a saved value, an input of their trace, which is not checked: the forward's
+    kernels that read it were, on the first call.)"""
+    from thunder.core.compile import opaque_results  # (thunder.core.compile imports the executors)
+    return opaque_results(trace)
 
 
 def _verified(kernel, a, p, trace, names):

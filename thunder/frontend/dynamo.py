@@ -20,7 +20,7 @@ import torch
 
 from thunder import _core
 from thunder.core import debug
-from thunder.core.compile import SymbolicPlan, compile_trace, has_negative_bit, proxies
+from thunder.core.compile import SymbolicPlan, compile_trace, has_negative_bit, opaque_results, proxies
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES, int_from_environment
 from thunder.executors import OpaqueResultMismatch, default_executors, torchex
@@ -482,6 +482,17 @@ def _calls_opaque(b, namespace):
     return any(_calls_opaque(s, namespace) for s in b.subsymbols)
 
 
+def _rerunnable(compiled, last):
+    """Whether a call of the compiled graph that raised at its final trace's symbol ``last`` or before can run again
+    with torch: it calls no opaque op but torch's (_calls_opaque), and writes nothing (a copy-back into an input, an
+    effect: _writes) before that symbol."""
+    view = compiled.traces[-1]
+    symbols = list(view.trace.symbols)
+    if any(_calls_opaque(b, view.namespace) for b in symbols):
+        return False
+    return all(not _writes(b) for b in symbols[:last])
+
+
 def forward_ad_active():
     """Whether a forward-mode AD dual level is open (``with torch.autograd.forward_ad.dual_level()``): the inputs
     may carry tangents, which Dynamo's guards do not tell apart, and thunder's programs do not propagate."""
@@ -510,15 +521,11 @@ def _raising_as_eager(fn, state, compiled, gm):
     (a number beyond 64 bits a kernel cannot take), torch's result is returned, with a WARNING. Other graphs, and
     the graphs of elementwise ops and reductions, which no value makes raise, are fn as it is: no call of theirs
     pays for this."""
-    symbols = list(compiled.traces[-1].trace.symbols)
-    raising = [i for i, b in enumerate(symbols) if b.may_raise_for_values]
-    writing = [i for i, b in enumerate(symbols) if _writes(b)]
-    # (Not on a GPU: a trapped kernel leaves the device's context unusable, as torch's device-side asserts do.)
     trace = compiled.traces[-1].trace
+    raising = [i for i, b in enumerate(trace.symbols) if b.may_raise_for_values]
+    # (Not on a GPU: a trapped kernel leaves the device's context unusable, as torch's device-side asserts do.)
     on_gpu = any(trace.meta(p)[0] != "number" and trace.meta(p)[2] != "cpu" for p in trace.inputs)
-    namespace = compiled.traces[-1].namespace
-    if not raising or (writing and writing[0] < raising[-1]) or any(_calls_opaque(b, namespace) for b in symbols) \
-            or on_gpu:
+    if not raising or not _rerunnable(compiled, raising[-1]) or on_gpu:
         return fn
     exact = _as_captured(gm)
 
@@ -549,17 +556,15 @@ def _captured_after_mismatch(fn, state, compiled, gm):
     The call that found it runs again with torch, unless something before the kernels that read opaque results
     could have changed memory or state (a write or an effect before the last of them, an opaque op other than
     torch's): that call raises the error, and the later calls run with torch."""
-    symbols = list(compiled.traces[-1].trace.symbols)
-    results = {p for b in symbols if b.is_opaque for p in proxies(b.output)}
+    trace = compiled.traces[-1].trace
+    results = opaque_results(trace)
     if not results:
         return fn
     fusion_executors = {ex.name for ex in state.executors if ex.fusion}
-    checking = [i for i, b in enumerate(symbols)
+    checking = [i for i, b in enumerate(trace.symbols)
                 if b.executor in fusion_executors and any(p in results for p in proxies(b.args))]
-    writing = [i for i, b in enumerate(symbols) if _writes(b)]
-    namespace = compiled.traces[-1].namespace
-    rerunnable = not any(_calls_opaque(b, namespace) for b in symbols) and \
-        (not writing or not checking or writing[0] > checking[-1])
+    # (A checking kernel that writes counts as a write before its check.)
+    rerunnable = _rerunnable(compiled, checking[-1] + 1 if checking else 0)
     captured = []
 
     def run(*args):
