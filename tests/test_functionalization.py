@@ -2447,3 +2447,69 @@ def test_writes_through_a_detached_view_after_a_recorded_one_reach_its_base():
 
     x, a = torch.ones(3, 2), torch.ones(3, 2, requires_grad=True)
     assert_same(thunder.jit(fn)(x, a), fn(x, a))
+
+
+def test_an_op_whose_decomposition_is_views_does_not_alias_before_an_effect():
+    """`x.repeat(1)` is a copy in eager; its decomposition is reshapes of x, which the torch executor runs as views
+    (in a graph with symbolic sizes, where ops around it stay unfused). The opaque `relu_` of x after it then also
+    changed the repeat's result."""
+    def fn(a0, a1):
+        t3 = a1.clone()
+        t4 = a0.select(0, 1)
+        t5 = t3.repeat(1)
+        t3.relu_()
+        return t4 / t5
+
+    jitted = thunder.jit(fn)
+    for n in (2, 3, 4):  # the second shape compiles a graph with symbolic sizes
+        args = (torch.ones(n, dtype=torch.bool), torch.tensor(-0.5))
+        assert_same(jitted(*args), fn(*args))
+
+
+def test_a_layout_eager_copies_with_is_cloned_before_an_opaque_write():
+    """The kernel writes `a0 * 1` contiguous where eager keeps a transposed layout, so `flatten()` (a copy in eager)
+    returned a view at run time, and the opaque `masked_scatter_` read memory it wrote. A graph whose only writes are
+    opaque ops is functionalized too (it was skipped)."""
+    def fn(a0):
+        t1 = a0 * 1
+        t3 = t1.flatten()
+        t1.t().masked_scatter_(torch.tensor(True), t3)
+        return t1
+
+    make = lambda: torch.arange(4.).view(2, 2).t()  # noqa: E731
+    assert_same(thunder.jit(fn)(make()), fn(make()))
+
+
+def test_an_augmented_assignment_of_a_whole_region_after_an_opaque_view():
+    """`t5[0:1:2] += 3` ends with `t5[0:1:2] = <the region>`. After an opaque view (unfold) the write runs in place;
+    thunder's region is t5 itself (the key takes everything), with other strides than eager's, and torch raised
+    that source and destination overlap in part."""
+    def fn(a1, a3):
+        a1.abs_()
+        t1 = a3[0::1]
+        t1.unfold(1, 1, 1)
+        t5 = t1[None]
+        t5[0:1:2] += 3.0
+        return t5 * 2
+
+    make = lambda: (torch.ones(4), torch.arange(10.).view(5, 2))  # noqa: E731
+    a, e = make(), make()
+    assert_same(thunder.jit(fn)(*a), fn(*e))
+    assert_same(a, e)
+
+
+def test_a_written_detached_view_returned_with_its_base_keeps_its_gradient():
+    """`t = y.detach(); t.add_(a); return y, t`: eager records the write on t (it requires grad, a gets a gradient).
+    Returned with its base, t was made again after the call as y.detach(), without that history; the graph now
+    runs with torch, which says so."""
+    def fn(x, a):
+        y = x * 1
+        t = y.detach()
+        t.add_(a)
+        return y, t
+
+    a = torch.ones(3, 2, requires_grad=True)
+    _, t = thunder.jit(fn)(torch.ones(3, 2), a)
+    assert t.requires_grad
+    t.sum().backward()
+    assert_same(a.grad, torch.ones(3, 2))

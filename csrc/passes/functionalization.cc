@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
@@ -541,6 +542,31 @@ ViewMap view_outputs(const Trace& in, const BoundSymbol& b) {
   return out;
 }
 
+/// The tensor arguments of a torch-level op that is no view in eager (`repeat`, `cat` of one tensor) but
+/// whose decomposition reaches an output from them through view prims alone (`x.repeat(1)` is reshapes of
+/// `x`): run by torch, such an output shares its argument's memory.
+std::set<ProxyId> aliasing_decomposition(const Trace& in, const BoundSymbol& b) {
+  if (b.sym->level != ir::Level::Torch || torch_views().count(b.sym->name)) return {};
+  std::map<ProxyId, ProxyId> known;  // a proxy of the decomposition -> the argument it views
+  for (ProxyId id : b.input_proxies())
+    if (in.proxy(id).is_tensor) known[id] = id;
+  std::vector<const BoundSymbol*> prims;
+  flatten_prims(b, prims);
+  for (const BoundSymbol* p : prims) {
+    if (view_rules().find(p->sym->prim) == nullptr || p->args.empty() || !p->args[0].is_proxy() ||
+        !p->output.is_proxy())
+      continue;
+    auto from = known.find(p->args[0].proxy());
+    if (from != known.end()) known[p->output.proxy()] = from->second;
+  }
+  std::set<ProxyId> out;
+  for (ProxyId id : b.output_proxies()) {
+    auto it = known.find(id);
+    if (it != known.end() && it->first != it->second) out.insert(it->second);
+  }
+  return out;
+}
+
 // ---- the pass ----
 
 class Functionalizer {
@@ -553,9 +579,14 @@ class Functionalizer {
         else_(&ops::prim_symbol(ir::PrimId::branch_else)),
         end_(&ops::prim_symbol(ir::PrimId::branch_end)) {}
 
+  // Whether the trace writes (copy_, or an effect that may write a tensor it reads) or has branches.
   bool needed() const {
-    for (const BoundSymbol& s : in_.symbols)
+    for (const BoundSymbol& s : in_.symbols) {
       if (s.sym == copy_ || s.sym == begin_ || s.sym == else_ || s.sym == end_) return true;
+      if (s.sym->has(ir::kEffect))
+        for (ProxyId p : s.input_proxies())
+          if (in_.proxy(p).is_tensor) return true;
+    }
     return false;
   }
 
@@ -730,10 +761,13 @@ class Functionalizer {
     // may return its argument itself at run time, where thunder's value is laid out otherwise (kernels write
     // contiguous outputs): where an in-place effect may write into either later, the op reads a clone, so that
     // the write reaches only the one eager's reaches.
+    // Likewise an op eager copies with whose decomposition is views (`x.repeat(1)`).
     std::set<ProxyId> cloned;
-    if (has_effects_)
+    if (has_effects_) {
       for (const auto& [o, view] : views)
         if (alias_.at(o).root == o) cloned.insert(view.first);
+      cloned.merge(aliasing_decomposition(in_, s));
+    }
     std::unordered_map<ProxyId, Value> reads;
     bool replaced = false;
     BoundSymbol b = ir::substitute_inputs(s, [&](ProxyId p) {

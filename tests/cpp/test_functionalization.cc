@@ -466,6 +466,30 @@ TEST_F(Functionalization, AnOpaqueEffectSeesPendingWritesAndIsSeenAfter) {
   EXPECT_EQ(producer(out, read.args[0]).args[0], x);
 }
 
+TEST_F(Functionalization, AViewReadAfterAnOpaqueWriteIsMadeAgainOnItsRoot) {
+  // No copy_, but an opaque op that may write x: reads of x's views after it see what it wrote.
+  Value x = input({2, 3});
+  Value v = b.torch("getitem", {x, I(0)});
+  b.opaque("torch.Tensor.mul_", {x, I(2)}, {}, P(b.new_tensor(b.meta(x))));
+  trace.output = b.torch("exp", {v});
+  Trace out = run();
+  const BoundSymbol& read = producer(out, first(out, "ltorch.exp").args[0]);
+  EXPECT_EQ(read.printed_callee(), "prims.reshape");  // the row replayed on x after the effect
+  EXPECT_EQ(producer(out, read.args[0]).args[0], x);
+}
+
+TEST_F(Functionalization, AnOpEagerCopiesWithIsNotAViewBeforeAnOpaqueWrite) {
+  // x.repeat(1) decomposes into reshapes of x, which torch runs as views; the effect writes x after it.
+  Value x = input({3});
+  Value r = b.torch("repeat", {x, Value::ints({1})});
+  b.opaque("torch.Tensor.relu_", {x}, {}, P(b.new_tensor(b.meta(x))));
+  trace.output = b.torch("neg", {r});
+  Trace out = run();
+  const BoundSymbol& repeat = producer(out, first(out, "ltorch.neg").args[0]);
+  EXPECT_EQ(repeat.printed_callee(), "ltorch.repeat");
+  EXPECT_EQ(producer(out, repeat.args[0]).printed_callee(), "prims.clone");
+}
+
 TEST_F(Functionalization, AnEffectInsideARegionIsRefused) {
   Value c = pred();
   Value x = input({3});
@@ -515,7 +539,7 @@ TEST_F(Functionalization, UnbalancedMarkersAreRefused) {
 TEST_F(Functionalization, ATraceWithoutWritesIsUnchanged) {
   Value x = input({2, 3});
   Value v = b.torch("getitem", {x, I(0)});
-  b.opaque("torch.Tensor.mul_", {x, I(2)}, {}, P(b.new_tensor(b.meta(x))));
+  b.opaque("torch._C._set_grad_enabled", {Value(false)}, {}, Value());  // an effect that reads no tensor
   trace.output = b.torch("exp", {v});
   Trace out = run();
   ASSERT_EQ(out.symbols.size(), trace.symbols.size());

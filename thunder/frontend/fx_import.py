@@ -837,6 +837,8 @@ class _Importer:
         written = self._write(node)
         if written is not _NOT_A_WRITE:
             return written
+        if _assigns_region_to_itself(node):
+            return None  # nothing to write; thunder's view of the region may differ from eager's in its strides
         if "example_value" in node.meta and node.meta["example_value"] is None and node.users:
             raise UnsupportedGraph(f"{_target_name(node)} returns a Python object that later ops use "
                                    "(a trace holds only tensors and numbers)")
@@ -1625,6 +1627,25 @@ def _aliasing_decided_at_run_time(node):
     return bool(words) and not any(w.endswith("_") for w in words)  # dropout_: in place, an effect returning x
 
 
+def _assigns_region_to_itself(node):
+    """Whether a node is ``x[key] = x[key]`` of a view ``x[key]`` (basic indexing), with which ``x[key] += v`` ends
+    after the in-place op on the region ``x[key]``: the elements are written onto themselves. (Run as an opaque write, thunder's ``x[key]`` may be
+    ``x`` itself where the key takes everything, and torch then finds the source and the destination overlap in
+    part, which eager's same-strided view does not.)"""
+    if node.op != "call_function" or node.target is not operator.setitem or len(node.args) != 3:
+        return False
+    value = node.args[2]
+    while isinstance(value, torch.fx.Node) and _returned_argument(value) is not None:
+        value = _returned_argument(value)
+    if not (isinstance(value, torch.fx.Node) and value.op == "call_function" and value.target is operator.getitem
+            and value.args[0] is node.args[0] and _is_view(value.meta.get("example_value"))):
+        return False  # (an index tensor's getitem is a copy: x[i] += 1 writes)
+    try:
+        return bool(value.args[1] == node.args[1])
+    except Exception:  # noqa: BLE001 -- a key that does not compare as a whole
+        return False
+
+
 def _returned_argument(node):
     """The argument node whose tensor the node returns itself (Dynamo's example values are the same object: an
     in-place op's ``self``, ``x.float()`` of a float32 x), or None."""
@@ -1747,7 +1768,9 @@ def _view_root(node, example_of):
 def _replayer(node, root, inputs, example_of):
     """``replay(base, args)``: ``node``'s value made again at run time from ``base``, the value of ``root`` (the node
     that makes the memory it views), by the view ops that made it in the graph; ``args`` are the graph's inputs
-    (the other arguments of a view op, ``x.reshape_as(y)``, may be inputs). _NotReplayable if that cannot be done."""
+    (the other arguments of a view op, ``x.reshape_as(y)``, may be inputs). _NotReplayable if that cannot be done,
+    among others for a detached view that requires grad (Dynamo's example value, after the graph ran): a write
+    made it so (``t = y.detach(); t.add_(a)``), which eager records on it; a replayed detach has no history."""
     while True:
         if node is root:
             return lambda base, args: base
@@ -1763,6 +1786,9 @@ def _replayer(node, root, inputs, example_of):
         node = same[0]  # returns its argument (an in-place op): the argument's value
     if not sharing:
         raise _NotReplayable(f"{_target_name(node)} ({node.name}) makes the memory another output views")
+    name = _METHODS.get(call.target) if call.op == "call_method" else _FUNCTIONS.get(call.target)
+    if name == "detach" and getattr(example_of(call), "requires_grad", False):
+        raise _NotReplayable(f"{call.name}, a detached view, is written with a value that requires grad")
     if _write_lowering(call) is not None or _has_effect(call, _target_name(call)):
         raise _NotReplayable(f"{_target_name(call)} ({call.name}) writes or has effects")
     others = [a for a in args if a not in sharing and a not in inputs]
