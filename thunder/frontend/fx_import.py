@@ -893,6 +893,10 @@ class _Importer:
         if lowering is None or self.opaque_view_seen:
             return _NOT_A_WRITE
         destination, compute = lowering
+        if _expanded(destination):  # eager writes each shared element (a deprecated write); torch runs it in place
+            self.fallbacks.append((node.name, _target_name(node), "write not lowered: its destination is expanded "
+                                   "(elements share memory)"))
+            return _NOT_A_WRITE
         overlap = _overlapping_source(node, destination)
         if overlap is not None:  # eager decides (it raises where the overlap is partial): the write runs in place
             self.fallbacks.append((node.name, _target_name(node), f"write not lowered: its destination and "
@@ -1542,6 +1546,15 @@ def _views_an_argument(node):
 def _memory_of(example):
     """The example tensor whose memory a (fake) example value uses: its base if it is a view, else itself."""
     return example._base if example._is_view() else example
+
+
+def _expanded(node):
+    """Whether Dynamo's example value of a node is expanded: elements of it share memory (a stride 0 over a size
+    above 1, as ``x.expand(3, 2)`` has)."""
+    example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+    return isinstance(example, torch.Tensor) and any(
+        isinstance(st, int) and st == 0 and not (isinstance(sz, int) and sz <= 1)
+        for st, sz in zip(example.stride(), example.shape))
 
 
 def _overlapping_source(node, destination):
