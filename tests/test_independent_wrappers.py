@@ -208,3 +208,19 @@ def test_hooks_on_a_jitted_module_run_where_another_compile_inlines_it():
     for outer in (thunder.jit(lambda x: jitted(x).relu()), thunder.jit(nn.Sequential(jitted, nn.ReLU()))):
         assert_same(outer(x), expected)
         assert_same(outer(x), expected)
+
+
+def test_a_class_attribute_written_in_forward_reaches_the_users_class():
+    """`type(self).calls += 1` in forward wrote the private subclass's attribute: the user's class never changed."""
+    class Counted(nn.Module):
+        calls = 0
+
+        def forward(self, x):
+            type(self).calls += 1
+            self.__class__.last = 1.0
+            return x * 2
+
+    jitted = thunder.jit(Counted())
+    for _ in range(3):
+        jitted(torch.ones(2))
+    assert Counted.calls == 3 and Counted.last == 1.0

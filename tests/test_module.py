@@ -487,3 +487,33 @@ def test_the_eager_first_call_of_lazy_submodules_runs_the_jitted_modules_hooks()
     jitted = thunder.jit(model)
     jitted.register_forward_hook(lambda module, args, out: out * 0 + 7)
     assert (jitted(torch.randn(2, 5)) == 7).all()
+
+
+def test_a_call_that_fails_runs_the_modules_hooks_once():
+    """A call Dynamo's trace of forward finds failing (a wrong feature size) was run again eagerly, module and
+    all, for eager's error: its pre-hook had already run, and ran twice. With hooks, the trace's error is raised."""
+    model, calls = nn.Linear(3, 2), []
+    model.register_forward_pre_hook(lambda module, args: calls.append("pre"))
+    jitted = thunder.jit(model)
+    jitted(torch.ones(1, 3))
+    calls.clear()
+    with pytest.raises(RuntimeError):
+        jitted(torch.ones(1, 4))
+    assert calls == ["pre"]
+
+
+def test_copies_of_a_jitted_module_keep_the_hooks_registered_on_it():
+    """copy.deepcopy and pickle made the copy from the original module and the options: a hook registered on the
+    jitted module itself was lost (a copy of a module keeps its hooks)."""
+    import pickle
+
+    jitted = thunder.jit(nn.Linear(3, 2))
+    jitted.register_forward_hook(_sevens, with_kwargs=True)
+    x = torch.randn(1, 3)
+    assert_same(jitted(x), torch.full((1, 2), 7.0))
+    for copied in (copy.deepcopy(jitted), pickle.loads(pickle.dumps(jitted))):
+        assert_same(copied(x), torch.full((1, 2), 7.0))
+
+
+def _sevens(module, args, kwargs, out):
+    return out * 0 + 7

@@ -268,3 +268,16 @@ def test_a_call_whose_code_raises_does_not_stop_compiling_the_function():
     stats = thunder.compile_stats(jitted)
     assert not [m for m in messages if "Dynamo stopped" in m] and not stats.graph_breaks and not stats.dynamo_stopped
     assert (stats.cache_hits, stats.eager_calls, stats.calls) == (1, 0, 3), stats
+
+
+def test_a_first_call_inside_torch_func_is_said_to_stop_compiling():
+    """A first call inside torch.func.grad makes Dynamo skip the code for good (as with torch.compile); the reason
+    given was that the call computed nothing with tensors."""
+    def fn(x):
+        return (x.sin() * x).sum()
+
+    jitted, x = thunder.jit(fn), torch.randn(3)
+    assert_same(torch.func.grad(jitted)(x), x.cos() * x + x.sin())
+    jitted(x)
+    stopped = thunder.compile_stats(jitted).dynamo_stopped
+    assert "torch.func transform" in stopped and "nothing to compile" not in stopped

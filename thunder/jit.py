@@ -39,6 +39,17 @@ def _region(compiled):
     return getattr(owner, "_isolate_recompiles_id", -1)
 
 
+def _has_hooks(target):
+    """Whether calling ``target`` (a module) runs forward or backward hooks, its own or global ones."""
+    if not isinstance(target, nn.Module):
+        return False
+    from torch.nn.modules import module as torch_module
+
+    kinds = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+    return any(getattr(target, k, None) for k in kinds) or \
+        any(getattr(torch_module, f"_global{k}", None) for k in kinds)
+
+
 def _understood(x):
     if isinstance(x, (list, tuple)):
         return all(_understood(i) for i in x)
@@ -237,6 +248,13 @@ class _Jitted:
         code, limit, state = self._thunder_code, torch._dynamo.config.recompile_limit, self._thunder_state
         if code is None or "recompile_limit (" in state.dynamo_stopped:
             return
+        if state.eager_calls == 1 and not state.graphs and not state.graph_breaks and not state.dynamo_stopped and \
+                torch._C._functorch.peek_interpreter_stack() is not None:
+            note_dynamo_stopped(state, "skip", code.co_name, f"the first call of '{code.co_name}' ran inside a "
+                                "torch.func transform (grad, vmap, jacrev...), which Dynamo does not trace into "
+                                "from eager: it skips the code from then on, as torch.compile does", "make the "
+                                "first call outside the transform (or thunder.jit a new wrapper)")
+            return
         if state.eager_calls == 2 and not state.graphs and not state.graph_breaks and not state.dynamo_stopped:
             note_dynamo_stopped(state, "skip", code.co_name, "Dynamo found nothing to compile in the first call of "
                                 f"'{code.co_name}' (no tensor op ran) and skips its code from then on, as "
@@ -277,12 +295,14 @@ class _Jitted:
 
     def _failed_before_running(self, error, graphs_ran):
         """Whether Dynamo raised for a user error while tracing the called function's own frame (not a frame
-        resumed after a graph break), with no graph run yet in this call: then nothing of the call has run."""
+        resumed after a graph break), with no graph run yet in this call: then nothing of the call has run. Not
+        so for a module with forward or backward hooks (its own or global ones): they ran, eagerly, before
+        Dynamo traced ``forward``, and would run again."""
         if not isinstance(error, torch._dynamo.exc.TorchRuntimeError):
             return False
         stack = getattr(error, "real_stack", None)
         code = self._thunder_code
-        if not stack or code is None or self._thunder_state.graph_calls != graphs_ran:
+        if not stack or code is None or self._thunder_state.graph_calls != graphs_ran or _has_hooks(self._original()):
             return False
         return (stack[0].filename, stack[0].name) == (code.co_filename, code.co_name)
 
@@ -636,14 +656,25 @@ class ThunderModule(_Jitted, nn.Module):
         """A deep copy of the original module, jitted with the same options (it compiles anew)."""
         import copy
 
-        return ThunderModule(copy.deepcopy(self.__dict__["_thunder_model"], memo), **self._options())
+        copied = ThunderModule(copy.deepcopy(self.__dict__["_thunder_model"], memo), **self._options())
+        copied.__dict__.update(copy.deepcopy(self._wrapper_hooks(), memo))
+        return copied
 
     def __reduce__(self):
-        """Pickles the original module and the options (executors by name); loading jits it again, and the
-        loaded module compiles on its first call. Raises pickle.PicklingError for executors that are not
-        thunder's own (``thunder.executors.executors_by_name()``): pickle the original module instead."""
+        """Pickles the original module, the options (executors by name) and the hooks registered on the wrapper;
+        loading jits it again, and the loaded module compiles on its first call. Raises pickle.PicklingError for
+        executors that are not thunder's own (``thunder.executors.executors_by_name()``): pickle the original
+        module instead."""
         options = self._pickled_options()
-        return _rebuild_module, (self.__dict__["_thunder_model"], options)
+        return _rebuild_module, (self.__dict__["_thunder_model"], options, self._wrapper_hooks())
+
+    def _wrapper_hooks(self):
+        """The hook dicts of the wrapper itself (hooks registered on the jitted module) that hold hooks, and
+        whether its backward hooks are full ones: what a copy keeps, as a copy of a module keeps its hooks."""
+        held = {k: v for k, v in self.__dict__.items() if k.startswith("_") and "hooks" in k and v}
+        if held:
+            held["_is_full_backward_hook"] = self.__dict__.get("_is_full_backward_hook")
+        return held
 
     def load_state_dict(self, *args, **kwargs):
         return self._thunder_model.load_state_dict(*args, **kwargs)
@@ -771,9 +802,12 @@ def _rebuild_function(fn, options):
     return ThunderFunction(fn, **options)
 
 
-def _rebuild_module(model, options):
-    """Unpickles a ThunderModule (see ThunderModule.__reduce__): the module, jitted again."""
-    return ThunderModule(model, **options)
+def _rebuild_module(model, options, hooks=None):
+    """Unpickles a ThunderModule (see ThunderModule.__reduce__): the module, jitted again, with the wrapper's
+    hooks."""
+    jitted = ThunderModule(model, **options)
+    jitted.__dict__.update(hooks or {})
+    return jitted
 
 
 def _check_flag(name, value):

@@ -14,6 +14,7 @@ limits. Frames of other functions Dynamo compiles during its calls (where a grap
 are kept apart by ``torch.compile(..., isolate_recompiles=True)``, where torch has it. When the wrapper is
 collected, :func:`release` drops the entries on its copy, and the graphs they hold.
 """
+import functools
 import types
 import weakref
 
@@ -88,13 +89,27 @@ def private_module(model, methods=None):
         methods.update(__hash__=lambda self: model_hash,
                        __eq__=lambda self, other: other is self or other is model_ref())
     try:
-        sub = type(cls.__name__, (cls,), methods)
+        sub = _forwarding_metaclass(type(cls))(cls.__name__, (cls,), methods)
         shadow = object.__new__(sub)
         object.__setattr__(shadow, "__dict__", model.__dict__)
     except (TypeError, AttributeError) as e:
         logger.debug("thunder: %s cannot be subclassed (%s); it is compiled as it is", cls.__qualname__, e)
         return model, None
     return shadow, own
+
+
+@functools.lru_cache(maxsize=None)
+def _forwarding_metaclass(meta):
+    """A metaclass derived from ``meta`` whose classes (private subclasses, see :func:`private_module`) pass writes
+    and deletions of class attributes other than their own (``type(self).calls += 1`` in ``forward``) on to their
+    base, the user's class, where eager makes them."""
+    def __setattr__(cls, name, value):
+        meta.__setattr__(cls if name in cls.__dict__ else cls.__bases__[0], name, value)
+
+    def __delattr__(cls, name):
+        meta.__delattr__(cls if name in cls.__dict__ else cls.__bases__[0], name)
+    return meta.__class__(meta.__name__, (meta,), {"__setattr__": __setattr__, "__delattr__": __delattr__,
+                                                   "__module__": meta.__module__})
 
 
 def forget_shape_history(code):
