@@ -367,7 +367,7 @@ def _headline(s):
     eager += (f", {s.partly_uncompiled_calls} calls ran part of the function UNCOMPILED (a frame past Dynamo's "
               "recompile limit ran no graph)" if s.partly_uncompiled_calls else "")
     eager += f", {s.raised_calls} calls raised" if s.raised_calls else ""
-    eager += "".join(f", {name}() ran the original forward UNCOMPILED {n} times"
+    eager += "".join(f", {name}() ran the original module UNCOMPILED {n} times"
                      for name, n in s.uncompiled_methods.items())
     if s.name.startswith("torch.compile("):  # no thunder wrapper sees its calls: graphs count theirs
         return f"{s.name}: {graphs} (calls counted per graph)"
@@ -740,32 +740,43 @@ _warned_methods = set()
 
 def _watched_method(state, model, name, method):
     """``method``, a method of the original module read through its ThunderModule (``jitted.generate``), wrapped so
-    that a call which runs the original module's forward -- uncompiled: only calls of the jitted module itself are
-    compiled, and Hugging Face's ``generate`` calls ``self(...)`` on the original -- is counted in ``state``
-    (``print(jitted)``, ``compile_stats(jitted).uncompiled_methods``) and warned about once, naming the fix. A
-    forward pre-hook on the original module sees those calls for the duration of the call only (Dynamo's guards do
-    not depend on it: the compiled entries stay valid)."""
+    that a call which runs the original module or its submodules -- uncompiled: only calls of the jitted module
+    itself are compiled; Hugging Face's ``generate`` calls ``self(...)`` on the original, an ``encode`` method its
+    submodules -- is counted in ``state`` (``print(jitted)``, ``compile_stats(jitted).uncompiled_methods``: the
+    outermost module calls) and warned about once, naming the fix. Global forward hooks see those calls for the
+    duration of the call only (Dynamo's guards do not depend on them: the compiled entries stay valid)."""
 
     @functools.wraps(method)
     def watched(*args, **kwargs):
-        calls = [0]
+        from torch.nn.modules import module as torch_module
 
-        def count(module, inputs):
-            calls[0] += 1
+        calls, depth, ours = [0], [0], {id(m) for m in model.modules()}
 
-        handle = model.register_forward_pre_hook(count)
+        def enter(module, inputs):
+            if id(module) in ours:
+                calls[0] += depth[0] == 0
+                depth[0] += 1
+
+        def leave(module, inputs, output):
+            if id(module) in ours:
+                depth[0] -= 1
+
+        handles = (torch_module.register_module_forward_pre_hook(enter),
+                   torch_module.register_module_forward_hook(leave))
         try:
             return method(*args, **kwargs)
         finally:
-            handle.remove()
+            for handle in handles:
+                handle.remove()
             if calls[0]:
                 state.uncompiled_methods[name] = state.uncompiled_methods.get(name, 0) + calls[0]
                 if (state.name, name) not in _warned_methods:
                     _warned_methods.add((state.name, name))
-                    logger.warning("thunder: jitted %s.%s(...) ran the module's forward uncompiled (%d calls): a "
-                                   "jitted module compiles calls of itself, not calls its methods make on the "
-                                   "original module. To fix: jit the forward instead, "
-                                   "model.forward = thunder.jit(model.forward).", state.name, name, calls[0])
+                    logger.warning("thunder: jitted %s.%s(...) ran the module or its submodules uncompiled (%d "
+                                   "calls): a jitted module compiles calls of itself, not calls its methods make on "
+                                   "the original module. To fix: jit the forward instead, model.forward = "
+                                   "thunder.jit(model.forward), or the method, model.%s = thunder.jit(model.%s).",
+                                   state.name, name, calls[0], name, name)
 
     return watched
 
