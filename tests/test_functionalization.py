@@ -2530,3 +2530,18 @@ def test_a_write_into_an_expanded_tensor_runs_as_eager_runs_it(detached):
     jitted = thunder.jit(fn)
     assert_same(jitted(make()), fn(make()))
     assert_compiled(jitted)
+
+
+def test_a_detached_input_made_to_require_grad_and_written_in():
+    """`t2 = a.detach().requires_grad_(); a.mul_(t2)`: in eager a then requires grad. The requires_grad_ was a flag
+    in the trace only, where the torch executor ran the graph: a came back not requiring grad. Such a graph runs
+    with torch."""
+    def fn(a):
+        t2 = a.detach().requires_grad_()
+        a.mul_(t2)
+        return a
+
+    a, e = torch.tensor(2.0, dtype=torch.float64), torch.tensor(2.0, dtype=torch.float64)
+    out, expected = thunder.jit(fn)(a), fn(e)
+    assert out.requires_grad and expected.requires_grad
+    assert_same(out, expected)

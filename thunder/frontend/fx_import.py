@@ -1444,6 +1444,13 @@ class _Importer:
                 node in output.all_input_nodes:
             raise UnsupportedGraph("it makes a value it computes a leaf tensor (requires_grad_) and returns it, or "
                                    "sets requires_grad to something other than True")
+        example = node.args[0].meta.get("example_value") if isinstance(node.args[0], torch.fx.Node) else None
+        if _storage(example) is not None and _storage(example) in {_storage(e) for e in self.examples.values()}:
+            # x.detach().requires_grad_() of an input: a leaf the ops after it record on, at run time, where no
+            # input of the graph need require grad (and Dynamo's example of x says it does once a write of it
+            # did): torch runs the graph.
+            raise UnsupportedGraph("it makes a view of an input a leaf tensor that requires grad "
+                                   "(x.detach().requires_grad_())")
         if self.grad_enabled is not False:
             self.builder.set_requires_grad(value, True)
         return value
