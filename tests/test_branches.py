@@ -10,6 +10,7 @@ import torch.nn as nn
 
 import thunder
 from thunder.frontend import branches
+from conftest import assert_same
 
 
 def sites(jitted):
@@ -1388,3 +1389,21 @@ def test_a_function_whose_file_changed_since_it_was_loaded_keeps_its_branches(tm
     path.write_text("def f(x):\n    if x.sum() > 0:\n        y = x * 200\n    else:\n        y = x * 3\n    return y\n")
     x = torch.ones(3)
     torch.testing.assert_close(thunder.jit(module.f)(x), x * 2)
+
+
+def test_a_graph_run_exactly_with_symbolic_sizes_skips_the_untaken_arms_size_calls():
+    """With dynamic=True, Dynamo records an unused `size()` of each arm's value after a converted branch; where a
+    later branch sends the graph to run_exactly (an arm indexing with a tensor), the size of the untaken arm's
+    value was evaluated: "Node size_1 referenced nonexistent value"."""
+    def fn(a0):
+        if a0.sum() > 0:
+            t7 = a0 * 2
+        else:
+            t7 = a0 * 3
+        t9 = t7.view(a0.shape[0], 8)
+        if t9.amax() > -1:
+            torch.take_along_dim(t9, torch.tensor([[5, 2, 1]]), 1)
+        return t9
+
+    x = torch.arange(16.0).view(2, 4, 2)
+    assert_same(thunder.jit(fn, dynamic=True)(x), fn(x))

@@ -1118,6 +1118,8 @@ def run_exactly(gm, *args):
         elif node.op == "output":
             return interpreter.run_node(node)
         elif active():
+            if not node.users and any(arg not in env for arg in node.all_input_nodes):
+                continue  # dead, reading the untaken arm: Dynamo's unused x.size() of each arm's value
             env[node] = interpreter.run_node(node)
         else:
             alias = _result_alias(node)
