@@ -554,3 +554,16 @@ def test_a_graph_running_torch_vmap_over_changing_sizes_matches_eager():
     for n in (4, 5, 6):
         a, b = torch.randn(n, 3), torch.randn(n, 3)
         torch.testing.assert_close(jitted(a, b), fn(a, b))
+
+
+def test_a_graph_returning_a_size_before_a_tensor_compiles():
+    """Output (SymInt, Tensor): finding which outputs share memory compared a storage with the size's None, which
+    raised, and the graph ran uncompiled (Mistral's sliding-window cache, from the second generated token on)."""
+    def fn(x):
+        return x.shape[0] + 1, x * 2
+
+    jitted, x = thunder.jit(fn, dynamic=True), torch.randn(5, 3)
+    n, y = jitted(x)
+    assert n == 6
+    assert_same(y, x * 2)
+    assert "UNCOMPILED" not in thunder.summary(jitted)

@@ -739,7 +739,9 @@ class _Importer:
                     fresh = _fresh_outputs(list(node.args[0]), placeholders)
                     storages = [_storage(n.meta.get("example_value")) if isinstance(n, torch.fx.Node) else None
                                 for n in node.args[0]]
-                    memory = [None if s is None else storages.index(s) for s in storages]
+                    # (StorageWeakRef's == reads the other's cdata: None is never compared)
+                    memory = [None if s is None else next(i for i, t in enumerate(storages) if t is not None and t == s)
+                              for s in storages]
                     out = list(out)
                     for group in views:  # each output made again from the base: the program returns the base
                         base = placeholders[group.base_input][0] if group.base_input >= 0 else group.root
