@@ -1288,3 +1288,23 @@ def test_vector_norm_of_infinities_zeros_and_nans(ord):
     assert_same(thunder.jit(fn)(x), fn(x))
     grads_equal(fn, torch.tensor([[0.0, -2.0, 4.0], [0.0, 0.0, 0.0], [nan, 1.0, -2.0], [1.0, -3.0, 2.0]], dtype=D,
                                  requires_grad=True))
+
+
+@pytest.mark.parametrize("spelling", ["T", "mT", "H", "mH"])
+def test_the_transpose_properties_keep_thunders_backward(spelling):
+    """`x @ w.T` (Falcon's linear): Dynamo records getattr(w, "T"), which was an opaque view, and the graph's
+    backward went to torch; w.T of more than 2 dims reverses them all."""
+    def fn(x, w, v):
+        return torch.tanh(x @ getattr(w, spelling)) + getattr(v, "T" if spelling == "T" else "mT").sum()
+
+    x, w, v = leaf(2, 4, seed=1), leaf(3, 4, seed=2), leaf(2, 3, 4, seed=3)
+    jitted = thunder.jit(fn)
+    out = jitted(x, w, v)
+    out.sum().backward()
+    xe, we, ve = (t.detach().clone().requires_grad_() for t in (x, w, v))
+    expected = fn(xe, we, ve)
+    expected.sum().backward()
+    assert_same(out, expected)
+    for t, te in ((x, xe), (w, we), (v, ve)):
+        assert_same(t.grad, te.grad)
+    assert thunder.compile_stats(jitted).graphs[0]["backward"] == "thunder"

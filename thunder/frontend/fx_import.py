@@ -697,6 +697,7 @@ class _Importer:
         for node in self.gm.graph.nodes:
             if node.op == "call_method" and node.target in _DUNDER_OPERATORS:  # the same call, as an operator's
                 node.op, node.target = "call_function", _DUNDER_OPERATORS[node.target]
+            _transpose_property_as_method(node)
         for node in self.gm.graph.nodes:
             self.builder.set_source(source_of(node))
             if node.op == "placeholder":
@@ -1647,6 +1648,27 @@ def _aliasing_decided_at_run_time(node):
     (an imported dropout with constant arguments is native, an alias exactly then: functionalization's torch_views)."""
     words = [w for w in str(_target_name(node)).replace("::", ".").split(".") if "dropout" in w]
     return bool(words) and not any(w.endswith("_") for w in words)  # dropout_: in place, an effect returning x
+
+
+def _transpose_property_as_method(node):
+    """Rewrites ``getattr(x, "T")`` (Dynamo's node for the property ``x.T``) as the method call it equals:
+    ``x.t()`` up to 2 dims, ``x.permute(n-1, ..., 0)`` above; ``x.mT`` as ``x.transpose(-2, -1)``; ``x.H`` and
+    ``x.mH`` of a real tensor (a complex one's conjugate too) as ``x.T`` and ``x.mT``. Left as it is, the
+    node was an opaque view, which kept the graph's backward with torch (Falcon's ``input @ self.weight.T``)."""
+    if node.op != "call_function" or node.target is not getattr or len(node.args) != 2:
+        return
+    x, name = node.args
+    example = x.meta.get("example_value") if isinstance(x, torch.fx.Node) else None
+    if not isinstance(example, torch.Tensor) or name not in ("T", "mT", "H", "mH") or \
+            (name in ("H", "mH") and example.is_complex()):
+        return
+    node.op = "call_method"
+    if name in ("mT", "mH"):
+        node.target, node.args = "transpose", (x, -2, -1)
+    elif example.dim() <= 2:
+        node.target, node.args = "t", (x,)
+    else:
+        node.target, node.args = "permute", (x, *range(example.dim() - 1, -1, -1))
 
 
 def _assigns_region_to_itself(node):
