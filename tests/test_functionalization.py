@@ -2545,3 +2545,15 @@ def test_a_detached_input_made_to_require_grad_and_written_in():
     out, expected = thunder.jit(fn)(a), fn(e)
     assert out.requires_grad and expected.requires_grad
     assert_same(out, expected)
+
+
+def test_a_write_into_a_region_of_an_expanded_input():
+    """`t[0:1] *= 2` of an expanded input writes the one element eager names; the copy-back of the functional
+    write wrote the whole input, whose elements share memory, and torch raised."""
+    def fn(t):
+        t[0:1] *= 2.0
+        return t * 1
+
+    base_a, base_e = torch.tensor([-1.0]), torch.tensor([-1.0])
+    assert_same(thunder.jit(fn)(base_a.expand(2)), fn(base_e.expand(2)))
+    assert_same(base_a, base_e)

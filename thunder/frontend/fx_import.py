@@ -896,7 +896,7 @@ class _Importer:
         if lowering is None or self.opaque_view_seen:
             return _NOT_A_WRITE
         destination, compute = lowering
-        if _expanded(destination):  # eager writes each shared element (a deprecated write); torch runs it in place
+        if self._writes_expanded_memory(destination):  # eager writes what it names; torch runs it in place
             self.fallbacks.append((node.name, _target_name(node), "write not lowered: its destination is expanded "
                                    "(elements share memory)"))
             return _NOT_A_WRITE
@@ -943,6 +943,16 @@ class _Importer:
         finally:
             self.env[destination] = dst
         return None if node.target is operator.setitem else dst
+
+    def _writes_expanded_memory(self, destination):
+        """Whether a write's destination is expanded (eager writes each shared element: a deprecated write), or is
+        (a region of) an input that is: the copy-back of a functional write would write the whole input, whose
+        elements share memory, where eager writes the region it names."""
+        if _expanded(destination):
+            return True
+        memory = _storage(destination.meta.get("example_value")) if isinstance(destination, torch.fx.Node) else None
+        return memory is not None and any(_storage(e) is not None and _storage(e) == memory and _expanded_example(e)
+                                          for e in self.examples.values())
 
     def _original_value(self, destination, dst):
         """What the out-of-place op of a write into ``dst`` reads as its destination's value: ``dst``, or a clone
@@ -1561,7 +1571,11 @@ def _memory_of(example):
 def _expanded(node):
     """Whether Dynamo's example value of a node is expanded: elements of it share memory (a stride 0 over a size
     above 1, as ``x.expand(3, 2)`` has)."""
-    example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+    return _expanded_example(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None)
+
+
+def _expanded_example(example):
+    """Whether a (fake) example tensor is expanded (see _expanded)."""
     return isinstance(example, torch.Tensor) and any(
         isinstance(st, int) and st == 0 and not (isinstance(sz, int) and sz <= 1)
         for st, sz in zip(example.stride(), example.shape))
