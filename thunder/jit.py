@@ -750,7 +750,7 @@ def _watched_method(state, model, name, method):
     def watched(*args, **kwargs):
         from torch.nn.modules import module as torch_module
 
-        calls, depth, ours = [0], [0], {id(m) for m in model.modules()}
+        calls, depth, ours = [0], [0], {id(m) for m in model.modules() if not isinstance(m, _Jitted)}
 
         def enter(module, inputs):
             if id(module) in ours:

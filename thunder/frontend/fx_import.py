@@ -741,8 +741,8 @@ class _Importer:
                     storages = [_storage(n.meta.get("example_value")) if isinstance(n, torch.fx.Node) else None
                                 for n in node.args[0]]
                     # (StorageWeakRef's == reads the other's cdata: None is never compared)
-                    memory = [None if s is None else next(i for i, t in enumerate(storages) if t is not None and t == s)
-                              for s in storages]
+                    memory = [None if s is None else
+                              next(i for i, t in enumerate(storages) if t is not None and t == s) for s in storages]
                     out = list(out)
                     for group in views:  # each output made again from the base: the program returns the base
                         base = placeholders[group.base_input][0] if group.base_input >= 0 else group.root
@@ -1687,9 +1687,9 @@ def _transpose_property_as_method(node):
 
 def _assigns_region_to_itself(node):
     """Whether a node is ``x[key] = x[key]`` of a view ``x[key]`` (basic indexing), with which ``x[key] += v`` ends
-    after the in-place op on the region ``x[key]``: the elements are written onto themselves. (Run as an opaque write, thunder's ``x[key]`` may be
-    ``x`` itself where the key takes everything, and torch then finds the source and the destination overlap in
-    part, which eager's same-strided view does not.)"""
+    after the in-place op on the region ``x[key]``: the elements are written onto themselves. (Run as an opaque
+    write, thunder's ``x[key]`` may be ``x`` itself where the key takes everything, and torch then finds the source
+    and the destination overlap in part, which eager's same-strided view does not.)"""
     if node.op != "call_function" or node.target is not operator.setitem or len(node.args) != 3:
         return False
     value = node.args[2]
