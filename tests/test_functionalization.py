@@ -2557,3 +2557,40 @@ def test_a_write_into_a_region_of_an_expanded_input():
     base_a, base_e = torch.tensor([-1.0]), torch.tensor([-1.0])
     assert_same(thunder.jit(fn)(base_a.expand(2)), fn(base_e.expand(2)))
     assert_same(base_a, base_e)
+
+
+def test_a_subscript_write_with_index_tensors_is_lowered_and_differentiated():
+    """`y[idx] = v` (Mixtral's inverse permutation, scatter-style updates) was an opaque in-place setitem, an
+    effect that sent the graph's backward to torch; it is index_put now, with thunder's backward."""
+    def fn(w, idx, v):
+        y = w * 2
+        y[idx] = v * 3
+        y[idx[:1], 1] = 0.5
+        return (y * y).sum()
+
+    w, v, idx = torch.randn(5, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True), torch.tensor([3, 0, 4])
+    jitted = thunder.jit(fn)
+    out = jitted(w, idx, v)
+    out.backward()
+    we, ve = w.detach().clone().requires_grad_(), v.detach().clone().requires_grad_()
+    expected = fn(we, idx, ve)
+    expected.backward()
+    assert_same(out, expected)
+    assert_same(w.grad, we.grad)
+    assert_same(v.grad, ve.grad)
+    assert thunder.compile_stats(jitted).graphs[0]["backward"] == "thunder"
+
+
+def test_a_subscript_write_with_index_tensors_raises_as_eager_does():
+    """A value of another dtype, an index out of range: eager raises, and so does the lowered write."""
+    def fn(x, idx, v):
+        x = x * 1
+        x[idx] = v
+        return x
+
+    x = torch.randn(5, 3)
+    for idx, v in ((torch.tensor([0]), torch.randn(1, 3).double()), (torch.tensor([7]), torch.tensor(1.0))):
+        with pytest.raises((RuntimeError, IndexError)):
+            fn(x, idx, v)
+        with pytest.raises((RuntimeError, IndexError)):
+            thunder.jit(fn)(x, idx, v)

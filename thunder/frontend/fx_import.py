@@ -965,12 +965,27 @@ class _Importer:
             return dst
         return self.builder.call("ltorch", "clone", [dst], {})
 
-    def _setitem_target(self, dst, key):
-        """The destination of ``dst[key] = ...``: a view of dst (basic indexing)."""
-        key = self._unwrap(self._arg(key))
-        if _has_proxy(key):
-            raise _core.NotNative("subscript assignment with a tensor index")
-        return self.builder.call("ltorch", "getitem", [dst, key], {})
+    def _setitem(self, destination, dst, key, value):
+        """``dst[key] = value`` as (the tensor written, its new value): with basic indexing, the view ``dst[key]``
+        and ``value``; with a key of integer index tensors and integers (``x[idx] = v``, ``x[rows, 0] = v``), ``dst``
+        and ``index_put`` of what ``dst`` reads as (see _original_value), a number ``value`` as a tensor of its
+        dtype (a tensor of another dtype: eager raises, and so does index_put). Raises NotNative for other tensor
+        keys (a bool mask, tensors mixed with slices)."""
+        key, value = self._unwrap(self._arg(key)), self._unwrap(self._arg(value))
+        if not _has_proxy(key):
+            return self.builder.call("ltorch", "getitem", [dst, key], {}), value
+        indices = list(key) if isinstance(key, (tuple, list)) else [key]
+        dtype, _, device, _ = self.builder.meta(dst)
+        # An integer among index tensors is one more (0-d) index tensor, broadcast with them, as in eager.
+        indices = [self.builder.call("ltorch", "full", [[], i], {"dtype": dtypes.to_core(torch.int64),
+                                                                 "device": device})
+                   if isinstance(i, int) and not isinstance(i, bool) else i for i in indices]
+        if not all(isinstance(i, _core.Proxy) and self.builder.meta(i)[0] in _INDEX_DTYPES for i in indices):
+            raise _core.NotNative("subscript assignment with a tensor index among keys other than integers and "
+                                  "integer tensors")
+        if not isinstance(value, _core.Proxy) or self.builder.meta(value)[0] == "number":
+            value = self.builder.call("ltorch", "full", [[], value], {"dtype": dtype, "device": device})
+        return dst, self.builder.call("ltorch", "index_put", [self.env[destination], indices, value], {})
 
     # -- converted branches (thunder.frontend.branches) and torch.cond --
 
@@ -1531,6 +1546,9 @@ class _Importer:
 
 _NOT_A_WRITE = object()
 
+#: The dtypes of the index tensors ``x[idx] = v`` lowers to ``index_put`` with (torch_layout.cc's is_index_dtype).
+_INDEX_DTYPES = frozenset({dtypes.to_core(torch.int64), dtypes.to_core(torch.int32)})
+
 
 def called_function(callee):
     """The function an opaque callee of a trace calls: for the wrapper calling an op under an autocast region's
@@ -2042,7 +2060,7 @@ def _write_lowering(node):
     elif node.op != "call_function":
         return None
     if target is operator.setitem and len(args) == 3:
-        return args[0], lambda imp, dst: (imp._setitem_target(dst, args[1]), imp._unwrap(imp._arg(args[2])))
+        return args[0], lambda imp, dst: imp._setitem(args[0], dst, args[1], args[2])
     if target in _INPLACE_OPERATORS and args and _is_tensor(args[0]):
         native = _FUNCTIONS.get(_INPLACE_OPERATORS[target])
         if native is None:
