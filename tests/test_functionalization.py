@@ -2594,3 +2594,20 @@ def test_a_subscript_write_with_index_tensors_raises_as_eager_does():
             fn(x, idx, v)
         with pytest.raises((RuntimeError, IndexError)):
             thunder.jit(fn)(x, idx, v)
+
+
+def test_a_view_made_under_no_grad_and_returned_has_no_history():
+    """`with torch.no_grad(): t1 = a0[:]` returned with a0's product: eager's t1 requires grad but has no grad_fn
+    (its gradient never reaches a0). Made again after the call in grad mode, it was connected to a0, and a0's
+    gradient counted t1's."""
+    def fn(a0):
+        with torch.no_grad():
+            t1 = a0[:]
+        return a0 * 1, t1
+
+    for jitted in (thunder.jit(fn), torch.compile(fn, backend="thunder")):
+        leaf = torch.tensor([[1.0, -2.0, 3.0]], requires_grad=True)
+        out, t1 = jitted(leaf)
+        assert t1.requires_grad and t1.grad_fn is None
+        (out.sum() + 10 * t1.sum()).backward()
+        assert_same(leaf.grad, torch.ones(1, 3))

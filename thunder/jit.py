@@ -367,7 +367,7 @@ def _headline(s):
     eager += (f", {s.partly_uncompiled_calls} calls ran part of the function UNCOMPILED (a frame past Dynamo's "
               "recompile limit ran no graph)" if s.partly_uncompiled_calls else "")
     eager += f", {s.raised_calls} calls raised" if s.raised_calls else ""
-    eager += "".join(f", {name}() ran the original module UNCOMPILED {n} times"
+    eager += "".join(f", {name}() ran the original forward UNCOMPILED {n} times"
                      for name, n in s.uncompiled_methods.items())
     if s.name.startswith("torch.compile("):  # no thunder wrapper sees its calls: graphs count theirs
         return f"{s.name}: {graphs} (calls counted per graph)"
@@ -512,6 +512,13 @@ _OWN_ATTRIBUTES = frozenset(["_thunder_" + name for name in (
     # whether its backward hooks are full ones (register_full_backward_hook sets it): read from the original,
     # they were neither full nor not, and ran never.
     "_is_full_backward_hook"])
+
+
+#: The hook dicts of a ThunderModule itself (nn.Module.__init__ made them): the forward and backward hooks
+#: registered on the jitted module, which a copy of it keeps.
+_WRAPPER_HOOKS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+                  "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_backward_pre_hooks",
+                  "_backward_hooks")
 
 
 def _original_in(out, instance, model):
@@ -671,7 +678,7 @@ class ThunderModule(_Jitted, nn.Module):
     def _wrapper_hooks(self):
         """The hook dicts of the wrapper itself (hooks registered on the jitted module) that hold hooks, and
         whether its backward hooks are full ones: what a copy keeps, as a copy of a module keeps its hooks."""
-        held = {k: v for k, v in self.__dict__.items() if k.startswith("_") and "hooks" in k and v}
+        held = {k: self.__dict__[k] for k in _WRAPPER_HOOKS if self.__dict__.get(k)}
         if held:
             held["_is_full_backward_hook"] = self.__dict__.get("_is_full_backward_hook")
         return held
@@ -740,43 +747,32 @@ _warned_methods = set()
 
 def _watched_method(state, model, name, method):
     """``method``, a method of the original module read through its ThunderModule (``jitted.generate``), wrapped so
-    that a call which runs the original module or its submodules -- uncompiled: only calls of the jitted module
-    itself are compiled; Hugging Face's ``generate`` calls ``self(...)`` on the original, an ``encode`` method its
-    submodules -- is counted in ``state`` (``print(jitted)``, ``compile_stats(jitted).uncompiled_methods``: the
-    outermost module calls) and warned about once, naming the fix. Global forward hooks see those calls for the
-    duration of the call only (Dynamo's guards do not depend on them: the compiled entries stay valid)."""
+    that a call which runs the original module's forward -- uncompiled: only calls of the jitted module itself are
+    compiled, and Hugging Face's ``generate`` calls ``self(...)`` on the original -- is counted in ``state``
+    (``print(jitted)``, ``compile_stats(jitted).uncompiled_methods``) and warned about once, naming the fix. A
+    forward pre-hook on the original module sees those calls for the duration of the call only (Dynamo's guards do
+    not depend on it: the compiled entries stay valid)."""
 
     @functools.wraps(method)
     def watched(*args, **kwargs):
-        from torch.nn.modules import module as torch_module
+        calls = [0]
 
-        calls, depth, ours = [0], [0], {id(m) for m in model.modules() if not isinstance(m, _Jitted)}
+        def count(module, inputs):
+            calls[0] += 1
 
-        def enter(module, inputs):
-            if id(module) in ours:
-                calls[0] += depth[0] == 0
-                depth[0] += 1
-
-        def leave(module, inputs, output):
-            if id(module) in ours:
-                depth[0] -= 1
-
-        handles = (torch_module.register_module_forward_pre_hook(enter),
-                   torch_module.register_module_forward_hook(leave))
+        handle = model.register_forward_pre_hook(count)
         try:
             return method(*args, **kwargs)
         finally:
-            for handle in handles:
-                handle.remove()
+            handle.remove()
             if calls[0]:
                 state.uncompiled_methods[name] = state.uncompiled_methods.get(name, 0) + calls[0]
                 if (state.name, name) not in _warned_methods:
                     _warned_methods.add((state.name, name))
-                    logger.warning("thunder: jitted %s.%s(...) ran the module or its submodules uncompiled (%d "
-                                   "calls): a jitted module compiles calls of itself, not calls its methods make on "
-                                   "the original module. To fix: jit the forward instead, model.forward = "
-                                   "thunder.jit(model.forward), or the method, model.%s = thunder.jit(model.%s).",
-                                   state.name, name, calls[0], name, name)
+                    logger.warning("thunder: jitted %s.%s(...) ran the module's forward uncompiled (%d calls): a "
+                                   "jitted module compiles calls of itself, not calls its methods make on the "
+                                   "original module. To fix: jit the forward instead, "
+                                   "model.forward = thunder.jit(model.forward).", state.name, name, calls[0])
 
     return watched
 

@@ -1083,6 +1083,12 @@ def _result_alias(node):
     return None
 
 
+def _is_size_call(node):
+    """Whether an FX node reads a tensor's size (``x.size()``, ``x.size(0)``, ``aten.sym_size``): no effects."""
+    return (node.op == "call_method" and node.target == "size") or \
+        (node.op == "call_function" and node.target in (torch.ops.aten.sym_size.int, torch.ops.aten.sym_size))
+
+
 def run_exactly(gm, *args):
     """Runs ``gm`` taking only the arm of each converted branch its predicate selects, as the original ``if``
     did (calling ``gm`` itself would run both arms, and their in-place writes, for real). Used when a compiled
@@ -1118,7 +1124,7 @@ def run_exactly(gm, *args):
         elif node.op == "output":
             return interpreter.run_node(node)
         elif active():
-            if not node.users and any(arg not in env for arg in node.all_input_nodes):
+            if not node.users and _is_size_call(node) and any(arg not in env for arg in node.all_input_nodes):
                 continue  # dead, reading the untaken arm: Dynamo's unused x.size() of each arm's value
             env[node] = interpreter.run_node(node)
         else:

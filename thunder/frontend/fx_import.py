@@ -1872,15 +1872,21 @@ def _replayer(node, root, inputs, example_of):
         raise _NotReplayable(f"{_target_name(call)} ({call.name}) reads {others[0].name}, a value the graph computes")
     parts = {a: _replayer(a, root, inputs, example_of) for a in args}
     target, op = call.target, call.op
+    # A view made with grad mode off of a tensor that requires grad: it requires grad but has no history (eager
+    # does not connect it to its base), so it is made again with grad mode off too.
+    example = example_of(call)
+    unrecorded = isinstance(example, torch.Tensor) and example._is_view() and example.requires_grad and \
+        example.grad_fn is None
 
     def replay(base, args):
         values = {a: part(base, args) for a, part in parts.items()}
         call_args = torch.fx.node.map_arg(call.args, values.__getitem__)
         call_kwargs = torch.fx.node.map_arg(call.kwargs, values.__getitem__)
-        if op == "call_method":
-            out = getattr(call_args[0], target)(*call_args[1:], **call_kwargs)
-        else:
-            out = target(*call_args, **call_kwargs)
+        with torch.no_grad() if unrecorded else contextlib.nullcontext():
+            if op == "call_method":
+                out = getattr(call_args[0], target)(*call_args[1:], **call_kwargs)
+            else:
+                out = target(*call_args, **call_kwargs)
         return out if pick is None else out[pick]
     return replay
 
