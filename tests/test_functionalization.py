@@ -2611,3 +2611,18 @@ def test_a_view_made_under_no_grad_and_returned_has_no_history():
         assert t1.requires_grad and t1.grad_fn is None
         (out.sum() + 10 * t1.sum()).backward()
         assert_same(leaf.grad, torch.ones(1, 3))
+
+
+def test_a_copy_of_a_broadcast_value_of_another_dtype_returns_a_dense_tensor():
+    """`t = a2 / 2; t.copy_(a1)` with a 0-d a1 of another dtype returned expand(a1 cast): a stride-0 tensor, into
+    which the caller's `out.add_(1)` (or the next graph's write) raised."""
+    def fn(a1, a2):
+        t = a2 / 2
+        t.copy_(a1)
+        return t
+
+    a1, a2 = torch.tensor(1, dtype=torch.int64), torch.randn(4)
+    out, expected = thunder.jit(fn)(a1, a2), fn(a1, a2)
+    assert_same(out, expected)
+    assert out.stride() == expected.stride()
+    out.add_(1)

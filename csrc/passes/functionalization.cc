@@ -847,11 +847,9 @@ class Functionalizer {
       refuse(op_name(s) + " " + where_from(s) + " copies between devices (" + e_.meta(v).device + " to " + m.device +
              "), which functionalization does not express");
     if (e_.meta(v).dtype != m.dtype) v = e_.torch("to", {v, Value(m.dtype)});
-    if (e_.meta(v).shape != m.shape) {
-      const Value from = v;
-      v = e_.torch("expand", {v, Value::dims(m.shape)});
-      e_.share_storage(v.proxy(), from.proxy());  // a view at run time: stale once `from`'s memory is written
-    }
+    // Broadcast, the value is a tensor of its own, dense as eager's written tensor: an expanded view, returned
+    // or written in place later, has elements that share memory (torch refuses writes into it).
+    if (e_.meta(v).shape != m.shape) v = e_.prim("clone", {e_.torch("expand", {v, Value::dims(m.shape)})});
     return v;
   }
 
