@@ -1407,3 +1407,18 @@ def test_a_graph_run_exactly_with_symbolic_sizes_skips_the_untaken_arms_size_cal
 
     x = torch.arange(16.0).view(2, 4, 2)
     assert_same(thunder.jit(fn, dynamic=True)(x), fn(x))
+
+
+def test_a_branch_writing_an_input_that_requires_grad_stays_python():
+    """`if (a2 > -1).any(): a2 *= a1`, not taken: converted, the copy-back wrote a2 anyway and bumped its version,
+    and backward through square (which saved a2) raised. Such a branch stays Python control flow."""
+    def fn(a1, a2):
+        t8 = a2.square()
+        if (a2 > -1).any():
+            a2 *= a1
+        return t8
+
+    leaf = torch.tensor(-2.0, dtype=torch.float64, requires_grad=True)
+    out = thunder.jit(fn)(torch.tensor(2.0), leaf * 1)
+    out.backward()
+    assert_same(leaf.grad, torch.tensor(-4.0, dtype=torch.float64))

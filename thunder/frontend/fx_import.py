@@ -896,6 +896,12 @@ class _Importer:
         if lowering is None or self.opaque_view_seen:
             return _NOT_A_WRITE
         destination, compute = lowering
+        example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
+        if self.regions and self.grad_enabled is not False and isinstance(example, torch.Tensor) and \
+                id(_memory_of(example)) in self.grad_input_memory:
+            raise branches.BranchRejected(self.regions[-1][0], "it writes into an input that requires grad: the "
+                                          "copy-back would write it (and bump its version, which autograd checks) "
+                                          "where eager's untaken branch does not")
         if self._writes_expanded_memory(destination):  # eager writes what it names; torch runs it in place
             self.fallbacks.append((node.name, _target_name(node), "write not lowered: its destination is expanded "
                                    "(elements share memory)"))
