@@ -1483,8 +1483,8 @@ class _Importer:
             # x.detach().requires_grad_() of an input: a leaf the ops after it record on, at run time, where no
             # input of the graph need require grad (and Dynamo's example of x says it does once a write of it
             # did): torch runs the graph.
-            raise UnsupportedGraph("it makes a view of an input a leaf tensor that requires grad "
-                                   "(x.detach().requires_grad_())")
+            raise UnsupportedGraph("it makes a tensor sharing an input's memory require grad "
+                                   "(x.detach().requires_grad_() of an input x)")
         if self.grad_enabled is not False:
             self.builder.set_requires_grad(value, True)
         return value
