@@ -39,17 +39,6 @@ def _region(compiled):
     return getattr(owner, "_isolate_recompiles_id", -1)
 
 
-def _has_hooks(target):
-    """Whether calling ``target`` (a module) runs forward or backward hooks, its own or global ones."""
-    if not isinstance(target, nn.Module):
-        return False
-    from torch.nn.modules import module as torch_module
-
-    kinds = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
-    return any(getattr(target, k, None) for k in kinds) or \
-        any(getattr(torch_module, f"_global{k}", None) for k in kinds)
-
-
 def _understood(x):
     if isinstance(x, (list, tuple)):
         return all(_understood(i) for i in x)
@@ -296,13 +285,14 @@ class _Jitted:
     def _failed_before_running(self, error, graphs_ran):
         """Whether Dynamo raised for a user error while tracing the called function's own frame (not a frame
         resumed after a graph break), with no graph run yet in this call: then nothing of the call has run. Not
-        so for a module with forward or backward hooks (its own or global ones): they ran, eagerly, before
-        Dynamo traced ``forward``, and would run again."""
+        so for a module whose call does more than call ``forward`` (plain_module_call: hooks on it, on the jitted
+        module or global ones): they ran, eagerly, before Dynamo traced ``forward``, and would run again."""
         if not isinstance(error, torch._dynamo.exc.TorchRuntimeError):
             return False
         stack = getattr(error, "real_stack", None)
         code = self._thunder_code
-        if not stack or code is None or self._thunder_state.graph_calls != graphs_ran or _has_hooks(self._original()):
+        if not stack or code is None or self._thunder_state.graph_calls != graphs_ran or \
+                (isinstance(self, ThunderModule) and not plain_module_call(self, self._original())):
             return False
         return (stack[0].filename, stack[0].name) == (code.co_filename, code.co_name)
 
