@@ -896,9 +896,7 @@ class _Importer:
         if lowering is None or self.opaque_view_seen:
             return _NOT_A_WRITE
         destination, compute = lowering
-        example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
-        if self.regions and self.grad_enabled is not False and isinstance(example, torch.Tensor) and \
-                id(_memory_of(example)) in self.grad_input_memory:
+        if self.regions and self._writes_a_grad_input(destination):
             raise branches.BranchRejected(self.regions[-1][0], "it writes into an input that requires grad: the "
                                           "copy-back would write it (and bump its version, which autograd checks) "
                                           "where eager's untaken branch does not")
@@ -957,19 +955,24 @@ class _Importer:
         if _expanded(destination):
             return True
         memory = _storage(destination.meta.get("example_value")) if isinstance(destination, torch.fx.Node) else None
-        return memory is not None and any(_storage(e) is not None and _storage(e) == memory and _expanded_example(e)
-                                          for e in self.examples.values())
+        return memory is not None and memory in self._input_memory() and \
+            any(_expanded_example(e) and _storage(e) == memory for e in self.examples.values())
 
     def _original_value(self, destination, dst):
         """What the out-of-place op of a write into ``dst`` reads as its destination's value: ``dst``, or a clone
         of it when ``dst`` is (a view of) a graph input that requires grad and grad mode is on. The copy-back
         writes that input at the end; an op that saved it for backward (``mul`` saves both operands) would then
         find it modified and raise in backward. Eager's in-place op saves a copy of the original instead."""
-        example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
-        if self.grad_enabled is False or not isinstance(example, torch.Tensor) or \
-                id(_memory_of(example)) not in self.grad_input_memory:
+        if not self._writes_a_grad_input(destination):
             return dst
         return self.builder.call("ltorch", "clone", [dst], {})
+
+    def _writes_a_grad_input(self, destination):
+        """Whether a write into ``destination`` (a node) writes (a view of) a graph input that requires grad, with
+        grad mode on."""
+        example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
+        return self.grad_enabled is not False and isinstance(example, torch.Tensor) and \
+            id(_memory_of(example)) in self.grad_input_memory
 
     def _setitem(self, destination, dst, key, value):
         """``dst[key] = value`` as (the tensor written, its new value): with basic indexing, the view ``dst[key]``
@@ -1479,7 +1482,7 @@ class _Importer:
             raise UnsupportedGraph("it makes a value it computes a leaf tensor (requires_grad_) and returns it, or "
                                    "sets requires_grad to something other than True")
         example = node.args[0].meta.get("example_value") if isinstance(node.args[0], torch.fx.Node) else None
-        if _storage(example) is not None and _storage(example) in {_storage(e) for e in self.examples.values()}:
+        if _storage(example) is not None and _storage(example) in self._input_memory():
             # x.detach().requires_grad_() of an input: a leaf the ops after it record on, at run time, where no
             # input of the graph need require grad (and Dynamo's example of x says it does once a write of it
             # did): torch runs the graph.
