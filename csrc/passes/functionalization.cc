@@ -517,12 +517,10 @@ void flatten_prims(const BoundSymbol& b, std::vector<const BoundSymbol*>& out) {
 /// Views among a symbol's outputs: output -> (the argument it views, the prims from the argument to it).
 using ViewMap = std::map<ProxyId, std::pair<ProxyId, std::vector<Step>>>;
 
-/// The outputs of `b` that are views of one of its tensor arguments (those of a torch-level op of
-/// `torch_views`, or a prim of `view_rules`), found by following its decomposition's view prims.
-ViewMap view_outputs(const Trace& in, const BoundSymbol& b) {
+/// The outputs of `b` that its decomposition reaches from one of its tensor arguments through view prims (of
+/// `view_rules`) alone, each with that argument and those prims.
+ViewMap view_chains(const Trace& in, const BoundSymbol& b) {
   ViewMap known;
-  const bool torch_view = b.sym->level == ir::Level::Torch && torch_views().count(b.sym->name);
-  if (!torch_view && b.sym->level != ir::Level::Prim) return {};
   for (ProxyId id : b.input_proxies())
     if (in.proxy(id).is_tensor) known[id] = {id, {}};
   std::vector<const BoundSymbol*> prims;
@@ -542,28 +540,21 @@ ViewMap view_outputs(const Trace& in, const BoundSymbol& b) {
   return out;
 }
 
+/// The outputs of `b` that are views of one of its tensor arguments (those of a torch-level op of
+/// `torch_views`, or a prim of `view_rules`), found by following its decomposition's view prims.
+ViewMap view_outputs(const Trace& in, const BoundSymbol& b) {
+  const bool torch_view = b.sym->level == ir::Level::Torch && torch_views().count(b.sym->name);
+  if (!torch_view && b.sym->level != ir::Level::Prim) return {};
+  return view_chains(in, b);
+}
+
 /// The tensor arguments of a torch-level op that is no view in eager (`repeat`, `cat` of one tensor) but
 /// whose decomposition reaches an output from them through view prims alone (`x.repeat(1)` is reshapes of
 /// `x`): run by torch, such an output shares its argument's memory.
 std::set<ProxyId> aliasing_decomposition(const Trace& in, const BoundSymbol& b) {
-  if (b.sym->level != ir::Level::Torch || torch_views().count(b.sym->name)) return {};
-  std::map<ProxyId, ProxyId> known;  // a proxy of the decomposition -> the argument it views
-  for (ProxyId id : b.input_proxies())
-    if (in.proxy(id).is_tensor) known[id] = id;
-  std::vector<const BoundSymbol*> prims;
-  flatten_prims(b, prims);
-  for (const BoundSymbol* p : prims) {
-    if (view_rules().find(p->sym->prim) == nullptr || p->args.empty() || !p->args[0].is_proxy() ||
-        !p->output.is_proxy())
-      continue;
-    auto from = known.find(p->args[0].proxy());
-    if (from != known.end()) known[p->output.proxy()] = from->second;
-  }
   std::set<ProxyId> out;
-  for (ProxyId id : b.output_proxies()) {
-    auto it = known.find(id);
-    if (it != known.end() && it->first != it->second) out.insert(it->second);
-  }
+  if (b.sym->level != ir::Level::Torch || torch_views().count(b.sym->name)) return out;
+  for (const auto& [o, view] : view_chains(in, b)) out.insert(view.first);
   return out;
 }
 
