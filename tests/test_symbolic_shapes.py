@@ -567,3 +567,24 @@ def test_a_graph_returning_a_size_before_a_tensor_compiles():
     assert n == 6
     assert_same(y, x * 2)
     assert "UNCOMPILED" not in thunder.summary(jitted)
+
+
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["inference", "training"])
+def test_a_size_read_as_a_number_is_an_argument_of_the_one_kernel(requires_grad):
+    # mean's divisor (over one dim and over two) and size arithmetic: the kernels take the sizes as arguments
+    # (`(float)(x0)`), not literals, so every length runs the kernels the first one compiled.
+    def f(x):
+        c = x - x.mean(-1, keepdim=True)
+        return c / ((c * c).mean(-1, keepdim=True) + 1e-5).sqrt() + x.mean((0, 2)).sum() + x.sum() / x.shape[-1]
+
+    jitted = thunder.jit(f, dynamic=True)
+    sources = set()
+    for n in (5, 7, 12, 31):
+        x = torch.randn(3, 4, n, requires_grad=requires_grad)
+        out, ref = jitted(x), f(x)
+        assert_same(out, ref)
+        if requires_grad:
+            assert_same(torch.autograd.grad(out.sum(), x), torch.autograd.grad(ref.sum(), x))
+        sources.add(tuple(k["source"] for k in thunder.last_kernels(jitted)))
+    assert len(sources) == 1, "a kernel's source changed with the length"
+    assert "(float)(x0)" in next(iter(sources))[0]

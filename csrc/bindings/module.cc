@@ -408,12 +408,14 @@ NB_MODULE(_core, m) {
       .def_ro("name", &passes::PassResult::name)
       .def_ro("seconds", &passes::PassResult::seconds);
 
-  m.def("bind_sizes", [](const ir::Trace& t, const std::map<int, int64_t>& values) {
+  m.def("bind_sizes", [](const ir::Trace& t, const std::map<int, int64_t>& values, bool for_kernels) {
     std::map<ir::ProxyId, int64_t> v(values.begin(), values.end());
-    return ir::bind_sizes(t, v);
-  }, nb::arg("trace"), nb::arg("values"),
+    return ir::bind_sizes(t, v, for_kernels ? codegen::reads_numbers_at_run_time : nullptr);
+  }, nb::arg("trace"), nb::arg("values"), nb::arg("for_kernels") = false,
      "The trace with its size symbols ({proxy id: int}) bound: every symbolic size an integer; ValueError if a "
-     "symbol lacks a value.");
+     "symbol lacks a value. ``for_kernels``: a trace to lower whose symbolic sizes serve every shape -- the "
+     "numbers arithmetic reads (``mean``'s divisor) keep the symbols that are its inputs, so its kernels take "
+     "them as arguments and serve every size.");
   m.def("with_size_hints", [](const ir::Trace& t, const std::map<int, int64_t>& values) {
     ir::Trace out = t;
     out.size_hints = std::map<ir::ProxyId, int64_t>(values.begin(), values.end());

@@ -55,10 +55,14 @@ std::string literal(const ir::Value& v, const std::string& type) {
 }
 
 std::string number_text(const KernelPlan& p, const ir::Value& v, const std::string& type) {
+  auto argument = [&](ProxyId id) {
+    const auto it = std::find(p.scalars.begin(), p.scalars.end(), id);
+    if (it == p.scalars.end()) throw std::logic_error("a number that is not an argument of the kernel");
+    return scalar_name(static_cast<size_t>(it - p.scalars.begin()));
+  };
+  if (v.is_symbolic()) return "(" + type + ")(" + v.as_dim().str(argument) + ")";  // a polynomial in sizes
   if (!v.is_proxy()) return literal(v, type);
-  const auto it = std::find(p.scalars.begin(), p.scalars.end(), v.proxy());
-  if (it == p.scalars.end()) throw std::logic_error("a number that is not an argument of the kernel");
-  return "(" + type + ")" + scalar_name(static_cast<size_t>(it - p.scalars.begin()));
+  return "(" + type + ")" + argument(v.proxy());
 }
 
 std::string scalar_type(const ir::Trace& t, const KernelPlan& p, size_t k) {

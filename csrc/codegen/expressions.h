@@ -66,7 +66,8 @@ std::string indent(const std::string& text, const std::string& by);
 std::string literal(const ir::Value& v, const std::string& type);
 
 /// A number argument of one of the plan's prims as an expression of `type`, in either dialect: its literal, or
-/// for a number computed at run time (KernelPlan::scalars) the kernel's argument `x<k>` converted ("(float)x0").
+/// for a number computed at run time (KernelPlan::scalars) the kernel's argument `x<k>` converted ("(float)x0"),
+/// and for a size read as a number the polynomial in those arguments ("(float)(x0*x1)").
 std::string number_text(const KernelPlan& p, const ir::Value& v, const std::string& type);
 /// The name of the plan's k-th run-time number among a kernel's arguments.
 inline std::string scalar_name(size_t k) { return "x" + std::to_string(k); }

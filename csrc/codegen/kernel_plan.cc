@@ -341,6 +341,12 @@ std::vector<int> written_over(const ir::Trace& t, const KernelPlan& p, const std
   return taken.empty() ? std::vector<int>{} : over;
 }
 
+bool reads_numbers_at_run_time(const ir::BoundSymbol& b) {
+  if (b.sym->level == ir::Level::Fusion) return true;
+  const PrimKind* kind = b.sym->level == ir::Level::Prim ? plan_table().find(b.sym->prim) : nullptr;
+  return kind != nullptr && kind->role == PrimRole::Elementwise && !b.is(ir::PrimId::uniform_philox);
+}
+
 std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p) {
   std::vector<SizeArgument> out;
   for (size_t d = 0; d < p.domain.size(); ++d) {
@@ -381,9 +387,10 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
     if (kind == nullptr) return fail(why, "prims." + n + " is not fusible"), std::nullopt;
     for (ProxyId id : b.input_proxies()) {
       const ir::ProxyInfo& info = t.proxy(id);
-      // A size symbol (in a shape argument, or read as a number) is planned at its hint; the trace is lowered
-      // with it bound to an integer, so the kernel does not take it.
-      if (!info.is_tensor && t.size_hints.count(id)) continue;
+      // A size symbol in a shape argument is planned at its hint; the trace is lowered with it bound to an
+      // integer, so the kernel does not take it. Read as a number by arithmetic (`mean`'s divisor), it stays a
+      // symbol when bound (reads_numbers_at_run_time) and the kernel takes it, as any number computed at run time.
+      if (!info.is_tensor && t.size_hints.count(id) && !reads_numbers_at_run_time(b)) continue;
       // Any other number is computed at run time: a kernel argument, where it is an operand of arithmetic.
       if (!info.is_tensor) {
         if (kind->role != PrimRole::Elementwise || b.is(PrimId::uniform_philox))

@@ -156,6 +156,11 @@ struct PrimKind {
 /// each (for the C++ dialect, cpu_expressions()).
 const ir::PrimTable<PrimKind>& plan_table();
 
+/// Whether `b`'s number arguments are operands a kernel reads at run time (a fusion's, an elementwise prim's
+/// but uniform_philox's), so that a size symbol among them stays a symbol when the trace's sizes are bound
+/// (ir::bind_sizes) and becomes a kernel argument (KernelPlan::scalars) instead of a literal.
+bool reads_numbers_at_run_time(const ir::BoundSymbol& b);
+
 /// Per output of `plan`: the input (an index into plan.inputs) whose buffer the kernel may write that output
 /// into, or -1. `dying` are the inputs the caller may give up (read by nothing after the kernel, owned by no
 /// one else; translation_units.cc decides). An output takes one only where that is the same as writing a new

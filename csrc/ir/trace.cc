@@ -1,5 +1,6 @@
 #include "ir/trace.h"
 
+#include <set>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -190,7 +191,8 @@ BoundSymbol substitute_inputs(const BoundSymbol& b, const std::function<Value(Pr
   return out;
 }
 
-Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values) {
+Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values,
+                 const std::function<bool(const BoundSymbol&)>& reads_numbers) {
   auto value_of = [&](ProxyId id) -> Dim {
     auto it = values.find(id);
     if (it == values.end())
@@ -206,7 +208,17 @@ Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values) {
   for (ProxyInfo& p : out.proxies)
     if (p.is_tensor)
       for (Dim& d : p.tensor.shape) d = d.substitute(value_of);
-  for (BoundSymbol& b : out.symbols) b = substitute_inputs(b, bound);
+  const std::set<ProxyId> inputs(trace.inputs.begin(), trace.inputs.end());
+  const std::function<Value(ProxyId)> kept = [&](ProxyId id) {
+    return values.count(id) && !inputs.count(id) ? Value(value_of(id)) : Value(ProxyRef{id});
+  };
+  const std::function<void(BoundSymbol&)> bind = [&](BoundSymbol& b) {
+    const bool keep = reads_numbers && reads_numbers(b);
+    for (Value& a : b.args) a = map_proxies(a, keep ? kept : bound);
+    for (auto& kv : b.kwargs) kv.second = map_proxies(kv.second, keep ? kept : bound);
+    for (BoundSymbol& sub : b.subsymbols) bind(sub);
+  };
+  for (BoundSymbol& b : out.symbols) bind(b);
   out.output = map_proxies(out.output, bound);
   return out;
 }

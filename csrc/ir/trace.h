@@ -160,7 +160,13 @@ BoundSymbol substitute_inputs(const BoundSymbol& b, const std::function<Value(Pr
 /// `trace` with its size symbols (int inputs; ir/dim.h) at `values`: every symbolic size in the metadata of its
 /// proxies and in the arguments and output of its symbols becomes an integer. The symbols stay inputs (the
 /// calling convention is unchanged). std::invalid_argument if a size symbol in it has no value.
-Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values);
+///
+/// `reads_numbers`, where given, names the symbols whose arguments are numbers computed at run time, not sizes
+/// (codegen::reads_numbers_at_run_time: elementwise prims and fusions). Their arguments keep the symbols that are
+/// inputs of `trace`, so a kernel takes such a number (`mean`'s divisor) as an argument instead of a literal
+/// and one compiled kernel serves every value; their sub-symbols are bound as the rest.
+Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values,
+                 const std::function<bool(const BoundSymbol&)>& reads_numbers = nullptr);
 
 /// Throws std::logic_error naming the first problem: a proxy used before it
 /// is defined, defined twice, or an output that is never defined.

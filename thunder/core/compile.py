@@ -391,10 +391,12 @@ BOUND_SIZES = "Sizes bound to the call's (its kernels are generated from it)"
 
 def _bound(view, sizes, namespace=None):
     """``view`` with its trace's size symbols bound to ``sizes`` ({proxy id: int}), in ``namespace`` (default:
-    the view's); ``view`` itself where ``sizes`` is None (its sizes are integers)."""
+    the view's); ``view`` itself where ``sizes`` is None (its sizes are integers). A size that arithmetic reads
+    as a number (``mean``'s divisor) stays the trace's input, so the kernel takes it as an argument and serves
+    every length (``_core.bind_sizes(..., for_kernels=True)``)."""
     if sizes is None:
         return view
-    return TraceView(_core.bind_sizes(view.trace, sizes), view.namespace if namespace is None else namespace,
+    return TraceView(_core.bind_sizes(view.trace, sizes, for_kernels=True), view.namespace if namespace is None else namespace,
                      BOUND_SIZES, subsymbols=view.subsymbols, saves=view.saves)
 
 
