@@ -129,12 +129,49 @@ def forget_shape_history(code):
         logger.debug("thunder: cannot reset Dynamo's shape history of %s: %s", code.co_name, e)
 
 
-def release(code):
+def release(code, backend=None):
     """Drops Dynamo's cache entries on ``code`` (a collected wrapper's private copy): the compiled graphs they
-    hold go with them. Dynamo itself keeps a reference to every code object it compiled, so the copy is not
-    freed, and neither would its entries be. Does nothing on a torch without ``reset_code``."""
+    hold go with them, and so do their guards (:func:`_detach_guard_finalizers`). Dynamo itself keeps a reference
+    to every code object it compiled, so the copy is not freed, and neither would its entries be. ``backend``
+    (a weak reference to the wrapper's backend): torch.compile's wrappers of it are dropped from the backends
+    Dynamo keeps for ``torch._dynamo.reset`` (each holds the wrapper's compile state). Does nothing on a torch
+    without ``reset_code``."""
     try:
         from torch._C._dynamo.eval_frame import reset_code
+        from torch._dynamo import eval_frame
     except ImportError:
         return
+    _detach_guard_finalizers(code)
     reset_code(code)
+    backend = backend() if backend is not None else None
+    cached = getattr(eval_frame, "cached_backends", None)
+    if backend is not None and isinstance(cached, dict):
+        for key, value in list(cached.items()):
+            if getattr(value, "compiler_fn", value) is backend:
+                del cached[key]
+
+
+def _detach_guard_finalizers(code):
+    """Detaches the ``weakref.finalize`` callbacks that hold the guards of ``code``'s cache entries.
+
+    For each object a guard matches by identity (a module class, ``torch._C._nn.linear``, a global function),
+    Dynamo's guard builder registers a finalizer whose callback is its ``CheckFunctionManager.invalidate``: the
+    finalizer lives as long as that object -- for a class, the process -- and holds the guard manager, about
+    250 KB for a small model. With one code copy per wrapper, jitting a fresh model per request kept that much per
+    wrapper forever; torch, whose compiles of one function share its code, grows alike only per new code object.
+    The entries are dropped next, so nothing is left for those callbacks to invalidate.
+
+    Reads private names (CPython's ``weakref.finalize._registry``, Dynamo's ``_debug_get_cache_entry_list`` and
+    the callback's shape); where they changed, it detaches nothing and the entries are still dropped
+    (``tests/test_independent_wrappers.py`` pins it)."""
+    try:
+        from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+        managers = {id(entry.guard_manager) for entry in _debug_get_cache_entry_list(code)}
+        registry = list(weakref.finalize._registry.items())
+    except Exception as e:  # noqa: BLE001 -- a torch or Python without these names: keep the finalizers
+        logger.debug("thunder: cannot detach the guard finalizers of %s: %s", code.co_name, e)
+        return
+    for finalizer, info in registry if managers else ():
+        owner = getattr(getattr(info.func, "func", None), "__self__", None)  # functools.partial(cfm.invalidate)
+        if owner is not None and id(getattr(owner, "guard_manager", None)) in managers:
+            finalizer.detach()
