@@ -539,6 +539,17 @@ def test_a_symbolic_graph_keeps_its_most_recently_used_specializations(monkeypat
     released = [g for g in compiled_graphs(jitted) if g.released]
     assert all(g.fn is None and not g.kernels and not any(v.namespace for v in g.traces) for g in released)
     assert "released: the least recently used of symbolic graph 1's 3 specializations" in str(jitted)
+    # Shapes that keep coming back: past as many released records again, the oldest are folded into counts.
+    for n in [7, 8, 9, 10, 11, 12, 2]:
+        x, y = torch.randn(n, 4), torch.randn(n, 4)
+        assert_same(jitted(x, y), scaled_rows(x, y))
+    stats = thunder.compile_stats(jitted)
+    assert [g["released"] != "" for g in stats.graphs] == [True] * 3 + [False] * 3, stats.graphs
+    assert [g["index"] for g in stats.graphs] == [7, 8, 9, 10, 11, 12]
+    folded = stats.folded_specializations[1]
+    assert folded["specializations"] == 7 and folded["calls"] == 8 and folded["compile_seconds"] > 0, folded
+    assert stats.cache_misses == 13 and stats.eager_calls == 0
+    assert "symbolic graph 1: 7 more specializations released, their records folded" in str(jitted)
     monkeypatch.setenv("THUNDER_MAX_SPECIALIZATIONS", "0")
     with pytest.raises(ValueError, match="THUNDER_MAX_SPECIALIZATIONS must be an integer >= 1, got .0."):
         jitted(torch.randn(7, 4), torch.randn(7, 4))

@@ -172,7 +172,9 @@ def compile_stats(jitted) -> CompileStats:
     ``"own"`` (its VJP rule), ``"decomposition"`` (the rules of its decomposition's ops) or ``"generic"``
     (``torch.autograd`` on that op alone), e.g. ``{"ltorch.relu": "own", "ltorch.conv2d": "generic"}``
     (:func:`thunder.core.compile.vjp_rules`); empty otherwise; ``released``: why a specialization no longer runs
-    (:func:`thunder.frontend.dynamo.max_specializations`), ``""`` while it does. ``branches`` lists each ``if``
+    (:func:`thunder.frontend.dynamo.max_specializations`), ``""`` while it does; past as many released ones again,
+    the oldest records are dropped and counted in ``folded_specializations`` (symbolic graph number ->
+    ``specializations``, ``calls``, ``compile_seconds``). ``branches`` lists each ``if``
     statement of the jitted code
     (:class:`thunder.frontend.branches.BranchSite`); ``branches_converted`` counts those compiled to selects,
     ``branches_left`` those left as Python control flow; ``uncompiled_methods``: for a jitted module, its original's
@@ -201,7 +203,9 @@ def compile_stats(jitted) -> CompileStats:
     sites = sorted(s.branches.values(), key=lambda b: b.id)
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks), s.eager_calls,
                         s.dynamo_stopped, sites, s.symbolic_graphs, dict(s.uncompiled_methods),
-                        s.partly_uncompiled_calls)
+                        s.partly_uncompiled_calls,
+                        {number: {"specializations": count, "calls": calls, "compile_seconds": seconds}
+                         for number, (count, calls, seconds) in s.folded.items()})
 
 
 def last_kernels(jitted, graph: int = -1):

@@ -152,7 +152,7 @@ class _Jitted:
             self._follow_source()
         state = self._thunder_state
         state.calls += 1
-        graphs, breaks = len(state.graphs), len(state.graph_breaks)
+        graphs, breaks = state.graphs_made, len(state.graph_breaks)
         ran = state.graph_calls
         token = current_state.set(state)  # graph breaks Dynamo reports during this call are attributed to state
         record = branches.TraceRecord() if self._thunder_converted else None
@@ -180,7 +180,7 @@ class _Jitted:
         finally:
             skipped_logging.restore(left_out)
             current_state.reset(token)
-            if len(state.graphs) > graphs:
+            if state.graphs_made > graphs:
                 forget_converted_tensors()
             if record:
                 torch._dynamo.config.suppress_errors = suppress
@@ -193,7 +193,7 @@ class _Jitted:
                 raise retry
             state.calls -= 1
             return self._run(args, kwargs)
-        if len(state.graphs) > graphs:
+        if state.graphs_made > graphs:
             state.cache_misses += 1
         elif state.graph_calls > ran:
             state.cache_hits += 1
@@ -202,7 +202,7 @@ class _Jitted:
             self._check_recompile_limit()
         if state.limited_frames:
             count_limited_frames(state, state.graph_calls > ran)
-        if self._thunder_fast_path is not None and (len(state.graphs) > graphs or len(state.graph_breaks) > breaks):
+        if self._thunder_fast_path is not None and (state.graphs_made > graphs or len(state.graph_breaks) > breaks):
             self._thunder_fast_path.refresh()
         return out
 
@@ -435,6 +435,9 @@ def report(s):
             lines += ["    " + l for l in str(g.backward_traces[-1]).rstrip().splitlines()]
         elif g.autodiff:
             lines.append(f"  graph {g.index} backward: {g.autodiff}")
+    for number, (count, calls, seconds) in s.folded.items():
+        lines.append(f"symbolic graph {number}: {count} more specializations released, their records folded: "
+                     f"compiled in {seconds * 1e3:.1f} ms, called {calls} times")
     return "\n".join(lines)
 
 
@@ -846,6 +849,9 @@ class CompileStats:
     #: Calls that ran graphs, but none of a frame that had reached Dynamo's recompile limit (after a graph break,
     #: the rest of the function ran uncompiled); counted as cache hits or misses too.
     partly_uncompiled_calls: int = 0
+    #: Symbolic graph number -> {"specializations", "calls", "compile_seconds"} of its released specializations no
+    #: longer listed in ``graphs``: past THUNDER_MAX_SPECIALIZATIONS released ones, the oldest records are folded.
+    folded_specializations: dict = field(default_factory=dict)
 
     @property
     def dynamo_graphs(self):

@@ -71,6 +71,12 @@ class JitState:
     executors: list
     passes: tuple = DEFAULT_PASSES
     graphs: list = field(default_factory=list)        # CompiledGraph or EagerGraph, in compile order
+    #: Graphs recorded in ``graphs`` so far, all together: the next one's index. ``graphs`` may hold fewer: the
+    #: oldest released specializations of a graph with symbolic sizes are folded into ``folded``.
+    graphs_made: int = 0
+    #: Symbolic graph number -> [specializations, calls, compile seconds] of its released specializations whose
+    #: records were dropped: past THUNDER_MAX_SPECIALIZATIONS released ones, the oldest (see _symbolic_graph).
+    folded: dict = field(default_factory=dict)
     graph_breaks: list = field(default_factory=list)
     calls: int = 0
     cache_hits: int = 0
@@ -291,6 +297,25 @@ def _as_captured(gm):
     return (lambda *args: branches.run_exactly(gm, *args)) if branches.has_markers(gm) else gm.forward
 
 
+def _record(state, also, graph):
+    """Lists ``graph`` (compiled or run as captured) in ``state`` and in ``also`` if given."""
+    for owner in (state, also) if also is not None else (state,):
+        owner.graphs.append(graph)
+        owner.graphs_made += 1
+
+
+def _fold(state, also, graph, number):
+    """Drops the record of ``graph``, a released specialization of symbolic graph ``number``, from ``state`` (and
+    ``also``), adding its calls and compile seconds to ``state.folded``: with ever new shapes past the kept
+    specializations, the records of the released ones grew without end (about 4 KB each)."""
+    for owner in (state, also) if also is not None else (state,):
+        owner.graphs[:] = [g for g in owner.graphs if g is not graph]
+    totals = state.folded.setdefault(number, [0, 0, 0.0])
+    totals[0] += 1
+    totals[1] += graph.calls
+    totals[2] += graph.compile_seconds
+
+
 def _count_graph_call(state, also):
     state.graph_calls += 1
     if also is not None:
@@ -303,9 +328,7 @@ def _run_eagerly(state, index, gm, error, also=None, shapes=None):
     _report_fallback(state, index, error)
     eager = EagerGraph(index, _short_reason(error), gm, detail=f"{type(error).__name__}: {str(error).strip()}",
                        shapes=shapes)
-    state.graphs.append(eager)
-    if also is not None:
-        also.graphs.append(eager)
+    _record(state, also, eager)
 
     forward = _as_captured(gm)
 
@@ -622,7 +645,7 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     _FAKE_MODES.update(modes)
     gm, attributes = _lift_tensor_attributes(gm)
     example_inputs = [*example_inputs, *attributes]
-    frame, graphs = _compiling_frame(), len(state.graphs)
+    frame, graphs = _compiling_frame(), state.graphs_made
     if specialize.has_symbolic_shapes(gm, example_inputs):
         fn = _symbolic_graph(state, gm, also, frame)
     else:
@@ -671,7 +694,9 @@ def _compiling_frame():
 
 def _tag_frame(state, first, frame):
     """Marks the graphs state compiled from index ``first`` on as captured from Dynamo's frame ``frame``."""
-    for graph in state.graphs[first:]:
+    for graph in reversed(state.graphs):
+        if graph.index < first:
+            break
         graph.frame = frame
 
 
@@ -715,6 +740,7 @@ def _symbolic_graph(state, gm, also, frame):
     state.symbolic_graphs += 1
     number = state.symbolic_graphs
     specializations = collections.OrderedDict()  # signature -> (callable, its graph), least recently used first
+    released = collections.deque()  # the released specializations still recorded in state.graphs, oldest first
     free = specialize.free_inputs(gm)
     sizing = specialize.sizing_values(gm)
     symbolic = []  # the symbolic import, or the reason there is none, after the first call
@@ -728,7 +754,7 @@ def _symbolic_graph(state, gm, also, frame):
             return known[0](*args)
         limit = max_specializations()
         shapes = specialize.describe(gm, args)
-        graphs = len(state.graphs)
+        graphs = state.graphs_made
         if not symbolic:
             symbolic.append(_import_symbolic(gm, args, number))
         if not isinstance(symbolic[0], str) and not planned:
@@ -741,16 +767,19 @@ def _symbolic_graph(state, gm, also, frame):
             try:
                 concrete = specialize.specialize(gm, args)
             except Exception as e:  # noqa: BLE001 -- run these shapes with torch
-                fn = _run_eagerly(state, len(state.graphs), gm, e, also, shapes=(number, shapes, symbolic[0]))
+                fn = _run_eagerly(state, state.graphs_made, gm, e, also, shapes=(number, shapes, symbolic[0]))
             else:
                 fn = _compile_graph(state, concrete, args, also, shapes=(number, shapes, symbolic[0]))
         _tag_frame(state, graphs, frame)
-        specializations[key] = (fn, state.graphs[-1] if len(state.graphs) > graphs else None)
+        specializations[key] = (fn, state.graphs[-1] if state.graphs_made > graphs else None)
         while len(specializations) > limit:
             _, (_, graph) = specializations.popitem(last=False)
             if hasattr(graph, "release"):
                 graph.release(f"the least recently used of symbolic graph {number}'s {limit} specializations "
                               "kept (THUNDER_MAX_SPECIALIZATIONS); its shapes compile again if they come back")
+                released.append(graph)
+        while len(released) > limit:  # shapes that keep coming back: the records, not only the programs, bounded
+            _fold(state, also, released.popleft(), number)
         return fn(*args)
     return run
 
@@ -786,7 +815,7 @@ def _plan_symbolic(state, imported, args, number):
         return "thunder.examine plans each shape"
     try:
         values = {proxy: int(args[position]) for proxy, position in imported.size_inputs}
-        return SymbolicPlan(imported, state.executors, state.passes, len(state.graphs), values,
+        return SymbolicPlan(imported, state.executors, state.passes, state.graphs_made, values,
                             compiled_kernels=state.compiled_kernels)
     except Exception as e:  # noqa: BLE001 -- any failure: the passes run per shape
         reason = f"{type(e).__name__}: {e}"
@@ -801,7 +830,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     symbolic graph; ``imported`` that graph's symbolic import, whose sizes are bound to ``example_inputs``' (none:
     gm is imported); ``plan`` its compile.SymbolicPlan, lowered for these sizes (where that fails, the sizes are
     bound to the import and the passes run for them)."""
-    index = len(state.graphs)
+    index = state.graphs_made
     symbolic = imported
     compiled = None
     if plan is not None:
@@ -832,9 +861,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     except Exception as e:  # noqa: BLE001 -- any failure means: run this graph with torch
         return _run_eagerly(state, index, gm, e, also, shapes)
     compiled.shapes = shapes
-    state.graphs.append(compiled)
-    if also is not None:
-        also.graphs.append(compiled)
+    _record(state, also, compiled)
     for site in state.branches.values():
         site.captured += site.id in imported.branch_sites
     if state.plan_only:  # thunder.examine: nothing was compiled; the graph runs with torch as captured

@@ -718,7 +718,7 @@ class FastPath:
         lines.append("    frame = {" + ", ".join(f"{name!r}: {value}" for name, value in values.items()) + "}")
         arguments = "instance, *args" if self.bound else "*args"
         counted = ["        state.calls += 1",
-                   "        if len(state.graphs) > graphs:",
+                   "        if state.graphs_made > graphs:",
                    "            state.cache_misses += 1",
                    "        elif state.graph_calls > ran:",
                    "            state.cache_hits += 1",
@@ -738,7 +738,7 @@ class FastPath:
                           "        state.cache_hits += 1", "        if state.limited_frames:",
                           "            count_limited_frames(state, True)", f"        return {_source(result, values)}"]
                 continue
-            lines += ["        graphs, ran = len(state.graphs), state.graph_calls", "        try:"]
+            lines += ["        graphs, ran = state.graphs_made, state.graph_calls", "        try:"]
             if direct is not None:  # the graph called directly, its outputs returned as the transformed code would
                 graph, graph_args, result = direct
                 namespace[f"graph{k}"] = graph
