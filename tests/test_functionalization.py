@@ -2626,3 +2626,21 @@ def test_a_copy_of_a_broadcast_value_of_another_dtype_returns_a_dense_tensor():
     assert_same(out, expected)
     assert out.stride() == expected.stride()
     out.add_(1)
+
+
+def test_an_opaque_view_of_a_value_thunder_lays_out_otherwise_runs_the_graph_with_torch():
+    # (x * 1) of a transposed x is transposed in eager, so its .t() is contiguous and flatten() a view, which the
+    # later relu_ of t reaches. thunder's kernel writes x * 1 contiguous: an opaque op on it (unflatten, at
+    # shapes traced again) would copy where eager views, and miss the write. Such a graph runs with torch.
+    def fn(x):
+        t = (x * 1).t()
+        r = t.flatten().unflatten(0, t.shape)
+        t.relu_()
+        return r * 1
+
+    jitted = thunder.jit(fn)
+    for n in (2, 3, 4):
+        x = torch.randn(3, n).t()
+        assert_same(jitted(x), fn(x))
+    reasons = [g["reason"] for g in thunder.compile_stats(jitted).uncompiled]
+    assert reasons and all("is a view, in eager, of a value thunder lays out otherwise" in r for r in reasons)

@@ -1501,6 +1501,12 @@ class _Importer:
         # result is unused, so it is not dead code. (One whose result is read runs anyway; as an effect, it sent
         # the graph's backward to torch: torch.cat(..., axis=1), einsum forms thunder's rules do not take.)
         self.opaque_calls += 1
+        if _views_an_argument(node) and any(map(_laid_out_other_than_eager, _sharing(node, _meta_example)[2])):
+            # Run by torch on thunder's value, the op sees other strides than eager's: a flatten eager makes a view
+            # of may copy (and miss later writes of its base), a view() may raise, an as_strided reads elsewhere.
+            raise UnsupportedGraph(f"{_target_name(node)} is a view, in eager, of a value thunder lays out "
+                                   "otherwise (eager keeps an elementwise result of a transposed tensor "
+                                   "transposed; thunder's kernels write it contiguous)")
         view = _views_an_argument(node) or _aliases_an_argument(node) or _aliasing_decided_at_run_time(node)
         if view:
             self.opaque_view_seen = True
@@ -1772,19 +1778,23 @@ def _returns_an_input(node):
     return same
 
 
+def _is_contiguous_call(node):
+    return _target_name(node).rsplit(".", 1)[-1] == "contiguous"
+
+
 def _layout_dependent(node, argument):
     """Whether eager returns ``argument`` itself from ``node`` (``contiguous()`` of a tensor contiguous in eager)
-    because of strides thunder's value may not have: ``argument`` is a view of a value eager lays out other than
-    contiguously (``(x * 2).t()`` of a transposed ``x``), which thunder's kernels write contiguous. Followed back
-    through the views to the value they view: a graph input (its strides are the guarded ones), an earlier
-    ``contiguous()`` or a computed value contiguous in eager (thunder's is contiguous too, so the same views give the
-    same strides) are safe."""
-    def is_contiguous_call(n):
-        return _target_name(n).rsplit(".", 1)[-1] == "contiguous"
+    because of strides thunder's value may not have (_laid_out_other_than_eager)."""
+    return _is_contiguous_call(node) and _laid_out_other_than_eager(argument)
 
-    if not is_contiguous_call(node):
-        return False
-    while argument.op != "placeholder" and not is_contiguous_call(argument):
+
+def _laid_out_other_than_eager(argument):
+    """Whether thunder's value of the FX node ``argument`` may have strides eager's has not: it is a view of a value
+    eager lays out other than contiguously (``(x * 2).t()`` of a transposed ``x``), which thunder's kernels write
+    contiguous. Followed back through the views to the value they view: a graph input (its strides are the guarded
+    ones), an earlier ``contiguous()`` or a computed value contiguous in eager (thunder's is contiguous too, so the
+    same views give the same strides) are safe."""
+    while argument.op != "placeholder" and not _is_contiguous_call(argument):
         _, _, sharing, _ = _sharing(argument, _meta_example)
         if not sharing:  # a computed value
             example = argument.meta.get("example_value")
