@@ -396,8 +396,9 @@ def _bound(view, sizes, namespace=None):
     every length (``_core.bind_sizes(..., for_kernels=True)``)."""
     if sizes is None:
         return view
-    return TraceView(_core.bind_sizes(view.trace, sizes, for_kernels=True), view.namespace if namespace is None else namespace,
-                     BOUND_SIZES, subsymbols=view.subsymbols, saves=view.saves)
+    return TraceView(_core.bind_sizes(view.trace, sizes, for_kernels=True),
+                     view.namespace if namespace is None else namespace, BOUND_SIZES, subsymbols=view.subsymbols,
+                     saves=view.saves)
 
 
 def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None, pass_seconds=None, program=None,
