@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "codegen/expressions.h"
 #include "codegen/kernel_plan.h"
 #include "ir/dim.h"
 #include "ir/printer.h"
@@ -150,6 +151,30 @@ TEST_F(SymbolicOps, KernelsArePlannedAtTheTracesSizeHints) {
   const ir::Trace bound = ir::bind_sizes(trace, {{symbol, 7}});
   EXPECT_TRUE(bound.size_hints.empty());
   EXPECT_EQ(codegen::plan_kernel(bound, bound.symbols, live)->domain, (std::vector<int64_t>{7, 768}));
+}
+
+// x.sum(1) / s (a divisor that is a size, as mean's is): a size read as a number by arithmetic is a kernel argument at the hints, and
+// stays the trace's size symbol when the sizes are bound for kernels, so the kernel's text serves every s.
+TEST_F(SymbolicOps, ASizeReadAsANumberIsAKernelArgumentNotALiteral) {
+  Value y = b.prim("div", {b.prim("sum", {x, Value::ints({1})}), Value(s)});
+  const std::set<ir::ProxyId> live{y.proxy()};
+  const ir::ProxyId symbol = trace.inputs[0];
+  trace.size_hints = {{symbol, 5}};
+  std::string why;
+  const auto planned = codegen::plan_kernel(trace, trace.symbols, live, &why);
+  ASSERT_TRUE(planned) << why;
+  EXPECT_EQ(planned->scalars, (std::vector<ir::ProxyId>{symbol}));
+  for (int64_t n : {7, 9}) {
+    const ir::Trace bound = ir::bind_sizes(trace, {{symbol, n}}, codegen::reads_numbers_at_run_time);
+    const auto plan = codegen::plan_kernel(bound, bound.symbols, live);
+    ASSERT_TRUE(plan);
+    EXPECT_EQ(plan->domain, (std::vector<int64_t>{n, 768}));  // the reduced dim kept in the domain
+    EXPECT_EQ(plan->scalars, (std::vector<ir::ProxyId>{symbol}));
+    EXPECT_EQ(codegen::number_text(*plan, bound.symbols.back().args[1], "float"), "(float)(x0)");
+  }
+  // Bound without it (an import compiled per shape): the divisor is the integer.
+  const ir::Trace literal = ir::bind_sizes(trace, {{symbol, 7}});
+  EXPECT_EQ(literal.symbols.back().args[1], Value(int64_t{7}));
 }
 
 TEST_F(SymbolicOps, SlicesWithSymbolicBoundsArePlannedAtTheHints) {
