@@ -599,3 +599,21 @@ def test_a_size_read_as_a_number_is_an_argument_of_the_one_kernel(requires_grad)
         sources.add(tuple(k["source"] for k in thunder.last_kernels(jitted)))
     assert len(sources) == 1, "a kernel's source changed with the length"
     assert "(float)(x0)" in next(iter(sources))[0]
+
+
+@pytest.mark.parametrize("fn, dtype, n", [
+    (lambda x: torch.where(x > 50, x, x.shape[-1]), torch.int8, 130),
+    (lambda x: torch.clamp(x, max=x.shape[-1] - 100), torch.int8, 300),
+    (lambda x: torch.clamp(x, min=x.shape[-1] - 100), torch.float16, 70000),
+], ids=["where_int8", "clamp_int8", "clamp_float16"])
+def test_a_size_that_does_not_fit_the_dtype_raises_as_eager(fn, dtype, n):
+    # torch converts the number with a check ("cannot be converted to type int8_t without overflow"); a size known
+    # only at run time cannot be checked when the graph is compiled, so the op runs with torch, which checks it.
+    jitted = thunder.jit(fn, dynamic=True)
+    small = torch.randint(0, 100, (1, 7)).to(dtype)
+    assert_same(jitted(small), fn(small))
+    x = torch.randint(0, 100, (1, n)).to(dtype)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        fn(x)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        jitted(x)

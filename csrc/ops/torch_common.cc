@@ -46,7 +46,10 @@ DType result_type(const Builder& b, const Args& operands) {
   return *r;
 }
 
-void require_convertible(std::string_view op, const char* arg, const Value& v, DType dtype) {
+namespace {
+
+// require_convertible for a constant number (anything else passes).
+void require_constant_convertible(std::string_view op, const char* arg, const Value& v, DType dtype) {
   const auto* f = std::get_if<double>(&v.v);
   const auto* i = std::get_if<int64_t>(&v.v);
   if ((!f && !i) || dtype == DType::Bool || ir::is_complex(dtype)) return;
@@ -79,9 +82,26 @@ void require_convertible(std::string_view op, const char* arg, const Value& v, D
                std::string(ir::dtype_name(dtype)) + " without overflow (torch raises here)");
 }
 
+}  // namespace
+
+void require_convertible(const Builder& b, std::string_view op, const char* arg, const Value& v, DType dtype) {
+  const bool run_time = v.is_symbolic() || (v.is_proxy() && !b.is_tensor(v));
+  if (!run_time) return require_constant_convertible(op, arg, v, dtype);
+  if (dtype == DType::Bool || ir::is_complex(dtype)) return;
+  // Known only at run time: a size (an int >= 2) or a number of the graph's. Where some value of it would not
+  // convert -- to an integer dtype narrower than int64 or to float16; a float also to int64 (NaN, infinity) -- the
+  // op runs with torch, which checks the value. (float32 and bfloat16 take any int; a float beyond their range,
+  // which torch refuses, becomes infinity: not checked.)
+  const bool is_float = number_type(b, v) == ir::NumberType::Float;
+  if (dtype == DType::Float16 || (ir::is_integer(dtype) && (dtype != DType::Int64 || is_float)))
+    fail(op, std::string("argument '") + arg + "' is known only at run time (" +
+                 (v.is_symbolic() ? "a size" : "a number of the graph") + ") and not every value of it converts to " +
+                 std::string(ir::dtype_name(dtype)) + " (torch checks it when the op runs)");
+}
+
 Value truncated_int(std::string_view op, const char* arg, const Value& v) {
   if (const auto* i = std::get_if<int64_t>(&v.v)) return Value(*i);
-  require_convertible(op, arg, v, DType::Int64);
+  require_constant_convertible(op, arg, v, DType::Int64);
   return Value(static_cast<int64_t>(v.as_double()));
 }
 

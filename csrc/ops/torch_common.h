@@ -26,9 +26,10 @@ DType result_type(const Builder& b, const Args& operands);
 /// infinity for an integer dtype, an int outside the integer dtype's range (for uint8 an int down to -255 wraps, as
 /// c10::overflows allows). The op then runs as an opaque torch op, and eager raises its own error. Which dtype a
 /// kernel converts to is the op's (its result dtype, or the math type opmath(d) of a half-precision kernel): the
-/// callers say, each as found in eager. Tensors, numbers known only at run time, symbolic sizes, bools, and bool
-/// or complex dtypes pass.
-void require_convertible(std::string_view op, const char* arg, const Value& v, DType dtype);
+/// callers say, each as found in eager. A number known only at run time (a symbolic size, a number proxy) fails
+/// where some value of it would not convert: to float16 or an integer dtype narrower than int64 (a float also to
+/// int64). Tensors, bools, and bool or complex dtypes pass.
+void require_convertible(const Builder& b, std::string_view op, const char* arg, const Value& v, DType dtype);
 /// A constant number as ATen converts it to an integer dtype: an int exactly (int64 values beyond 2^53 too, which
 /// a double would round), a float truncated toward zero, a bool as 0 or 1. OpError (require_convertible's) where
 /// it lies beyond int64; the caller checks the narrower dtype it converts to.

@@ -425,8 +425,8 @@ void register_products() {
                      const TensorMeta& m2 = tensor(b, "ltorch." + n, a[2]);
                      if (m1.ndim() != rank1 || m2.ndim() != rank2) fail("ltorch." + n, "unexpected operand ranks");
                      if (m1.dtype != m2.dtype || m1.dtype != b.meta(a[0]).dtype) fail("ltorch." + n, "expected one dtype");
-                     require_convertible("ltorch." + n, "beta", a[3], opmath(m1.dtype));
-                     require_convertible("ltorch." + n, "alpha", a[4], opmath(m1.dtype));
+                     require_convertible(b, "ltorch." + n, "beta", a[3], opmath(m1.dtype));
+                     require_convertible(b, "ltorch." + n, "alpha", a[4], opmath(m1.dtype));
                      const Value alpha = scalar_as(m1.dtype, a[4]), beta = scalar_as(m1.dtype, a[3]);
                      Value prod = b.prim("matmul", {a[1], a[2]});
                      if (batch_sum) prod = b.torch("sum", {prod, Value::ints({0}), Value(false), Value(m1.dtype)});
@@ -451,8 +451,8 @@ void register_products() {
                  [scalar_as](Builder& b, const Args& a) {
                    // beta * input + (alpha * vec1) outer vec2, each op in the dtype, in ATen's kernel's order.
                    const DType d = result_type(b, {a[1], a[2]});
-                   require_convertible("ltorch.addr", "beta", a[3], opmath(d));
-                   require_convertible("ltorch.addr", "alpha", a[4], opmath(d));
+                   require_convertible(b, "ltorch.addr", "beta", a[3], opmath(d));
+                   require_convertible(b, "ltorch.addr", "alpha", a[4], opmath(d));
                    const Value alpha = scalar_as(d, a[4]), beta = scalar_as(d, a[3]);
                    Value v1 = alpha == Int(1) || alpha == Value(true) ? a[1] : T(b, "mul", {a[1], alpha});
                    Value prod = b.torch("outer", {v1, a[2]});

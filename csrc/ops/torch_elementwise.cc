@@ -108,7 +108,7 @@ void add_like(const std::string& name) {
                      fail("ltorch." + name, "a bool alpha is only supported for bool results");
                    if (std::holds_alternative<double>(a[2].v) && !ir::is_floating(d) && !ir::is_complex(d))
                      fail("ltorch." + name, "for integral inputs, argument 'alpha' must not be a floating point number");
-                   require_convertible("ltorch." + name, "alpha", a[2], d);
+                   require_convertible(b, "ltorch." + name, "alpha", a[2], d);
                    if (!is_half(d) || !a[2].is_number() || std::holds_alternative<bool>(a[2].v)) {
                      const std::optional<Value> product = literal_product(a[1], a[2]);
                      return elementwise(b, name, {a[0], product ? *product : b.torch("mul", {a[1], a[2]})},
@@ -159,7 +159,7 @@ void register_math() {
     // ATen converts a number exponent to a float16, bfloat16 or integer base's dtype (float32 and float64 bases
     // take it as a double).
     const DType d = result_type(b, {a[0], a[1]});
-    if (b.is_tensor(a[0]) && (is_half(d) || ir::is_integer(d))) require_convertible("ltorch.pow", "exponent", a[1], d);
+    if (b.is_tensor(a[0]) && (is_half(d) || ir::is_integer(d))) require_convertible(b, "ltorch.pow", "exponent", a[1], d);
     // ATen refuses a negative number exponent of an integer tensor before computing anything.
     if (b.is_tensor(a[0]) && ir::is_integer(d) && a[1].is_number() && !a[1].is_proxy() && a[1].as_double() < 0)
       fail("ltorch.pow", "Integers to negative integer powers are not allowed.");
@@ -205,8 +205,8 @@ void register_activations() {
   def_decomposed("where", kElementwise, {req("condition"), kInput, req("other")}, [](Builder& b, const Args& a) {
     DType d = result_type(b, {a[1], a[2]});
     // ATen makes a number operand a tensor of opmath(d); two numbers, a tensor of their result dtype.
-    require_convertible("ltorch.where", "input", a[1], opmath(d));
-    require_convertible("ltorch.where", "other", a[2], opmath(d));
+    require_convertible(b, "ltorch.where", "input", a[1], opmath(d));
+    require_convertible(b, "ltorch.where", "other", a[2], opmath(d));
     Shape shape = b.meta(a[0]).shape;
     for (const Value& v : {a[1], a[2]})
       if (b.is_tensor(v)) shape = broadcast_shapes("ltorch.where", shape, b.meta(v).shape);
@@ -224,7 +224,7 @@ void register_activations() {
       if (b.meta(value).ndim() != 0) fail("ltorch.masked_fill", "expected argument 'value' to be a number or a 0-dim tensor");
       value = cast(b, value, d);
     } else if (value.is_number()) {
-      require_convertible("ltorch.masked_fill", "value", value, d);
+      require_convertible(b, "ltorch.masked_fill", "value", value, d);
       // torch converts the fill value to the input's dtype (1.7 fills an int tensor with 1): never promotes.
       if (d == DType::Bool) value = Value(value.as_double() != 0);
       else if (ir::is_integer(d)) value = truncated_int("ltorch.masked_fill", "value", value);
@@ -245,8 +245,8 @@ void register_activations() {
                    for (const Value& bound : {a[1], a[2]})
                      if (d == DType::Bool && !bound.is_none() && !b.is_tensor(bound))
                        fail("ltorch.clamp", "not implemented for bool with a number bound");
-                   require_convertible("ltorch.clamp", "min", a[1], d);
-                   require_convertible("ltorch.clamp", "max", a[2], d);
+                   require_convertible(b, "ltorch.clamp", "min", a[1], d);
+                   require_convertible(b, "ltorch.clamp", "max", a[2], d);
                    Value x = a[0];
                    if (!a[1].is_none()) x = elementwise(b, "maximum", {x, a[1]}, Promotion::Default);
                    if (!a[2].is_none()) x = elementwise(b, "minimum", {x, a[2]}, Promotion::Default);

@@ -486,7 +486,7 @@ void register_indexing() {
     check_index(b, "ltorch.index_fill", a[2]);
     if (b.meta(a[2]).dtype != DType::Int64) fail("ltorch.index_fill", "expected an int64 index");
     if (b.is_tensor(a[3]) && b.meta(a[3]).ndim() != 0) fail("ltorch.index_fill", "value must be 0-d");
-    require_convertible("ltorch.index_fill", "value", a[3], b.meta(a[0]).dtype);
+    require_convertible(b, "ltorch.index_fill", "value", a[3], b.meta(a[0]).dtype);
     return b.prim("index_fill", {a[0], a[1], a[2], a[3]});
   });
   def_decomposed("index_put", 0, {kInput, req("indices"), req("values"), opt("accumulate", Value(false))},
@@ -543,12 +543,12 @@ void register_creation() {
   def_decomposed("new_full", kCreation, with_tail({kInput, req("size"), req("fill_value")}), [](Builder& b, const Args& a) {
     const TensorMeta& m = b.meta(a[0]);
     DType d = dtype_or(a[3], m.dtype);
-    require_convertible("ltorch.new_full", "fill_value", a[2], d);
+    require_convertible(b, "ltorch.new_full", "fill_value", a[2], d);
     return b.prim("full", {Value::ints(a[1].as_ints()), a[2], Value(d), device_or(a[4], m.device)});
   });
   def_decomposed("scalar_tensor", kCreation, with_tail({req("s")}), [](Builder& b, const Args& a) {
     DType d = dtype_or(a[1], DType::Float32);
-    require_convertible("ltorch.scalar_tensor", "s", a[0], d);
+    require_convertible(b, "ltorch.scalar_tensor", "s", a[0], d);
     return b.prim("full", {Value::tuple({}), a[0], Value(d), device_or(a[2], "cpu")});
   });
   def_decomposed("eye", kCreation, with_tail({req("n"), opt("m", Value())}), [](Builder& b, const Args& a) {

@@ -80,7 +80,7 @@ void register_elementwise() {
     // ATen's x < lo ? lo : (x > hi ? hi : x), lo = eps, hi = 1 - eps: not a clamp where lo > hi (eps > 0.5), and
     // a NaN eps leaves x as it is.
     if (!a[1].is_none()) {
-      require_convertible("ltorch.logit", "eps", a[1], d);
+      require_convertible(b, "ltorch.logit", "eps", a[1], d);
       const Value lo = a[1], hi = a[1].is_proxy() ? T(b, "rsub", {a[1], F(1.0)}) : F(1.0 - a[1].as_double());
       x = T(b, "where", {T(b, "lt", {x, lo}), lo, T(b, "where", {T(b, "gt", {x, hi}), hi, x})});
     }
@@ -176,7 +176,7 @@ void register_elementwise() {
   def_decomposed("lerp", kElementwise, {kInput, req("end"), req("weight")}, [](Builder& b, const Args& a) {
     DType d = result_type(b, {a[0], a[1]});
     if (!is_float(d)) fail("ltorch.lerp", "expected floating-point inputs");
-    require_convertible("ltorch.lerp", "weight", a[2], opmath(d));
+    require_convertible(b, "ltorch.lerp", "weight", a[2], opmath(d));
     Value x = cast(b, a[0], opmath(d)), y = cast(b, a[1], opmath(d)), w = cast(b, a[2], opmath(d));
     Value diff = T(b, "sub", {y, x});
     if (!b.is_tensor(w) && !w.is_proxy()) {  // a constant weight picks the formula at compile time
@@ -205,7 +205,7 @@ void register_elementwise() {
                      if (d == DType::Bool) throw NotNative("addcmul of bool tensors, which torch does not implement");
                      // Computed in float32 for half types and rounded once, as ATen's kernel does.
                      const DType c = opmath(d);
-                     require_convertible(mul ? "ltorch.addcmul" : "ltorch.addcdiv", "value", a[3], c);
+                     require_convertible(b, mul ? "ltorch.addcmul" : "ltorch.addcdiv", "value", a[3], c);
                      Value value = a[3];
                      // Over integers ATen converts the value to the dtype first: 0.5 scales by 0.
                      if (!is_float(d) && d != DType::Bool) {
@@ -293,7 +293,7 @@ void register_activations() {
     no_inplace(a[2], "in-place elu");
     require_float(b, "ltorch.elu", a[0]);
     const DType d = b.meta(a[0]).dtype;
-    require_convertible("ltorch.elu", "alpha", a[1], opmath(d));
+    require_convertible(b, "ltorch.elu", "alpha", a[1], opmath(d));
     const Value x = cast(b, a[0], opmath(d));
     return cast(b, where_positive(b, x, T(b, "mul", {T(b, "expm1", {x}), a[1]})), d);
   });
@@ -301,7 +301,7 @@ void register_activations() {
     no_inplace(a[2], "in-place celu");
     require_float(b, "ltorch.celu", a[0]);
     const DType d = b.meta(a[0]).dtype;
-    require_convertible("ltorch.celu", "alpha", a[1], opmath(d));
+    require_convertible(b, "ltorch.celu", "alpha", a[1], opmath(d));
     const Value x = cast(b, a[0], opmath(d));
     return cast(b, where_positive(b, x, T(b, "mul", {T(b, "expm1", {T(b, "div", {x, a[1]})}), a[1]})), d);
   });
@@ -316,7 +316,7 @@ void register_activations() {
   act("leaky_relu", {opt("negative_slope", F(0.01)), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[2], "in-place leaky_relu");
     require_float(b, "ltorch.leaky_relu", a[0]);
-    require_convertible("ltorch.leaky_relu", "negative_slope", a[1], opmath(b.meta(a[0]).dtype));
+    require_convertible(b, "ltorch.leaky_relu", "negative_slope", a[1], opmath(b.meta(a[0]).dtype));
     return where_positive(b, a[0], T(b, "mul", {a[0], a[1]}));
   });
   act("log_sigmoid", {}, [](Builder& b, const Args& a) {
@@ -329,8 +329,8 @@ void register_activations() {
   act("softplus", {opt("beta", F(1.0)), opt("threshold", F(20.0))}, [](Builder& b, const Args& a) {
     require_float(b, "ltorch.softplus", a[0]);
     DType d = b.meta(a[0]).dtype;
-    require_convertible("ltorch.softplus", "beta", a[1], opmath(d));
-    require_convertible("ltorch.softplus", "threshold", a[2], opmath(d));
+    require_convertible(b, "ltorch.softplus", "beta", a[1], opmath(d));
+    require_convertible(b, "ltorch.softplus", "threshold", a[2], opmath(d));
     Value x = cast(b, a[0], opmath(d));
     Value bx = T(b, "mul", {x, a[1]});
     Value soft = T(b, "div", {T(b, "log1p", {T(b, "exp", {bx})}), a[1]});
@@ -349,7 +349,7 @@ void register_activations() {
   act("tanhshrink", {}, [](Builder& b, const Args& a) { return T(b, "sub", {a[0], T(b, "tanh", {a[0]})}); });
   act("hardshrink", {opt("lambd", F(0.5))}, [](Builder& b, const Args& a) {
     require_float(b, "ltorch.hardshrink", a[0]);
-    require_convertible("ltorch.hardshrink", "lambd", a[1], b.meta(a[0]).dtype);
+    require_convertible(b, "ltorch.hardshrink", "lambd", a[1], b.meta(a[0]).dtype);
     // ATen: 0 where -lambd <= x <= lambd, else x (a NaN stays NaN).
     return T(b, "where", {T(b, "le", {T(b, "abs", {a[0]}), a[1]}), F(0.0), a[0]});
   });
@@ -364,8 +364,8 @@ void register_activations() {
     no_inplace(a[3], "in-place threshold");
     DType d = b.meta(a[0]).dtype;
     if (d == DType::Bool) fail("ltorch.threshold", "not supported for bool");
-    require_convertible("ltorch.threshold", "threshold", a[1], opmath(d));
-    require_convertible("ltorch.threshold", "value", a[2], d);
+    require_convertible(b, "ltorch.threshold", "threshold", a[1], opmath(d));
+    require_convertible(b, "ltorch.threshold", "value", a[2], d);
     Value value = is_float(d) ? a[2] : truncated_int("ltorch.threshold", "value", a[2]);
     // ATen compares a half-precision input with the threshold in float32, the threshold unrounded.
     return T(b, "where", {T(b, "le", {cast(b, a[0], opmath(d)), a[1]}), value, a[0]});

@@ -318,7 +318,7 @@ void register_creation() {
   };
   def_decomposed("full", kCreation, with_tail({req("size"), req("fill_value")}), [](Builder& b, const Args& a) {
     const DType d = dtype_or(a[2], fill_dtype(a[1]));
-    require_convertible("ltorch.full", "fill_value", a[1], d);
+    require_convertible(b, "ltorch.full", "fill_value", a[1], d);
     return b.prim("full", {a[0], a[1], Value(d), device_or(a[3], "cpu")});
   });
   for (auto [name, fill] : {std::pair{"zeros", 0.0}, std::pair{"ones", 1.0}}) {
@@ -338,7 +338,7 @@ void register_creation() {
   def_decomposed("full_like", kCreation, with_tail({kInput, req("fill_value")}), [](Builder& b, const Args& a) {
     const TensorMeta& m = b.meta(a[0]);
     const DType d = dtype_or(a[2], m.dtype);
-    require_convertible("ltorch.full_like", "fill_value", a[1], d);
+    require_convertible(b, "ltorch.full_like", "fill_value", a[1], d);
     return b.prim("full", {Value::dims(m.shape), a[1], Value(d), device_or(a[3], m.device)});
   });
   def_decomposed("arange", kCreation, with_tail({req("start"), opt("end", Value()), opt("step", Int(1))}),

@@ -825,9 +825,11 @@ TEST(OpTable, CanonicalDimAndBroadcastShapes) {
 
 // c10's checked conversion of a number to a dtype (Scalar::to<T>), as eager raises "without overflow".
 TEST(OpTable, RequireConvertibleFollowsC10sOverflowRule) {
-  auto fits = [](const Value& v, DType d) {
+  ir::Trace trace;
+  Builder b{trace};
+  auto fits = [&](const Value& v, DType d) {
     try {
-      require_convertible("op", "arg", v, d);
+      require_convertible(b, "op", "arg", v, d);
       return true;
     } catch (const OpError&) {
       return false;
@@ -853,6 +855,18 @@ TEST(OpTable, RequireConvertibleFollowsC10sOverflowRule) {
   EXPECT_TRUE(fits(Value(int64_t{5}), DType::Bool));
   EXPECT_TRUE(fits(Value(true), DType::Int8));
   EXPECT_TRUE(fits(Value(), DType::Int8));
+  // Known only at run time: refused where some value would not convert (the op then runs with torch).
+  const Value size(Dim::symbol(trace.new_number(ir::NumberType::Int)));
+  const Value integer(ProxyRef{trace.new_number(ir::NumberType::Int)});
+  const Value real(ProxyRef{trace.new_number(ir::NumberType::Float)});
+  EXPECT_FALSE(fits(size, DType::Int8));
+  EXPECT_FALSE(fits(size, DType::Float16));  // a length of 70000
+  EXPECT_TRUE(fits(size, DType::Int64));
+  EXPECT_TRUE(fits(size, DType::Float32));
+  EXPECT_FALSE(fits(integer, DType::Int32));
+  EXPECT_TRUE(fits(integer, DType::BFloat16));
+  EXPECT_FALSE(fits(real, DType::Int64));  // NaN, infinity
+  EXPECT_TRUE(fits(real, DType::Float32));
 }
 
 }  // namespace
