@@ -99,6 +99,10 @@ void require_convertible(const Builder& b, std::string_view op, const char* arg,
                  std::string(ir::dtype_name(dtype)) + " (torch checks it when the op runs)");
 }
 
+Value count_divisor(const Dim& n) {
+  return n.is_constant() ? Value(static_cast<double>(*n.constant())) : Value(n);
+}
+
 Value truncated_int(std::string_view op, const char* arg, const Value& v) {
   if (const auto* i = std::get_if<int64_t>(&v.v)) return Value(*i);
   require_constant_convertible(op, arg, v, DType::Int64);

@@ -34,6 +34,10 @@ void require_convertible(const Builder& b, std::string_view op, const char* arg,
 /// a double would round), a float truncated toward zero, a bool as 0 or 1. OpError (require_convertible's) where
 /// it lies beyond int64; the caller checks the narrower dtype it converts to.
 Value truncated_int(std::string_view op, const char* arg, const Value& v);
+/// A count of elements (a product of sizes) as a divisor: a float where it is an integer, else the symbolic size
+/// itself, which a kernel takes as an argument once the sizes are bound (ir::bind_sizes for kernels), so that one
+/// compiled kernel serves every size. mean's, and the 'mean' factor of var's and the losses' gradients.
+Value count_divisor(const Dim& n);
 /// Casts a tensor to `dtype` if it has another dtype; numbers pass unchanged.
 Value cast(Builder& b, const Value& v, DType dtype);
 /// Raises for a class-index target of another dtype than torch's nll_loss takes (int64; uint8 goes to torch).

@@ -55,9 +55,7 @@ void register_torch_reduction() {
                    for (int64_t dim : dims) count *= m.shape[dim];
                    DType acc = is_half(d) ? DType::Float32 : d;
                    Value s = reduce(b, "sum", cast(b, a[0], acc), dims, a[2].as_bool());
-                   // A symbolic count divides as the int it is once the sizes are bound.
-                   Value divisor = count.is_constant() ? Value(static_cast<double>(*count.constant())) : Value(count);
-                   return cast(b, b.torch("div", {s, divisor}), d);
+                   return cast(b, b.torch("div", {s, count_divisor(count)}), d);
                  });
   for (const char* name : {"amax", "amin"}) {
     def_decomposed(name, kReduction, {kInput, opt("dim", Value::tuple({})), opt("keepdim", Value(false))},

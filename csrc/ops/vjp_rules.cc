@@ -307,11 +307,15 @@ Value var_grad(Ctx& c, const Value& g, const Value& dims_arg, const Value& corre
   const std::vector<int64_t> dims = canonical_dims(dims_arg, m.ndim());
   Dim size = 1;
   for (int64_t d : dims) size *= m.shape[static_cast<size_t>(d)];
-  const int64_t n = size.value("VJP of var");
-  Value mean = c.div(c.prim("sum", {c.arg(0), Value::ints(dims)}), static_cast<double>(n));
+  Value mean = c.div(c.prim("sum", {c.arg(0), Value::ints(dims)}), count_divisor(size));
   Value centered = c.sub(c.arg(0), c.unreduce(mean, m.shape, dims));
-  Value denom = correction.is_number() ? Value(static_cast<double>(n) - correction.as_double())
-                                       : c.sub(static_cast<double>(n), correction);
+  // N - correction: a symbolic size less an integral correction stays a size (a kernel argument when bound).
+  const bool integral = correction.is_number() && correction.as_double() == std::floor(correction.as_double());
+  Value denom = !size.is_constant() && integral
+                    ? Value(size - static_cast<int64_t>(correction.as_double()))
+                    : correction.is_number()
+                          ? Value(static_cast<double>(size.value("VJP of var")) - correction.as_double())
+                          : c.sub(static_cast<double>(size.value("VJP of var")), correction);
   Value scale = c.div(c.mul(g, 2.0), denom);
   return c.mul(c.unreduce(scale, m.shape, dims), centered);
 }
@@ -340,7 +344,7 @@ Grads std_grad(Ctx& c, const char* op, const Value& g_std, const Value& std, con
     const TensorMeta& m = c.meta(c.arg(0));
     Dim size = 1;
     for (int64_t d : dims) size *= m.shape[static_cast<size_t>(d)];
-    Value gm = c.unreduce(c.div(without_reduced(c, g_mean, dims), static_cast<double>(size.value(op))), m.shape, dims);
+    Value gm = c.unreduce(c.div(without_reduced(c, g_mean, dims), count_divisor(size)), m.shape, dims);
     gx = gx.is_none() ? gm : c.add(gx, gm);
   }
   return {gx};
@@ -643,14 +647,14 @@ std::unordered_map<std::string, Rule> torch_rules() {
   }
   // The gradient of an elementwise loss at each element: g expanded to the loss's shape `shape` (a reduced loss), over
   // numel for 'mean', times the weight -- the factor torch's loss backwards apply to their pointwise derivative.
-  auto loss_grad = [](Ctx& c, const char* op, const Value& reduction_arg, const Value& weight, const Shape& shape) {
+  auto loss_grad = [](Ctx& c, const Value& reduction_arg, const Value& weight, const Shape& shape) {
     const std::string reduction = reduction_arg.is_none() ? "mean" : reduction_arg.as_str();
     Value g = reduction == "none" ? c.g : c.b.torch("expand", {c.g, Value::dims(shape)});
     if (reduction == "mean") {
       Dim numel = 1;
       for (const Dim& d : shape) numel *= d;
-      const int64_t n = numel.value(op);
-      g = c.b.torch("div", {g, static_cast<double>(std::max<int64_t>(n, 1))});
+      g = c.b.torch("div", {g, numel.is_constant() ? Value(static_cast<double>(std::max<int64_t>(*numel.constant(), 1)))
+                                                   : count_divisor(numel)});
     }
     return weight.is_none() ? g : c.b.torch("mul", {g, weight});
   };
@@ -661,7 +665,7 @@ std::unordered_map<std::string, Rule> torch_rules() {
     if (!c.arg(3).is_none() || !c.arg(4).is_none())
       throw std::invalid_argument("binary_cross_entropy with size_average/reduce has no VJP rule");
     const Value &p = c.arg(0), &t = c.arg(1);
-    Value g = loss_grad(c, "VJP of ltorch.binary_cross_entropy", c.arg(5), c.arg(2), c.meta(p).shape);
+    Value g = loss_grad(c, c.arg(5), c.arg(2), c.meta(p).shape);
     Value gp, gt;
     if (c.differentiable(0)) {
       Value denom = c.b.torch("clamp_min", {c.b.torch("mul", {c.b.torch("rsub", {p, 1.0}), p}), 1e-12});
@@ -678,7 +682,7 @@ std::unordered_map<std::string, Rule> torch_rules() {
     if (!c.arg(3).is_none() || !c.arg(4).is_none())
       throw std::invalid_argument("binary_cross_entropy_with_logits with size_average/reduce has no VJP rule");
     const Value &x = c.arg(0), &t = c.arg(1), &pw = c.arg(6);
-    Value g = loss_grad(c, "VJP of ltorch.binary_cross_entropy_with_logits", c.arg(5), c.arg(2),
+    Value g = loss_grad(c, c.arg(5), c.arg(2),
                        c.meta(x).shape);
     Value gx, gt;
     if (c.differentiable(0)) {
@@ -711,8 +715,7 @@ std::unordered_map<std::string, Rule> torch_rules() {
       if (huber && !c.arg(4).is_none()) throw std::invalid_argument("huber_loss with a weight has no VJP rule");
       const Value& bound = c.arg(huber ? 3 : 5);
       Value d = c.b.torch("sub", {c.arg(0), c.arg(1)});
-      const std::string op = std::string("VJP of ltorch.") + n;
-      Value g = loss_grad(c, op.c_str(), c.arg(huber ? 2 : 4), Value(), c.meta(d).shape);
+      Value g = loss_grad(c, c.arg(huber ? 2 : 4), Value(), c.meta(d).shape);
       Value dd;
       if (!huber && !bound.is_proxy() && bound.as_double() == 0.0) {
         dd = c.b.torch("sign", {d});  // l1_loss's (0 at a NaN)

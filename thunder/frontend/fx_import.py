@@ -110,8 +110,9 @@ class ImportedGraph:
 
     def bind(self, args) -> "ImportedGraph":
         """This graph for one call's arguments ``args``: its size symbols bound to the values of their inputs
-        (``thunder._core.bind_sizes``), every shape of the trace an integer one. An import with static sizes is
-        returned as it is."""
+        (``thunder._core.bind_sizes``), every shape of the trace an integer one; a size the decompositions' arithmetic
+        reads as a number stays the input it is (``for_kernels``), so that a kernel takes it as an argument and
+        serves every length. An import with static sizes is returned as it is."""
         if not self.size_inputs:
             return self
         values = {proxy: int(args[position]) for proxy, position in self.size_inputs}
@@ -119,7 +120,7 @@ class ImportedGraph:
             if not -2**63 <= values[proxy] < 2**63:
                 raise OverflowError(f"input {position} of the graph, an int read at run time ({values[proxy]}), is "
                                     "beyond int64: thunder's kernels and sizes are 64-bit")
-        return dataclasses.replace(self, trace=_core.bind_sizes(self.trace, values), size_inputs=[])
+        return dataclasses.replace(self, trace=_core.bind_sizes(self.trace, values, for_kernels=True), size_inputs=[])
 
 
 @dataclass
