@@ -2644,3 +2644,22 @@ def test_an_opaque_view_of_a_value_thunder_lays_out_otherwise_runs_the_graph_wit
         assert_same(jitted(x), fn(x))
     reasons = [g["reason"] for g in thunder.compile_stats(jitted).uncompiled]
     assert reasons and all("is a view, in eager, of a value thunder lays out otherwise" in r for r in reasons)
+
+
+def test_a_write_in_grad_mode_lands_before_no_grad_begins():
+    # x.sub_(w) records autograd history on x; a later write under no_grad keeps it (x's grad_fn stays), so the
+    # returned x is still connected to w. The first write was pending past the grad-mode change and landed under
+    # no_grad, where it recorded nothing: x.grad_fn None, and backward raised.
+    def f(x, w):
+        x.sub_(w)
+        with torch.no_grad():
+            x.add_(1)
+        return x
+
+    results = []
+    for fn in (f, thunder.jit(f)):
+        x, w = torch.tensor([-1.0, 1.0]), torch.tensor([-0.25, 0.75], requires_grad=True)
+        out = fn(x, w)
+        out.sum().backward()
+        results.append((out.detach(), x.requires_grad, w.grad))
+    assert_same(results[1], results[0])

@@ -956,6 +956,12 @@ class Functionalizer {
     // mul's backward (its backward then raised), and cost a copy. (The root's views read it as any value of the
     // root: made again on it.)
     std::set<ProxyId> moved;
+    // An effect that reads no tensor changes global state (grad mode: torch._C._set_grad_enabled): a pending
+    // write whose value requires grad lands before it, in the grad mode it was made in, so that it records its
+    // autograd history as eager's did (`x.sub_(w)` then, under no_grad, `x.add_(1)`: x keeps its grad_fn).
+    if (s.input_proxies().empty())
+      for (const auto& [root, state] : roots_)
+        if (pending(root, state) && requires_grad(state.value)) touched.insert(root);
     for (ProxyId root : touched)
       if (pending(root, roots_.at(root)) && movable(root, roots_.at(root).value)) moved.insert(root);
     for (ProxyId root : touched)
