@@ -1377,6 +1377,26 @@ def test_an_arm_writing_a_value_that_requires_grad_into_an_input_is_given_up():
     assert "writes into an input" in sites(jitted)[0].reason
 
 
+def test_an_arm_writing_a_value_that_requires_grad_into_a_value_made_under_no_grad_is_given_up():
+    """t is made under no_grad from w; the untaken arm copies w into it. Converted, the select joined t to w
+    (WhereBackward) and backward gave w zeros; eager's t has no autograd history, and backward through it raises."""
+    def f(w):
+        with torch.no_grad():
+            t = w * 2
+        if (t > 1).any():
+            t.clamp_(-2, 2)
+        else:
+            t.copy_(w)
+        return t
+
+    jitted = thunder.jit(f)
+    w = torch.tensor([3.0, 4.0], requires_grad=True)
+    out, expected = jitted(w), f(w)
+    assert_same(out, expected)
+    assert not out.requires_grad and out.grad_fn is None
+    assert "requires grad into a tensor that does not" in sites(jitted)[0].reason
+
+
 def test_a_function_whose_file_changed_since_it_was_loaded_keeps_its_branches(tmp_path, monkeypatch):
     """The rewrite reads the source from the file: edited after the import, thunder compiled the new text while
     the loaded code (eager's) is the old one."""

@@ -633,7 +633,8 @@ class _Importer:
         if not dtypes.is_core_dtype(t.dtype):
             raise UnsupportedGraph(f"dtype {t.dtype}")
         shape = [self._size(s) for s in t.shape]
-        args = (dtypes.to_core(t.dtype), shape, dtypes.device_str(t.device), bool(t.requires_grad))
+        args = (dtypes.to_core(t.dtype), shape, dtypes.device_str(t.device),
+                bool(t.requires_grad) if input else self._records_grad(t))
         if input and any(isinstance(s, _core.Dim) for s in shape):
             # Kernels read a non-contiguous input in place with its strides fixed by the guards: not one whose
             # sizes change.
@@ -917,6 +918,12 @@ class _Importer:
         try:
             self.env[destination] = original  # what the out-of-place op reads of the destination
             target, value = compute(self, dst)
+            if self.regions and self.grad_enabled is not False and isinstance(value, _core.Proxy) and \
+                    self.builder.meta(value)[0] != "number" and self.builder.meta(value)[3] and \
+                    not self.builder.meta(dst)[3]:
+                raise branches.BranchRejected(self.regions[-1][0], "it writes a value that requires grad into a "
+                                              "tensor that does not: the select would give the tensor autograd "
+                                              "history where eager's untaken branch leaves it without")
             if self.grad_enabled is False and isinstance(value, _core.Proxy) and \
                     self.builder.meta(value)[0] != "number":
                 # Grad mode is off: the value written requires no grad, though it is computed from a tensor that
@@ -1322,7 +1329,13 @@ class _Importer:
             if (dtype, list(shape), device) != want:
                 self.builder.pop_symbol()
                 raise _core.NotNative(f"metadata mismatch: core says {(dtype, shape, device)}, Dynamo says {want}")
-            self.builder.set_requires_grad(proxy, bool(e.requires_grad))
+            self.builder.set_requires_grad(proxy, self._records_grad(e))
+
+    def _records_grad(self, example):
+        """Whether a value an op makes requires grad: Dynamo's example says, but under ``no_grad`` nothing an op
+        makes does -- Dynamo's example of a tensor later written in place is that one object, changed by the write
+        (``t = w * 2`` under no_grad, then ``t.copy_(w)``: the example of ``t`` requires grad from the start)."""
+        return bool(example.requires_grad) and self.grad_enabled is not False
 
     def _meta_pairs(self, v, e, pairs):
         """Appends to ``pairs`` each (proxy, Dynamo's example tensor) of the output ``v`` and its example ``e``;
