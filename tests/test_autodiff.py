@@ -1308,3 +1308,27 @@ def test_the_transpose_properties_keep_thunders_backward(spelling):
     for t, te in ((x, xe), (w, we), (v, ve)):
         assert_same(t.grad, te.grad)
     assert thunder.compile_stats(jitted).graphs[0]["backward"] == "thunder"
+
+
+@pytest.mark.parametrize("op", [
+    lambda a: a[:, torch.tensor([0, 2, 0])],
+    lambda a: a[torch.tensor([0, -1])],
+    lambda a: torch.nn.functional.pad(a, (1, 1)),
+    lambda a: torch.index_put(a, (torch.tensor([0]),), torch.tensor(1.0)),
+    lambda a: a.index_fill(0, torch.tensor([1]), 0.0),
+    lambda a: torch.zeros(3, 3).scatter(0, torch.tensor([[0, 1, 2]]), a[:1]),
+], ids=["getitem_columns", "getitem_rows", "pad", "index_put", "index_fill", "scatter_src"])
+def test_a_backward_that_needs_only_indices_does_not_save_the_input(op):
+    # Eager's backward of these reads the indices and sizes only, so writing the input under no_grad before the
+    # backward is fine. thunder's generic rule (torch's autograd on the op, in the backward) saved the input, and
+    # the backward raised "modified by an inplace operation"; their own rules read nothing of the forward.
+    grads = []
+    for fn in (op, thunder.jit(op)):
+        leaf = torch.arange(9.0).reshape(3, 3).requires_grad_()
+        a = leaf * 1
+        out = fn(a)
+        with torch.no_grad():
+            a.fill_(9)
+        out.sum().backward()
+        grads.append(leaf.grad)
+    assert_same(grads[1], grads[0])

@@ -1,5 +1,6 @@
 // Torch-level view, reshape, join/split, indexing and creation ops.
 #include <cmath>
+#include <optional>
 
 #include "ops/torch_common.h"
 
@@ -83,10 +84,52 @@ void clamp_slice(const Value& s, const Dim& length, Dim& start, Dim& stop, int64
 }
 
 // Basic indexing: ints, slices, None and Ellipsis. Tensor indices are not native.
+// x[idx], x[:, idx], x[..., idx]: one integer index tensor among whole-dim slices and an ellipsis reads along its
+// dim, a negative index counted from the end, as index_select of the flattened index; the result has the index's
+// shape in place of that dim. nullopt for any other key (several index tensors, a bool mask, a partial slice, a 0-d
+// index).
+std::optional<Value> select_by_index(Builder& b, const Value& x, const TensorMeta& m, const std::vector<Value>& key) {
+  size_t at = key.size();
+  for (size_t i = 0; i < key.size(); ++i)
+    if (key[i].is_proxy() && b.is_tensor(key[i])) {
+      if (at != key.size()) return std::nullopt;
+      at = i;
+    }
+  if (at == key.size()) return std::nullopt;
+  const TensorMeta index = b.meta(key[at]);
+  // (A 0-d index reads as an int: eager's result is a view.)
+  if ((index.dtype != DType::Int64 && index.dtype != DType::Int32) || index.ndim() == 0) return std::nullopt;
+  auto whole = [](const Value& k) {
+    if (!k.is_seq() || std::get<ir::Seq>(k.v).kind != ir::Seq::Kind::Slice) return false;
+    for (const Value& part : k.items())
+      if (!part.is_none()) return false;
+    return true;
+  };
+  int64_t before = 0, after = 0, ellipses = 0;
+  bool ellipsis_first = false;
+  for (size_t i = 0; i < key.size(); ++i) {
+    if (i == at) continue;
+    if (std::holds_alternative<ir::EllipsisT>(key[i].v)) ++ellipses, ellipsis_first = i < at;
+    else if (whole(key[i])) ++(i < at ? before : after);
+    else return std::nullopt;
+  }
+  if (ellipses > 1 || before + after + 1 > m.ndim()) return std::nullopt;
+  const int64_t dim = ellipses && ellipsis_first ? m.ndim() - 1 - after : before;
+  const Dim n = m.shape[static_cast<size_t>(dim)];
+  Value wrapped = b.torch("where", {b.torch("lt", {key[at], Int(0)}), b.torch("add", {key[at], Value(n)}), key[at]});
+  Value flat = index.ndim() == 1 ? wrapped : b.torch("reshape", {wrapped, Value::ints({-1})});
+  Value taken = b.torch("index_select", {x, Int(dim), flat});
+  Shape shape(m.shape.begin(), m.shape.begin() + dim);
+  shape.insert(shape.end(), index.shape.begin(), index.shape.end());
+  shape.insert(shape.end(), m.shape.begin() + dim + 1, m.shape.end());
+  return b.meta(taken).shape == shape ? taken : b.torch("reshape", {taken, Value::dims(shape)});
+}
+
 Value getitem(Builder& b, const Args& a) {
   const TensorMeta& m = b.meta(a[0]);
   std::vector<Value> key = a[1].is_seq() && std::get<ir::Seq>(a[1].v).kind == ir::Seq::Kind::Tuple
                                ? a[1].items() : std::vector<Value>{a[1]};
+  if (auto selected = select_by_index(b, a[0], m, key)) return *selected;
   int64_t consuming = 0, ellipses = 0;
   for (const Value& k : key) {
     if (std::holds_alternative<int64_t>(k.v) || std::holds_alternative<bool>(k.v)) {

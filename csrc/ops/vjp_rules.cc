@@ -427,6 +427,14 @@ std::unordered_map<std::string, Rule> reduction_rules() {
 
 std::unordered_map<std::string, Rule> torch_rules() {
   std::unordered_map<std::string, Rule> r;
+  // pad(x, pad) with constant padding: g padded by the negated amounts (a crop where x was padded, zeros where it was
+  // cropped), as torch's constant_pad_nd backward. It reads no forward value (the generic rule saved x).
+  r["pad"] = [](Ctx& c) {
+    if (c.arg(2).as_str() != "constant") throw std::invalid_argument("pad other than constant has no VJP rule");
+    std::vector<int64_t> negated = c.arg(1).as_ints();
+    for (int64_t& p : negated) p = -p;
+    return Grads{c.b.torch("pad", {c.g, Value::ints(negated)}), Value(), Value(), Value()};
+  };
   // cumsum(input, dim, dtype): the gradient is the reversed cumulative sum of g.
   r["cumsum"] = [](Ctx& c) {
     const TensorMeta& m = c.meta(c.arg(0));
@@ -836,10 +844,87 @@ struct PartialRule {
   std::function<bool(const ir::BoundSymbol&)> covers;
   Rule rule;
   bool otherwise_by_torch = false;
+  ir::Level level = ir::Level::Torch;  // a prim's rule: the generic rule differentiates the uses it does not cover
 };
 
-std::unordered_map<std::string, PartialRule> partial_torch_rules() {
+// The writes by index, as torch's backwards: the input's gradient is g with the written elements zeroed, a tensor
+// written in takes g read where it went. None reads the forward's tensors, so a later in-place write of the input
+// (under no_grad) leaves the backward as eager's; the generic rule saved the input, and that backward raised
+// "modified by an inplace operation". Uses they do not cover (a reduce, a value tensor, an index gap) go generic.
+void index_write_rules(std::unordered_map<std::string, PartialRule>& r) {
+  r["scatter"] = {[](const ir::BoundSymbol& b) { return b.args.size() < 5 || b.args[4].is_none(); },
+                  [](Ctx& c) {
+                    Value gsrc;
+                    if (c.differentiable(3)) {  // g where src went
+                      // (torch's backward refuses a src larger than the index: the graph's backward is torch's)
+                      if (c.meta(c.arg(3)).shape != c.meta(c.arg(2)).shape)
+                        throw std::invalid_argument("scatter of a src that requires grad, larger than its index");
+                      gsrc = c.prim("gather", {c.g, c.arg(1), c.arg(2)});
+                    }
+                    Value ga = c.differentiable(0) ? c.prim("scatter", {c.g, c.arg(1), c.arg(2), Value(0.0)}) : Value();
+                    return Grads{ga, Value(), Value(), gsrc, Value()};
+                  },
+                  false, ir::Level::Prim};
+  r["index_fill"] = {[](const ir::BoundSymbol& b) { return !b.args[3].is_proxy(); },  // a number, not a tensor
+                     [](Ctx& c) {
+                       Value ga = c.differentiable(0) ? c.prim("index_fill", {c.g, c.arg(1), c.arg(2), Value(0.0)})
+                                                      : Value();
+                       return Grads{ga, Value(), Value(), Value()};
+                     },
+                     false, ir::Level::Prim};
+  // index_put(a, indices, values, accumulate) with index tensors for the leading dims (no gap): values' gradient is
+  // g at the indices -- the indexed dims flattened to one, the indices linearized (negative ones counted from the
+  // end) -- summed to values' shape.
+  r["index_put"] = {[](const ir::BoundSymbol& b) {
+                      for (const Value& i : b.args[1].items())
+                        if (!i.is_proxy()) return false;
+                      return !b.args[1].items().empty();
+                    },
+                    [](Ctx& c) {
+                      const TensorMeta& m = c.meta(c.arg(0));
+                      const std::vector<Value>& indices = c.arg(1).items();
+                      Value ga;
+                      if (c.differentiable(0)) {
+                        TensorMeta scalar = c.meta(c.g);
+                        scalar.shape = {};
+                        ga = c.arg(3).as_bool() ? c.g
+                                                : c.prim("index_put", {c.g, c.arg(1), c.zeros(scalar), Value(false)});
+                      }
+                      Value gv;
+                      if (c.differentiable(2)) {
+                        const size_t k = indices.size();
+                        Shape rest(m.shape.begin() + static_cast<std::ptrdiff_t>(k), m.shape.end());
+                        Dim rows = 1, stride = 1;
+                        for (size_t i = 0; i < k; ++i) rows *= m.shape[i];
+                        Value linear;
+                        for (size_t i = k; i-- > 0;) {
+                          const Value& idx = indices[i];
+                          Value wrapped = c.b.torch("where", {c.b.torch("lt", {idx, Value(int64_t{0})}),
+                                                             c.b.torch("add", {idx, Value(m.shape[i])}), idx});
+                          Value term = stride == Dim(1) ? wrapped : c.b.torch("mul", {wrapped, Value(stride)});
+                          linear = linear.is_none() ? term : c.b.torch("add", {linear, term});
+                          stride *= m.shape[i];
+                        }
+                        const Shape picked_shape = [&] {
+                          Shape out = c.meta(linear).shape;
+                          out.insert(out.end(), rest.begin(), rest.end());
+                          return out;
+                        }();
+                        Shape flat_shape{rows};
+                        flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
+                        Value flat = c.b.torch("reshape", {linear, Value::ints({-1})});
+                        Value picked = c.b.torch("index_select", {c.b.torch("reshape", {c.g, Value::dims(flat_shape)}),
+                                                                  Value(int64_t{0}), flat});
+                        gv = operand_grad(c, 2, c.b.torch("reshape", {picked, Value::dims(picked_shape)}));
+                      }
+                      return Grads{ga, Value(), gv, Value()};
+                    },
+                    false, ir::Level::Prim};
+}
+
+std::unordered_map<std::string, PartialRule> partial_rules() {
   std::unordered_map<std::string, PartialRule> r;
+  index_write_rules(r);
   // div(a, b, rounding_mode): a rounded quotient has derivative 0 for both operands, as torch's. Through the
   // decomposition, trunc's zero gradient reached the quotient's rule as 0 / b: NaN where b is 0.
   r["div"] = {[](const ir::BoundSymbol& b) { return !b.args[2].is_none(); },
@@ -916,13 +1001,14 @@ const Table& table() {
         t.names.push_back(prefix + name);
       }
     }
-    for (const auto& [name, partial] : partial_torch_rules()) {
-      const OpDef* def = find_op(ir::Level::Torch, name);
-      if (def == nullptr) throw std::logic_error("VJP rule for an unknown op: ltorch." + name);
+    for (const auto& [name, partial] : partial_rules()) {
+      const std::string qualified = (partial.level == ir::Level::Prim ? "prims." : "ltorch.") + name;
+      const OpDef* def = find_op(partial.level, name);
+      if (def == nullptr) throw std::logic_error("VJP rule for an unknown op: " + qualified);
       t.rules[&def->symbol] = as_vjp(partial.rule);
       t.covers[&def->symbol] = partial.covers;
       if (partial.otherwise_by_torch) t.otherwise_by_torch.insert(&def->symbol);
-      t.names.push_back("ltorch." + name);
+      t.names.push_back(qualified);
     }
     for (const std::string& name : kByTorch) {
       const OpDef* def = find_op(ir::Level::Torch, name);

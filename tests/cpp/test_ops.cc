@@ -497,7 +497,21 @@ TEST_F(Ops, GetitemErrors) {
       [&] { b.torch("getitem", {x, Value::tuple({Value(ir::EllipsisT{}), Value(ir::EllipsisT{})})}); },
       {"ltorch.getitem", "ellipsis"});
   EXPECT_THROW(b.torch("getitem", {x, Value(true)}), NotNative);
-  EXPECT_THROW(b.torch("getitem", {x, input(DType::Int64, {2})}), NotNative);
+  EXPECT_THROW(b.torch("getitem", {x, input(DType::Bool, {2})}), NotNative);  // a mask
+  Value i = input(DType::Int64, {2});
+  EXPECT_THROW(b.torch("getitem", {x, Value::tuple({i, i})}), NotNative);  // several index tensors
+  EXPECT_THROW(b.torch("getitem", {x, Value::tuple({I(0), i})}), NotNative);  // an int beside one
+}
+
+// x[idx] and x[:, idx] of an integer index tensor: index_select along its dim of the wrapped, flattened index.
+TEST_F(Ops, GetitemOfOneIndexTensorSelectsAlongItsDim) {
+  Value x = input(DType::Float32, {2, 3});
+  EXPECT_EQ(b.meta(b.torch("getitem", {x, input(DType::Int64, {4})})).shape, ir::dims_of({4, 3}));
+  Value y = b.torch("getitem", {x, Value::tuple({slice(Value(), Value()), input(DType::Int32, {2, 5})})});
+  EXPECT_EQ(b.meta(y).shape, ir::dims_of({2, 2, 5}));
+  Value z = b.torch("getitem", {x, Value::tuple({Value(ir::EllipsisT{}), input(DType::Int64, {1})})});
+  EXPECT_EQ(b.meta(z).shape, ir::dims_of({2, 1}));
+  EXPECT_THROW(b.torch("getitem", {x, input(DType::Int64, {})}), NotNative);  // eager's x[tensor(1)] is a view
 }
 
 TEST_F(Ops, GetitemOfTheWholeTensorAddsNoSlice) {
