@@ -1442,3 +1442,23 @@ def test_a_branch_writing_an_input_that_requires_grad_stays_python():
     out = thunder.jit(fn)(torch.tensor(2.0), leaf * 1)
     out.backward()
     assert_same(leaf.grad, torch.tensor(-4.0, dtype=torch.float64))
+
+
+def test_run_exactly_computes_a_number_the_untaken_arm_made_for_both_arms():
+    """Dynamo places `s.item()` of a float argument (dynamic=True) where its first use is: in the arm not taken,
+    whose nodes run_exactly skips; the taken arm's `t9 + s` then read a value never computed ("Node t9 referenced
+    nonexistent value item"). A non-contiguous `out=` write makes the graph run exactly (fuzz seed 2276)."""
+    def f(a1, s, a3):
+        t9 = a1 * 2
+        torch.add(a3, a3, out=a3)
+        if a1.sum() > 5:
+            a1.masked_fill_(a1 > 0, s)
+        else:
+            t9 = t9 + s
+        t9[0] = 0.5
+        return a3, t9
+
+    def inputs():
+        return torch.tensor([0.375, 0.25, 1.5]), 1.5, torch.ones(6, 5, 3, dtype=torch.int64)[::2]
+
+    assert_same(thunder.jit(f, dynamic=True)(*inputs()), f(*inputs()))

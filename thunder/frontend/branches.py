@@ -1089,6 +1089,17 @@ def _is_size_call(node):
         (node.op == "call_function" and node.target in (torch.ops.aten.sym_size.int, torch.ops.aten.sym_size))
 
 
+def _makes_a_number(node):
+    """Whether an FX node computes a Python number from its inputs and nothing else: ``s.item()`` of a float
+    argument Dynamo passes as a 0-d tensor, a size, arithmetic on numbers (``operator``, ``math``). Dynamo places
+    such a node where its first use is, which may be an arm the other arm's nodes read it from."""
+    number = isinstance(node.meta.get("example_value"), (bool, int, float, torch.SymInt, torch.SymFloat,
+                                                          torch.SymBool))
+    pure = (node.op == "call_method" and node.target == "item") or _is_size_call(node) or \
+        (node.op == "call_function" and getattr(node.target, "__module__", None) in ("_operator", "math"))
+    return number and pure
+
+
 def run_exactly(gm, *args):
     """Runs ``gm`` taking only the arm of each converted branch its predicate selects, as the original ``if``
     did (calling ``gm`` itself would run both arms, and their in-place writes, for real). Used when a compiled
@@ -1131,4 +1142,6 @@ def run_exactly(gm, *args):
             alias = _result_alias(node)
             if alias is not None and alias in env:
                 env[node] = env[alias]
+            elif _makes_a_number(node) and all(arg in env for arg in node.all_input_nodes):
+                env[node] = interpreter.run_node(node)  # a number the taken arm may read too
     raise RuntimeError("graph without output")
