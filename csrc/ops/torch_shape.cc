@@ -83,7 +83,6 @@ void clamp_slice(const Value& s, const Dim& length, Dim& start, Dim& stop, int64
   stop = end < start ? start : end;
 }
 
-// Basic indexing: ints, slices, None and Ellipsis. Tensor indices are not native.
 // x[idx], x[:, idx], x[..., idx]: one integer index tensor among whole-dim slices and an ellipsis reads along its
 // dim, a negative index counted from the end, as index_select of the flattened index; the result has the index's
 // shape in place of that dim. nullopt for any other key (several index tensors, a bool mask, a partial slice, a 0-d
@@ -125,6 +124,7 @@ std::optional<Value> select_by_index(Builder& b, const Value& x, const TensorMet
   return b.meta(taken).shape == shape ? taken : b.torch("reshape", {taken, Value::dims(shape)});
 }
 
+// Basic indexing: ints, slices, None and Ellipsis; of tensor indices, one integer index tensor (select_by_index).
 Value getitem(Builder& b, const Args& a) {
   const TensorMeta& m = b.meta(a[0]);
   std::vector<Value> key = a[1].is_seq() && std::get<ir::Seq>(a[1].v).kind == ir::Seq::Kind::Tuple

@@ -661,8 +661,7 @@ std::unordered_map<std::string, Rule> torch_rules() {
     if (reduction == "mean") {
       Dim numel = 1;
       for (const Dim& d : shape) numel *= d;
-      g = c.b.torch("div", {g, numel.is_constant() ? Value(static_cast<double>(std::max<int64_t>(*numel.constant(), 1)))
-                                                   : count_divisor(numel)});
+      g = c.b.torch("div", {g, count_divisor(numel.is_constant() ? Dim(std::max<int64_t>(*numel.constant(), 1)) : numel)});
     }
     return weight.is_none() ? g : c.b.torch("mul", {g, weight});
   };
