@@ -1793,6 +1793,7 @@ def _returns_an_input(node):
 
 
 def _is_contiguous_call(node):
+    """Whether an FX node calls ``contiguous`` (``x.contiguous()``, ``torch.Tensor.contiguous(x)``)."""
     return _target_name(node).rsplit(".", 1)[-1] == "contiguous"
 
 
