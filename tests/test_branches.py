@@ -1462,3 +1462,21 @@ def test_run_exactly_computes_a_number_the_untaken_arm_made_for_both_arms():
         return torch.tensor([0.375, 0.25, 1.5]), 1.5, torch.ones(6, 5, 3, dtype=torch.int64)[::2]
 
     assert_same(thunder.jit(f, dynamic=True)(*inputs()), f(*inputs()))
+
+
+def test_run_exactly_leaves_the_untaken_arms_own_arithmetic_alone():
+    """Only a number the taken arm reads is computed from the untaken arm: `1 / s` there raised ZeroDivisionError
+    for s == 0.0 where eager takes the other arm (a float8 cast makes the graph run with torch, exactly)."""
+    def f(x, s):
+        y = x * 2
+        if y.sum() > 0:
+            z = y * (1 / s)
+        else:
+            z = y + 1
+        return z + x.to(torch.float8_e4m3fn).float()
+
+    jitted = thunder.jit(f, dynamic=True)
+    x = torch.randn(4, 4).abs()
+    for s in (1.0, 2.0):
+        assert_same(jitted(x, s), f(x, s))
+    assert_same(jitted(-x, 0.0), f(-x, 0.0))

@@ -627,3 +627,19 @@ def test_a_size_that_does_not_fit_the_dtype_raises_as_eager(fn, dtype, n):
         fn(x)
     with pytest.raises(RuntimeError, match="without overflow"):
         jitted(x)
+
+
+def test_a_size_as_an_exponent_compiles():
+    # pow's exponent stays a literal when the sizes are bound (its kernel and VJP special-case its value); kept as
+    # the size symbol, the graph ran uncompiled ("an integer argument: needs a concrete size").
+    def f(x):
+        return x ** x.shape[-1] + x.shape[-1] ** x
+
+    jitted = thunder.jit(f, dynamic=True)
+    for n in (3, 5):
+        x = torch.rand(2, n, dtype=torch.float64, requires_grad=True) + 0.5
+        out, ref = jitted(x), f(x)
+        assert_same(out, ref)
+        assert_same(torch.autograd.grad(out.sum(), x), torch.autograd.grad(ref.sum(), x))
+    stats = thunder.compile_stats(jitted)
+    assert all(g["compiled"] for g in stats.graphs) and stats.eager_calls == 0, stats.uncompiled

@@ -344,7 +344,10 @@ std::vector<int> written_over(const ir::Trace& t, const KernelPlan& p, const std
 bool reads_numbers_at_run_time(const ir::BoundSymbol& b) {
   if (b.sym->level == ir::Level::Fusion) return true;
   const PrimKind* kind = b.sym->level == ir::Level::Prim ? plan_table().find(b.sym->prim) : nullptr;
-  return kind != nullptr && kind->role == PrimRole::Elementwise && !b.is(ir::PrimId::uniform_philox);
+  // (pow's exponent is special-cased by its value, as torch's kernel does: x ** 2 a product; its VJP reads a
+  // constant base or exponent as one.)
+  return kind != nullptr && kind->role == PrimRole::Elementwise && !b.is(ir::PrimId::uniform_philox) &&
+         !b.is(ir::PrimId::pow);
 }
 
 std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p) {

@@ -157,7 +157,7 @@ struct PrimKind {
 const ir::PrimTable<PrimKind>& plan_table();
 
 /// Whether `b`'s number arguments are operands a kernel reads at run time (a fusion's, an elementwise prim's
-/// but uniform_philox's), so that a size symbol among them stays a symbol when the trace's sizes are bound
+/// but uniform_philox's and pow's), so that a size symbol among them stays a symbol when the trace's sizes are bound
 /// (ir::bind_sizes) and becomes a kernel argument (KernelPlan::scalars) instead of a literal.
 bool reads_numbers_at_run_time(const ir::BoundSymbol& b);
 

@@ -1092,7 +1092,7 @@ def _is_size_call(node):
 def _makes_a_number(node):
     """Whether an FX node computes a Python number from its inputs and nothing else: ``s.item()`` of a float
     argument Dynamo passes as a 0-d tensor, a size, arithmetic on numbers (``operator``, ``math``). Dynamo places
-    such a node where its first use is, which may be an arm the other arm's nodes read it from."""
+    such a node where its first use is, which may be an arm the other arm's nodes read it from (run_exactly)."""
     number = isinstance(node.meta.get("example_value"), (bool, int, float, torch.SymInt, torch.SymFloat,
                                                           torch.SymBool))
     pure = (node.op == "call_method" and node.target == "item") or _is_size_call(node) or \
@@ -1114,6 +1114,14 @@ def run_exactly(gm, *args):
 
     def active():
         return all(p is not None and p != in_else for p, in_else in arms)
+
+    def made_in_untaken_arm(node):
+        """Computes, when the taken arm reads it, a number the arm not taken made (Dynamo places ``s.item()`` of a
+        float argument at its first use); only then, since the untaken arm's own arithmetic may raise (``1 / s``)."""
+        if node not in env and _makes_a_number(node):
+            for arg in node.all_input_nodes:
+                made_in_untaken_arm(arg)
+            env[node] = interpreter.run_node(node)
 
     for node in gm.graph.nodes:
         if node.op == "placeholder":
@@ -1137,11 +1145,11 @@ def run_exactly(gm, *args):
         elif active():
             if not node.users and _is_size_call(node) and any(arg not in env for arg in node.all_input_nodes):
                 continue  # dead, reading the untaken arm: Dynamo's unused x.size() of each arm's value
+            for arg in node.all_input_nodes:
+                made_in_untaken_arm(arg)
             env[node] = interpreter.run_node(node)
         else:
             alias = _result_alias(node)
             if alias is not None and alias in env:
                 env[node] = env[alias]
-            elif _makes_a_number(node) and all(arg in env for arg in node.all_input_nodes):
-                env[node] = interpreter.run_node(node)  # a number the taken arm may read too
     raise RuntimeError("graph without output")

@@ -74,8 +74,9 @@ class JitState:
     #: Graphs recorded in ``graphs`` so far, all together: the next one's index. ``graphs`` may hold fewer: the
     #: oldest released specializations of a graph with symbolic sizes are folded into ``folded``.
     graphs_made: int = 0
-    #: Symbolic graph number -> [specializations, calls, compile seconds] of its released specializations whose
-    #: records were dropped: past THUNDER_MAX_SPECIALIZATIONS released ones, the oldest (see _symbolic_graph).
+    #: Symbolic graph number ("<number> of <name>" in GLOBAL_STATE) -> [specializations, calls, compile seconds] of
+    #: its released specializations whose records were dropped: past THUNDER_MAX_SPECIALIZATIONS released ones, the
+    #: oldest (see _symbolic_graph, _fold).
     folded: dict = field(default_factory=dict)
     graph_breaks: list = field(default_factory=list)
     calls: int = 0
@@ -305,15 +306,16 @@ def _record(state, also, graph):
 
 
 def _fold(state, also, graph, number):
-    """Drops the record of ``graph``, a released specialization of symbolic graph ``number``, from ``state`` (and
-    ``also``), adding its calls and compile seconds to ``state.folded``: with ever new shapes past the kept
-    specializations, the records of the released ones grew without end (about 4 KB each)."""
+    """Drops the record of ``graph``, a released specialization of symbolic graph ``number``, from ``state`` and
+    ``also`` (if given), adding its calls and compile seconds to each one's ``folded`` (in ``also``, under
+    "<number> of <state's name>": every torch.compile result numbers its symbolic graphs from 1): with ever new
+    shapes past the kept specializations, the records of the released ones grew without end (about 4 KB each)."""
     for owner in (state, also) if also is not None else (state,):
         owner.graphs[:] = [g for g in owner.graphs if g is not graph]
-    totals = state.folded.setdefault(number, [0, 0, 0.0])
-    totals[0] += 1
-    totals[1] += graph.calls
-    totals[2] += graph.compile_seconds
+        totals = owner.folded.setdefault(number if owner is state else f"{number} of {state.name}", [0, 0, 0.0])
+        totals[0] += 1
+        totals[1] += graph.calls
+        totals[2] += graph.compile_seconds
 
 
 def _count_graph_call(state, also):
@@ -548,7 +550,11 @@ def _raising_as_eager(fn, state, compiled, gm):
     raising = [i for i, b in enumerate(trace.symbols) if b.may_raise_for_values]
     # (Not on a GPU: a trapped kernel leaves the device's context unusable, as torch's device-side asserts do.)
     on_gpu = any(trace.meta(p)[0] != "number" and trace.meta(p)[2] != "cpu" for p in trace.inputs)
-    if not raising or not _rerunnable(compiled, raising[-1]) or on_gpu:
+    # (Nor where it enters an autocast region: run as captured, a raising graph would leave it entered -- its exit is
+    # a later node -- where thunder's own program leaves it, global_state.restoring.)
+    enters_autocast = any(n.op == "call_function" and n.target is torch.amp.autocast_mode._enter_autocast
+                          for n in gm.graph.nodes)
+    if not raising or not _rerunnable(compiled, raising[-1]) or on_gpu or enters_autocast:
         return fn
     exact = _as_captured(gm)
 
@@ -693,7 +699,8 @@ def _compiling_frame():
 
 
 def _tag_frame(state, first, frame):
-    """Marks the graphs state compiled from index ``first`` on as captured from Dynamo's frame ``frame``."""
+    """Marks the graphs state compiled from index ``first`` on as captured from Dynamo's frame ``frame``.
+    (``state.graphs`` is in index order: _record appends each graph, numbered ``state.graphs_made``, at the end.)"""
     for graph in reversed(state.graphs):
         if graph.index < first:
             break
