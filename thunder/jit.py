@@ -121,6 +121,8 @@ class _Jitted:
         if self._thunder_release is not None:  # the previous copy's entries: nothing calls that code any more
             self._thunder_release()
         self._thunder_code = own.__code__ if own is not None else getattr(self._thunder_signature_fn, "__code__", None)
+        # (A weak reference: the finalizer must not keep the wrapper's state alive; cached_backends holds the
+        # backend until release drops it.)
         self._thunder_release = weakref.finalize(self, release, own.__code__, weakref.ref(self._thunder_backend)) \
             if own is not None else None
         if self._thunder_release is not None:

@@ -212,6 +212,8 @@ Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values,
   const std::function<Value(ProxyId)> kept = [&](ProxyId id) {
     return values.count(id) && !inputs.count(id) ? Value(value_of(id)) : Value(ProxyRef{id});
   };
+  // Symbol by symbol: a torch-level op's own arguments are bound while the prims of its decomposition that read a
+  // size as a number keep it -- the same value either way; the prims are what kernels are made of.
   const std::function<void(BoundSymbol&)> bind = [&](BoundSymbol& b) {
     const bool keep = reads_numbers && reads_numbers(b);
     for (Value& a : b.args) a = map_proxies(a, keep ? kept : bound);

@@ -103,6 +103,10 @@ Value count_divisor(const Dim& n) {
   return n.is_constant() ? Value(static_cast<double>(*n.constant())) : Value(n);
 }
 
+Value wrapped_index(Builder& b, const Value& index, const Dim& size) {
+  return b.torch("where", {b.torch("lt", {index, Value(int64_t{0})}), b.torch("add", {index, Value(size)}), index});
+}
+
 Value truncated_int(std::string_view op, const char* arg, const Value& v) {
   if (const auto* i = std::get_if<int64_t>(&v.v)) return Value(*i);
   require_constant_convertible(op, arg, v, DType::Int64);

@@ -38,6 +38,9 @@ Value truncated_int(std::string_view op, const char* arg, const Value& v);
 /// itself, which a kernel takes as an argument once the sizes are bound (ir::bind_sizes for kernels), so that one
 /// compiled kernel serves every size. mean's, and the 'mean' factor of var's and the losses' gradients.
 Value count_divisor(const Dim& n);
+/// An integer index tensor with each negative index counted from the end of a dim of `size` (i + size where i < 0),
+/// as torch's indexing reads it: where(index < 0, index + size, index).
+Value wrapped_index(Builder& b, const Value& index, const Dim& size);
 /// Casts a tensor to `dtype` if it has another dtype; numbers pass unchanged.
 Value cast(Builder& b, const Value& v, DType dtype);
 /// Raises for a class-index target of another dtype than torch's nll_loss takes (int64; uint8 goes to torch).

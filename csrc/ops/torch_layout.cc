@@ -427,9 +427,7 @@ void register_indexing() {
   def_decomposed("take_along_dim", 0, {kInput, req("indices"), opt("dim", Value())}, [](Builder& b, const Args& a) {
     check_index(b, "ltorch.take_along_dim", a[1]);
     // Unlike gather, take_along_dim counts a negative index from the end of the dim.
-    auto wrapped = [&](const Value& index, const Dim& size) {
-      return T(b, "where", {T(b, "lt", {index, Int(0)}), T(b, "add", {index, Value(size)}), index});
-    };
+    auto wrapped = [&](const Value& index, const Dim& size) { return wrapped_index(b, index, size); };
     if (a[2].is_none()) {
       Value flat = reshape(b, a[0], {b.meta(a[0]).numel()});
       Value idx = reshape(b, a[1], {b.meta(a[1]).numel()});

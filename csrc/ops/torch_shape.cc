@@ -108,14 +108,18 @@ std::optional<Value> select_by_index(Builder& b, const Value& x, const TensorMet
   bool ellipsis_first = false;
   for (size_t i = 0; i < key.size(); ++i) {
     if (i == at) continue;
-    if (std::holds_alternative<ir::EllipsisT>(key[i].v)) ++ellipses, ellipsis_first = i < at;
-    else if (whole(key[i])) ++(i < at ? before : after);
-    else return std::nullopt;
+    if (std::holds_alternative<ir::EllipsisT>(key[i].v)) {
+      ++ellipses;
+      ellipsis_first = i < at;
+    } else if (whole(key[i])) {
+      ++(i < at ? before : after);
+    } else {
+      return std::nullopt;
+    }
   }
   if (ellipses > 1 || before + after + 1 > m.ndim()) return std::nullopt;
   const int64_t dim = ellipses && ellipsis_first ? m.ndim() - 1 - after : before;
-  const Dim n = m.shape[static_cast<size_t>(dim)];
-  Value wrapped = b.torch("where", {b.torch("lt", {key[at], Int(0)}), b.torch("add", {key[at], Value(n)}), key[at]});
+  Value wrapped = wrapped_index(b, key[at], m.shape[static_cast<size_t>(dim)]);
   Value flat = index.ndim() == 1 ? wrapped : b.torch("reshape", {wrapped, Value::ints({-1})});
   Value taken = b.torch("index_select", {x, Int(dim), flat});
   Shape shape(m.shape.begin(), m.shape.begin() + dim);

@@ -898,8 +898,7 @@ void index_write_rules(std::unordered_map<std::string, PartialRule>& r) {
                         Value linear;
                         for (size_t i = k; i-- > 0;) {
                           const Value& idx = indices[i];
-                          Value wrapped = c.b.torch("where", {c.b.torch("lt", {idx, Value(int64_t{0})}),
-                                                             c.b.torch("add", {idx, Value(m.shape[i])}), idx});
+                          Value wrapped = wrapped_index(c.b, idx, m.shape[i]);
                           Value term = stride == Dim(1) ? wrapped : c.b.torch("mul", {wrapped, Value(stride)});
                           linear = linear.is_none() ? term : c.b.torch("add", {linear, term});
                           stride *= m.shape[i];

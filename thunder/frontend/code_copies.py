@@ -143,6 +143,7 @@ def release(code, backend=None):
         return
     _detach_guard_finalizers(code)
     reset_code(code)
+    # (On a rebuild, the wrapper's backend lives on: the torch.compile that follows adds it back.)
     backend = backend() if backend is not None else None
     cached = getattr(eval_frame, "cached_backends", None)
     if backend is not None and isinstance(cached, dict):
