@@ -107,6 +107,29 @@ Value wrapped_index(Builder& b, const Value& index, const Dim& size) {
   return b.torch("where", {b.torch("lt", {index, Value(int64_t{0})}), b.torch("add", {index, Value(size)}), index});
 }
 
+Value read_at_indices(Builder& b, const Value& x, int64_t dim, const std::vector<Value>& indices) {
+  const Shape shape = b.meta(x).shape;
+  const auto d = static_cast<size_t>(dim), k = indices.size();
+  Value linear;
+  Dim span = 1;  // the product of the dims already linearized (the last ones)
+  for (size_t i = k; i-- > 0;) {
+    Value wrapped = wrapped_index(b, indices[i], shape[d + i]);
+    Value term = span == Dim(1) ? wrapped : b.torch("mul", {wrapped, Value(span)});
+    linear = linear.is_none() ? term : b.torch("add", {linear, term});
+    span *= shape[d + i];
+  }
+  const Shape index_shape = b.meta(linear).shape;
+  Shape merged(shape.begin(), shape.begin() + dim), out = merged;
+  merged.push_back(span);
+  merged.insert(merged.end(), shape.begin() + dim + static_cast<int64_t>(k), shape.end());
+  out.insert(out.end(), index_shape.begin(), index_shape.end());
+  out.insert(out.end(), shape.begin() + dim + static_cast<int64_t>(k), shape.end());
+  Value source = k == 1 ? x : b.torch("reshape", {x, Value::dims(merged)});
+  Value flat = index_shape.size() == 1 ? linear : b.torch("reshape", {linear, Value::ints({-1})});
+  Value taken = b.torch("index_select", {source, Value(dim), flat});
+  return b.meta(taken).shape == out ? taken : b.torch("reshape", {taken, Value::dims(out)});
+}
+
 Value truncated_int(std::string_view op, const char* arg, const Value& v) {
   if (const auto* i = std::get_if<int64_t>(&v.v)) return Value(*i);
   require_constant_convertible(op, arg, v, DType::Int64);

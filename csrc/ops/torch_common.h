@@ -38,9 +38,16 @@ Value truncated_int(std::string_view op, const char* arg, const Value& v);
 /// itself, which a kernel takes as an argument once the sizes are bound (ir::bind_sizes for kernels), so that one
 /// compiled kernel serves every size. mean's, and the 'mean' factor of var's and the losses' gradients.
 Value count_divisor(const Dim& n);
+/// The dtypes torch takes for index tensors: int64 and int32.
+inline bool is_index_dtype(DType d) { return d == DType::Int64 || d == DType::Int32; }
 /// An integer index tensor with each negative index counted from the end of a dim of `size` (i + size where i < 0),
 /// as torch's indexing reads it: where(index < 0, index + size, index).
 Value wrapped_index(Builder& b, const Value& index, const Dim& size);
+/// `x` read at integer index tensors for its dims dim, dim + 1, ... (advanced indexing with the index tensors
+/// adjacent, `x[:, i, j]`): the indices wrapped (wrapped_index), broadcast together and linearized over those dims,
+/// then index_select of `x` with those dims flattened into one. The result has the indices' broadcast shape in
+/// place of the dims they index.
+Value read_at_indices(Builder& b, const Value& x, int64_t dim, const std::vector<Value>& indices);
 /// Casts a tensor to `dtype` if it has another dtype; numbers pass unchanged.
 Value cast(Builder& b, const Value& v, DType dtype);
 /// Raises for a class-index target of another dtype than torch's nll_loss takes (int64; uint8 goes to torch).

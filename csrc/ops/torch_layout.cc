@@ -13,7 +13,6 @@ namespace {
 using ir::kCreation;
 using ir::kShape;
 const ir::Param kInput = req("input");
-bool is_index_dtype(DType d) { return d == DType::Int64 || d == DType::Int32; }
 
 void prim(std::string name, uint32_t tags, std::vector<ir::Param> params, MetaFn meta) {
   register_op(OpDef{ir::Symbol{std::move(name), ir::Level::Prim, tags, std::move(params)}, std::move(meta), nullptr});
@@ -427,11 +426,10 @@ void register_indexing() {
   def_decomposed("take_along_dim", 0, {kInput, req("indices"), opt("dim", Value())}, [](Builder& b, const Args& a) {
     check_index(b, "ltorch.take_along_dim", a[1]);
     // Unlike gather, take_along_dim counts a negative index from the end of the dim.
-    auto wrapped = [&](const Value& index, const Dim& size) { return wrapped_index(b, index, size); };
     if (a[2].is_none()) {
       Value flat = reshape(b, a[0], {b.meta(a[0]).numel()});
       Value idx = reshape(b, a[1], {b.meta(a[1]).numel()});
-      return b.prim("gather", {flat, Int(0), wrapped(idx, b.meta(a[0]).numel())});
+      return b.prim("gather", {flat, Int(0), wrapped_index(b, idx, b.meta(a[0]).numel())});
     }
     const TensorMeta m = b.meta(a[0]), im = b.meta(a[1]);
     if (m.ndim() != im.ndim()) fail("ltorch.take_along_dim", "input and indices must have the same rank");
@@ -441,7 +439,7 @@ void register_indexing() {
     Shape bs = broadcast_shapes("ltorch.take_along_dim", ms, is);
     Shape xs = bs, ixs = bs;
     xs[d] = m.shape[d], ixs[d] = im.shape[d];
-    return b.prim("gather", {expand_to(b, a[0], xs), Int(d), expand_to(b, wrapped(a[1], m.shape[d]), ixs)});
+    return b.prim("gather", {expand_to(b, a[0], xs), Int(d), expand_to(b, wrapped_index(b, a[1], m.shape[d]), ixs)});
   });
   def_decomposed("scatter", 0, {kInput, req("dim"), req("index"), opt("src", Value()), opt("value", Value()),
                                 opt("reduce", Value())},

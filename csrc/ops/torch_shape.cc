@@ -84,8 +84,7 @@ void clamp_slice(const Value& s, const Dim& length, Dim& start, Dim& stop, int64
 }
 
 // x[idx], x[:, idx], x[..., idx]: one integer index tensor among whole-dim slices and an ellipsis reads along its
-// dim, a negative index counted from the end, as index_select of the flattened index; the result has the index's
-// shape in place of that dim. nullopt for any other key (several index tensors, a bool mask, a partial slice, a 0-d
+// dim (read_at_indices); the result has the index's shape in place of that dim. nullopt for any other key (several index tensors, a bool mask, a partial slice, a 0-d
 // index).
 std::optional<Value> select_by_index(Builder& b, const Value& x, const TensorMeta& m, const std::vector<Value>& key) {
   size_t at = key.size();
@@ -97,7 +96,7 @@ std::optional<Value> select_by_index(Builder& b, const Value& x, const TensorMet
   if (at == key.size()) return std::nullopt;
   const TensorMeta index = b.meta(key[at]);
   // (A 0-d index reads as an int: eager's result is a view.)
-  if ((index.dtype != DType::Int64 && index.dtype != DType::Int32) || index.ndim() == 0) return std::nullopt;
+  if (!is_index_dtype(index.dtype) || index.ndim() == 0) return std::nullopt;
   auto whole = [](const Value& k) {
     if (!k.is_seq() || std::get<ir::Seq>(k.v).kind != ir::Seq::Kind::Slice) return false;
     for (const Value& part : k.items())
@@ -118,14 +117,7 @@ std::optional<Value> select_by_index(Builder& b, const Value& x, const TensorMet
     }
   }
   if (ellipses > 1 || before + after + 1 > m.ndim()) return std::nullopt;
-  const int64_t dim = ellipses && ellipsis_first ? m.ndim() - 1 - after : before;
-  Value wrapped = wrapped_index(b, key[at], m.shape[static_cast<size_t>(dim)]);
-  Value flat = index.ndim() == 1 ? wrapped : b.torch("reshape", {wrapped, Value::ints({-1})});
-  Value taken = b.torch("index_select", {x, Int(dim), flat});
-  Shape shape(m.shape.begin(), m.shape.begin() + dim);
-  shape.insert(shape.end(), index.shape.begin(), index.shape.end());
-  shape.insert(shape.end(), m.shape.begin() + dim + 1, m.shape.end());
-  return b.meta(taken).shape == shape ? taken : b.torch("reshape", {taken, Value::dims(shape)});
+  return read_at_indices(b, x, ellipses && ellipsis_first ? m.ndim() - 1 - after : before, {key[at]});
 }
 
 // Basic indexing: ints, slices, None and Ellipsis; of tensor indices, one integer index tensor (select_by_index).

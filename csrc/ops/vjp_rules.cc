@@ -310,12 +310,13 @@ Value var_grad(Ctx& c, const Value& g, const Value& dims_arg, const Value& corre
   Value mean = c.div(c.prim("sum", {c.arg(0), Value::ints(dims)}), count_divisor(size));
   Value centered = c.sub(c.arg(0), c.unreduce(mean, m.shape, dims));
   // N - correction: a symbolic size less an integral correction stays a size (a kernel argument when bound).
-  const bool integral = correction.is_number() && correction.as_double() == std::floor(correction.as_double());
-  Value denom = !size.is_constant() && integral
-                    ? Value(size - static_cast<int64_t>(correction.as_double()))
-                    : correction.is_number()
-                          ? Value(static_cast<double>(size.value("VJP of var")) - correction.as_double())
-                          : c.sub(static_cast<double>(size.value("VJP of var")), correction);
+  Value denom;
+  if (correction.is_number() && !size.is_constant() && correction.as_double() == std::floor(correction.as_double())) {
+    denom = Value(size - static_cast<int64_t>(correction.as_double()));
+  } else {
+    const auto n = static_cast<double>(size.value("VJP of var"));
+    denom = correction.is_number() ? Value(n - correction.as_double()) : c.sub(n, correction);
+  }
   Value scale = c.div(c.mul(g, 2.0), denom);
   return c.mul(c.unreduce(scale, m.shape, dims), centered);
 }
@@ -871,17 +872,13 @@ void index_write_rules(std::unordered_map<std::string, PartialRule>& r) {
                        return Grads{ga, Value(), Value(), Value()};
                      },
                      false, ir::Level::Prim};
-  // index_put(a, indices, values, accumulate) with index tensors for the leading dims (no gap): values' gradient is
-  // g at the indices -- the indexed dims flattened to one, the indices linearized (negative ones counted from the
-  // end) -- summed to values' shape.
+  // index_put(a, indices, values, accumulate) with index tensors for the leading dims (no gap).
   r["index_put"] = {[](const ir::BoundSymbol& b) {
                       for (const Value& i : b.args[1].items())
                         if (!i.is_proxy()) return false;
                       return !b.args[1].items().empty();
                     },
                     [](Ctx& c) {
-                      const TensorMeta& m = c.meta(c.arg(0));
-                      const std::vector<Value>& indices = c.arg(1).items();
                       Value ga;
                       if (c.differentiable(0)) {
                         TensorMeta scalar = c.meta(c.g);
@@ -889,32 +886,9 @@ void index_write_rules(std::unordered_map<std::string, PartialRule>& r) {
                         ga = c.arg(3).as_bool() ? c.g
                                                 : c.prim("index_put", {c.g, c.arg(1), c.zeros(scalar), Value(false)});
                       }
-                      Value gv;
-                      if (c.differentiable(2)) {
-                        const size_t k = indices.size();
-                        Shape rest(m.shape.begin() + static_cast<std::ptrdiff_t>(k), m.shape.end());
-                        Dim rows = 1, stride = 1;
-                        for (size_t i = 0; i < k; ++i) rows *= m.shape[i];
-                        Value linear;
-                        for (size_t i = k; i-- > 0;) {
-                          const Value& idx = indices[i];
-                          Value wrapped = wrapped_index(c.b, idx, m.shape[i]);
-                          Value term = stride == Dim(1) ? wrapped : c.b.torch("mul", {wrapped, Value(stride)});
-                          linear = linear.is_none() ? term : c.b.torch("add", {linear, term});
-                          stride *= m.shape[i];
-                        }
-                        const Shape picked_shape = [&] {
-                          Shape out = c.meta(linear).shape;
-                          out.insert(out.end(), rest.begin(), rest.end());
-                          return out;
-                        }();
-                        Shape flat_shape{rows};
-                        flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
-                        Value flat = c.b.torch("reshape", {linear, Value::ints({-1})});
-                        Value picked = c.b.torch("index_select", {c.b.torch("reshape", {c.g, Value::dims(flat_shape)}),
-                                                                  Value(int64_t{0}), flat});
-                        gv = operand_grad(c, 2, c.b.torch("reshape", {picked, Value::dims(picked_shape)}));
-                      }
+                      // values' gradient: g where each value went (read_at_indices), summed to values' shape
+                      Value gv = c.differentiable(2) ? operand_grad(c, 2, read_at_indices(c.b, c.g, 0, c.arg(1).items()))
+                                                     : Value();
                       return Grads{ga, Value(), gv, Value()};
                     },
                     false, ir::Level::Prim};

@@ -950,18 +950,18 @@ class Functionalizer {
     for (auto& [root, state] : roots_)
       if (pending(root, state) && touched_memory.count(e_.storage(state.value.proxy())))
         state = RootState{e_.prim("clone", {state.value}), ++clock_, state.source};  // views made again on it
-    // A root that is a value of this trace, whose pending value is a tensor of its own that only the write reads,
-    // is not stored into: the effect takes that value's memory, which is the root's from then on (memory_; `t = a
-    // * 2; t.mul_(a); t[i] = 0`). The store into the old memory bumped its version, which autograd had saved for
-    // mul's backward (its backward then raised), and cost a copy. (The root's views read it as any value of the
-    // root: made again on it.)
-    std::set<ProxyId> moved;
     // An effect that reads no tensor changes global state (grad mode: torch._C._set_grad_enabled): a pending
     // write whose value requires grad lands before it, in the grad mode it was made in, so that it records its
     // autograd history as eager's did (`x.sub_(w)` then, under no_grad, `x.add_(1)`: x keeps its grad_fn).
     if (s.input_proxies().empty())
       for (const auto& [root, state] : roots_)
         if (pending(root, state) && requires_grad(state.value)) touched.insert(root);
+    // A root that is a value of this trace, whose pending value is a tensor of its own that only the write reads,
+    // is not stored into: the effect takes that value's memory, which is the root's from then on (memory_; `t = a
+    // * 2; t.mul_(a); t[i] = 0`). The store into the old memory bumped its version, which autograd had saved for
+    // mul's backward (its backward then raised), and cost a copy. (The root's views read it as any value of the
+    // root: made again on it.)
+    std::set<ProxyId> moved;
     for (ProxyId root : touched)
       if (pending(root, roots_.at(root)) && movable(root, roots_.at(root).value)) moved.insert(root);
     for (ProxyId root : touched)

@@ -918,14 +918,8 @@ class _Importer:
         try:
             self.env[destination] = original  # what the out-of-place op reads of the destination
             target, value = compute(self, dst)
-            if self.regions and self.grad_enabled is not False and isinstance(value, _core.Proxy) and \
-                    self.builder.meta(value)[0] != "number" and self.builder.meta(value)[3] and \
-                    not self.builder.meta(dst)[3]:
-                raise branches.BranchRejected(self.regions[-1][0], "it writes a value that requires grad into a "
-                                              "tensor that does not: the select would give the tensor autograd "
-                                              "history where eager's untaken branch leaves it without")
-            if self.grad_enabled is False and isinstance(value, _core.Proxy) and \
-                    self.builder.meta(value)[0] != "number":
+            tensor_value = isinstance(value, _core.Proxy) and self.builder.meta(value)[0] != "number"
+            if self.grad_enabled is False and tensor_value:
                 # Grad mode is off: the value written requires no grad, though it is computed from a tensor that
                 # does (an optimizer's parameter), so its ops may fuse. (Values of ops that are not writes take
                 # requires_grad from Dynamo's example values, which say the same.) A tensor written as it is
@@ -938,13 +932,19 @@ class _Importer:
             elif self.grad_enabled is not False and self.builder.meta(dst)[3]:
                 # Grad mode is on and the tensor written requires grad: it still does after the write, whatever
                 # is written (x.zero_(), a number), as in eager. (The functionalization joins it to what it was.)
-                if not isinstance(value, _core.Proxy) or self.builder.meta(value)[0] == "number":
+                if not tensor_value:
                     dtype, shape, device, _ = self.builder.meta(target)
                     value = self.builder.call("ltorch", "full", [list(shape), value], {"dtype": dtype,
                                                                                      "device": device})
                 elif not self.builder.meta(value)[3]:  # a tensor that does not (w.detach()): a copy of it does
                     value = self.builder.call("ltorch", "clone", [value], {})
                 self.builder.set_requires_grad(value, True)
+            elif self.regions and self.grad_enabled is not False and tensor_value and self.builder.meta(value)[3]:
+                # Grad mode is on, in a branch arm, and a value that requires grad is written into a tensor that
+                # does not: the select would give the tensor autograd history where eager's untaken arm does not.
+                raise branches.BranchRejected(self.regions[-1][0], "it writes a value that requires grad into a "
+                                              "tensor that does not: the select would give the tensor autograd "
+                                              "history where eager's untaken branch leaves it without")
             if self._write_in_place(destination):
                 self.builder.call("prims", "copy_to", [target, value], {})
             else:
