@@ -124,7 +124,8 @@ def last_traces(jitted, graph: int = -1):
         jitted: what :func:`jit` or ``torch.compile(..., backend="thunder")`` returned (or
             ``thunder.frontend.dynamo.GLOBAL_STATE``, which records every graph of ``torch.compile(...,
             backend="thunder")``).
-        graph: index into the compiled graphs (default: the most recent).
+        graph: position in the list of compiled graphs still recorded (default: the most recent; a graph's
+            ``index`` in ``compile_stats`` differs once old specializations are folded).
     Raises:
         TypeError: ``jitted`` is not a thunder-jitted callable.
         LookupError: nothing was compiled yet.
