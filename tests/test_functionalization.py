@@ -2663,3 +2663,25 @@ def test_a_write_in_grad_mode_lands_before_no_grad_begins():
         out.sum().backward()
         results.append((out.detach(), x.requires_grad, w.grad))
     assert_same(results[1], results[0])
+
+
+def test_a_write_through_a_view_then_a_no_grad_write_keeps_what_backward_saved():
+    # v.mul_(x[:2]) writes h through a view; the slice_update the pass makes for it was stored into h's memory when
+    # grad mode went off, which bumped the version of the view mul's backward had saved ("modified by an inplace
+    # operation"). The no_grad block now takes that value as h's memory, as for a tensor of the program's own.
+    def f(w, x):
+        h = w * 2
+        v = h[:2]
+        v.mul_(x[:2])
+        with torch.no_grad():
+            h[2:].zero_()
+        return h
+
+    results = []
+    for fn in (f, thunder.jit(f)):
+        w = torch.tensor([0.5, -1.0, 2.0, 3.0], requires_grad=True)
+        x = torch.tensor([1.5, 0.25, -2.0, 1.0], requires_grad=True)
+        out = fn(w, x)
+        out.sum().backward()
+        results.append((out.detach(), w.grad, x.grad))
+    assert_same(results[1], results[0])

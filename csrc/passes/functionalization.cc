@@ -324,6 +324,15 @@ class Emitter {
   }
   /// Forgets the values made so far (an effect may have changed the memory they were computed from).
   void forget() { cache_.clear(); }
+  /// Whether `id` is a tensor the pass made in memory of its own: the output of an allocating op it emits (a
+  /// slice_update, a select, a clone, a fill, a conversion), not a view and not a value of the input trace.
+  bool fresh(ProxyId id) const {
+    static const std::set<std::string_view> allocating{"slice_update", "where", "clone", "full", "to"};
+    const int64_t at = defined_at(id);
+    return at >= 0 && storage(id) == id && allocating.count(out_.symbols[static_cast<size_t>(at)].sym->name);
+  }
+  /// The peepholes stop seeing through `id`, whose memory becomes a root's and may be written in place.
+  void forget_made(ProxyId id) { made_.erase(id); }
   /// A view prim without peepholes (broadcast_in_dim, detach): `args` after the viewed value.
   Value view(std::string_view name, const Value& v, ops::Args rest) {
     rest.insert(rest.begin(), v);
@@ -966,7 +975,10 @@ class Functionalizer {
       if (pending(root, roots_.at(root)) && movable(root, roots_.at(root).value)) moved.insert(root);
     for (ProxyId root : touched)
       if (pending(root, roots_.at(root)) && !moved.count(root)) materialize(root, roots_.at(root));
-    for (ProxyId root : moved) memory_[root] = roots_.at(root).value.proxy();
+    for (ProxyId root : moved) {
+      memory_[root] = roots_.at(root).value.proxy();
+      e_.forget_made(memory_[root]);
+    }
     e_.set_source(s.source);
     replays_.clear();  // what was computed before may be copies of memory the effect changes
     e_.forget();
@@ -990,12 +1002,22 @@ class Functionalizer {
   }
 
   // Whether an effect may take `value`, the pending value of `root`, as the root's memory (see effect()): the root
-  // is no input; the value is a tensor of the input trace (a value the pass made, a conversion or a select, is not
-  // moved) and a root of its own, not an input, without views or writes, which nothing but the write into `root`
-  // reads (reads_ counts the input trace's top-level symbols: a decomposition's reads are its symbol's).
+  // is no input; the value is either a tensor of the input trace, a root of its own, not an input, without views
+  // or writes, which nothing but the write into `root` reads (reads_ counts the input trace's top-level symbols: a
+  // decomposition's reads are its symbol's), or a tensor the pass made for the write in memory of its own (the
+  // slice_update of `v = h[:2]; v.mul_(x)`), which no other root's value nor memory shares.
   bool movable(ProxyId root, const Value& value) const {
     if (born_.at(root) < 0 || !value.is_proxy()) return false;
     const ProxyId v = value.proxy();
+    if (!alias_.count(v)) {
+      if (!e_.fresh(v)) return false;
+      for (const auto& [other, state] : roots_)
+        if (other != root && ((state.value.is_proxy() && e_.storage(state.value.proxy()) == v) || memory(other).proxy() == v))
+          return false;
+      for (const auto& [p, w] : value_of_)
+        if (alias_.at(p).root != root && w.is_proxy() && e_.storage(w.proxy()) == v) return false;
+      return true;
+    }
     auto root_of = alias_.find(v);
     if (root_of == alias_.end() || root_of->second.root != v || born_.at(v) < 0 || roots_.at(v).value != P(v))
       return false;
