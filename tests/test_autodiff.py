@@ -1332,3 +1332,30 @@ def test_a_backward_that_needs_only_indices_does_not_save_the_input(op):
         out.sum().backward()
         grads.append(leaf.grad)
     assert_same(grads[1], grads[0])
+
+
+def test_a_backward_given_some_output_gradients_checks_only_the_saved_values_it_reads():
+    # abs saves `a` for the first output's backward; only the second output's backward runs, after a no_grad write
+    # of `a`. Eager never runs abs's node; thunder's one node for both outputs unpacked every saved tensor, and
+    # raised "modified by an inplace operation".
+    def f(a, b):
+        return a.abs().sum(), b - a
+
+    results = []
+    for fn in (f, thunder.jit(f)):
+        a = torch.tensor([1.0, -2.0], requires_grad=True)
+        b = torch.tensor([0.5, 3.0], requires_grad=True)
+        count, diff = fn(a, b)
+        with torch.no_grad():
+            a.sub_(1)
+        diff.sum().backward()
+        results.append((count.detach(), diff.detach(), a.grad, b.grad))
+    assert_same(results[1], results[0])
+    # A backward that does read the written value still raises, as eager's does.
+    jitted = thunder.jit(f)
+    a = torch.tensor([1.0, -2.0], requires_grad=True)
+    count, diff = jitted(a, torch.zeros(2))
+    with torch.no_grad():
+        a.sub_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        count.backward()

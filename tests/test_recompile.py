@@ -281,3 +281,51 @@ def test_a_first_call_inside_torch_func_is_said_to_stop_compiling():
     jitted(x)
     stopped = thunder.compile_stats(jitted).dynamo_stopped
     assert "torch.func transform" in stopped and "nothing to compile" not in stopped
+
+
+def _shift_after_break(a):
+    if a.any():  # a graph break: the shift is traced in the frame Dynamo resumes after it
+        return a << 1
+    return a * 1
+
+
+@pytest.mark.parametrize("silenced", [False, True])
+def test_a_resumed_frame_whose_trace_fails_runs_eagerly_and_says_so_once(silenced):
+    # Dynamo's fake-tensor lshift refuses a bool tensor that eager shifts. The failure in the frame resumed after a
+    # graph break (its first frame already ran a graph) reached the user as TorchRuntimeError; that frame now runs
+    # eagerly, on every such call, also where the user's logging leaves out Dynamo's warnings.
+    import logging
+
+    torch_log = logging.getLogger("torch")
+    level = torch_log.level
+    if silenced:
+        torch_log.setLevel(logging.CRITICAL)
+    try:
+        jitted = thunder.jit(_shift_after_break)
+        with capture_thunder_log() as log:
+            for a in ([False, False], [True, False], [True, True], [False, True]):
+                a = torch.tensor(a)
+                assert_same(jitted(a), _shift_after_break(a))
+    finally:
+        torch_log.setLevel(level)
+    stats = thunder.compile_stats(jitted)
+    assert "Dynamo's trace of _shift_after_break after a graph break" in stats.dynamo_stopped, stats.dynamo_stopped
+    assert len(_stops(log)) <= 1, log  # once per function and process (another parameter may have said it)
+
+
+def test_a_shape_error_in_a_resumed_frame_raises_eagers_error_and_later_calls_compile():
+    def fn(x, y):
+        if x.sum() > 0:
+            return x * 2 + y
+        return x
+
+    jitted = thunder.jit(fn)
+    with pytest.raises(RuntimeError) as eager:
+        fn(torch.ones(2), torch.ones(3))
+    with pytest.raises(RuntimeError) as jit_error:
+        jitted(torch.ones(2), torch.ones(3))
+    assert type(jit_error.value) is RuntimeError and str(jit_error.value) == str(eager.value)
+    good = (torch.ones(2), torch.ones(2))
+    graphs = len(thunder.compile_stats(jitted).graphs)
+    assert_same(jitted(*good), fn(*good))
+    assert len(thunder.compile_stats(jitted).graphs) > graphs  # the resumed frame compiles: not skipped from then on

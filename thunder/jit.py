@@ -19,7 +19,7 @@ from thunder.core.options import check_passes
 from thunder.executors import resolve_executors
 from thunder.frontend import branches, skipped_logging
 from thunder.frontend.code_copies import forget_shape_history, private_function, private_module, release
-from thunder.frontend.dynamo import (EagerGraph, GraphBreak, JitBackend, JitState, count_limited_frames, current_state,
+from thunder.frontend.dynamo import (EagerGraph, JitBackend, JitState, count_limited_frames, current_state,
                                      forget_converted_tensors, note_dynamo_stopped, note_recompile_limit)
 from thunder.frontend.fast_path import MISS, FastPath, cache_entries, plain_module_call
 
@@ -157,13 +157,18 @@ class _Jitted:
         graphs, breaks = state.graphs_made, len(state.graph_breaks)
         ran = state.graph_calls
         token = current_state.set(state)  # graph breaks Dynamo reports during this call are attributed to state
-        record = branches.TraceRecord() if self._thunder_converted else None
+        # A frame whose trace fails (a converted branch that turns out not to be convertible, an op Dynamo's fake
+        # tensors refuse where eager runs it, in the function's frame or in one resumed after a graph break) runs
+        # eagerly with suppress_errors: Dynamo runs that frame as written (_thunder_if takes one branch; a program
+        # eager fails on raises eager's error), and the record takes its "WON'T CONVERT" warning (_settle_branches
+        # reports it). Not with fullgraph=True, where a frame that cannot be traced whole is an error (a failure in
+        # the function's own frame runs the call again eagerly, _failed_before_running).
+        record = branches.TraceRecord() if self._thunder_converted or not self._thunder_fullgraph else None
         previous = branches.set_tracing_record(record) if record else None
-        # A converted branch that turns out not to be convertible fails Dynamo's trace of its frame; with
-        # suppress_errors, Dynamo then runs that frame eagerly, where _thunder_if takes one branch as written.
-        suppress = torch._dynamo.config.suppress_errors
+        suppress, log_level = torch._dynamo.config.suppress_errors, None
         if record:
             torch._dynamo.config.suppress_errors = True
+            log_level = branches.hear_frame_failures()
         left_out = skipped_logging.leave_out()
         retry, excluded = None, len(self._thunder_excluded)
         try:
@@ -186,6 +191,7 @@ class _Jitted:
                 forget_converted_tensors()
             if record:
                 torch._dynamo.config.suppress_errors = suppress
+                branches.restore_frame_log(log_level)
                 branches.set_tracing_record(previous)
         if record and (record.open or record.rejected or record.failures):
             self._settle_branches(record)
@@ -230,9 +236,14 @@ class _Jitted:
         if given_up:
             self._build()
         elif record.failures:
+            function = self._thunder_code.co_name if self._thunder_code is not None else self._thunder_state.name
             for frame, reason in record.failures:
-                self._thunder_state.graph_breaks.append(GraphBreak(frame, f"Dynamo could not trace it: {reason}", True))
-                logger.warning("thunder: Dynamo could not trace %s, which ran eagerly: %s", frame, reason)
+                name = frame.split()[0] if frame.split() else function
+                part = function if name == function else f"{function} after a graph break ({frame})"
+                note_dynamo_stopped(self._thunder_state, "trace", function, f"Dynamo's trace of {part} failed on "
+                                    f"inputs eager runs ({reason[:300]}); that frame ran eagerly",
+                                    "thunder.jit(..., dynamic=False) traces each input shape and number on its own, "
+                                    "which may avoid it; otherwise it is a limit of Dynamo's tracing")
 
     def _check_recompile_limit(self):
         """After a call that ran no graph: whether the code this wrapper compiles holds as many compiled entries

@@ -469,7 +469,7 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
             made = _specialized_backward(graph_ref(), passed, split.trace, sizes, namespace, given,
                                          executors, runner, debug_mode, compiled_kernels)
             return made or (_with_zeros(final_backward, backward_fn), differentiable and
-                            _with_zeros(_bound(unsplit_backward, sizes).trace, differentiable[1]))
+                            _with_zeros(_bound(unsplit_backward, sizes).trace, differentiable[1]), None)
         graph.fn = training_callable(fn, backward_fn, passed.grad_outputs, differentiable,
                                      random=any(b.draws_random_numbers for b in split.symbols),
                                      reaches=passed.reaches, specialize=specialize)
@@ -492,7 +492,8 @@ def _specialized_backward(graph, passed, forward, sizes, namespace, given, execu
     to the graph's ``compile_seconds`` (``graph`` None: a graph released while a backward of it was pending;
     nothing is recorded).
     None where the autodiff cannot make it (it would read a value the forward neither saves nor recomputes): the
-    caller runs the split's backward with zeros for the missing gradients (_with_zeros), and the log says so."""
+    caller runs the split's backward with zeros for the missing gradients (_with_zeros), and the log says so.
+    Also returns the positions of the saved values the compiled backward reads (_saved_reads)."""
     start = time.perf_counter()
     index = -1 if graph is None else graph.index
     if given not in passed.specialized_backward:
@@ -526,7 +527,15 @@ def _specialized_backward(graph, passed, forward, sizes, namespace, given, execu
             graph.kernels.setdefault(name, []).extend(units)
         graph.specialized_backward_traces[tuple(given)] = views
         graph.compile_seconds += time.perf_counter() - start
-    return compiled, uncompiled
+    return compiled, uncompiled, _saved_reads(views[-1].trace)
+
+
+def _saved_reads(trace):
+    """The positions, in the saved list a backward trace takes (its first ``boxed_inputs`` inputs), of the saved
+    values it reads."""
+    read = {p.id for b in trace.symbols for a in (*b.args, *b.kwargs.values()) for p in proxies(a)}
+    read.update(p.id for p in proxies(list(trace.output)))
+    return frozenset(k for k, p in enumerate(trace.inputs[:trace.boxed_inputs]) if p.id in read)
 
 
 def _made_on_first_call(make):
@@ -659,6 +668,8 @@ class _TrainingProgram(torch.autograd.Function):
         ctx.save_for_backward(*tensors)
         ctx.program = program
         ctx.saved_layout = [None if isinstance(v, torch.Tensor) else v for v in saved]
+        returned = {id(o) for o in outputs}
+        ctx.saved_outputs = [k for k, v in enumerate(saved) if id(v) in returned]
         ctx.args = args if program.differentiable_backward is not None else None
         grad_outputs = set(program.grad_outputs)
         ctx.mark_non_differentiable(*[o for i, o in enumerate(outputs)
@@ -676,6 +687,7 @@ class _TrainingProgram(torch.autograd.Function):
         program = ctx.program
         grads = [grads[i] for i in program.grad_outputs]
         reached = None  # the arguments some given gradient reaches (None: all of them)
+        reads = None  # the positions of the saved values the backward reads (None: all of them)
         compiled_backward = program.backward
         differentiable_backward = program.differentiable_backward
         if any(g is None for g in grads):
@@ -684,7 +696,7 @@ class _TrainingProgram(torch.autograd.Function):
             # The backward for these gradients, in which what only the missing ones reach is not computed: eager's
             # autograd does not run the nodes they would flow through. Zeros in their place made 0 * inf = NaN
             # where a VJP reads an infinite forward value (the log of 0 in an unused output).
-            compiled_backward, uncompiled = program.specialized(tuple(g is not None for g in grads))
+            compiled_backward, uncompiled, reads = program.specialized(tuple(g is not None for g in grads))
             if differentiable_backward is not None:
                 differentiable_backward = (differentiable_backward[0], uncompiled)
         # Gradients batched by torch.func's vmap (autograd.grad(..., is_grads_batched=True)) reach kernels that
@@ -710,9 +722,7 @@ class _TrainingProgram(torch.autograd.Function):
                     torch.set_rng_state(ctx.rng_state)
                     _, saved = forward(*args)
             return (None, *_reached(backward(list(saved), *grads), reached))
-        tensors = iter(ctx.saved_tensors)
-        saved = [next(tensors) if v is None else v for v in ctx.saved_layout]
-        del tensors
+        saved = _unpacked(ctx, reads)
         # Unless retain_graph=True, ctx lets go of the saved tensors now rather than after this call, and the
         # backward empties the list it takes them in (Trace.boxed_inputs): each is freed after its last use, as
         # eager's autograd frees a node's saved tensors once that node has run.
@@ -722,6 +732,27 @@ class _TrainingProgram(torch.autograd.Function):
         except Exception as e:
             debug.annotate(e)  # the backward trace's line and the user's line it came from
             raise
+
+
+def _unpacked(ctx, reads):
+    """The saved values of a _TrainingProgram's ``ctx``, as its backward takes them: each tensor checked, as autograd
+    checks a node's saved tensors, for writes since the forward ("modified by an inplace operation") and for a
+    backward that freed it. A backward for some of the output gradients that reads only some saved values
+    (``reads``: their positions) unpacks only those, the others None: in eager, a tensor saved only for what a
+    missing gradient flows through belongs to a node the backward does not run, and may have been written since
+    (``a.abs().sum().item()`` for a loop count, then ``a`` written under no_grad). A saved value that is also an
+    output of the node unpacks only with the node (autograd keeps no link from it to its node): where the backward
+    reads one, or on a torch without ``SavedTensor.unpack`` (a private name), all are unpacked together."""
+    raw = None if reads is None or any(k in reads for k in ctx.saved_outputs) else \
+        getattr(ctx, "_raw_saved_tensors", None)
+    if raw is None or not all(hasattr(t, "unpack") for t in raw):
+        tensors = iter(ctx.saved_tensors)
+        return [next(tensors) if v is None else v for v in ctx.saved_layout]
+    tensors, saved = iter(raw), []
+    for k, v in enumerate(ctx.saved_layout):
+        tensor = next(tensors) if v is None else None
+        saved.append(v if tensor is None else tensor.unpack() if k in reads else None)
+    return saved
 
 
 def _is_batched(tensor):
@@ -793,8 +824,9 @@ class _Program:
         self.specialize, self.specializations = specialize, {}
 
     def specialized(self, given):
-        """(compiled backward, uncompiled backward) for a call given only the output gradients ``given`` flags,
-        the others None: made once per set (``specialize(given)``, see _specialized_backward)."""
+        """(compiled backward, uncompiled backward, positions of the saved values it reads or None for all) for a
+        call given only the output gradients ``given`` flags, the others None: made once per set
+        (``specialize(given)``, see _specialized_backward)."""
         if given not in self.specializations:
             self.specializations[given] = self.specialize(given)
         return self.specializations[given]
@@ -809,7 +841,8 @@ def training_callable(forward, backward, grad_outputs, differentiable_backward=N
     (prims.random_seed), so a rerun for create_graph=True restores the generator's state first. ``reaches``: per
     output gradient, the arguments it reaches (gradient_reaches; None: every one). ``specialize(given)``: the
     (compiled, uncompiled) backward for a call given only some output gradients (a tuple of flags, one per
-    ``grad_outputs``), made on the first such call (see _specialized_backward)."""
+    ``grad_outputs``) and the positions of the saved values it reads (None: all), made on the first such call (see
+    _specialized_backward)."""
     program = _Program(forward, backward, grad_outputs, differentiable_backward, random, reaches, specialize)
     apply = _TrainingProgram.apply
 

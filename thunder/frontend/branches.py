@@ -137,19 +137,26 @@ class TraceRecord:
 
 
 class _FrameFailureFilter(logging.Filter):
-    """Takes Dynamo's "WON'T CONVERT" warnings, during a jitted call with converted branches, into its record
-    (thunder.jit reports them) instead of printing them."""
+    """Takes Dynamo's "WON'T CONVERT" warnings, during a jitted call with a record (see thunder.jit's _run), into
+    the record (thunder.jit reports them) instead of printing them. The failed frame runs eagerly this once: Dynamo
+    would skip its code from then on (its default after a suppressed error), so that a call with a wrong shape made
+    every later call of the function, or of the part after a graph break, run uncompiled; the error's
+    ``frame_exec_strategy`` (which Dynamo reads after this warning) keeps compiling it."""
 
     def filter(self, rec):
         record = tracing_record()
         if record is None or not str(rec.msg).startswith("WON'T CONVERT"):
-            return True
+            return _user_level is None or rec.levelno >= _user_level
         try:
             frame = " ".join(str(rec.msg).split("\n", 1)[0].split()[2:])
         except Exception:  # noqa: BLE001
             frame = "?"
         error = rec.exc_info[1] if rec.exc_info else None
         record.failures.append((frame, _first_lines(error)))
+        if isinstance(error, torch._dynamo.exc.TorchDynamoException):
+            from torch._dynamo.types import FrameAction, FrameExecStrategy
+
+            error.frame_exec_strategy = FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT)
         return False
 
 
@@ -167,11 +174,37 @@ def _first_lines(error):
     return first if len(first) <= 240 else first[:240] + "..."
 
 
+_frame_log = logging.getLogger("torch._dynamo.convert_frame")
+
+
 def listen_for_frame_failures():
     """Installs the filter on Dynamo's frame-conversion logger (once)."""
-    log = logging.getLogger("torch._dynamo.convert_frame")
-    if not any(isinstance(f, _FrameFailureFilter) for f in log.filters):
-        log.addFilter(_FrameFailureFilter())
+    if not any(isinstance(f, _FrameFailureFilter) for f in _frame_log.filters):
+        _frame_log.addFilter(_FrameFailureFilter())
+
+
+_user_level = None  # while hear_frame_failures() has lowered the frame log's level: the level the user's left
+
+
+def hear_frame_failures():
+    """Lets the filter see Dynamo's "WON'T CONVERT" warnings during a jitted call where the user's logging leaves
+    out the warnings of ``torch._dynamo.convert_frame`` (a higher level on it or on ``torch``: the logger drops
+    them before any filter). The filter then passes on only what the user's level passes. Returns what
+    restore_frame_log takes."""
+    global _user_level
+    if _frame_log.isEnabledFor(logging.WARNING):
+        return None
+    previous, _user_level = _frame_log.level, _frame_log.getEffectiveLevel()
+    _frame_log.setLevel(logging.WARNING)
+    return previous
+
+
+def restore_frame_log(previous):
+    """Undoes hear_frame_failures(), given what it returned."""
+    global _user_level
+    if previous is not None:
+        _frame_log.setLevel(previous)
+        _user_level = None
 
 
 _local = threading.local()
