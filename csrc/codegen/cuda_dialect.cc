@@ -392,7 +392,7 @@ class CudaWriter {
     if (b.is(PrimId::take_along_axis)) return emit_pick(v, b, scope);
     if (p_.remaps.count(v)) return emit_remap(v, scope);
     if (b.is(PrimId::full)) {
-      std::string e = literal(b.args[1], T);
+      std::string e = number_text(p_, b.args[1], T);
       return define(dtype(v) == DType::Float16 || dtype(v) == DType::BFloat16 ? round_to(dtype(v), e) : e);
     }
     if (b.is(PrimId::uniform_philox)) {  // uniform_philox(shape, seed, offset, dtype, device)

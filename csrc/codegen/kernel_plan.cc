@@ -346,8 +346,8 @@ bool reads_numbers_at_run_time(const ir::BoundSymbol& b) {
   const PrimKind* kind = b.sym->level == ir::Level::Prim ? plan_table().find(b.sym->prim) : nullptr;
   // (pow's exponent is special-cased by its value, as torch's kernel does: x ** 2 a product; its VJP reads a
   // constant base or exponent as one.)
-  return kind != nullptr && kind->role == PrimRole::Elementwise && !b.is(ir::PrimId::uniform_philox) &&
-         !b.is(ir::PrimId::pow);
+  return kind != nullptr && (kind->role == PrimRole::Elementwise || b.is(ir::PrimId::full)) &&
+         !b.is(ir::PrimId::uniform_philox) && !b.is(ir::PrimId::pow);
 }
 
 std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p) {
@@ -375,6 +375,18 @@ std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p
   return out;
 }
 
+namespace {
+
+// Whether `id` is among `b`'s arguments as a number, not only in a shape (a sequence: full's), where it is a size.
+bool read_as_number(const ir::BoundSymbol& b, ProxyId id) {
+  bool found = false;
+  for (const ir::Value& a : b.args)
+    if (!a.is_seq()) ir::for_each_proxy(a, [&](ProxyId p) { found |= p == id; });
+  return found;
+}
+
+}  // namespace
+
 std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::BoundSymbol>& symbols,
                                       const std::set<ProxyId>& live_out, std::string* why) {
   KernelPlan p;
@@ -393,10 +405,12 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       // A size symbol in a shape argument is planned at its hint; the trace is lowered with it bound to an
       // integer, so the kernel does not take it. Read as a number by arithmetic (`mean`'s divisor), it stays a
       // symbol when bound (reads_numbers_at_run_time) and the kernel takes it, as any number computed at run time.
-      if (!info.is_tensor && t.size_hints.count(id) && !reads_numbers_at_run_time(b)) continue;
-      // Any other number is computed at run time: a kernel argument, where it is an operand of arithmetic.
+      if (!info.is_tensor && t.size_hints.count(id) && (!reads_numbers_at_run_time(b) || !read_as_number(b, id)))
+        continue;
+      // Any other number is computed at run time: a kernel argument, where it is an operand of arithmetic or the
+      // value full fills with.
       if (!info.is_tensor) {
-        if (kind->role != PrimRole::Elementwise || b.is(PrimId::uniform_philox))
+        if ((kind->role != PrimRole::Elementwise && !b.is(PrimId::full)) || b.is(PrimId::uniform_philox))
           return fail(why, "a number computed at run time as an argument of prims." + n), std::nullopt;
         if (info.number == ir::NumberType::Complex) return fail(why, "complex numbers"), std::nullopt;
         if (std::find(p.scalars.begin(), p.scalars.end(), id) == p.scalars.end()) p.scalars.push_back(id);

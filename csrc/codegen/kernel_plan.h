@@ -157,8 +157,9 @@ struct PrimKind {
 const ir::PrimTable<PrimKind>& plan_table();
 
 /// Whether `b`'s number arguments are operands a kernel reads at run time (a fusion's, an elementwise prim's
-/// but uniform_philox's and pow's), so that a size symbol among them stays a symbol when the trace's sizes are bound
-/// (ir::bind_sizes) and becomes a kernel argument (KernelPlan::scalars) instead of a literal.
+/// but uniform_philox's and pow's, full's fill value), so that a size symbol among them (not in a shape) stays a
+/// symbol when the trace's sizes are bound (ir::bind_sizes) and becomes a kernel argument (KernelPlan::scalars)
+/// instead of a literal.
 bool reads_numbers_at_run_time(const ir::BoundSymbol& b);
 
 /// Per output of `plan`: the input (an index into plan.inputs) whose buffer the kernel may write that output

@@ -127,6 +127,21 @@ std::vector<ProxyId> BoundSymbol::input_proxies() const {
   return out;
 }
 
+std::vector<ProxyId> BoundSymbol::reads_with_decomposition() const {
+  std::vector<ProxyId> out = input_proxies();
+  std::unordered_set<ProxyId> seen(out.begin(), out.end());
+  const std::function<void(const std::vector<BoundSymbol>&)> visit = [&](const std::vector<BoundSymbol>& subs) {
+    for (const BoundSymbol& s : subs) {
+      for (ProxyId id : s.input_proxies())
+        if (seen.insert(id).second) out.push_back(id);
+      visit(s.subsymbols);
+      for (ProxyId id : s.output_proxies()) seen.insert(id);  // defined inside: not read from outside after this
+    }
+  };
+  visit(subsymbols);
+  return out;
+}
+
 std::vector<ProxyId> BoundSymbol::output_proxies() const {
   std::vector<ProxyId> out;
   for_each_proxy(output, [&](ProxyId id) { out.push_back(id); });
@@ -214,10 +229,12 @@ Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values,
   };
   // Symbol by symbol: a torch-level op's own arguments are bound while the prims of its decomposition that read a
   // size as a number keep it -- the same value either way; the prims are what kernels are made of.
+  // (A shape among such a symbol's arguments, a sequence -- full's -- is bound all the same.)
   const std::function<void(BoundSymbol&)> bind = [&](BoundSymbol& b) {
     const bool keep = reads_numbers && reads_numbers(b);
-    for (Value& a : b.args) a = map_proxies(a, keep ? kept : bound);
-    for (auto& kv : b.kwargs) kv.second = map_proxies(kv.second, keep ? kept : bound);
+    auto map = [&](const Value& a) { return map_proxies(a, keep && !a.is_seq() ? kept : bound); };
+    for (Value& a : b.args) a = map(a);
+    for (auto& kv : b.kwargs) kv.second = map(kv.second);
     for (BoundSymbol& sub : b.subsymbols) bind(sub);
   };
   for (BoundSymbol& b : out.symbols) bind(b);

@@ -116,6 +116,10 @@ struct BoundSymbol {
   bool is(PrimId id) const { return sym != nullptr && sym->prim == id && id != PrimId::none; }
   /// The proxies read by this symbol, in order of first appearance.
   std::vector<ProxyId> input_proxies() const;
+  /// input_proxies(), then those its decomposition reads from outside it (a size symbol that a prim reads as a
+  /// number where the symbol's own arguments have the size bound, or in a shape the symbol does not name: the
+  /// `(s0, s1)` of `full_like(x, v)`'s prims.full).
+  std::vector<ProxyId> reads_with_decomposition() const;
   /// The proxies produced by this symbol.
   std::vector<ProxyId> output_proxies() const;
   /// callee, or "<module>.<name>" if unset.
@@ -161,10 +165,11 @@ BoundSymbol substitute_inputs(const BoundSymbol& b, const std::function<Value(Pr
 /// proxies and in the arguments and output of its symbols becomes an integer. The symbols stay inputs (the
 /// calling convention is unchanged). std::invalid_argument if a size symbol in it has no value.
 ///
-/// `reads_numbers`, where given, names the symbols whose arguments are numbers computed at run time, not sizes
-/// (codegen::reads_numbers_at_run_time: elementwise prims and fusions). Their arguments keep the symbols that are
-/// inputs of `trace`, so a kernel takes such a number (`mean`'s divisor) as an argument instead of a literal
-/// and one compiled kernel serves every value; their sub-symbols are bound as the rest.
+/// `reads_numbers`, where given, names the symbols whose number arguments are computed at run time, not sizes
+/// (codegen::reads_numbers_at_run_time: elementwise prims, full and fusions). Those arguments (not a sequence: a
+/// shape) keep the symbols that are inputs of `trace`, so a kernel takes such a number (`mean`'s divisor, the fill
+/// value of `full_like(x, x.shape[-1])`) as an argument instead of a literal and one compiled kernel serves every
+/// value; their sub-symbols are bound as the rest.
 Trace bind_sizes(const Trace& trace, const std::map<ProxyId, int64_t>& values,
                  const std::function<bool(const BoundSymbol&)>& reads_numbers = nullptr);
 

@@ -521,7 +521,7 @@ void register_creation() {
   };
   def_decomposed("empty", kCreation, with_tail({req("size")}), [](Builder& b, const Args& a) {
     DType d = dtype_or(a[1], DType::Float32);
-    return b.prim("full", {Value::ints(a[0].as_ints()), fill_of(d, 0), Value(d), device_or(a[2], "cpu")});
+    return b.prim("full", {Value::dims(a[0].as_dims()), fill_of(d, 0), Value(d), device_or(a[2], "cpu")});
   });
   def_decomposed("empty_like", kCreation, with_tail({kInput}), [](Builder& b, const Args& a) {
     const TensorMeta& m = b.meta(a[0]);
@@ -533,14 +533,14 @@ void register_creation() {
     def_decomposed(name, kCreation, with_tail({kInput, req("size")}), [v](Builder& b, const Args& a) {
       const TensorMeta& m = b.meta(a[0]);
       DType d = dtype_or(a[2], m.dtype);
-      return b.prim("full", {Value::ints(a[1].as_ints()), fill_of(d, v), Value(d), device_or(a[3], m.device)});
+      return b.prim("full", {Value::dims(a[1].as_dims()), fill_of(d, v), Value(d), device_or(a[3], m.device)});
     });
   }
   def_decomposed("new_full", kCreation, with_tail({kInput, req("size"), req("fill_value")}), [](Builder& b, const Args& a) {
     const TensorMeta& m = b.meta(a[0]);
     DType d = dtype_or(a[3], m.dtype);
     require_convertible(b, "ltorch.new_full", "fill_value", a[2], d);
-    return b.prim("full", {Value::ints(a[1].as_ints()), a[2], Value(d), device_or(a[4], m.device)});
+    return b.prim("full", {Value::dims(a[1].as_dims()), a[2], Value(d), device_or(a[4], m.device)});
   });
   def_decomposed("scalar_tensor", kCreation, with_tail({req("s")}), [](Builder& b, const Args& a) {
     DType d = dtype_or(a[1], DType::Float32);

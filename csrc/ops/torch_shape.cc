@@ -358,14 +358,15 @@ void register_creation() {
   def_decomposed("full", kCreation, with_tail({req("size"), req("fill_value")}), [](Builder& b, const Args& a) {
     const DType d = dtype_or(a[2], fill_dtype(a[1]));
     require_convertible(b, "ltorch.full", "fill_value", a[1], d);
-    return b.prim("full", {a[0], a[1], Value(d), device_or(a[3], "cpu")});
+    return b.prim("full", {Value::dims(a[0].as_dims()), a[1], Value(d), device_or(a[3], "cpu")});
   });
   for (auto [name, fill] : {std::pair{"zeros", 0.0}, std::pair{"ones", 1.0}}) {
     double value = fill;
     def_decomposed(name, kCreation, with_tail({req("size")}), [value](Builder& b, const Args& a) {
       DType d = dtype_or(a[1], DType::Float32);
       Value v = ir::is_floating(d) || ir::is_complex(d) ? Value(value) : d == DType::Bool ? Value(value != 0) : Value(int64_t(value));
-      return b.prim("full", {a[0], v, Value(d), device_or(a[2], "cpu")});
+      // (A size given as one number, `torch.zeros(x.shape[0])`, is a shape of one dimension.)
+      return b.prim("full", {Value::dims(a[0].as_dims()), v, Value(d), device_or(a[2], "cpu")});
     });
     def_decomposed(std::string(name) + "_like", kCreation, with_tail({kInput}), [value](Builder& b, const Args& a) {
       const TensorMeta& m = b.meta(a[0]);

@@ -243,7 +243,7 @@ class Differentiator {
           throw NotDifferentiable("the backward for these output gradients reads " + forward.proxy(id).name +
                                   ", which the forward neither saves nor can recompute");
         recompute[made->second] = true;
-        const std::vector<ProxyId> reads = forward.symbols[made->second].input_proxies();
+        const std::vector<ProxyId> reads = forward.symbols[made->second].reads_with_decomposition();
         missing.insert(missing.end(), reads.begin(), reads.end());
       }
       add_recomputation(forward, recompute);
@@ -395,7 +395,8 @@ class Differentiator {
       if (!recomputable[made->second]) throw std::logic_error("rematerialization: a minimum cut recomputes " +
                                                               fwd.proxy(id).name + ", which is not recomputable");
       recompute[made->second] = true;
-      const std::vector<ProxyId> reads = fwd.symbols[made->second].input_proxies();
+      // (What its decomposition reads too: the backward runs the recomputed symbol's prims.)
+      const std::vector<ProxyId> reads = fwd.symbols[made->second].reads_with_decomposition();
       pending.insert(pending.end(), reads.rbegin(), reads.rend());
     }
     if (std::none_of(recompute.begin(), recompute.end(), [](bool r) { return r; })) return saved;

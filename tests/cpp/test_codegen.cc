@@ -815,16 +815,24 @@ TEST(RunTimeNumbers, AreKernelArgumentsAfterTheSizes) {
   for (size_t i = 0; i < in.size(); ++i) EXPECT_FLOAT_EQ(out[i], in[i] * static_cast<float>(scale) - 3.0f) << i;
 }
 
-TEST(RunTimeNumbers, OnlyAsOperandsOfArithmetic) {
-  // A fill value known only at run time would have to be a literal of the kernel: the region does not plan.
+TEST(RunTimeNumbers, AreOperandsOfArithmeticAndFillValues) {
+  // full's fill value known only at run time (`full_like(x, x.shape[-1])` once sizes are bound) is a kernel
+  // argument as an operand of arithmetic is; random numbers take none.
   ir::Trace t;
   Builder b{t};
   Value x(ir::ProxyRef{b.add_input_tensor(TensorMeta{DType::Float32, {4}})});
   Value f(ir::ProxyRef{b.add_input_number(ir::NumberType::Float)});
   Value y = b.prim("add", {x, b.prim("full", {Ints({4}), f, Value(DType::Float32), Value(ir::Str{"cpu"})})});
   std::string why;
-  EXPECT_FALSE(plan_kernel(t, t.symbols, {y.proxy()}, &why));
-  EXPECT_EQ(why, "a number computed at run time as an argument of prims.full");
+  auto p = plan_kernel(t, t.symbols, {y.proxy()}, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->scalars, std::vector<ProxyId>{f.proxy()});
+  EXPECT_NE(render_cpu_module(t, {{&*p, "kernel"}}).find("= (float)x0;"), std::string::npos);
+  Value seed(ir::ProxyRef{b.add_input_tensor(TensorMeta{DType::Int64, {}})});
+  Value k(ir::ProxyRef{b.add_input_number(ir::NumberType::Int)});
+  Value r = b.prim("uniform_philox", {Ints({4}), seed, k, Value(DType::Float32), Value(ir::Str{"cpu"})});
+  EXPECT_FALSE(plan_kernel(t, {t.symbols.back()}, {r.proxy()}, &why));
+  EXPECT_EQ(why, "a number computed at run time as an argument of prims.uniform_philox");
 }
 
 // ---- counter-based random numbers (prims.uniform_philox) ----

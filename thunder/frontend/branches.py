@@ -134,14 +134,16 @@ class TraceRecord:
         self.open = {}       # site -> count of begins without an end
         self.rejected = {}   # site -> reason
         self.failures = []   # (frame, reason) of each frame Dynamo could not trace (it then ran eagerly)
+        self.own_code = None  # the code of the jitted function's own frame (see _FrameFailureFilter)
 
 
 class _FrameFailureFilter(logging.Filter):
     """Takes Dynamo's "WON'T CONVERT" warnings, during a jitted call with a record (see thunder.jit's _run), into
-    the record (thunder.jit reports them) instead of printing them. The failed frame runs eagerly this once: Dynamo
-    would skip its code from then on (its default after a suppressed error), so that a call with a wrong shape made
-    every later call of the function, or of the part after a graph break, run uncompiled; the error's
-    ``frame_exec_strategy`` (which Dynamo reads after this warning) keeps compiling it."""
+    the record (thunder.jit reports them) instead of printing them. Dynamo then runs the frame eagerly, and skips
+    its code from then on. Not for a fake-tensor failure in the jitted function's own frame outside a converted
+    branch (``record.own_code``): that error is raised from here, as Dynamo raises it unsuppressed, so that
+    thunder.jit runs the call eagerly itself and later calls still compile (a call with a wrong shape would
+    otherwise leave the function uncompiled for good)."""
 
     def filter(self, rec):
         record = tracing_record()
@@ -152,11 +154,11 @@ class _FrameFailureFilter(logging.Filter):
         except Exception:  # noqa: BLE001
             frame = "?"
         error = rec.exc_info[1] if rec.exc_info else None
+        code = record.own_code
+        if code is not None and frame == f"{code.co_name} {code.co_filename} line {code.co_firstlineno}" and \
+                not record.open and not record.rejected and isinstance(error, torch._dynamo.exc.TorchRuntimeError):
+            raise error
         record.failures.append((frame, _first_lines(error)))
-        if isinstance(error, torch._dynamo.exc.TorchDynamoException):
-            from torch._dynamo.types import FrameAction, FrameExecStrategy
-
-            error.frame_exec_strategy = FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT)
         return False
 
 
