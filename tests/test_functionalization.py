@@ -2685,3 +2685,44 @@ def test_a_write_through_a_view_then_a_no_grad_write_keeps_what_backward_saved()
         out.sum().backward()
         results.append((out.detach(), w.grad, x.grad))
     assert_same(results[1], results[0])
+
+
+@pytest.mark.parametrize("write", [lambda h, w: h[:, :2].add_(w[:, :2]), lambda h, w: h.t().add_(w),
+                                   lambda h, w: h.view(-1).add_(w.view(-1))], ids=["slice", "t", "flat"])
+def test_a_write_through_a_view_of_a_detached_tensor_records_history_on_it(write):
+    # In eager, the detached tensor is the written view's base: the write records its history there, and h then
+    # requires grad (w's gradient reaches it). thunder returned a detach made again from the root, without it:
+    # h.requires_grad False, and w silently got no gradient.
+    def f(x, w):
+        h = (x * w).detach()
+        write(h, w)
+        return h * 2
+
+    results = []
+    for fn in (f, thunder.jit(f)):
+        x = torch.tensor([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0], [2.0, 1.0, -0.5]])
+        w = torch.tensor([[0.5, 1.5, -1.0], [2.0, -0.5, 1.0], [0.25, 3.0, 2.0]], requires_grad=True)
+        out = fn(x, w)
+        out.sum().backward()
+        results.append((out.detach(), out.requires_grad, w.grad))
+    assert_same(results[1], results[0])
+
+
+def test_a_write_through_a_flattening_view_then_an_opaque_view_keeps_what_backward_saved():
+    # A CLIP-style loss: logits.view(-1).mul_(scale), then logits.diagonal() (an opaque view, an effect): the write
+    # was stored into logits' memory before it, bumping the version of the flat view mul's backward saved for
+    # scale's gradient. The effect now takes the written value (a reshape of mul's result) as logits' memory.
+    def f(x, w, s):
+        h = x * w
+        h.view(-1).mul_(s)
+        return h + h.diagonal().sum()
+
+    results = []
+    for fn in (f, thunder.jit(f)):
+        x = torch.tensor([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0], [2.0, 1.0, -0.5]])
+        w = torch.tensor([[0.5, 1.5, -1.0], [2.0, -0.5, 1.0], [0.25, 3.0, 2.0]], requires_grad=True)
+        s = torch.tensor(2.0, requires_grad=True)
+        out = fn(x, w, s)
+        out.sum().backward()
+        results.append((out.detach(), w.grad, s.grad))
+    assert_same(results[1], results[0])

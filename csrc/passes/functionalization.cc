@@ -333,6 +333,12 @@ class Emitter {
   }
   /// The peepholes stop seeing through `id`, whose memory becomes a root's and may be written in place.
   void forget_made(ProxyId id) { made_.erase(id); }
+  /// The tensor `id` is a reshape of, where the pass made it as one (a write's inverse of `h.view(-1)`).
+  std::optional<ProxyId> reshape_of(ProxyId id) const {
+    auto it = made_.find(id);
+    if (it == made_.end() || it->second.kind != Made::Reshape) return std::nullopt;
+    return it->second.input;
+  }
   /// A view prim without peepholes (broadcast_in_dim, detach): `args` after the viewed value.
   Value view(std::string_view name, const Value& v, ops::Args rest) {
     rest.insert(rest.begin(), v);
@@ -881,6 +887,17 @@ class Functionalizer {
         value_of_[dst] = conform(read(src.proxy()), in_.tensor(dst), s);
         alias_.at(dst).version = roots_.at(a.root).version;
         recorded_.insert(dst);
+        // The detached tensor the view was taken of (the op of the chain's last detach) is the view's base in
+        // eager's autograd, which records the write on it (`h = y.detach(); h[:, :2].add_(w)`: h then requires
+        // grad): it reads as itself, the tensor the write went into, until its root is written again. Made
+        // again from the root, a detach dropped that history (h.requires_grad False: w got no gradient).
+        for (size_t k = a.chain.size(); k-- > 0;) {
+          if (!a.chain[k].prim->is(ir::PrimId::detach)) continue;
+          for (ProxyId base : a.chain[k].op->output_proxies())
+            if (base != dst && alias_.count(base) && !value_of_.count(base))
+              alias_.at(base).version = roots_.at(a.root).version;
+          break;
+        }
       }
       return;
     }
@@ -955,7 +972,7 @@ class Functionalizer {
     // A pending value that is a touched root's memory as it is now (a copy_ from it, into another root or a
     // touched one) is cloned first: the stores below and the effect change that memory.
     std::set<ProxyId> touched_memory;
-    for (ProxyId root : touched) touched_memory.insert(memory(root).proxy());
+    for (ProxyId root : touched) touched_memory.insert(e_.storage(memory(root).proxy()));
     for (auto& [root, state] : roots_)
       if (pending(root, state) && touched_memory.count(e_.storage(state.value.proxy())))
         state = RootState{e_.prim("clone", {state.value}), ++clock_, state.source};  // views made again on it
@@ -986,6 +1003,7 @@ class Functionalizer {
     // A pending value that shares memory with what the effect may mutate (a root written with a view of
     // another, untouched) is stored into its root before the effect changes that memory.
     std::set<ProxyId> storages(touched.begin(), touched.end());
+    for (ProxyId root : touched) storages.insert(e_.storage(memory(root).proxy()));
     for (ProxyId p : b.input_proxies()) storages.insert(e_.storage(p));
     for (auto& [root, state] : roots_)
       if (pending(root, state) && storages.count(e_.storage(state.value.proxy()))) materialize(root, state);
@@ -1002,22 +1020,33 @@ class Functionalizer {
   }
 
   // Whether an effect may take `value`, the pending value of `root`, as the root's memory (see effect()): the root
-  // is no input; the value is either a tensor of the input trace, a root of its own, not an input, without views
-  // or writes, which nothing but the write into `root` reads (reads_ counts the input trace's top-level symbols: a
-  // decomposition's reads are its symbol's), or a tensor the pass made for the write in memory of its own (the
-  // slice_update of `v = h[:2]; v.mul_(x)`), which no other root's value nor memory shares.
+  // is no input; the value is either a tensor of the input trace that may move itself (movable_tensor), a tensor
+  // the pass made for the write in memory of its own (the slice_update of `v = h[:2]; v.mul_(x)`), which no other
+  // root's value nor memory shares, or a reshape the pass made of such a tensor of the input trace, laid out as
+  // the root (`h.view(-1).mul_(s)`: contiguous both).
   bool movable(ProxyId root, const Value& value) const {
     if (born_.at(root) < 0 || !value.is_proxy()) return false;
     const ProxyId v = value.proxy();
-    if (!alias_.count(v)) {
-      if (!e_.fresh(v)) return false;
-      for (const auto& [other, state] : roots_)
-        if (other != root && ((state.value.is_proxy() && e_.storage(state.value.proxy()) == v) || memory(other).proxy() == v))
-          return false;
-      for (const auto& [p, w] : value_of_)
-        if (alias_.at(p).root != root && w.is_proxy() && e_.storage(w.proxy()) == v) return false;
-      return true;
+    if (alias_.count(v)) return movable_tensor(v);
+    if (std::optional<ProxyId> base = e_.reshape_of(v)) {
+      const Alias& r = alias_.at(root);
+      return alias_.count(*base) && movable_tensor(*base) &&
+             is_contiguous(ints(in_.tensor(*base).shape), alias_.at(*base).strides) &&
+             is_contiguous(ints(in_.tensor(root).shape), r.strides);
     }
+    if (!e_.fresh(v)) return false;
+    for (const auto& [other, state] : roots_)
+      if (other != root && ((state.value.is_proxy() && e_.storage(state.value.proxy()) == v) || memory(other).proxy() == v))
+        return false;
+    for (const auto& [p, w] : value_of_)
+      if (alias_.at(p).root != root && w.is_proxy() && e_.storage(w.proxy()) == v) return false;
+    return true;
+  }
+
+  // Whether `v`, a tensor of the input trace, may become a root's memory: a root of its own, not an input, without
+  // views or writes, which nothing but the write into that root reads (reads_ counts the input trace's top-level
+  // symbols: a decomposition's reads are its symbol's).
+  bool movable_tensor(ProxyId v) const {
     auto root_of = alias_.find(v);
     if (root_of == alias_.end() || root_of->second.root != v || born_.at(v) < 0 || roots_.at(v).value != P(v))
       return false;
