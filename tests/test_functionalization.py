@@ -2726,3 +2726,17 @@ def test_a_write_through_a_flattening_view_then_an_opaque_view_keeps_what_backwa
         out.sum().backward()
         results.append((out.detach(), w.grad, s.grad))
     assert_same(results[1], results[0])
+
+
+def test_a_tensor_written_through_its_transpose_is_returned_laid_out_as_eagers():
+    # The write's inverse made y's value a transpose (column-major): y.view(-1) by the caller raised.
+    def f(x):
+        y = x * 2
+        y.t()[0].fill_(1)
+        return y
+
+    x = torch.arange(9.0).reshape(3, 3)
+    out, ref = thunder.jit(f)(x), f(x)
+    assert_same(out, ref)
+    assert out.stride() == ref.stride()
+    assert_same(out.view(-1), ref.view(-1))

@@ -333,6 +333,11 @@ class Emitter {
   }
   /// The peepholes stop seeing through `id`, whose memory becomes a root's and may be written in place.
   void forget_made(ProxyId id) { made_.erase(id); }
+  /// Whether the pass made `id` as a transpose (a write's inverse of `h.t()`): laid out transposed at run time.
+  bool made_transposed(ProxyId id) const {
+    auto it = made_.find(id);
+    return it != made_.end() && it->second.kind == Made::Transpose;
+  }
   /// The tensor `id` is a reshape of, where the pass made it as one (a write's inverse of `h.view(-1)`).
   std::optional<ProxyId> reshape_of(ProxyId id) const {
     auto it = made_.find(id);
@@ -1130,7 +1135,14 @@ class Functionalizer {
     ir::for_each_proxy(in_.output, [&](ProxyId p) {
       if (!alias_.count(p) || values.count(p)) return;
       const Alias& a = alias_.at(p);
-      if (!inputs.count(a.root) || !written_.count(a.root)) values.emplace(p, before_copy_backs(read(p)));
+      if (inputs.count(a.root) && written_.count(a.root)) return;
+      Value v = before_copy_backs(read(p));
+      // A tensor contiguous in eager whose value is a transpose the pass made (written through `y.t()`) is returned
+      // laid out as eager's (y.view(-1) by the caller raised "view size is not compatible").
+      if (a.root == p && v.is_proxy() && e_.made_transposed(v.proxy()) &&
+          is_contiguous(ints(in_.tensor(p).shape), a.strides))
+        v = e_.torch("contiguous", {v});
+      values.emplace(p, v);
     });
     std::vector<Value> sources;
     for (ProxyId id : copied_back) sources.push_back(before_copy_backs(roots_.at(id).value));
