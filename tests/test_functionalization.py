@@ -2740,3 +2740,51 @@ def test_a_tensor_written_through_its_transpose_is_returned_laid_out_as_eagers()
     assert_same(out, ref)
     assert out.stride() == ref.stride()
     assert_same(out.view(-1), ref.view(-1))
+
+
+@pytest.mark.parametrize("write", [lambda h, w: h.t().mul_(w[0, 0]), lambda h, w: h.view(-1).mul_(w[0, 0])],
+                         ids=["t", "flat"])
+def test_a_write_through_a_full_view_then_a_no_grad_block_keeps_what_backward_saved(write):
+    # The write's value (a transpose or reshape the pass made of mul's result) was stored into h's memory when
+    # grad mode went off, bumping the version of the view mul's backward saved ("modified by an inplace
+    # operation"); it now becomes h's memory (a transpose as a contiguous copy, laid out as h).
+    def f(x, w, buf):
+        h = x * w
+        write(h, w)
+        with torch.no_grad():
+            buf.add_(1.0)
+        return h
+
+    results = []
+    for fn in (f, thunder.jit(f)):
+        x = torch.arange(16.0).reshape(4, 4) / 8 - 1
+        w = (torch.arange(16.0).reshape(4, 4) / 5 - 1.5).requires_grad_()
+        buf = torch.zeros(4)
+        out = fn(x, w, buf)
+        out.sum().backward()
+        results.append((out.detach(), out.stride(), w.grad, buf))
+    assert_same(results[1], results[0])
+
+
+def test_a_no_grad_copy_of_a_view_reads_the_base_before_a_later_grad_mode_write():
+    # buf.copy_(h[0]) under no_grad left buf's value a view of h; the grad-mode write of h landed (at the next
+    # no_grad block) before buf's store, which then read h as written (torch raised: "a view was created in
+    # no_grad mode and its base ... modified inplace with grad mode enabled").
+    def f(x, w, buf):
+        h = x * w
+        with torch.no_grad():
+            buf.copy_(h[0])
+        h.t().add_(w)
+        with torch.no_grad():
+            y = buf * h
+        return y, h
+
+    results = []
+    for fn in (f, thunder.jit(f)):
+        x = torch.arange(16.0).reshape(4, 4) / 8 - 1
+        w = (torch.arange(16.0).reshape(4, 4) / 5 - 1.5).requires_grad_()
+        buf = torch.zeros(4)
+        y, h = fn(x, w, buf)
+        h.sum().backward()
+        results.append((y, h.detach(), w.grad, buf))
+    assert_same(results[1], results[0])

@@ -333,10 +333,12 @@ class Emitter {
   }
   /// The peepholes stop seeing through `id`, whose memory becomes a root's and may be written in place.
   void forget_made(ProxyId id) { made_.erase(id); }
-  /// Whether the pass made `id` as a transpose (a write's inverse of `h.t()`): laid out transposed at run time.
-  bool made_transposed(ProxyId id) const {
+  /// The tensor `id` is a transpose of, where the pass made it as one (a write's inverse of `h.t()`): laid out
+  /// transposed at run time.
+  std::optional<ProxyId> transpose_of(ProxyId id) const {
     auto it = made_.find(id);
-    return it != made_.end() && it->second.kind == Made::Transpose;
+    if (it == made_.end() || it->second.kind != Made::Transpose) return std::nullopt;
+    return it->second.input;
   }
   /// The tensor `id` is a reshape of, where the pass made it as one (a write's inverse of `h.view(-1)`).
   std::optional<ProxyId> reshape_of(ProxyId id) const {
@@ -974,6 +976,14 @@ class Functionalizer {
       state = RootState{memory(root), ++clock_, state.source};
     };
     auto pending = [&](ProxyId root, const RootState& state) { return state.value != memory(root); };
+    // An effect that reads no tensor changes global state (grad mode: torch._C._set_grad_enabled): a pending
+    // write whose value requires grad lands before it, in the grad mode it was made in, so that it records its
+    // autograd history as eager's did (`x.sub_(w)` then, under no_grad, `x.add_(1)`: x keeps its grad_fn). Such
+    // a root is touched like the effect's arguments: what reads its memory is cloned first (`buf.copy_(h[0])`
+    // under no_grad, then `h.t().add_(w)`: buf's value read h as it was).
+    if (s.input_proxies().empty())
+      for (const auto& [root, state] : roots_)
+        if (pending(root, state) && requires_grad(state.value)) touched.insert(root);
     // A pending value that is a touched root's memory as it is now (a copy_ from it, into another root or a
     // touched one) is cloned first: the stores below and the effect change that memory.
     std::set<ProxyId> touched_memory;
@@ -981,20 +991,26 @@ class Functionalizer {
     for (auto& [root, state] : roots_)
       if (pending(root, state) && touched_memory.count(e_.storage(state.value.proxy())))
         state = RootState{e_.prim("clone", {state.value}), ++clock_, state.source};  // views made again on it
-    // An effect that reads no tensor changes global state (grad mode: torch._C._set_grad_enabled): a pending
-    // write whose value requires grad lands before it, in the grad mode it was made in, so that it records its
-    // autograd history as eager's did (`x.sub_(w)` then, under no_grad, `x.add_(1)`: x keeps its grad_fn).
-    if (s.input_proxies().empty())
-      for (const auto& [root, state] : roots_)
-        if (pending(root, state) && requires_grad(state.value)) touched.insert(root);
     // A root that is a value of this trace, whose pending value is a tensor of its own that only the write reads,
     // is not stored into: the effect takes that value's memory, which is the root's from then on (memory_; `t = a
     // * 2; t.mul_(a); t[i] = 0`). The store into the old memory bumped its version, which autograd had saved for
     // mul's backward (its backward then raised), and cost a copy. (The root's views read it as any value of the
     // root: made again on it.)
     std::set<ProxyId> moved;
-    for (ProxyId root : touched)
-      if (pending(root, roots_.at(root)) && movable(root, roots_.at(root).value)) moved.insert(root);
+    for (ProxyId root : touched) {
+      RootState& state = roots_.at(root);
+      if (!pending(root, state)) continue;
+      // A transpose the pass made of a tensor that may move (written through `h.t()`) moves as a contiguous
+      // copy, laid out as the root: a store would bump the version of the view autograd saved, for the same copy.
+      if (std::optional<ProxyId> base = state.value.is_proxy() ? e_.transpose_of(state.value.proxy()) : std::nullopt)
+        if (born_.at(root) >= 0 && alias_.count(*base) && movable_tensor(*base) &&
+            is_contiguous(ints(in_.tensor(root).shape), alias_.at(root).strides)) {
+          state.value = e_.torch("contiguous", {state.value});
+          moved.insert(root);
+          continue;
+        }
+      if (movable(root, state.value)) moved.insert(root);
+    }
     for (ProxyId root : touched)
       if (pending(root, roots_.at(root)) && !moved.count(root)) materialize(root, roots_.at(root));
     for (ProxyId root : moved) {
@@ -1139,7 +1155,7 @@ class Functionalizer {
       Value v = before_copy_backs(read(p));
       // A tensor contiguous in eager whose value is a transpose the pass made (written through `y.t()`) is returned
       // laid out as eager's (y.view(-1) by the caller raised "view size is not compatible").
-      if (a.root == p && v.is_proxy() && e_.made_transposed(v.proxy()) &&
+      if (a.root == p && v.is_proxy() && e_.transpose_of(v.proxy()) &&
           is_contiguous(ints(in_.tensor(p).shape), a.strides))
         v = e_.torch("contiguous", {v});
       values.emplace(p, v);
