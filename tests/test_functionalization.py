@@ -2788,3 +2788,19 @@ def test_a_no_grad_copy_of_a_view_reads_the_base_before_a_later_grad_mode_write(
         h.sum().backward()
         results.append((y, h.detach(), w.grad, buf))
     assert_same(results[1], results[0])
+
+
+@pytest.mark.parametrize("write", [lambda h, y: h.t().mul_(y), lambda h, y: h.view(-1).mul_(y)], ids=["t", "flat"])
+def test_a_written_value_another_root_reads_is_not_taken_as_memory(write):
+    # c.copy_(h) after h's write leaves c's value h's written one; an opaque in-place op of h (i0_) then took that
+    # value as h's memory (its transpose contiguous copy aliased it where a dim is 1) and changed c with h.
+    def f(x, y):
+        h = x * 2
+        write(h, y)
+        c = torch.zeros_like(h)
+        c.copy_(h)
+        h.i0_()
+        return h, c
+
+    x, y = torch.tensor([[0.5], [-1.0], [2.0]]), torch.tensor(1.5)
+    assert_same(thunder.jit(f)(x, y), f(x, y))

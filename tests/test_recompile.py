@@ -313,16 +313,38 @@ def test_a_resumed_frame_whose_trace_fails_runs_eagerly_and_says_so_once(silence
     assert len(_stops(log)) <= 1, log  # once per function and process (another parameter may have said it)
 
 
-def test_a_shape_error_in_a_resumed_frame_raises_eagers_error():
-    def fn(x, y):
-        torch._dynamo.graph_break()
-        return x * 2 + y
+def _shape_error_after_break(x, y):
+    torch._dynamo.graph_break()
+    return x * 2 + y
+
+
+def _shape_error(x, y):
+    return x * 2 + y
+
+
+@pytest.mark.parametrize("fn", [_shape_error_after_break, _shape_error], ids=["resumed_frame", "own_frame"])
+@pytest.mark.parametrize("logging_disabled", [False, True], ids=["logging", "logging_disabled"])
+def test_a_shape_error_raises_eagers_error_and_later_calls_compile(fn, logging_disabled):
+    # The frame whose trace fails runs eagerly and raises eager's error (in a resumed frame it was Dynamo's
+    # TorchRuntimeError). Dynamo skips such a frame's code from then on: the call that raised compiles the function
+    # again, so later calls compile -- also where logging.disable drops Dynamo's warning before thunder's filter,
+    # where Dynamo's errors are raised as they come (a resumed frame's is Dynamo's TorchRuntimeError).
+    import logging
 
     jitted = thunder.jit(fn)
     with pytest.raises(RuntimeError) as eager:
         fn(torch.ones(2), torch.ones(3))
-    with pytest.raises(RuntimeError) as jit_error:
-        jitted(torch.ones(2), torch.ones(3))
-    assert type(jit_error.value) is RuntimeError and str(jit_error.value) == str(eager.value)
-    good = (torch.ones(2), torch.ones(2))
-    assert_same(jitted(*good), fn(*good))
+    if logging_disabled:
+        logging.disable(logging.WARNING)
+    try:
+        with pytest.raises(RuntimeError) as jit_error:
+            jitted(torch.ones(2), torch.ones(3))
+    finally:
+        logging.disable(logging.NOTSET)
+    if not (logging_disabled and fn is _shape_error_after_break):
+        assert type(jit_error.value) is RuntimeError and str(jit_error.value) == str(eager.value)
+    for n in (2, 4):
+        good = (torch.ones(n), torch.ones(n))
+        assert_same(jitted(*good), fn(*good))
+    stats = thunder.compile_stats(jitted)
+    assert stats.eager_calls == 0 and stats.graphs, (stats.eager_calls, stats.dynamo_stopped)

@@ -169,8 +169,11 @@ class _Jitted:
         suppress, log_level = torch._dynamo.config.suppress_errors, None
         if record:
             record.own_code = self._thunder_code
-            torch._dynamo.config.suppress_errors = True
             log_level = branches.hear_frame_failures()
+            # (Where the user's logging drops the warning all the same, `logging.disable`, a failure would pass
+            # unheard: Dynamo's errors are then raised, as without a record, but for converted branches.)
+            if self._thunder_converted or branches.frame_failures_heard():
+                torch._dynamo.config.suppress_errors = True
         left_out = skipped_logging.leave_out()
         retry, excluded = None, len(self._thunder_excluded)
         try:
@@ -185,6 +188,10 @@ class _Jitted:
             else:
                 state.raised_calls += 1
                 self._annotate(e, args, kwargs)
+                if record and record.failures:
+                    # A frame whose trace failed ran eagerly and raised: the program's error, not a limit of
+                    # Dynamo's, which skips that frame's code from then on; compiled again, later calls compile.
+                    self._build()
                 raise
         finally:
             skipped_logging.restore(left_out)

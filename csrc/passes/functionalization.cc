@@ -325,9 +325,9 @@ class Emitter {
   /// Forgets the values made so far (an effect may have changed the memory they were computed from).
   void forget() { cache_.clear(); }
   /// Whether `id` is a tensor the pass made in memory of its own: the output of an allocating op it emits (a
-  /// slice_update, a select, a clone, a fill, a conversion), not a view and not a value of the input trace.
+  /// slice_update, a select, a clone, a fill), not a view and not a value of the input trace.
   bool fresh(ProxyId id) const {
-    static const std::set<std::string_view> allocating{"slice_update", "where", "clone", "full", "to"};
+    static const std::set<std::string_view> allocating{"slice_update", "where", "clone", "full"};
     const int64_t at = defined_at(id);
     return at >= 0 && storage(id) == id && allocating.count(out_.symbols[static_cast<size_t>(at)].sym->name);
   }
@@ -997,24 +997,16 @@ class Functionalizer {
     // mul's backward (its backward then raised), and cost a copy. (The root's views read it as any value of the
     // root: made again on it.)
     std::set<ProxyId> moved;
-    for (ProxyId root : touched) {
-      RootState& state = roots_.at(root);
-      if (!pending(root, state)) continue;
-      // A transpose the pass made of a tensor that may move (written through `h.t()`) moves as a contiguous
-      // copy, laid out as the root: a store would bump the version of the view autograd saved, for the same copy.
-      if (std::optional<ProxyId> base = state.value.is_proxy() ? e_.transpose_of(state.value.proxy()) : std::nullopt)
-        if (born_.at(root) >= 0 && alias_.count(*base) && movable_tensor(*base) &&
-            is_contiguous(ints(in_.tensor(root).shape), alias_.at(root).strides)) {
-          state.value = e_.torch("contiguous", {state.value});
-          moved.insert(root);
-          continue;
-        }
-      if (movable(root, state.value)) moved.insert(root);
-    }
+    for (ProxyId root : touched)
+      if (pending(root, roots_.at(root)) && movable(root, roots_.at(root).value)) moved.insert(root);
     for (ProxyId root : touched)
       if (pending(root, roots_.at(root)) && !moved.count(root)) materialize(root, roots_.at(root));
     for (ProxyId root : moved) {
-      memory_[root] = roots_.at(root).value.proxy();
+      RootState& state = roots_.at(root);
+      // A transpose (written through `h.t()`) moves as a contiguous copy, laid out as the root: a store would have
+      // cost the same copy, and bumped the version of the view autograd saved.
+      if (e_.transpose_of(state.value.proxy())) state.value = e_.torch("contiguous", {state.value});
+      memory_[root] = state.value.proxy();
       e_.forget_made(memory_[root]);
     }
     e_.set_source(s.source);
@@ -1041,27 +1033,43 @@ class Functionalizer {
   }
 
   // Whether an effect may take `value`, the pending value of `root`, as the root's memory (see effect()): the root
-  // is no input; the value is either a tensor of the input trace that may move itself (movable_tensor), a tensor
-  // the pass made for the write in memory of its own (the slice_update of `v = h[:2]; v.mul_(x)`), which no other
-  // root's value nor memory shares, or a reshape the pass made of such a tensor of the input trace, laid out as
-  // the root (`h.view(-1).mul_(s)`: contiguous both).
+  // is no input; the value is a tensor of the input trace that may move itself (movable_tensor), a tensor the
+  // pass made for the write in memory of its own (the slice_update of `v = h[:2]; v.mul_(x)`), or a reshape or a
+  // transpose the pass made of such a tensor of the input trace, laid out as the root (`h.view(-1).mul_(s)`:
+  // contiguous both; `h.t().mul_(w)`: a contiguous copy); and no other root's value shares that memory.
   bool movable(ProxyId root, const Value& value) const {
     if (born_.at(root) < 0 || !value.is_proxy()) return false;
     const ProxyId v = value.proxy();
-    if (alias_.count(v)) return movable_tensor(v);
-    if (std::optional<ProxyId> base = e_.reshape_of(v)) {
-      const Alias& r = alias_.at(root);
-      return alias_.count(*base) && movable_tensor(*base) &&
-             is_contiguous(ints(in_.tensor(*base).shape), alias_.at(*base).strides) &&
-             is_contiguous(ints(in_.tensor(root).shape), r.strides);
+    const bool root_contiguous = is_contiguous(ints(in_.tensor(root).shape), alias_.at(root).strides);
+    bool may = false;
+    ProxyId base = v;  // the tensor whose memory the root takes
+    if (alias_.count(v)) {
+      may = movable_tensor(v);
+    } else if (std::optional<ProxyId> reshaped = e_.reshape_of(v)) {
+      base = *reshaped;
+      may = alias_.count(base) && movable_tensor(base) && root_contiguous &&
+            is_contiguous(ints(in_.tensor(base).shape), alias_.at(base).strides);
+    } else if (std::optional<ProxyId> transposed = e_.transpose_of(v)) {
+      base = *transposed;  // (moved as a contiguous copy: effect())
+      may = alias_.count(base) && movable_tensor(base) && root_contiguous;
+    } else {
+      may = e_.fresh(v);
     }
-    if (!e_.fresh(v)) return false;
+    return may && !shared(root, base);
+  }
+
+  // Whether memory `base` holds the value of a root other than `root` (and than `base` itself, a tensor of the
+  // input trace only the write reads): its pending value or its memory, or a view read as such a root's value
+  // (`c.copy_(h)` after h's write leaves c's pending value h's: moving h into it, a later write into h would change
+  // c).
+  bool shared(ProxyId root, ProxyId base) const {
     for (const auto& [other, state] : roots_)
-      if (other != root && ((state.value.is_proxy() && e_.storage(state.value.proxy()) == v) || memory(other).proxy() == v))
-        return false;
+      if (other != root && other != base && ((state.value.is_proxy() && e_.storage(state.value.proxy()) == base) ||
+                            e_.storage(memory(other).proxy()) == base))
+        return true;
     for (const auto& [p, w] : value_of_)
-      if (alias_.at(p).root != root && w.is_proxy() && e_.storage(w.proxy()) == v) return false;
-    return true;
+      if (alias_.at(p).root != root && w.is_proxy() && e_.storage(w.proxy()) == base) return true;
+    return false;
   }
 
   // Whether `v`, a tensor of the input trace, may become a root's memory: a root of its own, not an input, without

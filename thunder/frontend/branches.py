@@ -201,6 +201,11 @@ def hear_frame_failures():
     return previous
 
 
+def frame_failures_heard():
+    """Whether the filter sees Dynamo's "WON'T CONVERT" warnings now (not where ``logging.disable`` drops them)."""
+    return _frame_log.isEnabledFor(logging.WARNING)
+
+
 def restore_frame_log(previous):
     """Undoes hear_frame_failures(), given what it returned."""
     global _user_level
