@@ -162,10 +162,11 @@ ir::PrimTable<CppOp> make_cpu_expressions() {
           // the float's value where another op followed in the kernel (uint8 -2, 300).
           if (ir::is_floating(o.in) && ir::is_integer(o.out) && ir::item_size(o.out) < 4)
             return "(" + o.T + ")(int32_t)(" + o.a() + ")";
-          // A float to int32/int64 sets the sign bit for NaN (x86's conversion gives eager INT_MIN): GCC, with
+          // A float to int32/int64 is or'ed with the sign bit where x is NaN, which gives NaN eager's INT_MIN (as
+          // x86's conversion does) and leaves every other value as it is. The point is the or: GCC, with
           // -fno-trapping-math, folds a float converted to an integer and straight back to its type into trunc(x),
-          // which keeps -0.0 for x in (-1, 0) (`x.int().float()`, eager +0.0) and NaN. An integer or'ed with
-          // what it cannot prove 0 is no such conversion (a select was: GCC moved the conversion into its arms).
+          // which keeps -0.0 for x in (-1, 0) (`x.int().float()`; eager +0.0) and NaN. The or, with a value GCC
+          // cannot prove 0, breaks that pattern (a select did not: GCC moved the conversion into its arms).
           if (ir::is_floating(o.in) && (o.out == DType::Int32 || o.out == DType::Int64)) {
             const std::string u = o.out == DType::Int32 ? "uint32_t" : "uint64_t";
             const std::string bits = o.out == DType::Int32 ? "31" : "63";
