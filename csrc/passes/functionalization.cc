@@ -1064,8 +1064,9 @@ class Functionalizer {
   // c).
   bool shared(ProxyId root, ProxyId base) const {
     for (const auto& [other, state] : roots_)
-      if (other != root && other != base && ((state.value.is_proxy() && e_.storage(state.value.proxy()) == base) ||
-                            e_.storage(memory(other).proxy()) == base))
+      if (other != root && other != base &&
+          ((state.value.is_proxy() && e_.storage(state.value.proxy()) == base) ||
+           e_.storage(memory(other).proxy()) == base))
         return true;
     for (const auto& [p, w] : value_of_)
       if (alias_.at(p).root != root && w.is_proxy() && e_.storage(w.proxy()) == base) return true;
