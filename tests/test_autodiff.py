@@ -1359,3 +1359,26 @@ def test_a_backward_given_some_output_gradients_checks_only_the_saved_values_it_
         a.sub_(1)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         count.backward()
+
+
+def test_the_private_autograd_names_a_partial_backward_unpacks_with_exist():
+    # A backward given some output gradients unpacks saved tensors one by one through ctx._raw_saved_tensors and
+    # SavedTensor.unpack (thunder/core/compile.py, _unpacked): a torch that renamed them would silently unpack
+    # everything again (the fallback); this fails loudly instead.
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            raw = ctx._raw_saved_tensors
+            seen.append(all(hasattr(t, "unpack") for t in raw) and torch.equal(raw[0].unpack(), ctx.saved_tensors[0]))
+            return grad * 2
+
+    x = torch.ones(2, requires_grad=True)
+    Probe.apply(x).sum().backward()
+    assert seen == [True]
