@@ -247,7 +247,7 @@ class _Jitted:
         elif record.failures:
             function = self._thunder_code.co_name if self._thunder_code is not None else self._thunder_state.name
             for frame, reason in record.failures:
-                name = frame.split()[0] if frame.split() else function
+                name = (frame.split() or [function])[0]
                 part = function if name == function else f"{function} after a graph break ({frame})"
                 # Dynamo skips the frame's code from then on (a resumed frame: that part of the function).
                 note_dynamo_stopped(self._thunder_state, "skip", function, f"Dynamo's trace of {part} failed "

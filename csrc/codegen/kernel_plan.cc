@@ -341,13 +341,30 @@ std::vector<int> written_over(const ir::Trace& t, const KernelPlan& p, const std
   return taken.empty() ? std::vector<int>{} : over;
 }
 
+namespace {
+
+// Whether a kernel may take the numbers among a fusible prim's arguments at run time: an elementwise prim's
+// operands (not uniform_philox's offset, which the kernel writes in as a literal) and the value full fills with.
+bool takes_run_time_numbers(const ir::BoundSymbol& b, const PrimKind& kind) {
+  return (kind.role == PrimRole::Elementwise || b.is(ir::PrimId::full)) && !b.is(ir::PrimId::uniform_philox);
+}
+
+// Whether `id` is among `b`'s arguments as a number, not only in a shape (a sequence: full's), where it is a size.
+bool read_as_number(const ir::BoundSymbol& b, ProxyId id) {
+  bool found = false;
+  for (const ir::Value& a : b.args)
+    if (!a.is_seq()) ir::for_each_proxy(a, [&](ProxyId p) { found |= p == id; });
+  return found;
+}
+
+}  // namespace
+
 bool reads_numbers_at_run_time(const ir::BoundSymbol& b) {
   if (b.sym->level == ir::Level::Fusion) return true;
   const PrimKind* kind = b.sym->level == ir::Level::Prim ? plan_table().find(b.sym->prim) : nullptr;
   // (pow's exponent is special-cased by its value, as torch's kernel does: x ** 2 a product; its VJP reads a
   // constant base or exponent as one.)
-  return kind != nullptr && (kind->role == PrimRole::Elementwise || b.is(ir::PrimId::full)) &&
-         !b.is(ir::PrimId::uniform_philox) && !b.is(ir::PrimId::pow);
+  return kind != nullptr && takes_run_time_numbers(b, *kind) && !b.is(ir::PrimId::pow);
 }
 
 std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p) {
@@ -375,18 +392,6 @@ std::vector<SizeArgument> size_arguments(const ir::Trace& t, const KernelPlan& p
   return out;
 }
 
-namespace {
-
-// Whether `id` is among `b`'s arguments as a number, not only in a shape (a sequence: full's), where it is a size.
-bool read_as_number(const ir::BoundSymbol& b, ProxyId id) {
-  bool found = false;
-  for (const ir::Value& a : b.args)
-    if (!a.is_seq()) ir::for_each_proxy(a, [&](ProxyId p) { found |= p == id; });
-  return found;
-}
-
-}  // namespace
-
 std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::BoundSymbol>& symbols,
                                       const std::set<ProxyId>& live_out, std::string* why) {
   KernelPlan p;
@@ -410,7 +415,7 @@ std::optional<KernelPlan> plan_kernel(const ir::Trace& t, const std::vector<ir::
       // Any other number is computed at run time: a kernel argument, where it is an operand of arithmetic or the
       // value full fills with.
       if (!info.is_tensor) {
-        if ((kind->role != PrimRole::Elementwise && !b.is(PrimId::full)) || b.is(PrimId::uniform_philox))
+        if (!takes_run_time_numbers(b, *kind))
           return fail(why, "a number computed at run time as an argument of prims." + n), std::nullopt;
         if (info.number == ir::NumberType::Complex) return fail(why, "complex numbers"), std::nullopt;
         if (std::find(p.scalars.begin(), p.scalars.end(), id) == p.scalars.end()) p.scalars.push_back(id);

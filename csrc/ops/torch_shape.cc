@@ -84,8 +84,8 @@ void clamp_slice(const Value& s, const Dim& length, Dim& start, Dim& stop, int64
 }
 
 // x[idx], x[:, idx], x[..., idx]: one integer index tensor among whole-dim slices and an ellipsis reads along its
-// dim (read_at_indices); the result has the index's shape in place of that dim. nullopt for any other key (several index tensors, a bool mask, a partial slice, a 0-d
-// index).
+// dim (read_at_indices); the result has the index's shape in place of that dim. nullopt for any other key
+// (several index tensors, a bool mask, a partial slice, a 0-d index).
 std::optional<Value> select_by_index(Builder& b, const Value& x, const TensorMeta& m, const std::vector<Value>& key) {
   size_t at = key.size();
   for (size_t i = 0; i < key.size(); ++i)
