@@ -252,10 +252,6 @@ def _autodiff_held_back(trace, imported=None, executors=()):
     # come from autocast's state, which an op the backward recomputes (the generic rule) would not see.
     if getattr(imported, "under_autocast", False):
         return "the graph runs inside a torch.autocast region entered before it, and not every op is written as casts"
-    # Outputs that share memory are made again as views of the graph's results after the call, replaying in-place
-    # ops too; on the outputs of an autograd.Function (made with grad off) autograd forbids that.
-    if getattr(imported, "output_views", None):
-        return "the graph returns tensors that share memory, made again as views after the call"
     return None
 
 

@@ -1944,6 +1944,9 @@ def _output_views(outputs, placeholders):
     views = []
     for storage, positions in groups.items():
         if len(positions) < 2 and storage not in input_storages:
+            view = _view_of_intermediate(outputs[positions[0]], inputs, example_of)
+            if view is not None:
+                views.append(OutputViews(-1, positions[0], [(positions[0], view[1])], view[0]))
             continue
         names = ", ".join(outputs[i].name for i in positions)
         roots = list(dict.fromkeys(_view_root(outputs[i], example_of) for i in positions))
@@ -1961,6 +1964,24 @@ def _output_views(outputs, placeholders):
         else:
             views.append(OutputViews(-1, positions[0], members, root))
     return views
+
+
+def _view_of_intermediate(node, inputs, example_of):
+    """(root, replay) where ``node``, an output, is a view that requires grad of a tensor the graph computes and
+    returns in no other output (``return (x * w)[1:]``), or None (also where the view cannot be made again). The
+    program returns the base and the view is made again after the call, as eager's: an output of an
+    autograd.Function that is a view made inside it may not be written in place ("Output 0 of _TrainingProgram is
+    a view and is being modified inplace"), where eager's view of an intermediate may."""
+    example = example_of(node)
+    if not getattr(example, "requires_grad", False):
+        return None
+    root = _view_root(node, example_of)
+    if root is node or root in inputs or example_of(root) is example:
+        return None
+    try:
+        return root, _replayer(node, root, inputs, example_of)
+    except _NotReplayable:
+        return None
 
 
 def _selected_inputs(outputs, placeholders, views):
