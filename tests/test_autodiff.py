@@ -1009,6 +1009,29 @@ def test_an_activation_input_written_in_place_after_the_graph(op):
     assert_same(c0.grad, ce0.grad)
 
 
+ADD_PRODUCT_BETA0 = {
+    "addmm": (torch.addmm, [(2, 2), (2, 3), (3, 2)]), "baddbmm": (torch.baddbmm, [(2, 2, 2), (2, 2, 3), (2, 3, 2)]),
+    "addbmm": (torch.addbmm, [(2, 2), (2, 2, 3), (2, 3, 2)]), "addmv": (torch.addmv, [(2,), (2, 3), (3,)]),
+    "addr": (torch.addr, [(2, 3), (2,), (3,)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADD_PRODUCT_BETA0))
+def test_the_input_of_addmm_with_beta_0_gets_a_zero_gradient(name):
+    """With beta=0 addmm (and baddbmm, addbmm, addmv, addr) ignores its input, which the decomposition then does
+    not read: the input's .grad stayed None, where eager's node gives it zeros (AdamW decays a parameter with a
+    zero gradient and skips one with None)."""
+    op, shapes = ADD_PRODUCT_BETA0[name]
+    fn = lambda a, b, c: op(a, b, c, beta=0)
+    args = [leaf(*shape, seed=k) for k, shape in enumerate(shapes)]
+    args[0].data[0].fill_(float("nan"))  # ignored, as eager ignores it
+    jitted = grads_equal(fn, *args)
+    mine = [a.detach().clone().requires_grad_() for a in args]
+    jitted(*mine).sum().backward()
+    assert mine[0].grad is not None and torch.equal(mine[0].grad, torch.zeros_like(mine[0]))
+    assert backward_of(jitted) == ["thunder"]
+
+
 OUTPUT_VIEWS = {
     "slice": lambda x, w: (x * w)[1:],
     "transpose": lambda x, w: (x * w).t(),

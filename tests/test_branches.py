@@ -407,6 +407,86 @@ def test_branch_results_differ_in_shape_or_kind():
     assert "dtypes" in sites(jitted)[0].reason
 
 
+def test_branch_results_differ_in_strides():
+    """Arms leaving a name with different strides (x.t() against x * 1): code after the branch that reads the layout
+    saw the traced arm's whichever was taken (is_contiguous(), stride()), and a y.view(-1) after it failed in
+    Dynamo's trace of the select, leaving the function uncompiled for good. Such a branch is not converted."""
+    def f(x):
+        if x.sum() > 0:
+            y = x.t()
+        else:
+            y = x * 1
+        return y.view(-1) if y.is_contiguous() else y.reshape(-1) + 1, y.stride()
+
+    jitted = thunder.jit(f)
+    for sign in (1.0, -1.0, -1.0, 1.0):
+        x = (torch.arange(9.0).view(3, 3) + 1) * sign
+        out, expected = jitted(x), f(x)
+        torch.testing.assert_close(out[0], expected[0])
+        assert out[1] == expected[1]
+    assert "different strides" in sites(jitted)[0].reason
+    assert thunder.compile_stats(jitted).graphs
+
+
+def test_an_arm_updating_batch_norm_statistics_is_not_converted():
+    """A BatchNorm in train mode in one arm: both arms run, and its running statistics were updated on every call
+    (native_batch_norm writes them without its schema saying so). Such a branch is not converted; the statistics
+    are eager's."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            if x.sum() > 0:
+                h = self.bn(x)
+            else:
+                h = x * 2
+            return h
+
+    torch.manual_seed(0)
+    eager = M().requires_grad_(False)
+    mine = copy.deepcopy(eager)
+    jitted = thunder.jit(mine)
+    for shift in (-3.0, 3.0, -3.0, -3.0):
+        x = torch.randn(8, 4) + shift
+        torch.testing.assert_close(jitted(x), eager(x))
+        for name, value in eager.state_dict().items():
+            torch.testing.assert_close(mine.state_dict()[name], value, msg=name)
+    assert "running statistics" in sites(jitted)[0].reason
+
+
+def test_an_arm_calling_a_module_with_forward_hooks_is_not_converted():
+    """A hook on a module an arm calls ran for both arms (Dynamo inlines it and replays its effects after the
+    graph): a hook recording activations recorded the arm not taken, twice per call."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            if x.mean() > 0:
+                h = self.lin(x)
+            else:
+                h = self.lin(x * 3)
+            return h
+
+    torch.manual_seed(0)
+    eager = M()
+    mine = copy.deepcopy(eager)
+    seen = {"eager": [], "mine": []}
+    eager.lin.register_forward_hook(lambda m, i, o: seen["eager"].append(o.detach().clone()))
+    mine.lin.register_forward_hook(lambda m, i, o: seen["mine"].append(o.detach().clone()))
+    jitted = thunder.jit(mine)
+    for sign in (1.0, -1.0, 1.0):
+        x = (torch.rand(3, 4) + 0.1) * sign
+        torch.testing.assert_close(jitted(x), eager(x))
+    assert len(seen["mine"]) == len(seen["eager"]) == 3
+    for a, b in zip(seen["mine"], seen["eager"]):
+        torch.testing.assert_close(a, b)
+    assert sites(jitted) and "forward hooks" in sites(jitted)[0].reason
+
+
 def _setitem_local(x):
     d = {"a": x}
     if x.sum() > 0:

@@ -466,9 +466,13 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
                                          executors, runner, debug_mode, compiled_kernels)
             return made or (_with_zeros(final_backward, backward_fn), differentiable and
                             _with_zeros(_bound(unsplit_backward, sizes).trace, differentiable[1]), None)
+        # Arguments some output reaches that the backward gives no gradient (addmm's input with beta=0): eager's
+        # node gives them zeros.
+        reached = set().union(*passed.reaches) if passed.reaches is not None else set()
+        zero_fill = [i for i, g in enumerate(final_backward.output) if g is None and i in reached]
         graph.fn = training_callable(fn, backward_fn, passed.grad_outputs, differentiable,
                                      random=any(b.draws_random_numbers for b in split.symbols),
-                                     reaches=passed.reaches, specialize=specialize)
+                                     reaches=passed.reaches, specialize=specialize, zero_fill=zero_fill)
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
     if sizes is not None:
@@ -667,6 +671,7 @@ class _TrainingProgram(torch.autograd.Function):
         returned = {id(o) for o in outputs}
         ctx.saved_outputs = [k for k, v in enumerate(saved) if id(v) in returned]
         ctx.args = args if program.differentiable_backward is not None else None
+        ctx.zero_fill = [(i, args[i].shape, args[i].dtype, args[i].device) for i in program.zero_fill]
         grad_outputs = set(program.grad_outputs)
         ctx.mark_non_differentiable(*[o for i, o in enumerate(outputs)
                                       if isinstance(o, torch.Tensor) and i not in grad_outputs])
@@ -717,14 +722,14 @@ class _TrainingProgram(torch.autograd.Function):
                 with torch.random.fork_rng(devices=[]):
                     torch.set_rng_state(ctx.rng_state)
                     _, saved = forward(*args)
-            return (None, *_reached(backward(list(saved), *grads), reached))
+            return (None, *_zeros_where_reached(ctx, _reached(backward(list(saved), *grads), reached), reached))
         saved = _unpacked(ctx, reads)
         # Unless retain_graph=True, ctx lets go of the saved tensors now rather than after this call, and the
         # backward empties the list it takes them in (Trace.boxed_inputs): each is freed after its last use, as
         # eager's autograd frees a node's saved tensors once that node has run.
         ctx.maybe_clear_saved_tensors()
         try:
-            return (None, *_reached(compiled_backward(saved, *grads), reached))
+            return (None, *_zeros_where_reached(ctx, _reached(compiled_backward(saved, *grads), reached), reached))
         except Exception as e:
             debug.annotate(e)  # the backward trace's line and the user's line it came from
             raise
@@ -757,6 +762,18 @@ def _is_batched(tensor):
     return torch._C._functorch.is_batchedtensor(tensor) or torch._C._functorch.is_legacy_batchedtensor(tensor)
 
 
+def _zeros_where_reached(ctx, arg_grads, reached):
+    """The backward's gradients with zeros for the arguments in ``ctx.zero_fill`` (training_callable) that a given
+    gradient reaches (``reached``; None: all) and the backward left None."""
+    if not ctx.zero_fill:
+        return arg_grads
+    arg_grads = list(arg_grads)
+    for i, shape, dtype, device in ctx.zero_fill:
+        if arg_grads[i] is None and (reached is None or i in reached):
+            arg_grads[i] = torch.zeros(shape, dtype=dtype, device=device)
+    return tuple(arg_grads)
+
+
 def _reached(arg_grads, reached):
     """The backward's gradients, None for the arguments no given output gradient reaches (``reached``: their
     indices; None: all)."""
@@ -779,20 +796,26 @@ def opaque_results(trace):
     return frozenset(p for b in trace.symbols if b.is_opaque for p in proxies(b.output))
 
 
+#: Ops whose eager autograd node joins every tensor argument to the output, where their decomposition may not read
+#: one: addmm and its kin with beta=0 ignore the input (NaN in it does not propagate), and eager gives it a zero
+#: gradient (AdamW then decays it; with None it skips it).
+_JOINS_EVERY_ARGUMENT = frozenset({"addmm", "baddbmm", "addbmm", "addmv", "addr"})
+
+
 def gradient_reaches(joint_trace, grad_outputs):
     """Per output gradient (the outputs ``grad_outputs`` indexes), the indices of the arguments it reaches: those
     on the output's autograd graph in eager, i.e. joined to it by values that require grad (a float result of an
     op with an input that requires grad), through the ops' decompositions (``broadcast_tensors(x, w)[0]`` joins x
     only; an opaque op joins all its tensor arguments, keyword arguments too, to all its outputs). An argument no
     given output gradient reaches gets None, and one that is reached gets a gradient even where it is zero by the
-    derivative's rule (floor), as in eager (see _TrainingProgram)."""
+    derivative's rule (floor, addmm's input with beta=0: _JOINS_EVERY_ARGUMENT), as in eager (see _TrainingProgram)."""
     def requires_grad(p):
         m = joint_trace.meta(p)
         return m[0] != "number" and m[3]
 
     def leaves(symbols):  # the decompositions' prims: a multi-output op joins each output to its own inputs
         for b in symbols:
-            yield from leaves(b.subsymbols) if b.subsymbols else (b,)
+            yield from leaves(b.subsymbols) if b.subsymbols and b.name not in _JOINS_EVERY_ARGUMENT else (b,)
 
     joined = {p.id: {i} for i, p in enumerate(joint_trace.inputs) if requires_grad(p)}
     for b in leaves(joint_trace.symbols):
@@ -806,10 +829,10 @@ def gradient_reaches(joint_trace, grad_outputs):
 
 class _Program:
     __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward", "random", "returned_args",
-                 "reaches", "specialize", "specializations")
+                 "reaches", "specialize", "specializations", "zero_fill")
 
     def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False, reaches=None,
-                 specialize=None):
+                 specialize=None, zero_fill=()):
         self.forward, self.backward, self.grad_outputs = forward, backward, list(grad_outputs)
         self.differentiable_backward, self.random = differentiable_backward, random
         # Per output gradient, the arguments it reaches (gradient_reaches).
@@ -818,6 +841,7 @@ class _Program:
         self.returned_args = None
         # given -> the backward for a call with only those output gradients (see specialized).
         self.specialize, self.specializations = specialize, {}
+        self.zero_fill = list(zero_fill)  # see training_callable
 
     def specialized(self, given):
         """(compiled backward, uncompiled backward, positions of the saved values it reads or None for all) for a
@@ -829,7 +853,7 @@ class _Program:
 
 
 def training_callable(forward, backward, grad_outputs, differentiable_backward=None, random=False, reaches=None,
-                      specialize=None):
+                      specialize=None, zero_fill=()):
     """The graph's callable in training: the compiled forward and backward run as one torch.autograd.Function.
 
     ``differentiable_backward``: (forward, backward) callables that run with torch ops, for create_graph=True
@@ -838,8 +862,10 @@ def training_callable(forward, backward, grad_outputs, differentiable_backward=N
     output gradient, the arguments it reaches (gradient_reaches; None: every one). ``specialize(given)``: the
     (compiled, uncompiled) backward for a call given only some output gradients (a tuple of flags, one per
     ``grad_outputs``) and the positions of the saved values it reads (None: all), made on the first such call (see
-    _specialized_backward)."""
-    program = _Program(forward, backward, grad_outputs, differentiable_backward, random, reaches, specialize)
+    _specialized_backward). ``zero_fill``: the positions of the arguments an output reaches whose gradient the
+    backward does not compute (addmm's input with beta=0): a backward reaching them gives zeros, as eager's."""
+    program = _Program(forward, backward, grad_outputs, differentiable_backward, random, reaches, specialize,
+                       zero_fill)
     apply = _TrainingProgram.apply
 
     def run(*args):

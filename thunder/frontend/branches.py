@@ -310,6 +310,11 @@ def _merge(cond, a, b, site, name):
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
             _branch_reject(cond, site, f"the branches leave {what} with different shapes, dtypes or devices")
+        # Code after the branch may read the layout (`y.view(-1)`, `is_contiguous()`, `stride()`): Dynamo traces it
+        # with one arm's, and the select has one layout whichever arm is taken.
+        elif a.stride() != b.stride():
+            _branch_reject(cond, site, f"the branches leave {what} with different strides (`x.t()` against "
+                                       "`x * 1`): code after the branch may read the layout")
         return _branch_select(cond, a, b)
     if isinstance(a, (bool, int, float)) and isinstance(b, (bool, int, float)) and type(a) is type(b) and a == b:
         return a
@@ -469,6 +474,16 @@ _REFUSED_STATEMENTS = {ast.Break: "`break`", ast.Continue: "`continue`", ast.Rai
                        ast.AsyncFor: "`async for`"}
 
 
+def _runs_hooks(module):
+    """Whether calling ``module`` runs forward (pre-)hooks, its own, a submodule's or global ones: code of the
+    user's that Dynamo inlines, whose effects (a list it appends activations to) it replays after the graph, for
+    both arms of a converted branch. (Hooks registered after the function was rewritten are not seen here.)"""
+    m = torch.nn.modules.module
+    if m._global_forward_hooks or m._global_forward_pre_hooks:
+        return True
+    return any(sub._forward_hooks or sub._forward_pre_hooks for sub in module.modules())
+
+
 class _Purity:
     """Decides, from the source and the objects its names refer to now, whether branch code is free of side
     effects. ``resolve(name)`` gives the object a global/closure/builtin name refers to (or raises KeyError);
@@ -615,6 +630,8 @@ class _Purity:
         if isinstance(obj, torch.nn.Module) and type(obj).__module__.startswith("torch.nn"):
             if isinstance(obj, torch.nn.modules.dropout._DropoutNd):
                 return f"`{text}` is dropout (random numbers)"
+            if _runs_hooks(obj):
+                return f"`{text}` runs forward hooks, whose effects would be made for both arms"
             return None
         return f"a call of `{text}` (a Python method or module, not known to be pure)"
 
@@ -1124,9 +1141,11 @@ def _result_alias(node):
 
 
 def _is_size_call(node):
-    """Whether an FX node reads a tensor's size (``x.size()``, ``x.size(0)``, ``aten.sym_size``): no effects."""
-    return (node.op == "call_method" and node.target == "size") or \
-        (node.op == "call_function" and node.target in (torch.ops.aten.sym_size.int, torch.ops.aten.sym_size))
+    """Whether an FX node reads a tensor's sizes or strides (``x.size()``, ``x.size(0)``, ``aten.sym_size``,
+    ``x.stride()``: _merge compares the arms' strides): no effects."""
+    return (node.op == "call_method" and node.target in ("size", "stride")) or \
+        (node.op == "call_function" and node.target in (torch.ops.aten.sym_size.int, torch.ops.aten.sym_size,
+                                                         torch.ops.aten.sym_stride.int, torch.ops.aten.sym_stride))
 
 
 def _makes_a_number(node):
@@ -1184,7 +1203,7 @@ def run_exactly(gm, *args):
             return interpreter.run_node(node)
         elif active():
             if not node.users and _is_size_call(node) and any(arg not in env for arg in node.all_input_nodes):
-                continue  # dead, reading the untaken arm: Dynamo's unused x.size() of each arm's value
+                continue  # dead, reading the untaken arm: Dynamo's unused x.size() (x.stride()) of each arm's value
             for arg in node.all_input_nodes:
                 made_in_untaken_arm(arg)
             env[node] = interpreter.run_node(node)

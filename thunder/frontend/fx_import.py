@@ -355,49 +355,62 @@ def _draws_random(node, name):
 
 
 def _probed(node):
-    """(whether it draws random numbers, whether it writes into an argument) of a call of torch's own, found by
-    running it once on fake tensors (_probe; cached in node.meta); (False, False) for another call, or one that
-    cannot run so. Only torch's own functions and tensor methods run: a function of the user's Dynamo put in the
+    """(whether it draws random numbers, whether it writes into an argument, whether it writes into one where its
+    schema does not say so) of a call of torch's own, found by running it once on fake tensors (_probe; cached in
+    node.meta); (False, False, False) for another call, or one that cannot run so. Only torch's own functions and tensor methods run: a function of the user's Dynamo put in the
     graph (allow_in_graph) may do things besides computing, which a second run would repeat."""
     from thunder.executors.torchex import defined_by_torch
     torchs = node.op == "call_method" and hasattr(torch.Tensor, node.target) or \
         node.op == "call_function" and defined_by_torch(node.target)
     if not torchs:
-        return False, False
+        return False, False, False
     if "thunder_probe" not in node.meta:
         try:
             node.meta["thunder_probe"] = _probe(node)
         except Exception:  # noqa: BLE001 -- anything the call raises on fake tensors: judged by its name
-            node.meta["thunder_probe"] = (False, False)
+            node.meta["thunder_probe"] = (False, False, False)
     return node.meta["thunder_probe"]
 
 
+#: aten ops that write into arguments their schemas do not mark as written: op -> the written tensors, from the
+#: call's arguments. native_batch_norm in training updates running_mean and running_var (F.batch_norm of a
+#: BatchNorm module in train mode, F.instance_norm with running statistics).
+_UNDECLARED_WRITES = {
+    torch.ops.aten.native_batch_norm.default: lambda args, kwargs: args[3:5] if args[5] else (),
+}
+
+
 class _DispatchProbe(TorchDispatchMode):
-    """Records whether an aten op tagged ``nondeterministic_seeded`` (one that draws from a generator) ran, and
-    whether one wrote into one of ``inputs`` or a view of it (``embedding_renorm_`` of F.embedding's weight, with
-    ``max_norm``)."""
+    """Records whether an aten op tagged ``nondeterministic_seeded`` (one that draws from a generator) ran, whether
+    one wrote into one of ``inputs`` or a view of it (``embedding_renorm_`` of F.embedding's weight, with
+    ``max_norm``), and whether one wrote into one without its schema saying so (_UNDECLARED_WRITES)."""
 
     def __init__(self, inputs):
         super().__init__()
-        self.inputs, self.seeded, self.writes_input = inputs, False, False
+        self.inputs, self.seeded, self.writes_input, self.writes_undeclared = inputs, False, False, False
+
+    def _an_input(self, tensors):
+        return any(isinstance(w, torch.Tensor) and torch._C._is_alias_of(w, i) for w in tensors for i in self.inputs)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.seeded = self.seeded or torch.Tag.nondeterministic_seeded in func.tags
+        undeclared = _UNDECLARED_WRITES.get(func)
+        if undeclared is not None and self._an_input(undeclared(args, kwargs or {})):
+            self.writes_undeclared = True
         if not self.writes_input:
             kwargs = kwargs or {}
             for k, a in enumerate(func._schema.arguments):
                 value = args[k] if k < len(args) else kwargs.get(a.name)
                 written = value if isinstance(value, (list, tuple)) else [value]  # Tensor(a!)[]: a list
-                if a.alias_info is not None and a.alias_info.is_write and \
-                        any(isinstance(w, torch.Tensor) and torch._C._is_alias_of(w, i)
-                            for w in written for i in self.inputs):
+                if a.alias_info is not None and a.alias_info.is_write and self._an_input(written):
                     self.writes_input = True
         return func(*args, **(kwargs or {}))
 
 
 def _probe(node):
     """Runs the call of ``node`` on fake tensors of its arguments' sizes (the hints of symbolic ones), strides and
-    dtypes: (whether it dispatched an op that draws random numbers, whether one wrote into an argument)."""
+    dtypes: (whether it dispatched an op that draws random numbers, whether one wrote into an argument, whether one
+    wrote into an argument its schema does not mark as written)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     def fake(a):
@@ -415,7 +428,7 @@ def _probe(node):
         args = args if node.op == "call_function" else args[1:]
         with _DispatchProbe(inputs) as probe:
             fn(*args, **kwargs)
-    return probe.seeded, probe.writes_input
+    return probe.seeded, probe.writes_input, probe.writes_undeclared
 
 
 def _hint(d):
@@ -1261,6 +1274,11 @@ class _Importer:
         name = _target_name(node).rsplit(".", 1)[-1].lower()
         if _draws_random(node, name):
             raise branches.BranchRejected(site, f"{_target_name(node)} draws random numbers")
+        # Not an effect elsewhere (a BatchNorm in training keeps thunder's autodiff: the generic VJP rule runs it on
+        # copies), but both arms run: the arm not taken would update the running statistics.
+        if _probed(node)[2]:
+            raise branches.BranchRejected(site, f"{_target_name(node)} writes into an argument (batch_norm's running "
+                                                "statistics in training), which the arm not taken would write too")
         lowering = _write_lowering(node)
         if lowering is not None and isinstance(lowering[0], torch.fx.Node):
             # The write is selected: whichever arm is taken, the tensor is joined to what the written value reads.
