@@ -428,6 +428,35 @@ def test_branch_results_differ_in_strides():
     assert thunder.compile_stats(jitted).graphs
 
 
+def test_a_failed_trace_after_a_converted_branch_gives_it_up(monkeypatch):
+    """Dynamo's trace of the code after a converted branch fails where the select differs from the arm eager takes
+    in what that code reads (here the strides, with _merge's check of them taken out): the failure was raised as
+    the function's own, it ran eagerly, and every later call failed the same way (never compiled). The branches
+    the trace went through are given up, and the next call compiles."""
+    merge = branches._merge
+
+    def without_stride_check(cond, a, b, site, name):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype:
+            return branches._branch_select(cond, a, b)
+        return merge(cond, a, b, site, name)
+
+    monkeypatch.setattr(branches, "_merge", without_stride_check)
+
+    def f(x):
+        if x.sum() > 0:
+            y = x.t()
+        else:
+            y = x * 1
+        return y.view(-1)
+
+    jitted = thunder.jit(f)
+    for _ in range(3):
+        x = -(torch.arange(9.0).view(3, 3) + 1)
+        torch.testing.assert_close(jitted(x), f(x))
+    assert "the code after it failed" in sites(jitted)[0].reason
+    assert thunder.compile_stats(jitted).graphs
+
+
 def test_an_arm_updating_batch_norm_statistics_is_not_converted():
     """A BatchNorm in train mode in one arm: both arms run, and its running statistics were updated on every call
     (native_batch_norm writes them without its schema saying so). Such a branch is not converted; the statistics

@@ -132,6 +132,7 @@ class TraceRecord:
 
     def __init__(self):
         self.open = {}       # site -> count of begins without an end
+        self.closed = set()  # sites whose begin and end were both traced
         self.rejected = {}   # site -> reason
         self.failures = []   # (frame, reason) of each frame Dynamo could not trace (it then ran eagerly)
         self.own_code = None  # the code of the jitted function's own frame (see _FrameFailureFilter)
@@ -154,6 +155,11 @@ class _FrameFailureFilter(logging.Filter):
         except Exception:  # noqa: BLE001
             frame = "?"
         error = rec.exc_info[1] if rec.exc_info else None
+        if record.closed and not record.open and not record.rejected:
+            # Code after a converted branch failed: it may read of the select what differs from the arm taken
+            # (eager's value): the branches are given up, and the frame compiled again without them.
+            for site in record.closed:
+                record.rejected[site] = f"Dynamo's trace of the code after it failed ({_first_lines(error)})"
         code = record.own_code
         if code is not None and frame == f"{code.co_name} {code.co_filename} line {code.co_firstlineno}" and \
                 not record.open and not record.rejected and isinstance(error, torch._dynamo.exc.TorchRuntimeError):
@@ -241,6 +247,7 @@ def _note_end(site):
         record.open[site] -= 1
         if not record.open[site]:
             del record.open[site]
+            record.closed.add(site)
 
 
 def _condition(pred):
