@@ -1009,6 +1009,29 @@ def test_an_activation_input_written_in_place_after_the_graph(op):
     assert_same(c0.grad, ce0.grad)
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_an_output_written_through_a_view_inside_may_be_written_by_the_caller(shared):
+    """`v = a * 2; v.view(2, 2).mul_(3); return v`: the program returned v as a reshape of the written value (a
+    view the autograd.Function made; eager's v is no view), and the caller's `out.mul_(2)` raised "Output 0 of
+    _TrainingProgram is a view and is being modified inplace". With `shared`, another output shares that memory
+    too (a sum of it is returned: the backward saves nothing of it either way)."""
+    def f(a):
+        v = a * 2
+        v.view(2, 2).mul_(3)
+        return (v, v.sum()) if shared else v
+
+    results = []
+    for run in (f, thunder.jit(f)):
+        a = leaf(4)
+        out = run(a)
+        outs = out if isinstance(out, tuple) else (out,)
+        outs[0].mul_(2)
+        sum(o.sum() for o in outs).backward()
+        results.append((outs, a.grad))
+    assert_same(results[1], results[0])
+    assert backward_of(run) == ["thunder"]
+
+
 ADD_PRODUCT_BETA0 = {
     "addmm": (torch.addmm, [(2, 2), (2, 3), (3, 2)]), "baddbmm": (torch.baddbmm, [(2, 2, 2), (2, 2, 3), (2, 3, 2)]),
     "addbmm": (torch.addbmm, [(2, 2), (2, 2, 3), (2, 3, 2)]), "addmv": (torch.addmv, [(2,), (2, 3), (3,)]),

@@ -1814,6 +1814,24 @@ def test_write_through_detach_of_a_leaf_that_requires_grad():
     _grad_check(f, torch.randn(3, requires_grad=True))
 
 
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("view", ["contiguous", "reshape"])
+def test_a_copy_eager_makes_before_a_write_through_detach_keeps_the_old_values(view, grad):
+    """`v = a.contiguous()` (or `a.reshape(-1)`) of a non-contiguous leaf copies in eager; a write into `a` through
+    `a.detach()` after it stays in place (autograd takes part), and v, read after it, is the copy: v held the
+    written values (the clone such a view op reads was made only where an opaque in-place op was in the graph)."""
+    def f(a):
+        v = getattr(a, view)() if view == "contiguous" else a.reshape(-1)
+        a.detach().add_(1)
+        return v * 1, a * 1
+
+    def make():
+        return torch.arange(6.0).reshape(3, 2).t().requires_grad_()
+
+    with torch.set_grad_enabled(grad):
+        assert_same(thunder.jit(f)(make()), f(make()))
+
+
 def test_non_leaf_written_under_no_grad_keeps_its_history():
     def f(x):
         y = x * 2

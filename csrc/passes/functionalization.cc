@@ -603,11 +603,23 @@ class Functionalizer {
     return false;
   }
 
+  // Whether a symbol or its decomposition detaches (`x.detach()`, `x.data`).
+  static bool detaches(const BoundSymbol& s) {
+    if (s.is(ir::PrimId::detach)) return true;
+    return std::any_of(s.subsymbols.begin(), s.subsymbols.end(), [](const BoundSymbol& b) { return detaches(b); });
+  }
+
   Trace run() {
     find_gradient_safe_arms();
+    std::unordered_set<ProxyId> detached;  // values computed from a detach: a write into one may stay in place
     for (const BoundSymbol& s : in_.symbols) {
       has_effects_ |= s.sym != copy_ && s.sym != begin_ && s.sym != else_ && s.sym != end_ && s.sym->has(ir::kEffect);
-      for (ProxyId p : s.input_proxies()) ++reads_[p];
+      // A write through a detached view stays in place where autograd takes part (unrecorded_write): an effect.
+      has_effects_ |= s.sym == copy_ && s.args[0].is_proxy() && detached.count(s.args[0].proxy()) > 0;
+      const std::vector<ProxyId> reads = s.input_proxies();
+      if (detaches(s) || std::any_of(reads.begin(), reads.end(), [&](ProxyId p) { return detached.count(p) > 0; }))
+        for (ProxyId p : s.output_proxies()) detached.insert(p);
+      for (ProxyId p : reads) ++reads_[p];
     }
     ir::for_each_proxy(in_.output, [&](ProxyId p) { ++reads_[p]; });
     for (ProxyId id : in_.inputs)
@@ -1207,7 +1219,8 @@ class Functionalizer {
                                                       // proxy (the trace's output counts as one)
   std::vector<Frame> frames_;                         // open branch regions, outermost first
   int64_t clock_ = 0;                                 // versions: every write makes a new one
-  bool has_effects_ = false;                          // an in-place op the importer could not lower (effect())
+  bool has_effects_ = false;                          // an in-place op the importer could not lower (effect()),
+                                                      // or a write through a detached tensor
 };
 
 }  // namespace

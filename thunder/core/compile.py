@@ -661,6 +661,7 @@ class _TrainingProgram(torch.autograd.Function):
         # state before it is kept, so that the rerun draws the same ones (the same masks).
         ctx.rng_state = torch.get_rng_state() if program.random and program.differentiable_backward else None
         outputs, saved = program.forward(*args)
+        outputs = _not_views(outputs, program.grad_outputs, args, saved)
         if program.returned_args is None:  # the same for every call: the trace returns an input's proxy or not
             program.returned_args = [next((j for j, a in enumerate(args) if o is a), None)
                                      if isinstance(o, torch.Tensor) else None for o in outputs]
@@ -733,6 +734,31 @@ class _TrainingProgram(torch.autograd.Function):
         except Exception as e:
             debug.annotate(e)  # the backward trace's line and the user's line it came from
             raise
+
+
+def _not_views(outputs, grad_outputs, args, saved):
+    """The forward's outputs, none of those that take a gradient a view of a tensor the forward made: the program
+    may return one where eager's is not (a pass's reshape after a write through `v.view(2, 2)`), and autograd
+    forbids an in-place write into a view a custom Function made ("Output 0 of _TrainingProgram is a view and is
+    being modified inplace"). An output eager makes a view of is returned as its base and made again after the
+    call (fx_import.OutputViews). Such an output becomes a tensor of its own over the same memory, or a copy where a
+    saved tensor shares that memory (a write into it must reach the saved tensor's version counter)."""
+    made = {}
+    for i in grad_outputs:
+        o = outputs[i]
+        if not isinstance(o, torch.Tensor) or o._base is None or any(o._base is a for a in args):
+            continue
+        if id(o) not in made:
+            memory = o.untyped_storage().data_ptr()
+            if any(isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() == memory for v in saved):
+                made[id(o)] = o.clone()
+            else:
+                made[id(o)] = torch.empty((0,), dtype=o.dtype, device=o.device).set_(
+                    o.untyped_storage(), o.storage_offset(), o.size(), o.stride())
+        if not isinstance(outputs, list):
+            outputs = list(outputs)
+        outputs[i] = made[id(o)]
+    return outputs
 
 
 def _unpacked(ctx, reads):
