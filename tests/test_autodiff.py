@@ -1032,6 +1032,23 @@ def test_an_output_written_through_a_view_inside_may_be_written_by_the_caller(sh
     assert backward_of(run) == ["thunder"]
 
 
+def test_a_quotient_written_by_the_caller_before_the_backward():
+    """The divisor's derivative read the quotient (the output, saved), which the caller may write in place before
+    the backward: it raised "modified by an inplace operation" where eager's, computed from the operands
+    (-g (a / b) / b, torch's div_tensor_other_backward), does not."""
+    def f(a, b):
+        return (a * 1) / b
+
+    results = []
+    for run in (f, thunder.jit(f)):
+        a, b = leaf(3), leaf(3, seed=1)
+        out = run(a, b)
+        out.mul_(2)
+        out.sum().backward()
+        results.append((out, a.grad, b.grad))
+    assert_same(results[1], results[0])
+
+
 ADD_PRODUCT_BETA0 = {
     "addmm": (torch.addmm, [(2, 2), (2, 3), (3, 2)]), "baddbmm": (torch.baddbmm, [(2, 2, 2), (2, 2, 3), (2, 3, 2)]),
     "addbmm": (torch.addbmm, [(2, 2), (2, 2, 3), (2, 3, 2)]), "addmv": (torch.addmv, [(2,), (2, 3), (3,)]),

@@ -152,9 +152,11 @@ std::unordered_map<std::string, Rule> binary_rules() {
   r["mul"] = binary([](Ctx& c, const Value& a, const Value& b) {
     return std::pair{c.differentiable(0) ? c.mul(c.g, b) : Value(), c.differentiable(1) ? c.mul(c.g, a) : Value()};
   });
-  r["div"] = binary([](Ctx& c, const Value&, const Value& b) {
+  // div: d/db = -g (a / b) / b, from the operands as torch's div_tensor_other_backward computes it (reading the
+  // quotient, an output the caller may write in place, made the backward raise where eager's does not).
+  r["div"] = binary([](Ctx& c, const Value& a, const Value& b) {
     Value ga = c.differentiable(0) ? c.div(c.g, b) : Value();
-    Value gb = c.differentiable(1) ? c.neg(c.div(c.mul(c.g, c.out()), b)) : Value();
+    Value gb = c.differentiable(1) ? c.mul(c.neg(c.g), c.div(c.div(a, b), b)) : Value();
     return std::pair{ga, gb};
   });
   // pow: d/da = b * a^(b-1) (0 where b == 0), d/db = out * log(a) (0 where a == 0 and b >= 0), as torch.
