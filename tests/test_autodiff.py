@@ -1070,6 +1070,11 @@ def test_the_input_of_addmm_with_beta_0_gets_a_zero_gradient(name):
     jitted(*mine).sum().backward()
     assert mine[0].grad is not None and torch.equal(mine[0].grad, torch.zeros_like(mine[0]))
     assert backward_of(jitted) == ["thunder"]
+    # Also with the input reaching another output, whose gradient is not given (a backward for some outputs).
+    both = thunder.jit(lambda a, b, c: (fn(a, b, c), a * 2))
+    mine = [a.detach().clone().requires_grad_() for a in args]
+    both(*mine)[0].sum().backward()
+    assert mine[0].grad is not None and torch.equal(mine[0].grad, torch.zeros_like(mine[0]))
 
 
 OUTPUT_VIEWS = {
@@ -1079,6 +1084,11 @@ OUTPUT_VIEWS = {
     "two_intermediates": lambda x, w: ((x + w)[:2], (x * w)[1:]),
     "views_of_one": lambda x, w: (lambda y: (y, y.t(), y[1:]))(x * w),
     "unsqueeze_of_a_sum": lambda x, w: (x * w).sum(1).unsqueeze(0),
+    "linear_3d_last": lambda x, w: F.linear(x.view(2, 2, 3), w)[:, -1],
+    "linear_3d_two": lambda x, w: (lambda o: (o[:, 0], o[:, -1]))(F.linear(x.view(2, 2, 3), w)),
+    # eager keeps the product transposed, so its .t().view(-1) is a view; thunder's is contiguous: returned as
+    # computed (a copy), still writable
+    "view_of_a_transposed_product": lambda x, w: (x.t() * w.t()).t().view(-1),
 }
 
 

@@ -466,10 +466,7 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
                                          executors, runner, debug_mode, compiled_kernels)
             return made or (_with_zeros(final_backward, backward_fn), differentiable and
                             _with_zeros(_bound(unsplit_backward, sizes).trace, differentiable[1]), None)
-        # Arguments some output reaches that the backward gives no gradient (addmm's input with beta=0): eager's
-        # node gives them zeros.
-        reached = set().union(*passed.reaches) if passed.reaches is not None else set()
-        zero_fill = [i for i, g in enumerate(final_backward.output) if g is None and i in reached]
+        zero_fill = _zero_by_rule_arguments(passed.joint, passed.reaches)
         graph.fn = training_callable(fn, backward_fn, passed.grad_outputs, differentiable,
                                      random=any(b.draws_random_numbers for b in split.symbols),
                                      reaches=passed.reaches, specialize=specialize, zero_fill=zero_fill)
@@ -826,6 +823,20 @@ def opaque_results(trace):
 #: one: addmm and its kin with beta=0 ignore the input (NaN in it does not propagate), and eager gives it a zero
 #: gradient (AdamW then decays it; with None it skips it).
 _JOINS_EVERY_ARGUMENT = frozenset({"addmm", "baddbmm", "addbmm", "addmv", "addr"})
+
+
+def _zero_by_rule_arguments(joint_trace, reaches):
+    """The positions of the arguments a backward may give None where eager's gives zeros: where the joint trace
+    holds an op of _JOINS_EVERY_ARGUMENT with beta=0 (its input joined, not read), every argument some output
+    reaches (``reaches``: gradient_reaches'); else none. The training program fills those a backward reaches and
+    leaves None with zeros (training_callable)."""
+    def ignores_an_argument(symbols):
+        return any(b.name in _JOINS_EVERY_ARGUMENT and len(b.args) > 3 and isinstance(b.args[3], (int, float)) and
+                   b.args[3] == 0 or ignores_an_argument(b.subsymbols) for b in symbols)
+
+    if not reaches or not ignores_an_argument(joint_trace.symbols):
+        return []
+    return sorted(set().union(*reaches))
 
 
 def gradient_reaches(joint_trace, grad_outputs):

@@ -357,8 +357,9 @@ def _draws_random(node, name):
 def _probed(node):
     """(whether it draws random numbers, whether it writes into an argument, whether it writes into one where its
     schema does not say so) of a call of torch's own, found by running it once on fake tensors (_probe; cached in
-    node.meta); (False, False, False) for another call, or one that cannot run so. Only torch's own functions and tensor methods run: a function of the user's Dynamo put in the
-    graph (allow_in_graph) may do things besides computing, which a second run would repeat."""
+    node.meta); (False, False, False) for another call, or one that cannot run so. Only torch's own functions and
+    tensor methods run: a function of the user's Dynamo put in the graph (allow_in_graph) may do things besides
+    computing, which a second run would repeat."""
     from thunder.executors.torchex import defined_by_torch
     torchs = node.op == "call_method" and hasattr(torch.Tensor, node.target) or \
         node.op == "call_function" and defined_by_torch(node.target)
@@ -373,10 +374,13 @@ def _probed(node):
 
 
 #: aten ops that write into arguments their schemas do not mark as written: op -> the written tensors, from the
-#: call's arguments. native_batch_norm in training updates running_mean and running_var (F.batch_norm of a
-#: BatchNorm module in train mode, F.instance_norm with running statistics).
+#: call's arguments. native_batch_norm (and cuDNN's and MIOpen's, which take the same arguments) in training
+#: updates running_mean and running_var (F.batch_norm of a BatchNorm module in train mode, F.instance_norm with
+#: running statistics).
 _UNDECLARED_WRITES = {
-    torch.ops.aten.native_batch_norm.default: lambda args, kwargs: args[3:5] if args[5] else (),
+    op: lambda args, kwargs: args[3:5] if args[5] else ()
+    for op in (torch.ops.aten.native_batch_norm.default, torch.ops.aten.cudnn_batch_norm.default,
+               torch.ops.aten.miopen_batch_norm.default)
 }
 
 
@@ -1994,8 +1998,8 @@ def _view_of_intermediate(node, inputs, example_of):
     if not getattr(example, "requires_grad", False):
         return None
     root = _view_root(node, example_of)
-    if root is node or root in inputs or example_of(root) is example:
-        return None
+    if root is node or root in inputs or example_of(root) is example or _laid_out_other_than_eager(root):
+        return None  # (a base eager lays out otherwise, `(x.t() * w.t()).t().view(-1)`: thunder's is contiguous)
     try:
         return root, _replayer(node, root, inputs, example_of)
     except _NotReplayable:
