@@ -515,6 +515,17 @@ def test_an_arm_calling_a_module_with_forward_hooks_is_not_converted():
         torch.testing.assert_close(a, b)
     assert sites(jitted) and "forward hooks" in sites(jitted)[0].reason
 
+    # A hook registered after thunder.jit (the function is rewritten then), before the first call: seen when traced.
+    later = copy.deepcopy(eager)
+    jitted = thunder.jit(later)
+    later.lin.register_forward_hook(lambda m, i, o: seen["later"].append(o.detach().clone()))
+    seen["later"] = []
+    for sign in (1.0, -1.0, 1.0):
+        x = (torch.rand(3, 4) + 0.1) * sign
+        torch.testing.assert_close(jitted(x), eager(x))
+    assert len(seen["later"]) == 3
+    assert "forward hooks" in sites(jitted)[0].reason
+
 
 def _setitem_local(x):
     d = {"a": x}

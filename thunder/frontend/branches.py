@@ -334,15 +334,21 @@ def _merge(cond, a, b, site, name):
 _IMMUTABLE = (bool, int, float, complex, str, bytes, tuple, frozenset, type(None))
 
 
-def _thunder_if(pred, then, otherwise, state, site, names=(), written=(), written_names=()):
+def _thunder_if(pred, then, otherwise, state, site, names=(), written=(), written_names=(), modules=()):
     """``then(*state)`` if ``pred`` else ``otherwise(*state)``; traced by Dynamo with a one-element tensor
     predicate: both, and each result selected (see the module docstring). ``written``: the objects, bound before
     the ``if``, that an arm writes into in place (``d[k] = v``, ``lst += [...]``), named by ``written_names``: the
     selects capture such a write only into a tensor, so any other object refuses the conversion (both arms' writes
-    into a dict or a list would be made, whichever arm the predicate takes)."""
+    into a dict or a list would be made, whichever arm the predicate takes). ``modules``: the torch.nn modules the
+    arms call; one that runs forward hooks (registered after the rewrite: Dynamo traces again, its guards on the
+    hooks failing) refuses it (the hooks' effects would be made for both arms)."""
     if not torch.compiler.is_compiling() or not isinstance(pred, torch.Tensor) or pred.numel() != 1:
         return then(*state) if pred else otherwise(*state)
     cond = _branch_begin(pred, site)
+    for module in modules:
+        if _runs_hooks(module):
+            _branch_reject(cond, site, "a module an arm calls runs forward hooks, whose effects would be made for "
+                                       "both arms")
     for obj, name in zip(written, written_names):
         if not isinstance(obj, (torch.Tensor, *_IMMUTABLE)):
             _branch_reject(cond, site, f"`{name}` is written into in place in a branch and is not a tensor (a "
@@ -484,7 +490,8 @@ _REFUSED_STATEMENTS = {ast.Break: "`break`", ast.Continue: "`continue`", ast.Rai
 def _runs_hooks(module):
     """Whether calling ``module`` runs forward (pre-)hooks, its own, a submodule's or global ones: code of the
     user's that Dynamo inlines, whose effects (a list it appends activations to) it replays after the graph, for
-    both arms of a converted branch. (Hooks registered after the function was rewritten are not seen here.)"""
+    both arms of a converted branch. Checked when the function is rewritten and, for hooks registered later, by
+    _thunder_if when Dynamo traces it."""
     m = torch.nn.modules.module
     if m._global_forward_hooks or m._global_forward_pre_hooks:
         return True
@@ -499,6 +506,7 @@ class _Purity:
 
     def __init__(self, resolve, self_name=None, instance=None, declared=frozenset()):
         self.resolve, self.self_name, self.instance, self.declared = resolve, self_name, instance, declared
+        self.modules_called = []  # the source of each torch.nn submodule call accepted (`self.lin`), in order
 
     def why_not(self, stmts, generated=frozenset()):
         """The reason these statements cannot run as a converted branch, or None if they can."""
@@ -639,6 +647,7 @@ class _Purity:
                 return f"`{text}` is dropout (random numbers)"
             if _runs_hooks(obj):
                 return f"`{text}` runs forward hooks, whose effects would be made for both arms"
+            self.modules_called.append(text)  # hooks registered later: _thunder_if checks when traced
             return None
         return f"a call of `{text}` (a Python method or module, not known to be pure)"
 
@@ -748,12 +757,13 @@ class _Rewriter(ast.NodeTransformer):
             return node
         site.converted, site.reason = True, ""
         self.converted += 1
-        return self._convert(node, before, site.id, returns)
+        return self._convert(node, before, site.id, returns, list(dict.fromkeys(self.purity.modules_called)))
 
     def _why_not(self, node, before, returns):
         if any(isinstance(n, ast.BoolOp) for n in ast.walk(node.test)):
             return "an `and`/`or` in the condition (Python decides it operand by operand: control flow on each one)"
         arms = (node.body[:-1], node.orelse[:-1]) if returns else (node.body, node.orelse)
+        self.purity.modules_called = []
         reason = self.purity.why_not(arms[0], self.generated) or self.purity.why_not(arms[1], self.generated)
         if returns:
             values = [arm[-1].value for arm in (node.body, node.orelse) if arm[-1].value is not None]
@@ -803,9 +813,10 @@ class _Rewriter(ast.NodeTransformer):
                 return True
         return False
 
-    def _convert(self, node, before, site, returns):
+    def _convert(self, node, before, site, returns, modules=()):
         """The statements replacing ``node``: the two arm functions and the ``_thunder_if`` call; ``returns``: the
-        arms end with ``return``, whose values the call returns last (and the function then returns)."""
+        arms end with ``return``, whose values the call returns last (and the function then returns); ``modules``:
+        the source of the torch.nn submodules the arms call, passed to ``_thunder_if`` (which checks their hooks)."""
         # The names either arm binds that code after the `if` may read (the others are each arm's own locals).
         stored = [n for n in dict.fromkeys(_names_stored(node.body) + _names_stored(node.orelse))
                   if n not in self.generated]
@@ -838,7 +849,8 @@ class _Rewriter(ast.NodeTransformer):
                          ast.Tuple([ast.Name(p, ast.Load()) for p in params], ast.Load()), ast.Constant(site),
                          ast.Tuple([ast.Constant(n) for n in labels], ast.Load()),
                          ast.Tuple([ast.Name(n, ast.Load()) for n in written], ast.Load()),
-                         ast.Tuple([ast.Constant(n) for n in written], ast.Load())], [])
+                         ast.Tuple([ast.Constant(n) for n in written], ast.Load()),
+                         ast.Tuple([ast.parse(m, mode="eval").body for m in modules], ast.Load())], [])
         if targets:
             stmt = ast.Assign([ast.Tuple([ast.Name(n, ast.Store()) for n in targets], ast.Store())], call)
         else:
