@@ -340,8 +340,8 @@ def _thunder_if(pred, then, otherwise, state, site, names=(), written=(), writte
     the ``if``, that an arm writes into in place (``d[k] = v``, ``lst += [...]``), named by ``written_names``: the
     selects capture such a write only into a tensor, so any other object refuses the conversion (both arms' writes
     into a dict or a list would be made, whichever arm the predicate takes). ``modules``: the torch.nn modules the
-    arms call; one that runs forward hooks (registered after the rewrite: Dynamo traces again, its guards on the
-    hooks failing) refuses it (the hooks' effects would be made for both arms)."""
+    arms call; one that runs forward hooks (registered after the function was rewritten, before Dynamo traced it)
+    refuses it (the hooks' effects would be made for both arms)."""
     if not torch.compiler.is_compiling() or not isinstance(pred, torch.Tensor) or pred.numel() != 1:
         return then(*state) if pred else otherwise(*state)
     cond = _branch_begin(pred, site)
@@ -491,7 +491,8 @@ def _runs_hooks(module):
     """Whether calling ``module`` runs forward (pre-)hooks, its own, a submodule's or global ones: code of the
     user's that Dynamo inlines, whose effects (a list it appends activations to) it replays after the graph, for
     both arms of a converted branch. Checked when the function is rewritten and, for hooks registered later, by
-    _thunder_if when Dynamo traces it."""
+    _thunder_if when Dynamo traces it. (A hook registered after that trace Dynamo does not see at all: it skips
+    guards on modules' hooks, ``torch._dynamo.config.skip_nnmodule_hook_guards``.)"""
     m = torch.nn.modules.module
     if m._global_forward_hooks or m._global_forward_pre_hooks:
         return True
