@@ -3,7 +3,8 @@
 // functionalization pass (passes/functionalization.cc) turns them into.
 //
 //   ltorch.copy_(a, src)                 write src into a in place (the only write the importer emits)
-//   prims.copy_to(a, src)                the same write, emitted by functionalization as a copy-back
+//   prims.copy_to(a, src[, when])        the same write, emitted by functionalization as a copy-back; skipped
+//                                        where `when` (a bool tensor) is false
 //   prims.slice_update(a, src, start, stop, step)   out of place: a copy of a with one slice replaced by src
 //   ltorch.detach(a) -> prims.detach(a)  a's data, cut from autograd
 //   prims.branch_begin/else/end(pred)    region markers: `if pred: <then> else: <else>`, both arms traced
@@ -36,12 +37,12 @@ void check_write(Builder& b, const std::string& op, const Args& args) {
                  shape_string(a.shape) + " of argument 'a'");
 }
 
-// A region marker's predicate: a bool tensor of exactly one element (any rank).
-void check_pred(Builder& b, const std::string& op, const Value& pred) {
-  if (!b.is_tensor(pred)) fail(op, "expected argument 'pred' to be a bool tensor with one element");
+// A region marker's predicate (or copy_to's condition): a bool tensor of exactly one element (any rank).
+void check_pred(Builder& b, const std::string& op, const Value& pred, const std::string& name = "pred") {
+  if (!b.is_tensor(pred)) fail(op, "expected argument '" + name + "' to be a bool tensor with one element");
   const TensorMeta& m = b.meta(pred);
   if (m.dtype != DType::Bool || m.numel() != 1)
-    fail(op, "expected argument 'pred' to be a bool tensor with one element, got a " +
+    fail(op, "expected argument '" + name + "' to be a bool tensor with one element, got a " +
                  std::string(ir::dtype_name(m.dtype)) + " tensor of shape " + shape_string(m.shape));
 }
 
@@ -75,8 +76,11 @@ void register_torch_mutation() {
     check_write(b, "ltorch.copy_", a);
     return Value();
   });
-  prim("copy_to", ir::kEffect, {req("a"), req("src")}, [](Builder& b, const Args& a) {
+  // `when`: None, or a 0-d bool tensor; false skips the write (a converted branch's arm not taken wrote the input
+  // in eager: no write, no version bump).
+  prim("copy_to", ir::kEffect, {req("a"), req("src"), opt("when", Value())}, [](Builder& b, const Args& a) {
     check_write(b, "prims.copy_to", a);
+    if (!a[2].is_none()) check_pred(b, "prims.copy_to", a[2], "when");
     return Value();
   });
   prim("slice_update", 0, {req("a"), req("src"), req("start"), req("stop"), opt("step", Value())}, slice_update_meta);

@@ -656,6 +656,10 @@ class Functionalizer {
     Value value;
     int64_t version;
     std::string source;  // of the last write
+    // Whether eager has written the root by now, as far as its copy-back goes: false (no write pending), true,
+    // or a 0-d bool tensor where only some arms of converted branches wrote it (the copy-back then runs only
+    // where they were taken: an untaken arm's write bumped no version in eager).
+    Value when = false;
   };
   // An open branch region.
   struct Frame {
@@ -704,7 +708,7 @@ class Functionalizer {
   // `born`: when the root is defined (the output trace's length then; -1 for inputs).
   void add_root(ProxyId id, Ints strides, int64_t born) {
     alias_[id] = Alias{id, {}, std::move(strides), 0};
-    roots_[id] = RootState{P(id), 0, {}};
+    roots_[id] = RootState{P(id), 0, {}, false};
     born_[id] = born;
   }
   // A computed root: laid out as eager lays it out where the capture said (a transposed input's product), else
@@ -955,9 +959,9 @@ class Functionalizer {
     set_root(a.root, value, s.source);
   }
 
-  void set_root(ProxyId root, const Value& value, const std::string& source) {
+  void set_root(ProxyId root, const Value& value, const std::string& source, const Value& when = true) {
     note_write(root);
-    roots_[root] = RootState{value, ++clock_, source};
+    roots_[root] = RootState{value, ++clock_, source, when};
     written_.insert(root);
   }
 
@@ -983,9 +987,8 @@ class Functionalizer {
       }
     }
     auto materialize = [&](ProxyId root, RootState& state) {
-      e_.set_source(state.source);
-      e_.prim("copy_to", {memory(root), state.value});
-      state = RootState{memory(root), ++clock_, state.source};
+      copy_back(memory(root), state);
+      state = RootState{memory(root), ++clock_, state.source, false};
     };
     auto pending = [&](ProxyId root, const RootState& state) { return state.value != memory(root); };
     // An effect that reads no tensor changes global state (grad mode: torch._C._set_grad_enabled): a pending
@@ -1002,7 +1005,7 @@ class Functionalizer {
     for (ProxyId root : touched) touched_memory.insert(e_.storage(memory(root).proxy()));
     for (auto& [root, state] : roots_)
       if (pending(root, state) && touched_memory.count(e_.storage(state.value.proxy())))
-        state = RootState{e_.prim("clone", {state.value}), ++clock_, state.source};  // views made again on it
+        state = RootState{e_.prim("clone", {state.value}), ++clock_, state.source, state.when};  // views made again on it
     // A root that is a value of this trace, whose pending value is a tensor of its own that only the write reads,
     // is not stored into: the effect takes that value's memory, which is the root's from then on (memory_; `t = a
     // * 2; t.mul_(a); t[i] = 0`). The store into the old memory bumped its version, which autograd had saved for
@@ -1037,7 +1040,7 @@ class Functionalizer {
     replays_.clear();
     e_.forget();
     for (ProxyId root : touched) {
-      roots_[root] = RootState{memory(root), ++clock_, s.source};
+      roots_[root] = RootState{memory(root), ++clock_, s.source, false};
       written_.insert(root);
     }
     for (ProxyId o : s.output_proxies())
@@ -1141,11 +1144,26 @@ class Functionalizer {
     frames_.pop_back();
     for (const auto& [root, state] : f.before) {
       auto then = f.then_state.find(root);
-      Value then_value = then == f.then_state.end() ? state.value : then->second.value;
-      Value else_value = roots_.at(root).value;
-      if (then_value == else_value) continue;
-      set_root(root, e_.select(pred0(f), then_value, else_value), s.source);
+      const RootState& then_state = then == f.then_state.end() ? state : then->second;
+      const RootState& else_state = roots_.at(root);
+      if (then_state.value == else_state.value) continue;
+      const Value value = e_.select(pred0(f), then_state.value, else_state.value);
+      set_root(root, value, s.source, written_if(pred0(f), then_state.when, else_state.when));
     }
+  }
+
+  // Whether a root is written after a region, from whether each arm left it written (RootState::when).
+  Value written_if(const Value& c, const Value& then_when, const Value& else_when) {
+    if (then_when == else_when) return then_when;
+    if (then_when == Value(true) && else_when == Value(false)) return c;
+    return e_.torch("where", {c, then_when, else_when});
+  }
+
+  // The write of a root's pending value into its memory, skipped at run time where no arm that wrote it was taken.
+  void copy_back(const Value& memory, const RootState& state) {
+    e_.set_source(state.source);
+    if (state.when == Value(true)) e_.prim("copy_to", {memory, state.value});
+    else e_.prim("copy_to", {memory, state.value, state.when});
   }
 
   // The copy-backs into the written inputs, then the outputs. A copy-back overwrites its input's memory, which
@@ -1181,12 +1199,13 @@ class Functionalizer {
         v = e_.torch("contiguous", {v});
       values.emplace(p, v);
     });
-    std::vector<Value> sources;
-    for (ProxyId id : copied_back) sources.push_back(before_copy_backs(roots_.at(id).value));
-    for (size_t i = 0; i < copied_back.size(); ++i) {
-      e_.set_source(roots_.at(copied_back[i]).source);
-      e_.prim("copy_to", {P(copied_back[i]), sources[i]});
+    std::vector<RootState> sources;
+    for (ProxyId id : copied_back) {
+      RootState state = roots_.at(id);
+      state.value = before_copy_backs(state.value);
+      sources.push_back(std::move(state));
     }
+    for (size_t i = 0; i < copied_back.size(); ++i) copy_back(P(copied_back[i]), sources[i]);
     e_.set_source("");
     out_.output = ir::map_proxies(in_.output, [&](ProxyId p) -> Value {
       if (!alias_.count(p)) return P(p);

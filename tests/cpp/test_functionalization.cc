@@ -83,7 +83,7 @@ TEST_F(Functionalization, WriteToAnInputEmitsACopyBackAndReturnsTheInput) {
   Trace out = run();
   EXPECT_EQ(callees(out), (Names{"ltorch.add", "ltorch.mul", "prims.copy_to"}));
   EXPECT_EQ(first(out, "ltorch.mul").args[0], t);  // the read sees the written value
-  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, t}));
+  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, t, Value()}));
   EXPECT_EQ(out.output, trace.output);  // eager returns the input itself, updated
   EXPECT_EQ(out.provenance, "Functionalization");
 }
@@ -104,7 +104,7 @@ TEST_F(Functionalization, WriteThroughAGetitemOfAnInput) {
   EXPECT_EQ(producer(out, update.args[1]).args[0], s);
   EXPECT_EQ(first(out, "ltorch.exp").args[0], update.output);
   EXPECT_EQ(out.symbols.back().printed_callee(), "prims.copy_to");
-  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, update.output}));
+  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, update.output, Value()}));
   EXPECT_EQ(count(out, "ltorch.copy_"), 0);
 }
 
@@ -148,7 +148,7 @@ TEST_F(Functionalization, WriteThroughATranspose) {
   EXPECT_EQ(back.args[0], w);
   EXPECT_EQ(back.args[1], Value::ints({1, 0}));
   EXPECT_EQ(first(out, "ltorch.neg").args[0], back.output);
-  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, back.output}));
+  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, back.output, Value()}));
 }
 
 TEST_F(Functionalization, WriteThroughAReshapeOfAContiguousTensor) {
@@ -216,7 +216,7 @@ TEST_F(Functionalization, EachOutputOfASplitIsAView) {
   EXPECT_EQ(other.printed_callee(), "prims.slice");  // the other half: disjoint from the write, read from x
   EXPECT_EQ(other.args[0], x);
   EXPECT_EQ(first(out, "ltorch.exp").args[0], w);                 // the written region: what was written
-  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, update.output}));
+  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, update.output, Value()}));
 }
 
 TEST_F(Functionalization, ChainedWritesBuildOnEachOther) {
@@ -314,7 +314,8 @@ TEST_F(Functionalization, AWriteInTheThenArmOnly) {
   EXPECT_EQ(merge.args[1], t);
   EXPECT_EQ(merge.args[2], x);
   EXPECT_EQ(first(out, "ltorch.mul").args[0], merge.output);  // a read after the region
-  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, merge.output}));
+  // The copy-back runs only where the arm was taken (an untaken arm's write bumps no version in eager).
+  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, merge.output, merge.args[0]}));
 }
 
 TEST_F(Functionalization, WritesInBothArms) {
@@ -353,6 +354,10 @@ TEST_F(Functionalization, NestedRegions) {
   EXPECT_EQ(inner.args, (std::vector<Value>{c2, a, x}));
   EXPECT_EQ(outer.args, (std::vector<Value>{c1, inner.output, d}));
   EXPECT_EQ(first(out, "ltorch.neg").args[0], outer.output);
+  // x is written where c2 (given c1) or the else arm ran: where(c1, c2, True).
+  const BoundSymbol& when = first(out, "ltorch.where", 2);
+  EXPECT_EQ(when.args, (std::vector<Value>{c1, c2, Value(true)}));
+  EXPECT_EQ(out.symbols.back().args, (std::vector<Value>{x, outer.output, when.output}));
 }
 
 TEST_F(Functionalization, ARootMadeInsideAnArmIsNotMerged) {

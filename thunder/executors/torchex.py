@@ -313,12 +313,16 @@ def _prim_div(a, b):
     return torch.div(a, b)
 
 
-def _copy_(a, src):
+def _copy_(a, src, when=None):
     """ltorch.copy_ and prims.copy_to: writes ``src`` into ``a`` in place. A tensor ``src`` is broadcast to
     ``a``'s shape and cast to its dtype; a number fills ``a``. Returns nothing (the ops have no output).
+    ``when`` (copy_to only): None, or a bool tensor of one element; where it is false nothing is written (the
+    copy-back of an input only the untaken arms of converted branches wrote: eager bumped no version).
 
     A leaf that requires grad (a parameter) can only have been written under ``torch.no_grad()`` in eager, so
     its copy-back, at the end of the trace, runs without recording autograd too."""
+    if when is not None and not when:
+        return
     if isinstance(a, torch.Tensor) and a.is_leaf and a.requires_grad and torch.is_grad_enabled():
         with torch.no_grad():
             return _copy_(a, src)
