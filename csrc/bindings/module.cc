@@ -319,6 +319,10 @@ NB_MODULE(_core, m) {
       .def_prop_ro("has_effect", [](const ir::BoundSymbol& b) { return b.sym->has(ir::kEffect); })
       .def_prop_ro("is_view", [](const ir::BoundSymbol& b) { return b.sym->has(ir::kView); },
                    "Whether the op only views its input (reshape, slice, transpose...): torch may return a view.")
+      .def_prop_ro("joins_every_argument", [](const ir::BoundSymbol& b) { return b.sym->has(ir::kJoinsEveryArgument); },
+                   "Whether eager's autograd node of the op joins every tensor argument to its output, also one its "
+                   "decomposition may not read (addmm and its kin: the input with beta=0, which gets a zero "
+                   "gradient).")
       .def_prop_ro("draws_random_numbers", [](const ir::BoundSymbol& b) { return passes::draws_random_numbers(b); })
       .def_prop_ro("may_raise_for_values", &may_raise_for_values,
                    "Whether running the op may raise for its inputs' values, not only their metadata (which the "

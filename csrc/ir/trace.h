@@ -66,6 +66,9 @@ enum Tag : uint32_t {
                             // kernel may write over it where it dies (translation_units.cc)
   kChecksValues = 1u << 12,  // raises for some values of its inputs (an index out of range), not only for their
                              // metadata, which the capture's guards fix
+  kJoinsEveryArgument = 1u << 13,  // eager's autograd node joins every tensor argument to the output, also one its
+                                  // decomposition may not read (addmm's input with beta=0): a gradient reaching the
+                                  // output reaches each, zero where the rule gives nothing
 };
 
 /// Prims and torch-level ops come from the op tables; opaque symbols from capture;

@@ -419,7 +419,8 @@ void register_products() {
     std::string n = name, p = product;
     const char* first = rank2 == 1 ? "mat" : rank1 == 2 ? "mat1" : "batch1";
     const char* second = rank2 == 1 ? "vec" : rank1 == 2 ? "mat2" : "batch2";
-    def_decomposed(name, ir::kFreshOutput, {kInput, req(first), req(second), opt("beta", Int(1)), opt("alpha", Int(1))},
+    def_decomposed(name, ir::kFreshOutput | ir::kJoinsEveryArgument,
+                   {kInput, req(first), req(second), opt("beta", Int(1)), opt("alpha", Int(1))},
                    [n, p, rank1, rank2, batch_sum, scalar_as](Builder& b, const Args& a) {
                      const TensorMeta& m1 = tensor(b, "ltorch." + n, a[1]);
                      const TensorMeta& m2 = tensor(b, "ltorch." + n, a[2]);
@@ -447,7 +448,8 @@ void register_products() {
   addmm_like("baddbmm", "bmm", 3, 3, false);
   addmm_like("addbmm", "bmm", 3, 3, true);
   addmm_like("addmv", "mv", 2, 1, false);
-  def_decomposed("addr", 0, {kInput, req("vec1"), req("vec2"), opt("beta", Int(1)), opt("alpha", Int(1))},
+  def_decomposed("addr", ir::kJoinsEveryArgument,
+                 {kInput, req("vec1"), req("vec2"), opt("beta", Int(1)), opt("alpha", Int(1))},
                  [scalar_as](Builder& b, const Args& a) {
                    // beta * input + (alpha * vec1) outer vec2, each op in the dtype, in ATen's kernel's order.
                    const DType d = result_type(b, {a[1], a[2]});

@@ -819,19 +819,15 @@ def opaque_results(trace):
     return frozenset(p for b in trace.symbols if b.is_opaque for p in proxies(b.output))
 
 
-#: Ops whose eager autograd node joins every tensor argument to the output, where their decomposition may not read
-#: one: addmm and its kin with beta=0 ignore the input (NaN in it does not propagate), and eager gives it a zero
-#: gradient (AdamW then decays it; with None it skips it).
-_JOINS_EVERY_ARGUMENT = frozenset({"addmm", "baddbmm", "addbmm", "addmv", "addr"})
-
-
 def _zero_by_rule_arguments(joint_trace, reaches):
     """The positions of the arguments a backward may give None where eager's gives zeros: where the joint trace
-    holds an op of _JOINS_EVERY_ARGUMENT with beta=0 (its input joined, not read), every argument some output
+    holds an op that joins every argument (``joins_every_argument``: addmm and its kin) with beta=0 (its input
+    joined, not read: NaN in it does not propagate, and eager gives it a zero gradient, which AdamW decays where it
+    skips None), every argument some output
     reaches (``reaches``: gradient_reaches'); else none. The training program fills those a backward reaches and
     leaves None with zeros (training_callable)."""
     def ignores_an_argument(symbols):
-        return any(b.name in _JOINS_EVERY_ARGUMENT and len(b.args) > 3 and isinstance(b.args[3], (int, float)) and
+        return any(b.joins_every_argument and len(b.args) > 3 and isinstance(b.args[3], (int, float)) and
                    b.args[3] == 0 or ignores_an_argument(b.subsymbols) for b in symbols)
 
     if not reaches or not ignores_an_argument(joint_trace.symbols):
@@ -845,14 +841,15 @@ def gradient_reaches(joint_trace, grad_outputs):
     op with an input that requires grad), through the ops' decompositions (``broadcast_tensors(x, w)[0]`` joins x
     only; an opaque op joins all its tensor arguments, keyword arguments too, to all its outputs). An argument no
     given output gradient reaches gets None, and one that is reached gets a gradient even where it is zero by the
-    derivative's rule (floor, addmm's input with beta=0: _JOINS_EVERY_ARGUMENT), as in eager (see _TrainingProgram)."""
+    derivative's rule (floor, addmm's input with beta=0: ``joins_every_argument``), as in eager (see
+    _TrainingProgram)."""
     def requires_grad(p):
         m = joint_trace.meta(p)
         return m[0] != "number" and m[3]
 
     def leaves(symbols):  # the decompositions' prims: a multi-output op joins each output to its own inputs
         for b in symbols:
-            yield from leaves(b.subsymbols) if b.subsymbols and b.name not in _JOINS_EVERY_ARGUMENT else (b,)
+            yield from leaves(b.subsymbols) if b.subsymbols and not b.joins_every_argument else (b,)
 
     joined = {p.id: {i} for i, p in enumerate(joint_trace.inputs) if requires_grad(p)}
     for b in leaves(joint_trace.symbols):
