@@ -237,6 +237,39 @@ def test_training_over_changing_batch_sizes_matches_eager_gradients():
     assert stats.symbolic_graphs == 1 and all(g["backward"] == "thunder" for g in stats.graphs), stats.graphs
 
 
+class _LearnedPositions(nn.Module):
+    """A learned position table sliced to the sequence length, and a causal mask buffer sliced likewise (nanoGPT)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Parameter(torch.randn(16, 8))
+        self.proj = nn.Linear(8, 8)
+        self.register_buffer("bias", torch.tril(torch.ones(16, 16)).view(1, 16, 16))
+
+    def forward(self, x):
+        h = self.proj(x + self.pos[: x.shape[1]])
+        scores = (h @ h.transpose(-2, -1)).masked_fill(self.bias[:, : x.shape[1], : x.shape[1]] == 0, float("-inf"))
+        return scores.softmax(-1) @ h
+
+
+def test_training_over_changing_lengths_with_slices_of_a_parameter_keeps_thunders_backward():
+    """`pos[:T]` with T symbolic runs as an opaque view (its slice needs T <= 16, which Dynamo's guards know and
+    the shape rules do not): in a graph that writes nothing, that is a pure op, and the graph keeps thunder's
+    backward (as an effect it sent every length's backward to torch, saying the slice "is an effect")."""
+    torch.manual_seed(0)
+    model, reference = _LearnedPositions(), _LearnedPositions()
+    reference.load_state_dict(model.state_dict())
+    jitted = thunder.jit(model)
+    for n in (5, 6, 7):
+        x = torch.randn(2, n, 8)
+        jitted(x).square().mean().backward()
+        reference(x).square().mean().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    stats = thunder.compile_stats(jitted)
+    assert stats.symbolic_graphs == 1 and all(g["backward"] == "thunder" for g in stats.graphs), stats.graphs
+
+
 def test_a_training_graph_with_symbolic_sizes_is_differentiated_once(monkeypatch):
     from thunder import _core
 

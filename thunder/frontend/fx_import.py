@@ -341,6 +341,20 @@ def _has_effect(node, name):
     return _draws_random(node, short) or _probed(node)[1]
 
 
+def _may_write(node):
+    """Whether a call may write into a tensor: a write the importer lowers or any in-place call (a method or
+    function ending in ``_``, ``out=``, ``inplace=True``, an operator of augmented assignment or subscript
+    assignment, an op whose schema, or run on fake tensors, writes an argument). Unlike _has_effect, not random
+    draws or calls made for what they do besides writing (grad mode, asserts)."""
+    if node.op not in ("call_function", "call_method"):
+        return False
+    short = _target_name(node).rsplit(".", 1)[-1]
+    return (_write_lowering(node) is not None or (node.op == "call_function" and node.target in _MUTATING_OPERATORS)
+            or (short.endswith("_") and not short.endswith("__")) or "out" in node.kwargs or
+            _inplace_argument(node) or (node.op == "call_function" and _schema_writes(node.target)) or
+            _probed(node)[1])
+
+
 def _draws_random(node, name):
     """Whether a call draws random numbers: its name says so (_RANDOM_WORDS), or, run once on fake tensors of its
     arguments' sizes, it dispatches an aten op tagged ``nondeterministic_seeded`` (``F.rrelu`` in training,
@@ -578,6 +592,7 @@ class _Importer:
         self.opaque_calls = 0    # ops imported as opaque torch calls
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
         self.opaque_view_seen = False  # an opaque op made a view: later writes are not lowered (see _opaque)
+        self.writes = None  # whether any node of the graph may write into a tensor (_may_write), once asked
         self.region_sites = {}   # branch_begin node -> its site
         # The outputs that are inputs a converted branch may select and the branch_begin nodes whose conditions
         # pick them (_selected_inputs), once the first branch begins; and a copy of each such condition, made where
@@ -1530,8 +1545,10 @@ class _Importer:
 
     def _opaque(self, node, rejected=False):
         # An opaque op whose result is a view (x.T, x.diagonal(), x.unfold(...)): the functionalization cannot
-        # follow writes through it, nor replay it after a write to its base. It runs as an effect (pending writes
-        # land before it), and the writes after it stay in place, as opaque effects, so that it sees them.
+        # follow writes through it, nor replay it after a write to its base. In a graph that may write into a
+        # tensor, it runs as an effect (pending writes land before it), and the writes after it stay in place, as
+        # opaque effects, so that it sees them. In a graph without writes it is a pure op: as an effect it sent a
+        # training graph's backward to torch (`pos[:T]` of a parameter, with T a symbolic size).
         # An op whose arguments thunder's rules rejected (``rejected``: an OpError, such as `-` of a bool tensor),
         # and whose result nothing reads, is an effect too: torch may raise for it, and eager raises even where its
         # result is unused, so it is not dead code. (One whose result is read runs anyway; as an effect, it sent
@@ -1567,8 +1584,10 @@ class _Importer:
         args = self._unwrap(self._arg(list(node.args)))
         kwargs = {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
         output = self._new_output(node.meta.get("example_value"))
-        effect = view or (rejected and not node.users) or _has_effect(node, callee if node.op == "call_function"
-                                                                      else str(target))
+        if view and self.writes is None:
+            self.writes = any(map(_may_write, self.order))
+        effect = (view and self.writes) or (rejected and not node.users) or \
+            _has_effect(node, callee if node.op == "call_function" else str(target))
         result = self.builder.opaque(callee, args, kwargs, output, effect)
         same = _returned_argument(node)
         if effect and same is not None and isinstance(self.env.get(same), _core.Proxy) and \
