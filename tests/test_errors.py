@@ -552,3 +552,43 @@ def test_a_class_target_of_another_integer_dtype_raises_as_in_eager(loss):
     assert type(jitted) is type(eager) and str(jitted) == str(eager)
     byte = torch.tensor([1, 2, 0], dtype=torch.uint8)
     torch.testing.assert_close(thunder.jit(loss)(x, byte), loss(x, byte))
+
+
+_ASSERTS = """
+import torch
+
+
+def with_a_message(a):
+    assert (a > -100).all(), "values must be > -100"
+    return a + 1
+
+
+def without_a_message(a):
+    assert (a > -100).all()
+    return a + 1
+
+
+def calls_assert_async(a):
+    torch._assert_async((a > -100).all(), "direct")
+    return a + 1
+"""
+
+
+@pytest.mark.parametrize("name, message", [("with_a_message", "values must be > -100"), ("without_a_message", ""),
+                                           ("calls_assert_async", "direct")])
+def test_an_assert_on_a_tensor_raises_as_in_eager(tmp_path, name, message):
+    """Dynamo writes `assert cond, msg` on a tensor as torch._assert_async, which raises RuntimeError: a user's
+    `except AssertionError` missed it. Eager's AssertionError (with the statement's message, or none) it is; a call
+    of torch._assert_async of the user's own raises as in eager, RuntimeError. (The functions live in a module of
+    their own: pytest rewrites the asserts of test modules.)"""
+    import importlib.util
+
+    path = tmp_path / "asserts_on_tensors.py"
+    path.write_text(_ASSERTS)
+    spec = importlib.util.spec_from_file_location("asserts_on_tensors", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, name)
+    eager, jitted = eager_and_jitted_errors(fn, torch.full((3,), -1000.0))
+    assert type(jitted) is type(eager) and str(jitted) == str(eager) == message, (eager, jitted)
+    torch.testing.assert_close(thunder.jit(fn)(torch.zeros(3)), torch.ones(3))

@@ -7,6 +7,7 @@ the arguments, or computes metadata that differs from what Dynamo recorded,
 the node is imported as an *opaque* op: the original callable, with Dynamo's
 metadata, run by torch. So no program fails to compile for a missing op.
 """
+import ast
 import builtins
 import contextlib
 import inspect
@@ -339,6 +340,28 @@ def _has_effect(node, name):
     if node.op == "call_function" and _schema_writes(node.target):
         return True
     return _draws_random(node, short) or _probed(node)[1]
+
+
+def _assert_statement(node):
+    """The Python ``assert`` statement (an ``ast.Assert``) a ``torch._assert_async`` node is Dynamo's form of: the
+    last line of its stack trace; None where that is no assert statement (a call of its own, a statement over
+    several lines, no source)."""
+    lines = [line.strip() for line in (node.meta.get("stack_trace") or "").splitlines() if line.strip()]
+    if not lines or not lines[-1].startswith("assert"):
+        return None
+    try:
+        statement = ast.parse(lines[-1]).body[0]
+    except SyntaxError:
+        return None
+    return statement if isinstance(statement, ast.Assert) else None
+
+
+def _python_assert(condition, message=None, without_message=False):
+    """A Python ``assert`` on a tensor, as eager runs it: AssertionError (with the statement's message, or none)
+    where the condition is false. Dynamo writes the statement as ``torch._assert_async``, which raises
+    RuntimeError."""
+    if not condition:
+        raise AssertionError() if without_message or message is None else AssertionError(message)
 
 
 def _may_write(node):
@@ -1579,6 +1602,11 @@ class _Importer:
             callee = self._register(functools.partial(_call_under_autocast, fn, self._regions()), "_autocast").text
         elif node.op == "call_method":
             callee = f"torch.Tensor.{target}" if method is None else self._register(method, "_method").text
+        elif target is torch._assert_async and _assert_statement(node) is not None:
+            # (Dynamo passes "assertion error" for an assert without a message; eager's AssertionError has none.)
+            without_message = _assert_statement(node).msg is None
+            callee = self._register(functools.partial(_python_assert, without_message=without_message),
+                                    "_assert").text
         else:
             callee = _qualified_name(target) or self._register(target, "_opaque").text
         args = self._unwrap(self._arg(list(node.args)))
