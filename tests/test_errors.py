@@ -571,6 +571,11 @@ def without_a_message(a):
 def calls_assert_async(a):
     torch._assert_async((a > -100).all(), "direct")
     return a + 1
+
+
+def trains(x, w):
+    assert (x > -100).all(), "values must be > -100"
+    return (x * w).tanh().sum()
 """
 
 
@@ -592,3 +597,11 @@ def test_an_assert_on_a_tensor_raises_as_in_eager(tmp_path, name, message):
     eager, jitted = eager_and_jitted_errors(fn, torch.full((3,), -1000.0))
     assert type(jitted) is type(eager) and str(jitted) == str(eager) == message, (eager, jitted)
     torch.testing.assert_close(thunder.jit(fn)(torch.zeros(3)), torch.ones(3))
+    # In training the assert runs in the forward, and the graph keeps thunder's backward (as an opaque effect,
+    # it sent the backward to torch).
+    jitted, w = thunder.jit(module.trains), torch.randn(3, requires_grad=True)
+    jitted(torch.zeros(3) + 1, w).backward()
+    torch.testing.assert_close(w.grad, 1 - torch.tanh(w) ** 2)
+    assert [g["backward"] for g in thunder.compile_stats(jitted).graphs] == ["thunder"]
+    with pytest.raises(AssertionError, match="values must be > -100"):
+        jitted(torch.full((3,), -1000.0), w)

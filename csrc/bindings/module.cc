@@ -378,12 +378,17 @@ NB_MODULE(_core, m) {
         return to_py(b.builder.call(l, name, args_from_py(args, &op), kwargs_from_py(kwargs, &op)));
       }, "Calls a native op; raises OpError for invalid arguments and NotNative for uses the core does not cover "
          "(an int outside int64's range among them).")
-      .def("opaque", [](PyBuilder& b, std::string callee, nb::list args, nb::dict kwargs, nb::handle output, bool effect) {
+      .def("opaque", [](PyBuilder& b, std::string callee, nb::list args, nb::dict kwargs, nb::handle output, bool effect,
+                        bool check) {
         ops::Kwargs kw = kwargs_from_py(kwargs);
         Value out = b.builder.opaque(std::move(callee), args_from_py(args), std::move(kw), from_py(output));
-        if (!effect) b.trace->symbols.back().sym = ops::opaque_symbol(false);
+        if (check) b.trace->symbols.back().sym = ops::opaque_check_symbol();
+        else if (!effect) b.trace->symbols.back().sym = ops::opaque_symbol(false);
         return to_py(out);
-      }, nb::arg("callee"), nb::arg("args"), nb::arg("kwargs"), nb::arg("output").none(), nb::arg("effect"))
+      }, nb::arg("callee"), nb::arg("args"), nb::arg("kwargs"), nb::arg("output").none(), nb::arg("effect"),
+         nb::arg("check") = false,
+         "Records an op the core does not know; `effect`: it may write or draw random numbers (never removed or "
+         "reordered); `check`: it only raises for some values of its arguments, returning nothing (an assert).")
       .def("set_source", [](PyBuilder& b, std::string s) { b.builder.set_source(std::move(s)); })
       .def("set_requires_grad", [](PyBuilder& b, PyProxy p, bool rg) {
         ir::ProxyInfo& info = b.trace->proxies.at(p.id);

@@ -13,6 +13,7 @@ struct Registry {
   std::vector<const OpDef*> order;
   ir::Symbol opaque_effect{"opaque", ir::Level::Opaque, ir::kOpaque | ir::kEffect, {}};
   ir::Symbol opaque_pure{"opaque", ir::Level::Opaque, ir::kOpaque, {}};
+  ir::Symbol opaque_check{"opaque", ir::Level::Opaque, ir::kOpaque | ir::kEffect | ir::kChecksValues, {}};
 };
 
 Registry& registry_unlocked() {
@@ -109,6 +110,8 @@ std::vector<const OpDef*> ops_of(ir::Level level) {
 const ir::Symbol* opaque_symbol(bool effect) {
   return effect ? &registry().opaque_effect : &registry().opaque_pure;
 }
+
+const ir::Symbol* opaque_check_symbol() { return &registry().opaque_check; }
 
 const TensorMeta& Builder::meta(const Value& tensor) const { return trace_.tensor(tensor.proxy()); }
 

@@ -56,6 +56,9 @@ std::vector<const OpDef*> ops_of(ir::Level level);
 /// The symbol opaque bound symbols point to: with the kEffect tag (may mutate
 /// its arguments or use a random generator) or without it (a pure function).
 const ir::Symbol* opaque_symbol(bool effect = true);
+/// The symbol of an opaque check: a call made only to raise for some values of its arguments (an assert), which
+/// writes nothing and returns nothing -- an effect (never removed or moved past another), tagged kChecksValues.
+const ir::Symbol* opaque_check_symbol();
 
 /// Builds traces. Each call binds arguments to the op's parameters, checks
 /// them, computes output metadata, and appends one bound symbol (with its

@@ -119,12 +119,17 @@ void collect_units(const Trace& t, const BoundSymbol& b, std::vector<const Bound
 }
 
 // Effects the forward may run while the backward is thunder's: writes into tensors that do not require grad
-// (a module's running statistics). Others -- changes of grad mode, writes into tensors autograd tracks, opaque
-// effects -- would need autograd to see the forward as it runs.
+// (a module's running statistics), and checks that only raise for some values (an assert on a tensor that does
+// not require grad: ops::opaque_check_symbol). Others -- changes of grad mode, writes into tensors autograd
+// tracks, opaque effects -- would need autograd to see the forward as it runs.
 void check_effect(const Trace& t, const BoundSymbol& b) {
   if (!b.sym->has(ir::kEffect)) return;
   if (b.is(ir::PrimId::copy_to) && b.args[0].is_proxy() &&
       !requires_grad(t, b.args[0].proxy()))
+    return;
+  const std::vector<ProxyId> read = b.input_proxies();
+  if (b.sym->has(ir::kChecksValues) && b.output_proxies().empty() &&
+      std::none_of(read.begin(), read.end(), [&](ProxyId p) { return requires_grad(t, p); }))
     return;
   throw NotDifferentiable(qualified(b) + " is an effect (" +
                           (b.sym->level == ir::Level::Opaque ? "an op thunder does not know, or one that uses a random "
@@ -396,7 +401,7 @@ class Differentiator {
     // A write the forward makes in place (prims.copy_to, through a view) changes values a recomputation would
     // not see: then nothing is recomputed.
     for (const BoundSymbol& b : fwd.symbols)
-      if (b.sym->has(ir::kEffect)) return saved;
+      if (b.sym->has(ir::kEffect) && !b.sym->has(ir::kChecksValues)) return saved;  // (a check writes nothing)
     std::unordered_map<ProxyId, size_t> producer;  // value -> the forward symbol computing it
     for (size_t i = 0; i < fwd.symbols.size(); ++i) defined_by(fwd.symbols[i], i, producer);
     // Nodes: 0 the source, 1 the sink, then an (in, out) pair per value.

@@ -1616,7 +1616,10 @@ class _Importer:
             self.writes = any(map(_may_write, self.order))
         effect = (view and self.writes) or (rejected and not node.users) or \
             _has_effect(node, callee if node.op == "call_function" else str(target))
-        result = self.builder.opaque(callee, args, kwargs, output, effect)
+        # An assert (Dynamo's form of one, or a call of torch._assert_async) writes nothing and returns nothing: a
+        # check, which thunder's autodiff runs in the forward (as an effect, it sent the backward to torch).
+        check = target is torch._assert_async and not node.users
+        result = self.builder.opaque(callee, args, kwargs, output, effect, check)
         same = _returned_argument(node)
         if effect and same is not None and isinstance(self.env.get(same), _core.Proxy) and \
                 not _changes_metadata(_target_name(node)):
