@@ -1527,3 +1527,38 @@ def test_a_saved_input_written_after_its_reader_gives_the_gradient_of_what_was_r
     expected = x.clone()
     fn(expected, torch.ones(4))
     assert_same(written, expected)
+
+
+def _independent_outputs(x, w, b):
+    return x.exp(), (x.sin() * w).sum(), b.tanh()
+
+
+def test_outputs_sharing_no_computed_value_are_autograd_nodes_of_their_own():
+    """Outputs computed from no common value that requires grad (`x.exp()`, `x.sin() * w`, `b.tanh()`) were one
+    autograd node: a backward of one freed what the others' needed ("Trying to backward through the graph a second
+    time"), and one whose input's graph was freed before was entered by the other's backward. Each is a node of
+    its own now, as in eager, and a joint backward gives eager's gradients."""
+    jitted = thunder.jit(_independent_outputs)
+    for separately in (True, False, True):
+        results = []
+        for fn in (_independent_outputs, jitted):
+            g = torch.Generator().manual_seed(0)
+            x, w, b = (torch.randn(n, generator=g).requires_grad_() for n in (3, 3, 2))
+            outs = fn(x, w, b)
+            if separately:
+                outs[0].sum().backward()
+                outs[1].backward()
+                outs[2].sum().backward()
+            else:
+                (outs[0].sum() + outs[1] + outs[2].sum()).backward()
+            results.append((outs, x.grad, w.grad, b.grad))
+        assert_same(results[1], results[0])
+    # b's graph freed before: the backward of p's output never enters it.
+    for fn in (lambda p, b: (p * 2, b + 1), thunder.jit(lambda p, b: (p * 2, b + 1))):
+        p, leaf = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+        b = leaf.exp()
+        b.sum().backward()
+        out, _ = fn(p, b)
+        out.sum().backward()
+        assert_same(p.grad, torch.full((3,), 2.0))
+    assert thunder.compile_stats(jitted).graphs[0]["backward"] == "thunder"

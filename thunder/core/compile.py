@@ -467,9 +467,13 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
             return made or (_with_zeros(final_backward, backward_fn), differentiable and
                             _with_zeros(_bound(unsplit_backward, sizes).trace, differentiable[1]), None)
         zero_fill = _zero_by_rule_arguments(passed.joint, passed.reaches)
+        # (A forward that writes into its inputs stays one node: grouped, it would run with some detached.)
+        groups = None if writes or passed.reaches is None else \
+            gradient_groups(passed.joint, passed.grad_outputs, passed.reaches)
         graph.fn = training_callable(fn, backward_fn, passed.grad_outputs, differentiable,
                                      random=any(b.draws_random_numbers for b in split.symbols),
-                                     reaches=passed.reaches, specialize=specialize, zero_fill=zero_fill)
+                                     reaches=passed.reaches, specialize=specialize, zero_fill=zero_fill,
+                                     groups=groups)
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
     if sizes is not None:
@@ -641,6 +645,14 @@ def _taking_saved_list(view, fn):
     return without_saved
 
 
+class _GroupedCall:
+    """One call of a program whose outputs fall in groups (gradient_groups): the forward's result, once run."""
+    __slots__ = ("result",)
+
+    def __init__(self):
+        self.result = None
+
+
 class _TrainingProgram(torch.autograd.Function):
     """A compiled forward and backward as one autograd node: forward(*args) -> (outputs, saved values);
     backward([saved values], *grads of the outputs that require grad) -> one gradient per argument (it empties the
@@ -653,15 +665,29 @@ class _TrainingProgram(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, program, *args):
-        # A forward that draws seeds (dropout) draws them again when rerun for create_graph=True: the generator's
-        # state before it is kept, so that the rerun draws the same ones (the same masks).
-        ctx.rng_state = torch.get_rng_state() if program.random and program.differentiable_backward else None
-        outputs, saved = program.forward(*args)
-        outputs = _not_views(outputs, program.grad_outputs, args, saved)
+    def forward(ctx, program, group, *args):
+        # group: None, or (the call's _GroupedCall, the outputs of this node, whether it is the call's first node)
+        # where the outputs fall in groups (gradient_groups): the first node runs the forward, and each node returns
+        # its group's outputs, the others as detached aliases (not differentiable here).
+        if group is None or group[0].result is None:
+            # A forward that draws seeds (dropout) draws them again when rerun for create_graph=True: the
+            # generator's state before it is kept, so that the rerun draws the same ones (the same masks).
+            ctx.rng_state = torch.get_rng_state() if program.random and program.differentiable_backward else None
+            outputs, saved = program.forward(*args)
+            outputs = _not_views(outputs, program.grad_outputs, args, saved)
+            if group is not None:
+                group[0].result = (outputs, saved, ctx.rng_state)
+        else:
+            outputs, saved, ctx.rng_state = group[0].result
         if program.returned_args is None:  # the same for every call: the trace returns an input's proxy or not
             program.returned_args = [next((j for j, a in enumerate(args) if o is a), None)
                                      if isinstance(o, torch.Tensor) else None for o in outputs]
+        grad_outputs = set(program.grad_outputs)
+        if group is not None:  # another node's outputs (and, but in the first node, those nothing differentiates)
+            _, members, first = group
+            outputs = [o.detach() if isinstance(o, torch.Tensor) and i not in members and
+                       (i in grad_outputs or not first) else o for i, o in enumerate(outputs)]
+            grad_outputs &= members
         tensors = [v for v in saved if isinstance(v, torch.Tensor)]
         ctx.save_for_backward(*tensors)
         ctx.program = program
@@ -670,7 +696,6 @@ class _TrainingProgram(torch.autograd.Function):
         ctx.saved_outputs = [k for k, v in enumerate(saved) if id(v) in returned]
         ctx.args = args if program.differentiable_backward is not None else None
         ctx.zero_fill = [(i, args[i].shape, args[i].dtype, args[i].device) for i in program.zero_fill]
-        grad_outputs = set(program.grad_outputs)
         ctx.mark_non_differentiable(*[o for i, o in enumerate(outputs)
                                       if isinstance(o, torch.Tensor) and i not in grad_outputs])
         # An output nothing differentiates gets None, not zeros, so that arguments only it depends on get None too,
@@ -720,14 +745,16 @@ class _TrainingProgram(torch.autograd.Function):
                 with torch.random.fork_rng(devices=[]):
                     torch.set_rng_state(ctx.rng_state)
                     _, saved = forward(*args)
-            return (None, *_zeros_where_reached(ctx, _reached(backward(list(saved), *grads), reached), reached))
+            return (None, None, *_zeros_where_reached(ctx, _reached(backward(list(saved), *grads), reached),
+                                                      reached))
         saved = _unpacked(ctx, reads)
         # Unless retain_graph=True, ctx lets go of the saved tensors now rather than after this call, and the
         # backward empties the list it takes them in (Trace.boxed_inputs): each is freed after its last use, as
         # eager's autograd frees a node's saved tensors once that node has run.
         ctx.maybe_clear_saved_tensors()
         try:
-            return (None, *_zeros_where_reached(ctx, _reached(compiled_backward(saved, *grads), reached), reached))
+            return (None, None, *_zeros_where_reached(ctx, _reached(compiled_backward(saved, *grads), reached),
+                                                      reached))
         except Exception as e:
             debug.annotate(e)  # the backward trace's line and the user's line it came from
             raise
@@ -844,15 +871,10 @@ def gradient_reaches(joint_trace, grad_outputs):
     derivative's rule (floor, addmm's input with beta=0: ``joins_every_argument``), as in eager (see
     _TrainingProgram)."""
     def requires_grad(p):
-        m = joint_trace.meta(p)
-        return m[0] != "number" and m[3]
-
-    def leaves(symbols):  # the decompositions' prims: a multi-output op joins each output to its own inputs
-        for b in symbols:
-            yield from leaves(b.subsymbols) if b.subsymbols and not b.joins_every_argument else (b,)
+        return _proxy_requires_grad(joint_trace, p)
 
     joined = {p.id: {i} for i, p in enumerate(joint_trace.inputs) if requires_grad(p)}
-    for b in leaves(joint_trace.symbols):
+    for b in _gradient_leaves(joint_trace.symbols):
         d = set().union(*(joined.get(p.id, ()) for a in (*b.args, *b.kwargs.values()) for p in proxies(a)))
         for p in proxies(b.output):
             if requires_grad(p):
@@ -861,12 +883,66 @@ def gradient_reaches(joint_trace, grad_outputs):
     return [set().union(*(joined.get(p.id, ()) for p in proxies(outputs[i]))) for i in grad_outputs]
 
 
+def _proxy_requires_grad(trace, proxy):
+    m = trace.meta(proxy)
+    return m[0] != "number" and m[3]
+
+
+def _gradient_leaves(symbols):
+    """The symbols whose outputs gradients flow through, each joined to its own inputs: the decompositions' prims
+    (a multi-output op joins each output to its own inputs), an op that joins every argument whole."""
+    for b in symbols:
+        yield from _gradient_leaves(b.subsymbols) if b.subsymbols and not b.joins_every_argument else (b,)
+
+
+def gradient_groups(joint_trace, grad_outputs, reaches):
+    """The output gradients (the outputs ``grad_outputs`` indexes) in groups that share no computed value that
+    requires grad -- only arguments, if anything (`x.exp(), x.sin()`; `p * 2, b + 1`) --, as
+    [(the groups' output indices, the argument indices their gradients reach (``reaches``: gradient_reaches'))];
+    None where they form one group, or where an output is an argument itself. Each group becomes an autograd node
+    of its own (see training_callable): in eager such outputs are on graphs of their own, so one backward frees
+    nothing the other needs, and an argument only the other reaches is not on this one's graph (a graph freed
+    before, `b` of a backward already taken, is never entered)."""
+    inputs = {p.id for p in joint_trace.inputs}
+    parent = {}
+
+    def find(x):
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    def union(a, b):
+        a, b = find(a), find(b)
+        if a != b:
+            parent[a] = b
+
+    for b in _gradient_leaves(joint_trace.symbols):
+        made = [p.id for p in proxies(b.output) if _proxy_requires_grad(joint_trace, p)]
+        if not made:
+            continue
+        for x in made[1:] + [p.id for a in (*b.args, *b.kwargs.values()) for p in proxies(a)
+                             if p.id not in inputs and _proxy_requires_grad(joint_trace, p)]:
+            union(x, made[0])
+    outputs, groups = list(joint_trace.output), {}
+    for i in grad_outputs:
+        ids = [p.id for p in proxies(outputs[i])]
+        if not ids or any(x in inputs for x in ids):
+            return None
+        for x in ids[1:]:
+            union(x, ids[0])
+    for k, i in enumerate(grad_outputs):
+        members, reached = groups.setdefault(find(proxies(outputs[i])[0].id), (set(), set()))
+        members.add(i)
+        reached |= reaches[k]
+    return list(groups.values()) if len(groups) > 1 else None
+
+
 class _Program:
     __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward", "random", "returned_args",
-                 "reaches", "specialize", "specializations", "zero_fill")
+                 "reaches", "specialize", "specializations", "zero_fill", "groups")
 
     def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False, reaches=None,
-                 specialize=None, zero_fill=()):
+                 specialize=None, zero_fill=(), groups=None):
         self.forward, self.backward, self.grad_outputs = forward, backward, list(grad_outputs)
         self.differentiable_backward, self.random = differentiable_backward, random
         # Per output gradient, the arguments it reaches (gradient_reaches).
@@ -876,6 +952,7 @@ class _Program:
         # given -> the backward for a call with only those output gradients (see specialized).
         self.specialize, self.specializations = specialize, {}
         self.zero_fill = list(zero_fill)  # see training_callable
+        self.groups = groups  # see gradient_groups
 
     def specialized(self, given):
         """(compiled backward, uncompiled backward, positions of the saved values it reads or None for all) for a
@@ -887,7 +964,7 @@ class _Program:
 
 
 def training_callable(forward, backward, grad_outputs, differentiable_backward=None, random=False, reaches=None,
-                      specialize=None, zero_fill=()):
+                      specialize=None, zero_fill=(), groups=None):
     """The graph's callable in training: the compiled forward and backward run as one torch.autograd.Function.
 
     ``differentiable_backward``: (forward, backward) callables that run with torch ops, for create_graph=True
@@ -897,13 +974,27 @@ def training_callable(forward, backward, grad_outputs, differentiable_backward=N
     (compiled, uncompiled) backward for a call given only some output gradients (a tuple of flags, one per
     ``grad_outputs``) and the positions of the saved values it reads (None: all), made on the first such call (see
     _specialized_backward). ``zero_fill``: the positions of the arguments an output reaches whose gradient the
-    backward does not compute (addmm's input with beta=0): a backward reaching them gives zeros, as eager's."""
+    backward does not compute (addmm's input with beta=0): a backward reaching them gives zeros, as eager's.
+    ``groups``: gradient_groups' (None: one group): the forward runs once, and each group's outputs come from an
+    autograd node of their own, joined only to the arguments they reach (the others passed to it detached); its
+    backward is the backward for those output gradients alone."""
     program = _Program(forward, backward, grad_outputs, differentiable_backward, random, reaches, specialize,
-                       zero_fill)
+                       zero_fill, groups)
     apply = _TrainingProgram.apply
 
+    def grouped(args):
+        call, outputs = _GroupedCall(), None
+        for members, reached in program.groups:
+            node_args = [a.detach() if i not in reached and isinstance(a, torch.Tensor) and a.requires_grad else a
+                         for i, a in enumerate(args)]
+            got = apply(program, (call, members, outputs is None), *node_args)
+            outputs = list(got) if outputs is None else outputs
+            for i in members:
+                outputs[i] = got[i]
+        return tuple(outputs)
+
     def run(*args):
-        outputs = apply(program, *args)
+        outputs = apply(program, None, *args) if program.groups is None else grouped(args)
         if not any(j is not None for j in program.returned_args):
             return outputs
         # An argument the forward returns as it is (dropout with p = 0, an identity) is returned itself, as eager
