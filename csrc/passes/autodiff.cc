@@ -178,64 +178,6 @@ void expose(std::vector<BoundSymbol>& symbols, const std::vector<ProxyId>& neede
   }
 }
 
-// A saved value in the memory of a tensor the forward writes after the ops that read it -- a copy-back into an
-// input that does not require grad, `y = w * x; x.mul_(2)` -- would reach the backward with the written values:
-// autograd checks a saved tensor's version when the forward has run, so the write passed, and w's gradient was the
-// new x (eager's mul saved x before the write, and its backward raised "modified by an inplace operation"). Such a
-// value is saved as a clone made just before the write, where every op that reads it (other than a view or shape
-// op of it) comes before the write. A value read only after (`y.detach()[0] = 5; y * x`: mul reads y as written) is
-// saved as it is, and one read on both sides of the write as it is too (a single saved value cannot be both).
-// Returns the values the forward returns for `saved` (the backward reads them under the saved values' own names):
-// the clones in place of those values.
-std::vector<ProxyId> clone_saved_before_writes(Trace& fwd, std::vector<ProxyId> saved) {
-  std::unordered_map<ProxyId, ProxyId> root;  // a view's (or shape op's) memory: the tensor it views
-  std::unordered_map<ProxyId, size_t> defined_at;  // the symbol defining a value (none for inputs)
-  std::unordered_map<ProxyId, std::vector<size_t>> writes;  // a memory -> its copy_to symbols, in order
-  std::unordered_map<ProxyId, std::vector<size_t>> reads;   // a value -> the symbols reading it, views aside
-  auto root_of = [&](ProxyId p) {
-    auto it = root.find(p);
-    return it == root.end() ? p : it->second;
-  };
-  for (size_t i = 0; i < fwd.symbols.size(); ++i) {
-    const BoundSymbol& b = fwd.symbols[i];
-    const bool write = b.is(ir::PrimId::copy_to) && b.args[0].is_proxy();
-    if (write) writes[root_of(b.args[0].proxy())].push_back(i);
-    const bool view = (b.sym->has(ir::kView) || b.sym->has(ir::kShape)) && !b.args.empty() && b.args[0].is_proxy();
-    if (!view && !write)
-      for (ProxyId p : b.input_proxies()) reads[p].push_back(i);
-    for (ProxyId o : b.output_proxies()) {
-      defined_at.emplace(o, i);
-      if (view) root.emplace(o, root_of(b.args[0].proxy()));
-    }
-  }
-  if (writes.empty()) return saved;
-  std::vector<std::pair<size_t, size_t>> clones;  // (position of the write, index in saved)
-  for (size_t k = 0; k < saved.size(); ++k) {
-    auto w = writes.find(root_of(saved[k]));
-    auto r = reads.find(saved[k]);
-    if (w == writes.end() || r == reads.end()) continue;
-    auto def = defined_at.find(saved[k]);
-    const size_t from = def == defined_at.end() ? 0 : def->second;
-    auto write = std::upper_bound(w->second.begin(), w->second.end(), from);
-    if (def == defined_at.end() && !w->second.empty()) write = w->second.begin();
-    if (write == w->second.end()) continue;
-    const bool before = r->second.front() < *write;
-    const bool after = r->second.back() > *write;
-    if (before && !after) clones.emplace_back(*write, k);
-  }
-  // Made at the end of the trace, each moved before its write, the last write first (earlier positions hold).
-  std::stable_sort(clones.begin(), clones.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  ops::Builder builder(fwd);
-  for (const auto& [position, k] : clones) {
-    saved[k] = builder.prim("clone", {Value(ProxyRef{saved[k]})}).proxy();
-    BoundSymbol made = std::move(fwd.symbols.back());
-    fwd.symbols.pop_back();
-    made.source = fwd.symbols[position].source;
-    fwd.symbols.insert(fwd.symbols.begin() + static_cast<std::ptrdiff_t>(position), std::move(made));
-  }
-  return saved;
-}
-
 // Records how the top-level symbol b is differentiated, from the units collect_units made of it.
 void ops_used(const BoundSymbol& b, const std::vector<const BoundSymbol*>& units, std::vector<VjpUse>& out) {
   VjpUse use{b.printed_callee(), "", {}};
@@ -265,12 +207,11 @@ class Differentiator {
     const auto remat_start = std::chrono::steady_clock::now();
     saved = rematerialize(fb.forward, saved);
     expose(fb.forward.symbols, saved);
-    const std::vector<ProxyId> returned = clone_saved_before_writes(fb.forward, saved);
     fb.rematerialization_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - remat_start).count();
     fb.saved = saved.size();
     std::vector<Value> saved_values;
-    for (ProxyId id : returned) saved_values.push_back(Value(ProxyRef{id}));
+    for (ProxyId id : saved) saved_values.push_back(Value(ProxyRef{id}));
     fb.forward.output = Value::tuple({t_.output, Value::tuple(std::move(saved_values))});
     fb.backward = finish_backward(saved, grad_inputs);
     for (ir::ProxyInfo& p : fb.forward.proxies) p.tensor.requires_grad = false;
