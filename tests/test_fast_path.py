@@ -306,6 +306,23 @@ def test_a_global_module_hook_registered_or_removed_after_compiling_is_followed(
         torch.testing.assert_close(jitted(x), plain)
 
 
+def test_a_global_module_hook_fires_once_for_a_jitted_module_called_inside_a_compiled_function():
+    """Traced by an enclosing compile, the jitted module's own nn.Module call ran the global hooks for it too."""
+    model = nn.Linear(3, 3)
+    inner = thunder.jit(model)
+    outer = thunder.jit(lambda t: inner(t) * 2)
+    x = torch.randn(2, 3)
+    calls = []
+    handle = nn.modules.module.register_module_forward_hook(lambda m, args, out: calls.append(type(m).__name__) or
+                                                            out + 1)
+    try:
+        got = outer(x)
+        torch.testing.assert_close(got, model(x) * 2)  # eager's model(x) runs the hook (+ 1) once too
+        assert calls == ["Linear", "Linear"], calls  # once in the compiled call, once in eager's
+    finally:
+        handle.remove()
+
+
 # ---- the private Dynamo names the fast path reads: pinned here, so that a torch that changed them fails loudly ----
 
 def test_the_private_dynamo_names_the_fast_path_reads_are_there():

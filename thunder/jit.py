@@ -559,6 +559,16 @@ _WRAPPER_HOOKS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forw
                   "_backward_hooks")
 
 
+def _global_hooks_run_inside(attributes):
+    """Whether a jitted module with these attributes (its ``__dict__``) is called without its own nn.Module call:
+    there are global module hooks, and it has no hooks of its own (nor ``Module.compile()``). The wrapper stands
+    for the original module, whose call (compiled, or traced by an enclosing compile) runs the global hooks once,
+    as eager's does: the wrapper's own call would run them for it a second time. (With hooks of its own, it runs
+    them, and the global ones, as any module: those fire twice.)"""
+    return not any(attributes[k] for k in _WRAPPER_HOOKS) and attributes.get("_compiled_call_impl") is None and \
+        bool(torch.nn.modules.module._has_any_global_hook())
+
+
 def _original_in(out, instance, model):
     """``out`` with ``instance`` (the private module compiled in place of ``model``) replaced by ``model``, where
     it is ``out`` or is held in the tuples (namedtuples included), lists and dicts (OrderedDict included) ``out`` is
@@ -635,6 +645,8 @@ class ThunderModule(_Jitted, nn.Module):
         d = self.__dict__
         fast = d["_thunder_fast_path"]
         if _is_compiling():  # traced by an enclosing compile: its hooks, then forward (the original's call)
+            if _global_hooks_run_inside(d):
+                return self.forward(*args, **kwargs)
             return nn.Module.__call__(self, *args, **kwargs)
         model = d["_thunder_model"]
         if d["_thunder_lazy"]:  # lazy modules to initialize: forward does (see there)
@@ -652,10 +664,7 @@ class ThunderModule(_Jitted, nn.Module):
                 if out is d["_thunder_instance"] or d["_thunder_returns_instance"]:
                     return _original_in(out, d["_thunder_instance"], d["_thunder_model"])
                 return out
-        if not any(d[k] for k in _WRAPPER_HOOKS) and d.get("_compiled_call_impl") is None and \
-                torch.nn.modules.module._has_any_global_hook():
-            # The wrapper stands for the original module, whose call (compiled) runs the global hooks once, as
-            # eager's does: the wrapper's own nn.Module call would run them for it a second time.
+        if _global_hooks_run_inside(d):
             return self.forward(*args, **kwargs)
         return nn.Module.__call__(self, *args, **kwargs)
 
