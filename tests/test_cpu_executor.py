@@ -1088,3 +1088,26 @@ def test_a_float_converted_to_an_integer_and_back_has_no_negative_zero(dtype, to
         out, ref = thunder.jit(f)(x), f(x)
         assert torch.equal(out[0].nan_to_num(), ref[0].nan_to_num()) and torch.equal(out[0].signbit(), ref[0].signbit())
         torch.testing.assert_close(out[1], ref[1], equal_nan=True)
+
+
+def _sigmoid_and_its_amax(x):
+    y = torch.sigmoid(x)
+    return y, y.amax(0)
+
+
+@pytest.mark.parametrize("shape", [(4, 2, 2), (10000, 3)])
+def test_a_stored_value_and_its_reduction_in_one_kernel_agree(shape):
+    """A kernel storing sigmoid(x) and reducing it computed it in two loops, where GCC took libmvec's vector expf in
+    one and the scalar one in the other: the stored values and their amax differed in the last bit, and amax's VJP
+    (the elements equal to the max) found no tie -- NaN gradients of logsumexp(silu(x), 0). The reduction's pass
+    stores the outputs it computes."""
+    jitted = thunder.jit(_sigmoid_and_its_amax)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        y, m = jitted(torch.randn(*shape, generator=g))
+        assert torch.equal(y.amax(0), m)
+    lse = thunder.jit(lambda x: torch.logsumexp(torch.nn.functional.silu(x), 0))
+    for _ in range(20):
+        x = torch.randn(4, 2, 2, generator=g, requires_grad=True)
+        lse(x).sum().backward()
+        assert not torch.isnan(x.grad).any()

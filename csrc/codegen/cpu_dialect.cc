@@ -153,10 +153,11 @@ class KernelWriter {
     std::string stores;
     std::vector<size_t> element_outputs;
     for (size_t i = 0; i < p_.outputs.size(); ++i) {
+      if (stored_in_pass_.count(i)) continue;  // by a reduction's pass (emit_reduction)
       if (p_.element_level(p_.outputs[i])) element_outputs.push_back(i);
       else stores += store_line(p_.outputs[i], i, row, "");
     }
-    if (s_.stream) {
+    if (s_.stream && !element_outputs.empty()) {
       row.lines += streamed_loops(s_.inner, element_outputs, &row, "", "");
     } else if (!element_outputs.empty()) {
       Scope inner_scope{{}, &row, {}, false};
@@ -478,6 +479,13 @@ class KernelWriter {
         row_cache_[w] = buf;
       }
     }
+    // The element-level outputs this pass computes are stored by it: the pass storing the outputs would compute
+    // them again, where GCC may take a libmvec function's vector version in one loop and the scalar one in the
+    // other, which differ in the last bit (a stored sigmoid(x) was not the value its amax was taken of, and
+    // amax's VJP found no tie: NaN gradients).
+    for (size_t k = 0; k < p_.outputs.size(); ++k)
+      if (p_.element_level(p_.outputs[k]) && inner.defined.count(p_.outputs[k]) && stored_in_pass_.insert(k).second)
+        row_stores += store_line(p_.outputs[k], k, inner, "");
     std::vector<int> dims;
     for (size_t d = 0; d < p_.domain.size(); ++d)
       if (p_.reduced[d]) dims.push_back(static_cast<int>(d));
@@ -672,6 +680,7 @@ class KernelWriter {
   std::map<ProxyId, size_t> input_index_;
   std::set<std::string> reductions_;
   std::map<ProxyId, std::string> row_cache_;  // element-level value -> the row buffer holding it
+  std::set<size_t> stored_in_pass_;           // outputs a reduction's pass stores (emit_reduction)
   int64_t row_cache_bytes_ = 0;               // the bytes of those buffers
   // The most bytes a kernel's row buffers take: a thread's stack is a few MiB (OpenMP workers' 2-8).
   static constexpr int64_t kRowBufferBudget = 512 * 1024;

@@ -89,6 +89,10 @@ using Expr = std::function<std::string(const ExprArgs&)>;
 ir::PrimTable<CppOp> make_cpu_expressions() {
   ir::PrimTable<CppOp> t("cpu expression");
   auto expr = [&](PrimId id, Expr e) { t.set(id, CppOp{std::move(e), {}, false, -1}); };
+  // A call into libmvec: kept in a row buffer by a reduction's pass (see CppOp::vector_math). Recomputed in another
+  // loop of the kernel, GCC may take the scalar function in one loop and the vector one in the other, which differ
+  // in the last bit: a stored sigmoid(x) and its amax disagreed, and amax's VJP found no tie (NaN gradients).
+  auto vector_expr = [&](PrimId id, Expr e) { t.set(id, CppOp{std::move(e), {}, true, -1}); };
   // Functions vectorizable through glibc's libmvec (declared `omp declare simd` in the prelude), by their C
   // names: erff and sinf under names of thunder's own (see the prelude).
   for (PrimId id : {PrimId::exp, PrimId::exp2, PrimId::log, PrimId::log2, PrimId::log10, PrimId::log1p, PrimId::expm1,
@@ -116,7 +120,7 @@ ir::PrimTable<CppOp> make_cpu_expressions() {
   expr(PrimId::sign, [](const ExprArgs& o) { return "(" + o.T + ")((" + o.a() + " > 0) - (" + o.a() + " < 0))"; });
   expr(PrimId::reciprocal, [](const ExprArgs& o) { return "((" + o.T + ")1 / " + o.a() + ")"; });
   expr(PrimId::rsqrt, [](const ExprArgs& o) { return "((" + o.T + ")1 / kmath::sqrt(" + o.a() + "))"; });
-  expr(PrimId::sigmoid, [](const ExprArgs& o) {
+  vector_expr(PrimId::sigmoid, [](const ExprArgs& o) {
     return "((" + o.T + ")1 / ((" + o.T + ")1 + exp" + o.suffix + "(-" + o.a() + ")))";
   });
   expr(PrimId::bitwise_not, [](const ExprArgs& o) { return o.in == DType::Bool ? "!" + o.a() : "(" + o.T + ")(~" + o.a() + ")"; });
@@ -132,8 +136,8 @@ ir::PrimTable<CppOp> make_cpu_expressions() {
     expr(id, [sym](const ExprArgs& o) { return "(" + o.T + ")(" + o.a() + " " + sym + " " + o.b() + ")"; });
   }
   expr(PrimId::div, [](const ExprArgs& o) { return "(" + o.a() + " / " + o.b() + ")"; });
-  expr(PrimId::pow, [](const ExprArgs& o) { return "pow" + o.suffix + "(" + o.a() + ", " + o.b() + ")"; });
-  expr(PrimId::atan2, [](const ExprArgs& o) { return "atan2" + o.suffix + "(" + o.a() + ", " + o.b() + ")"; });
+  vector_expr(PrimId::pow, [](const ExprArgs& o) { return "pow" + o.suffix + "(" + o.a() + ", " + o.b() + ")"; });
+  vector_expr(PrimId::atan2, [](const ExprArgs& o) { return "atan2" + o.suffix + "(" + o.a() + ", " + o.b() + ")"; });
   expr(PrimId::copysign, [](const ExprArgs& o) { return "kmath::copysign(" + o.a() + ", " + o.b() + ")"; });
   expr(PrimId::fmod, [](const ExprArgs& o) { return "kmath::fmod(" + o.a() + ", " + o.b() + ")"; });
   expr(PrimId::remainder, [](const ExprArgs& o) { return "py_remainder(" + o.a() + ", " + o.b() + ")"; });
