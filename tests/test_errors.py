@@ -576,6 +576,14 @@ def calls_assert_async(a):
 def trains(x, w):
     assert (x > -100).all(), "values must be > -100"
     return (x * w).tanh().sum()
+
+
+def asserts_between_writes(x, w):
+    x.mul_(2)
+    assert x[0]
+    y = (w * x).sum()
+    x.add_(1)
+    return y
 """
 
 
@@ -605,3 +613,9 @@ def test_an_assert_on_a_tensor_raises_as_in_eager(tmp_path, name, message):
     assert [g["backward"] for g in thunder.compile_stats(jitted).graphs] == ["thunder"]
     with pytest.raises(AssertionError, match="values must be > -100"):
         jitted(torch.full((3,), -1000.0), w)
+    # A check reads the values as they are, without storing the pending writes first: stored mid-trace, the input
+    # the backward read was written again before autograd saved it, and w's gradient was x after both writes.
+    x, w = torch.arange(1.0, 5.0), torch.ones(4, requires_grad=True)
+    thunder.jit(module.asserts_between_writes)(x, w).backward()
+    torch.testing.assert_close(w.grad, torch.arange(1.0, 5.0) * 2)
+    torch.testing.assert_close(x, torch.arange(1.0, 5.0) * 2 + 1)

@@ -633,7 +633,8 @@ class Functionalizer {
       else if (s.sym == begin_) begin(s);
       else if (s.sym == else_) otherwise(s);
       else if (s.sym == end_) end(s);
-      else if (s.sym->has(ir::kEffect)) effect(s);
+      else if (s.sym->has(ir::kEffect) && !(s.sym->has(ir::kChecksValues) && s.output_proxies().empty())) effect(s);
+      else if (s.sym->has(ir::kEffect)) check(s);
       else ordinary(s);
     }
     if (!frames_.empty())
@@ -969,6 +970,17 @@ class Functionalizer {
   void note_write(ProxyId root) {
     for (Frame& f : frames_)
       if (born_.at(root) < f.begin && !f.before.count(root)) f.before.emplace(root, roots_.at(root));
+  }
+
+  // A check (an assert: tagged kChecksValues, no outputs) writes nothing: it reads the current values of its
+  // arguments, as a pure op would, and stays where it is. As an effect it stored the pending writes of what it read
+  // into their memory in the middle of the trace.
+  void check(const BoundSymbol& s) {
+    if (!frames_.empty())
+      refuse(op_name(s) + " " + where_from(s) + " is a check inside a branch region (prims.branch_begin " +
+             where_from(*frames_.back().marker) + "); both arms of a traced branch run, so it cannot be made "
+             "conditional");
+    e_.push(ir::substitute_inputs(s, [&](ProxyId p) { return read(p); }));
   }
 
   // An effect the pass does not know (an in-place op the importer could not lower): it may mutate what it
