@@ -1601,6 +1601,28 @@ def test_an_input_written_only_in_untaken_arms_is_not_written():
     assert len(converted(jitted)) == 2
 
 
+def _untaken_arm_reads_what_a_write_joined(x0, x1):
+    v1 = x0 * 1
+    v2 = v1 * 0.5
+    v1.add_(x1)
+    if x0.sum() > -100:  # always taken
+        v5 = v2.sin()
+    else:
+        v5 = v1 * 2  # only this arm reaches x1, through the write before the branch
+    return v5
+
+
+def test_an_input_only_the_untaken_arm_reaches_through_an_earlier_write_keeps_grad_none():
+    """The check that both arms reach the same inputs walked the FX graph's inputs: `v1 * 2` read v1's node, not
+    what `v1.add_(x1)` wrote into it, so x1 looked unreached, the branch was converted, and x1.grad was zeros where
+    eager leaves it None."""
+    jitted = thunder.jit(_untaken_arm_reads_what_a_write_joined)
+    for fn in (_untaken_arm_reads_what_a_write_joined, jitted):
+        x0, x1 = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+        fn(x0, x1).sum().backward()
+        assert x1.grad is None and x0.grad is not None
+
+
 def test_run_exactly_computes_a_number_the_untaken_arm_made_for_both_arms():
     """Dynamo places `s.item()` of a float argument (dynamic=True) where its first use is: in the arm not taken,
     whose nodes run_exactly skips; the taken arm's `t9 + s` then read a value never computed ("Node t9 referenced

@@ -1150,7 +1150,7 @@ class _Importer:
         """The graph inputs requiring grad that ``values`` are differentiably computed from when each select reads
         only the arm ``arm`` maps it to."""
         def reads(n):
-            return [m for m in ([arm[n]] if n in arm else n.all_input_nodes) if isinstance(m, torch.fx.Node)]
+            return [m for m in ([arm[n]] if n in arm else self._reads_with_writes(n)) if isinstance(m, torch.fx.Node)]
 
         memo = {}
         for n in _dependency_order(values, reads, memo):
@@ -1171,7 +1171,7 @@ class _Importer:
         arms' values certainly read; a value that does not require grad (a comparison, an index, a detached tensor)
         reads none. Memoized per node."""
         memo = self.__dict__.setdefault("_leaves_memo", {})
-        for n in _dependency_order([node], lambda n: n.all_input_nodes, memo):
+        for n in _dependency_order([node], self._reads_with_writes, memo):
             if n.op in ("placeholder", "get_attr"):
                 memo[n] = (self._input_leaf(n),) * 2
             elif not _requires_grad(self._example(n)):
@@ -1181,9 +1181,33 @@ class _Importer:
                 memo[n] = (frozenset().union(*(a[0] for a in arms)),
                            arms[0][1] & arms[1][1] if len(arms) == 2 else frozenset())
             else:
-                ins = [memo[m] for m in n.all_input_nodes]
+                ins = [memo[m] for m in self._reads_with_writes(n)]
                 memo[n] = (frozenset().union(*(a[0] for a in ins)), frozenset().union(*(a[1] for a in ins)))
         return memo[node]
+
+    def _reads_with_writes(self, node):
+        """The nodes ``node`` reads, and the values written before it into the memory of what it reads (`v1.add_(x1)`
+        then `v1 * 2`: the product reads x1, though its FX input is v1's node). Each such value comes before the
+        write, which comes before ``node``: the walk stays acyclic."""
+        if self.__dict__.get("_writes_by_memory") is None:
+            self._writes_by_memory = {}
+            for n in self.order:
+                lowering = _write_lowering(n) if n.op in ("call_function", "call_method") else None
+                if lowering is None or not isinstance(lowering[0], torch.fx.Node):
+                    continue
+                memory = _storage(self._example(lowering[0]))
+                if memory is not None:
+                    self._writes_by_memory.setdefault(memory, []).append(
+                        (self.order[n], [m for m in n.all_input_nodes if m is not lowering[0]]))
+        at = self.order.get(node)
+        reads = list(node.all_input_nodes)
+        if at is None or not self._writes_by_memory:
+            return reads
+        for m in node.all_input_nodes:
+            for position, sources in self._writes_by_memory.get(_storage(self._example(m)), ()):
+                if position < at:
+                    reads += [w for w in sources if w not in reads]
+        return reads
 
     def _read_after(self, memory, node):
         """Whether a node after ``node`` reads a tensor that lives in ``memory`` (the graph's output included)."""
