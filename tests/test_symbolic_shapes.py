@@ -222,19 +222,24 @@ class Block(nn.Module):
         return torch.nn.functional.gelu(self.fc(self.norm(x))) + x
 
 
-def test_training_over_changing_batch_sizes_matches_eager_gradients():
+def _trains_like_eager_in_one_symbolic_graph(make, inputs):
+    """A module made by ``make`` trained on each of ``inputs``, jitted and eager from the same weights: equal
+    gradients, one graph with symbolic sizes, every graph's backward thunder's."""
     torch.manual_seed(0)
-    model, reference = Block(), Block()
+    model, reference = make(), make()
     reference.load_state_dict(model.state_dict())
     jitted = thunder.jit(model)
-    for n in (2, 3, 5, 7):
-        x = torch.randn(n, 8)
+    for x in inputs:
         jitted(x).square().mean().backward()
         reference(x).square().mean().backward()
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         torch.testing.assert_close(p.grad, q.grad, msg=name)
     stats = thunder.compile_stats(jitted)
     assert stats.symbolic_graphs == 1 and all(g["backward"] == "thunder" for g in stats.graphs), stats.graphs
+
+
+def test_training_over_changing_batch_sizes_matches_eager_gradients():
+    _trains_like_eager_in_one_symbolic_graph(Block, [torch.randn(n, 8) for n in (2, 3, 5, 7)])
 
 
 class _LearnedPositions(nn.Module):
@@ -256,18 +261,7 @@ def test_training_over_changing_lengths_with_slices_of_a_parameter_keeps_thunder
     """`pos[:T]` with T symbolic runs as an opaque view (its slice needs T <= 16, which Dynamo's guards know and
     the shape rules do not): in a graph that writes nothing, that is a pure op, and the graph keeps thunder's
     backward (as an effect it sent every length's backward to torch, saying the slice "is an effect")."""
-    torch.manual_seed(0)
-    model, reference = _LearnedPositions(), _LearnedPositions()
-    reference.load_state_dict(model.state_dict())
-    jitted = thunder.jit(model)
-    for n in (5, 6, 7):
-        x = torch.randn(2, n, 8)
-        jitted(x).square().mean().backward()
-        reference(x).square().mean().backward()
-    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, msg=name)
-    stats = thunder.compile_stats(jitted)
-    assert stats.symbolic_graphs == 1 and all(g["backward"] == "thunder" for g in stats.graphs), stats.graphs
+    _trains_like_eager_in_one_symbolic_graph(_LearnedPositions, [torch.randn(2, n, 8) for n in (5, 6, 7)])
 
 
 def test_a_training_graph_with_symbolic_sizes_is_differentiated_once(monkeypatch):
