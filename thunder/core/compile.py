@@ -646,11 +646,12 @@ def _taking_saved_list(view, fn):
 
 
 class _GroupedCall:
-    """One call of a program whose outputs fall in groups (gradient_groups): the forward's result, once run."""
-    __slots__ = ("result",)
+    """One call of a program whose outputs fall in groups (gradient_groups): its arguments as the caller passed
+    them (each node takes those its group does not reach detached), and the forward's result, once run."""
+    __slots__ = ("args", "result")
 
-    def __init__(self):
-        self.result = None
+    def __init__(self, args):
+        self.args, self.result = args, None
 
 
 class _TrainingProgram(torch.autograd.Function):
@@ -669,18 +670,19 @@ class _TrainingProgram(torch.autograd.Function):
         # group: None, or (the call's _GroupedCall, the outputs of this node, whether it is the call's first node)
         # where the outputs fall in groups (gradient_groups): the first node runs the forward, and each node returns
         # its group's outputs, the others as detached aliases (not differentiable here).
+        passed = args if group is None else group[0].args  # the caller's (outputs that are its arguments)
         if group is None or group[0].result is None:
             # A forward that draws seeds (dropout) draws them again when rerun for create_graph=True: the
             # generator's state before it is kept, so that the rerun draws the same ones (the same masks).
             ctx.rng_state = torch.get_rng_state() if program.random and program.differentiable_backward else None
             outputs, saved = program.forward(*args)
-            outputs = _not_views(outputs, program.grad_outputs, args, saved)
+            outputs = _not_views(outputs, program.grad_outputs, passed, saved)
             if group is not None:
                 group[0].result = (outputs, saved, ctx.rng_state)
         else:
             outputs, saved, ctx.rng_state = group[0].result
         if program.returned_args is None:  # the same for every call: the trace returns an input's proxy or not
-            program.returned_args = [next((j for j, a in enumerate(args) if o is a), None)
+            program.returned_args = [next((j for j, a in enumerate(passed) if o is a), None)
                                      if isinstance(o, torch.Tensor) else None for o in outputs]
         grad_outputs = set(program.grad_outputs)
         if group is not None:  # another node's outputs (and, but in the first node, those nothing differentiates)
@@ -983,7 +985,7 @@ def training_callable(forward, backward, grad_outputs, differentiable_backward=N
     apply = _TrainingProgram.apply
 
     def grouped(args):
-        call, outputs = _GroupedCall(), None
+        call, outputs = _GroupedCall(args), None
         for members, reached in program.groups:
             node_args = [a.detach() if i not in reached and isinstance(a, torch.Tensor) and a.requires_grad else a
                          for i, a in enumerate(args)]
