@@ -128,8 +128,7 @@ void check_effect(const Trace& t, const BoundSymbol& b) {
       !requires_grad(t, b.args[0].proxy()))
     return;
   const std::vector<ProxyId> read = b.input_proxies();
-  if (b.sym->has(ir::kChecksValues) && b.output_proxies().empty() &&
-      std::none_of(read.begin(), read.end(), [&](ProxyId p) { return requires_grad(t, p); }))
+  if (is_check(b) && std::none_of(read.begin(), read.end(), [&](ProxyId p) { return requires_grad(t, p); }))
     return;
   throw NotDifferentiable(qualified(b) + " is an effect (" +
                           (b.sym->level == ir::Level::Opaque ? "an op thunder does not know, or one that uses a random "
@@ -342,7 +341,7 @@ class Differentiator {
     // A write the forward makes in place (prims.copy_to, through a view) changes values a recomputation would
     // not see: then nothing is recomputed.
     for (const BoundSymbol& b : fwd.symbols)
-      if (b.sym->has(ir::kEffect) && !b.sym->has(ir::kChecksValues)) return saved;  // (a check writes nothing)
+      if (b.sym->has(ir::kEffect) && !is_check(b)) return saved;  // (a check writes nothing)
     std::unordered_map<ProxyId, size_t> producer;  // value -> the forward symbol computing it
     for (size_t i = 0; i < fwd.symbols.size(); ++i) defined_by(fwd.symbols[i], i, producer);
     // Nodes: 0 the source, 1 the sink, then an (in, out) pair per value.

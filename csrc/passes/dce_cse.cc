@@ -20,6 +20,10 @@ bool draws_random_numbers(const ir::BoundSymbol& b) {
   return false;
 }
 
+bool is_check(const ir::BoundSymbol& b) {
+  return b.sym->has(ir::kEffect) && b.sym->has(ir::kChecksValues) && b.output_proxies().empty();
+}
+
 std::set<ProxyId> observable_proxies(const Trace& t) {
   std::set<ProxyId> out;
   ir::for_each_proxy(t.output, [&](ProxyId id) { out.insert(id); });

@@ -633,8 +633,8 @@ class Functionalizer {
       else if (s.sym == begin_) begin(s);
       else if (s.sym == else_) otherwise(s);
       else if (s.sym == end_) end(s);
-      else if (s.sym->has(ir::kEffect) && !(s.sym->has(ir::kChecksValues) && s.output_proxies().empty())) effect(s);
-      else if (s.sym->has(ir::kEffect)) check(s);
+      else if (is_check(s)) check(s);
+      else if (s.sym->has(ir::kEffect)) effect(s);
       else ordinary(s);
     }
     if (!frames_.empty())
@@ -972,9 +972,9 @@ class Functionalizer {
       if (born_.at(root) < f.begin && !f.before.count(root)) f.before.emplace(root, roots_.at(root));
   }
 
-  // A check (an assert: tagged kChecksValues, no outputs) writes nothing: it reads the current values of its
-  // arguments, as a pure op would, and stays where it is. As an effect it stored the pending writes of what it read
-  // into their memory in the middle of the trace.
+  // A check (an assert: is_check) writes nothing: it reads the current values of its arguments, as a pure op
+  // would, and stays where it is. As an effect it stored the pending writes of what it read into their memory in
+  // the middle of the trace.
   void check(const BoundSymbol& s) {
     if (!frames_.empty())
       refuse(op_name(s) + " " + where_from(s) + " is a check inside a branch region (prims.branch_begin " +

@@ -117,6 +117,11 @@ std::set<ProxyId> observable_proxies(const Trace& t);
 /// constant, or recomputed by running it again (autodiff's generic rule).
 bool draws_random_numbers(const ir::BoundSymbol& b);
 
+/// Whether b is a check (ops::opaque_check_symbol: an assert): an effect, kept in place and never removed, that
+/// only raises for some values of what it reads -- it writes nothing and returns nothing. Passes read its arguments
+/// as any op's; the autodiff runs it in the forward.
+bool is_check(const ir::BoundSymbol& b);
+
 /// A trace thunder's autodiff cannot differentiate (an op without a VJP rule, an effect on a value autograd
 /// tracks): the message says which op and why. The caller leaves that graph's backward to torch's autograd.
 struct NotDifferentiable : std::runtime_error {

@@ -328,18 +328,9 @@ def _has_effect(node, name):
     argument, a torch function that dispatches such an op on one: F.embedding with ``max_norm``), draws random
     numbers, or returns nothing that is used -- a call made for what it does, not for its value
     (``torch._C._set_grad_enabled(False)``, ``torch._assert``)."""
-    if node.op == "call_function" and node.target in _MUTATING_OPERATORS:
+    if _may_write(node, name) or (node.meta.get("example_value") is None and not node.users):
         return True
-    if node.meta.get("example_value") is None and not node.users:
-        return True
-    short = name.rsplit(".", 1)[-1]
-    if short.endswith("_") and not short.endswith("__"):
-        return True
-    if "out" in node.kwargs or _inplace_argument(node):
-        return True
-    if node.op == "call_function" and _schema_writes(node.target):
-        return True
-    return _draws_random(node, short) or _probed(node)[1]
+    return _draws_random(node, name.rsplit(".", 1)[-1])
 
 
 def _assert_statement(node):
@@ -364,18 +355,16 @@ def _python_assert(condition, message=None, without_message=False):
         raise AssertionError() if without_message or message is None else AssertionError(message)
 
 
-def _may_write(node):
-    """Whether a call may write into a tensor: a write the importer lowers or any in-place call (a method or
-    function ending in ``_``, ``out=``, ``inplace=True``, an operator of augmented assignment or subscript
-    assignment, an op whose schema, or run on fake tensors, writes an argument). Unlike _has_effect, not random
-    draws or calls made for what they do besides writing (grad mode, asserts)."""
-    if node.op not in ("call_function", "call_method"):
-        return False
-    short = _target_name(node).rsplit(".", 1)[-1]
-    return (_write_lowering(node) is not None or (node.op == "call_function" and node.target in _MUTATING_OPERATORS)
-            or (short.endswith("_") and not short.endswith("__")) or "out" in node.kwargs or
-            _inplace_argument(node) or (node.op == "call_function" and _schema_writes(node.target)) or
-            _probed(node)[1])
+def _may_write(node, name=None):
+    """Whether a call (named ``name``; default: its target's name) may write into a tensor: an in-place call (a
+    method or function ending in ``_``, ``out=``, ``inplace=True``, an operator of augmented assignment or
+    subscript assignment -- every write the importer lowers among them), an op whose schema, or run on fake
+    tensors, writes an argument. Unlike _has_effect, not random draws or calls made for what they do besides
+    writing (grad mode, asserts)."""
+    short = (_target_name(node) if name is None else name).rsplit(".", 1)[-1]
+    return ((node.op == "call_function" and node.target in _MUTATING_OPERATORS) or
+            (short.endswith("_") and not short.endswith("__")) or "out" in node.kwargs or _inplace_argument(node) or
+            (node.op == "call_function" and _schema_writes(node.target)) or _probed(node)[1])
 
 
 def _draws_random(node, name):
@@ -1637,7 +1626,7 @@ class _Importer:
         kwargs = {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
         output = self._new_output(node.meta.get("example_value"))
         if view and self.writes is None:
-            self.writes = any(map(_may_write, self.order))
+            self.writes = any(_may_write(n) for n in self.order if n.op in ("call_function", "call_method"))
         effect = (view and self.writes) or (rejected and not node.users) or \
             _has_effect(node, callee if node.op == "call_function" else str(target))
         # An assert (Dynamo's form of one, or a call of torch._assert_async) writes nothing and returns nothing: a
