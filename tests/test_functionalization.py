@@ -1940,6 +1940,50 @@ def test_a_saved_input_then_written_raises_in_backward_like_eager():
             out.sum().backward()
 
 
+@pytest.mark.parametrize("case", ["itself", "view", "in_branch", "only_other_output"])
+def test_an_input_saved_then_written_by_the_forward_raises_in_backward_like_eager(case):
+    # x requires no grad: the program saves x itself (or a view of it) for w's gradient, then writes x. The
+    # copy-back gave the backward the new values: a silent wrong w.grad where eager raises.
+    def f(w, x):
+        y = (w * (x[0] if case == "view" else x)).sum()
+        if case == "in_branch":
+            if x.sum() > 0:
+                x.mul_(2)
+        else:
+            x.mul_(2)
+        return y, w.exp() if case == "only_other_output" else y
+
+    for fn in (f, thunder.jit(f)):
+        w = torch.randn(3, requires_grad=True)
+        y, z = fn(w, torch.ones(3, 3) if case == "view" else torch.ones(3))
+        if case == "only_other_output":  # the backward for z alone reads nothing written: no error, as in eager
+            z.sum().backward()
+            assert_same(w.grad, w.detach().exp())
+            continue
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()
+        if case == "in_branch":  # the untaken arm writes nothing: no error
+            w = torch.randn(3, requires_grad=True)
+            fn(w, -torch.ones(3))[0].backward()
+            assert_same(w.grad, -torch.ones(3))
+
+
+@pytest.mark.parametrize("through", ["data", "view_of_data"])
+def test_an_input_saved_then_written_through_data_keeps_the_new_values_like_eager(through):
+    # A write through x.data is one eager's autograd does not see: its backward reads the new values, no error.
+    def f(w, x):
+        y = (w * x).sum()
+        (x.data if through == "data" else x.data.chunk(3)[1]).mul_(2)
+        return y
+
+    grads = []
+    for fn in (f, thunder.jit(f)):
+        w = torch.randn(3, requires_grad=True)
+        fn(w, torch.ones(3)).backward()
+        grads.append(w.grad)
+    assert_same(grads[1], grads[0])
+
+
 def test_in_place_on_a_leaf_that_requires_grad_raises_like_eager():
     def f(x):
         x.add_(1)

@@ -473,7 +473,8 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
         graph.fn = training_callable(fn, backward_fn, passed.grad_outputs, differentiable,
                                      random=any(b.draws_random_numbers for b in split.symbols),
                                      reaches=passed.reaches, specialize=specialize, zero_fill=zero_fill,
-                                     groups=groups)
+                                     groups=groups, written_saved=written_saved_inputs(
+                                         views[-1].trace, getattr(imported, "data_only_writes", ())))
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
     if sizes is not None:
@@ -675,7 +676,9 @@ class _TrainingProgram(torch.autograd.Function):
             # A forward that draws seeds (dropout) draws them again when rerun for create_graph=True: the
             # generator's state before it is kept, so that the rerun draws the same ones (the same masks).
             ctx.rng_state = torch.get_rng_state() if program.random and program.differentiable_backward else None
+            versions = program.written_saved and [args[i]._version for i in program.written_saved[0]]
             outputs, saved = program.forward(*args)
+            ctx.overwritten = versions and _overwritten_saved(program.written_saved, args, versions, saved)
             outputs = _not_views(outputs, program.grad_outputs, passed, saved)
             if group is not None:
                 group[0].result = (outputs, saved, ctx.rng_state)
@@ -725,6 +728,13 @@ class _TrainingProgram(torch.autograd.Function):
             compiled_backward, uncompiled, reads = program.specialized(tuple(g is not None for g in grads))
             if differentiable_backward is not None:
                 differentiable_backward = (differentiable_backward[0], uncompiled)
+        for k, tensor, version in getattr(ctx, "overwritten", None) or ():
+            if reads is None or k in reads:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{tensor.type()} {list(tensor.shape)}] is at version {version}; expected the "
+                    "version it had before the compiled forward wrote it (thunder: the forward saved it for the "
+                    "backward, then wrote into it in place, where eager's autograd raises the same)")
         # Gradients batched by torch.func's vmap (autograd.grad(..., is_grads_batched=True)) reach kernels that
         # read memory as laid out, which a batched tensor has not: the torch-op traces run instead, which vmap
         # batches, as for a second derivative.
@@ -787,6 +797,16 @@ def _not_views(outputs, grad_outputs, args, saved):
     return outputs
 
 
+def _overwritten_saved(written_saved, args, versions, saved):
+    """(position, tensor, version) of each saved value the forward read before writing into an argument that
+    shares its memory (written_saved_inputs' candidates), where that argument's version changed in the call
+    (``versions``: before it; a write in an untaken branch arm does not copy back)."""
+    positions, candidates = written_saved
+    memory = {args[i].untyped_storage().data_ptr() for i, v in zip(positions, versions) if args[i]._version != v}
+    return [(k, saved[k], saved[k]._version) for k in candidates
+            if memory and isinstance(saved[k], torch.Tensor) and saved[k].untyped_storage().data_ptr() in memory]
+
+
 def _unpacked(ctx, reads):
     """The saved values of a _TrainingProgram's ``ctx``, as its backward takes them: each tensor checked, as autograd
     checks a node's saved tensors, for writes since the forward ("modified by an inplace operation") and for a
@@ -839,6 +859,31 @@ def proxies(value):
     if isinstance(value, (tuple, list)):
         return [p for v in value for p in proxies(v)]
     return []
+
+
+def written_saved_inputs(trace, data_only_writes=()):
+    """For a training forward ``trace`` (returning (outputs, saved values)) that writes into its inputs
+    (``prims.copy_to``): (the positions of those inputs, the positions of the saved values computed without
+    reading what any write wrote), or None where it writes none. A saved value of the second kind that shares
+    memory with a written input at run time (the input itself, a view of it) holds the values after the write
+    where the backward needs those before it: eager's autograd raises for it ("modified by an inplace operation":
+    the write bumps the version of the tensor it saved), and so does _TrainingProgram's backward. Writes
+    through ``x.data`` (``data_only_writes``: the proxies of inputs written only so) are left out: eager's autograd
+    does not see them, and its backward reads the new values, as the program's does."""
+    written, sources = set(), set()
+    for b in trace.symbols:
+        if b.level == "prims" and b.name == "copy_to":
+            written.update(p.id for p in proxies(b.args[0]))
+            sources.update(p.id for p in proxies(b.args[1]))
+    written -= {p.id for p in data_only_writes}
+    positions = [i for i, p in enumerate(trace.inputs) if p.id in written]
+    if not positions:
+        return None
+    for b in trace.symbols:  # what the writes wrote, and what is computed from it
+        if any(p.id in sources for p in proxies([*b.args, *b.kwargs.values()])):
+            sources.update(p.id for p in proxies(b.output))
+    return positions, [k for k, p in enumerate(trace.output[1]) if isinstance(p, _core.Proxy) and
+                       p.id not in sources]
 
 
 def opaque_results(trace):
@@ -941,10 +986,10 @@ def gradient_groups(joint_trace, grad_outputs, reaches):
 
 class _Program:
     __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward", "random", "returned_args",
-                 "reaches", "specialize", "specializations", "zero_fill", "groups")
+                 "reaches", "specialize", "specializations", "zero_fill", "groups", "written_saved")
 
     def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False, reaches=None,
-                 specialize=None, zero_fill=(), groups=None):
+                 specialize=None, zero_fill=(), groups=None, written_saved=None):
         self.forward, self.backward, self.grad_outputs = forward, backward, list(grad_outputs)
         self.differentiable_backward, self.random = differentiable_backward, random
         # Per output gradient, the arguments it reaches (gradient_reaches).
@@ -955,6 +1000,7 @@ class _Program:
         self.specialize, self.specializations = specialize, {}
         self.zero_fill = list(zero_fill)  # see training_callable
         self.groups = groups  # see gradient_groups
+        self.written_saved = written_saved  # see written_saved_inputs
 
     def specialized(self, given):
         """(compiled backward, uncompiled backward, positions of the saved values it reads or None for all) for a
@@ -966,7 +1012,7 @@ class _Program:
 
 
 def training_callable(forward, backward, grad_outputs, differentiable_backward=None, random=False, reaches=None,
-                      specialize=None, zero_fill=(), groups=None):
+                      specialize=None, zero_fill=(), groups=None, written_saved=None):
     """The graph's callable in training: the compiled forward and backward run as one torch.autograd.Function.
 
     ``differentiable_backward``: (forward, backward) callables that run with torch ops, for create_graph=True
@@ -979,9 +1025,10 @@ def training_callable(forward, backward, grad_outputs, differentiable_backward=N
     backward does not compute (addmm's input with beta=0): a backward reaching them gives zeros, as eager's.
     ``groups``: gradient_groups' (None: one group): the forward runs once, and each group's outputs come from an
     autograd node of their own, joined only to the arguments they reach (the others passed to it detached); its
-    backward is the backward for those output gradients alone."""
+    backward is the backward for those output gradients alone. ``written_saved``: written_saved_inputs' for a
+    forward that writes into its arguments (None: it writes none)."""
     program = _Program(forward, backward, grad_outputs, differentiable_backward, random, reaches, specialize,
-                       zero_fill, groups)
+                       zero_fill, groups, written_saved)
     apply = _TrainingProgram.apply
 
     def grouped(args):

@@ -108,6 +108,10 @@ class ImportedGraph:
     #: The trace inputs that are non-leaf tensors requiring grad (an earlier graph's or eager code's results), which
     #: code after the graph may write in place before the backward: not free to save (split_forward_backward).
     activation_inputs: list = field(default_factory=list)
+    #: The trace inputs the graph writes only through ``x.data`` (and views of it): writes eager's autograd does not
+    #: see, so that a backward reading the tensor afterwards reads the new values without raising (see
+    #: compile.written_saved_inputs).
+    data_only_writes: list = field(default_factory=list)
 
     def bind(self, args) -> "ImportedGraph":
         """This graph for one call's arguments ``args``: its size symbols bound to the values of their inputs
@@ -616,6 +620,9 @@ class _Importer:
         # (site, the inputs requiring grad it joins) of each write in a converted branch's arm into a tensor the
         # graph made, joining it to inputs it was not computed from (see _check_in_branch)
         self.arm_writes = []
+        # graph input -> whether some write into it is one eager's autograd sees (not through `x.data`), per input
+        # written (ImportedGraph.data_only_writes)
+        self.input_writes = {}
         self.order = {n: k for k, n in enumerate(gm.graph.nodes)}
         self.examples = {}       # placeholder -> its example value
         self.input_memory = None  # _input_memory, made on first use
@@ -809,7 +816,9 @@ class _Importer:
                                      selected_conditions=selected_conditions,
                                      activation_inputs=[self._unwrap(self.env[n]) for n, e in placeholders
                                                         if isinstance(e, torch.Tensor) and e.requires_grad
-                                                        and not e.is_leaf])
+                                                        and not e.is_leaf],
+                                     data_only_writes=[self._unwrap(self.env[n]) for n, seen in
+                                                       self.input_writes.items() if not seen])
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -993,12 +1002,24 @@ class _Importer:
                 self.builder.call("prims", "copy_to", [target, value], {})
             else:
                 self.builder.call("ltorch", "copy_", [target, value], {})
+            self._note_input_write(destination)
         except (_core.NotNative, _core.OpError, TypeError, ValueError, KeyError, IndexError) as e:
             self.fallbacks.append((node.name, _target_name(node), f"write not lowered: {type(e).__name__}: {e}"))
             return _NOT_A_WRITE
         finally:
             self.env[destination] = dst
         return None if node.target is operator.setitem else dst
+
+    def _note_input_write(self, destination):
+        """Records a write into ``destination`` (a node) where it is (a view of) a graph input: whether eager's autograd
+        sees it (``input_writes``). One through ``x.data`` it does not: ``x.data`` shares x's memory but has a version
+        counter of its own."""
+        if not isinstance(destination, torch.fx.Node):
+            return
+        chain = _view_chain(destination, lambda n: n.meta.get("example_value"))
+        if chain[-1].op == "placeholder":
+            seen = not any(n.target == torch._C._autograd._get_data_attr for n in chain)
+            self.input_writes[chain[-1]] = self.input_writes.get(chain[-1], False) or seen
 
     def _writes_expanded_memory(self, destination):
         """Whether a write's destination is expanded (eager writes each shared element: a deprecated write), or is
@@ -1951,13 +1972,20 @@ def _sharing(node, example_of):
 def _view_root(node, example_of):
     """The node that makes the memory ``node``'s value is a view of (or the value itself: an in-place op or
     ``x.contiguous()`` returns its argument): followed back through the arguments that share memory with it."""
+    return _view_chain(node, example_of)[-1]
+
+
+def _view_chain(node, example_of):
+    """``node``, then each node it views (see _view_root), the root last."""
+    chain = [node]
     while node.op in ("call_function", "call_method"):
         _, _, sharing, _ = _sharing(node, example_of)
         if not sharing:
             break
         same = [a for a in sharing if example_of(a) is example_of(node)]
         node = (same or sharing)[0]
-    return node
+        chain.append(node)
+    return chain
 
 
 def _replayer(node, root, inputs, example_of):
