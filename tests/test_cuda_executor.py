@@ -116,6 +116,33 @@ def test_a_cpu_scalar_is_passed_by_value_and_a_call_captures_in_a_cuda_graph():
     torch.testing.assert_close(out, fn(x, s), **TOL[torch.float32])
 
 
+def test_a_branch_writing_an_input_captures_in_a_cuda_graph():
+    """A converted branch whose arm writes an input copies it back under a condition on the device: no host read
+    of it under no_grad, so the call can be captured in a CUDA graph, and each replay writes as the taken arm."""
+    def fn(x, buf):
+        if x.sum() > 0:
+            buf.add_(x)
+        return x * 2
+
+    x, buf = torch.randn(64, device="cuda").abs(), torch.zeros(64, device="cuda")
+    jitted = thunder.jit(fn, executors=CUDA)
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            jitted(x, buf)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            jitted(x, buf)
+        for sign in (1, -1):
+            before = buf.clone()
+            x.copy_(sign * x.abs())
+            graph.replay()
+            torch.cuda.synchronize()
+            torch.testing.assert_close(buf, before + x if sign > 0 else before, **TOL[torch.float32])
+
+
 def test_bf16_training_step():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.LayerNorm(128),

@@ -319,10 +319,17 @@ def _copy_(a, src, when=None):
     ``when`` (copy_to only): None, or a bool tensor of one element; where it is false nothing is written (the
     copy-back of an input only the untaken arms of converted branches wrote: eager bumped no version).
 
+    On a GPU, reading ``when`` on the host waits for the device (and raises while a CUDA graph is captured): there,
+    under no_grad or while capturing, the copy writes ``where(when, src, a)`` instead -- the same values, with the
+    version bump eager would not make, which matters only to a tensor autograd saved.
+
     A leaf that requires grad (a parameter) can only have been written under ``torch.no_grad()`` in eager, so
     its copy-back, at the end of the trace, runs without recording autograd too."""
-    if when is not None and not when:
-        return
+    if when is not None:
+        if when.device.type == "cuda" and (not torch.is_grad_enabled() or torch.cuda.is_current_stream_capturing()):
+            src = torch.where(when, src, a)
+        elif not when:
+            return
     if isinstance(a, torch.Tensor) and a.is_leaf and a.requires_grad and torch.is_grad_enabled():
         with torch.no_grad():
             return _copy_(a, src)
