@@ -584,7 +584,24 @@ def asserts_between_writes(x, w):
     y = (w * x).sum()
     x.add_(1)
     return y
+
+
+def asserts_then_copies_a_view(x):
+    assert (x > -100).all()
+    return x.t().contiguous() * 2
 """
+
+
+def _asserts_module(tmp_path):
+    """_ASSERTS as a module of its own (pytest rewrites the asserts of test modules)."""
+    import importlib.util
+
+    path = tmp_path / "asserts_on_tensors.py"
+    path.write_text(_ASSERTS)
+    spec = importlib.util.spec_from_file_location("asserts_on_tensors", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize("name, message", [("with_a_message", "values must be > -100"), ("without_a_message", ""),
@@ -594,13 +611,7 @@ def test_an_assert_on_a_tensor_raises_as_in_eager(tmp_path, name, message):
     `except AssertionError` missed it. Eager's AssertionError (with the statement's message, or none) it is; a call
     of torch._assert_async of the user's own raises as in eager, RuntimeError. (The functions live in a module of
     their own: pytest rewrites the asserts of test modules.)"""
-    import importlib.util
-
-    path = tmp_path / "asserts_on_tensors.py"
-    path.write_text(_ASSERTS)
-    spec = importlib.util.spec_from_file_location("asserts_on_tensors", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _asserts_module(tmp_path)
     fn = getattr(module, name)
     eager, jitted = eager_and_jitted_errors(fn, torch.full((3,), -1000.0))
     assert type(jitted) is type(eager) and str(jitted) == str(eager) == message, (eager, jitted)
@@ -619,3 +630,12 @@ def test_an_assert_on_a_tensor_raises_as_in_eager(tmp_path, name, message):
     thunder.jit(module.asserts_between_writes)(x, w).backward()
     torch.testing.assert_close(w.grad, torch.arange(1.0, 5.0) * 2)
     torch.testing.assert_close(x, torch.arange(1.0, 5.0) * 2 + 1)
+
+
+def test_an_assert_is_no_effect_that_clones_views(tmp_path):
+    """A check writes nothing: a graph with an assert gives the argument of a view op eager copies with
+    (``contiguous()`` of a transposed tensor) no clone, as one that writes into a tensor must (it was one)."""
+    module = _asserts_module(tmp_path)
+    jitted, x = thunder.jit(module.asserts_then_copies_a_view), torch.randn(3, 4)
+    torch.testing.assert_close(jitted(x), x.t() * 2)
+    assert "clone" not in str(thunder.last_traces(jitted)[-1])

@@ -613,7 +613,9 @@ class Functionalizer {
     find_gradient_safe_arms();
     std::unordered_set<ProxyId> detached;  // values computed from a detach: a write into one may stay in place
     for (const BoundSymbol& s : in_.symbols) {
-      has_effects_ |= s.sym != copy_ && s.sym != begin_ && s.sym != else_ && s.sym != end_ && s.sym->has(ir::kEffect);
+      // (A check -- an assert -- writes nothing: no effect here.)
+      has_effects_ |= s.sym != copy_ && s.sym != begin_ && s.sym != else_ && s.sym != end_ && s.sym->has(ir::kEffect) &&
+                      !is_check(s);
       // A write through a detached view stays in place where autograd takes part (unrecorded_write): an effect.
       has_effects_ |= s.sym == copy_ && s.args[0].is_proxy() && detached.count(s.args[0].proxy()) > 0;
       const std::vector<ProxyId> reads = s.input_proxies();
