@@ -568,6 +568,19 @@ def without_a_message(a):
     return a + 1
 
 
+def over_lines(a):
+    assert (
+        a > -100
+    ).all(), "values must be > -100"
+    return a + 1
+
+
+def continued(a):
+    assert (a > -100).all(), \
+        "values must be > -100"
+    return a + 1
+
+
 def calls_assert_async(a):
     torch._assert_async((a > -100).all(), "direct")
     return a + 1
@@ -605,6 +618,8 @@ def _asserts_module(tmp_path):
 
 
 @pytest.mark.parametrize("name, message", [("with_a_message", "values must be > -100"), ("without_a_message", ""),
+                                           ("over_lines", "values must be > -100"),
+                                           ("continued", "values must be > -100"),
                                            ("calls_assert_async", "direct")])
 def test_an_assert_on_a_tensor_raises_as_in_eager(tmp_path, name, message):
     """Dynamo writes `assert cond, msg` on a tensor as torch._assert_async, which raises RuntimeError: a user's

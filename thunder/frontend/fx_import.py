@@ -339,9 +339,18 @@ def _has_effect(node, name):
 
 def _assert_statement(node):
     """The Python ``assert`` statement (an ``ast.Assert``) a ``torch._assert_async`` node is Dynamo's form of: the
-    last line of its stack trace; None where that is no assert statement (a call of its own, a statement over
-    several lines, no source)."""
+    one in the source file that spans the line of the last frame of its stack trace (a statement over several
+    lines included), or where the file cannot be read, the trace's last line parsed; None where that is no assert
+    statement (a call of its own, no source)."""
     lines = [line.strip() for line in (node.meta.get("stack_trace") or "").splitlines() if line.strip()]
+    frames = [line for line in lines if line.startswith("File ")]
+    try:
+        path, lineno = frames[-1].split('"')[1], int(frames[-1].split("line ")[1].split(",")[0])
+        asserts = _asserts_in("".join(linecache.getlines(path)))
+    except (IndexError, ValueError, SyntaxError):
+        asserts = None
+    if asserts:  # (an assert holds no statement: one spanning the line is the innermost statement there)
+        return next((a for a in asserts if a.lineno <= lineno <= a.end_lineno), None)
     if not lines or not lines[-1].startswith("assert"):
         return None
     try:
@@ -349,6 +358,12 @@ def _assert_statement(node):
     except SyntaxError:
         return None
     return statement if isinstance(statement, ast.Assert) else None
+
+
+@functools.lru_cache(maxsize=16)
+def _asserts_in(source):
+    """The assert statements of a module's source."""
+    return tuple(s for s in ast.walk(ast.parse(source)) if isinstance(s, ast.Assert))
 
 
 def _python_assert(condition, message=None, without_message=False):
