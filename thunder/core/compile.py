@@ -820,6 +820,7 @@ def _overwritten_saved(written_saved, args, versions, saved):
     (``versions``: before it; a write in an untaken branch arm does not copy back)."""
     positions, candidates = written_saved
     memory = {args[i].untyped_storage().data_ptr() for i, v in zip(positions, versions) if args[i]._version != v}
+    memory.discard(0)  # empty tensors (which no write changes)
     return [(k, saved[k], saved[k]._version) for k in candidates
             if memory and isinstance(saved[k], torch.Tensor) and saved[k].untyped_storage().data_ptr() in memory]
 
