@@ -324,6 +324,9 @@ NB_MODULE(_core, m) {
                    "decomposition may not read (addmm and its kin: the input with beta=0, which gets a zero "
                    "gradient).")
       .def_prop_ro("draws_random_numbers", [](const ir::BoundSymbol& b) { return passes::draws_random_numbers(b); })
+      .def_prop_ro("is_copy_to", [](const ir::BoundSymbol& b) { return b.is(ir::PrimId::copy_to); },
+                   "Whether it is prims.copy_to(a, value[, when]): a write of value into a's memory, in place (the "
+                   "copy-back of an input the trace writes, or a write autograd does not record).")
       .def_prop_ro("may_raise_for_values", &may_raise_for_values,
                    "Whether running the op may raise for its inputs' values, not only their metadata (which the "
                    "capture's guards fix): an index it reads (prims tagged kChecksValues), an op torch runs whole "

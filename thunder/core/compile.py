@@ -454,7 +454,7 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
         # with torch ops (create_graph=True) or needs their sizes (zeros for missing gradients).
         split = next(v for v in views if v.name == "autodiff (forward)")
         unsplit_backward = backward_views[0]
-        writes = any(b.level == "prims" and b.name == "copy_to" for b in split.symbols)
+        writes = any(b.is_copy_to for b in split.symbols)
         backward_fn = _taking_saved_list(backward_views[-1], runner(debug.debug_runner(
             backward_views[-1].python_callable(), debug_mode)))
         graph_ref = weakref.ref(graph)  # the program, which the graph holds, holds `specialize`
@@ -890,7 +890,7 @@ def written_saved_inputs(trace, data_only_writes=()):
     does not see them, and its backward reads the new values, as the program's does."""
     written, sources = set(), set()
     for b in trace.symbols:
-        if b.level == "prims" and b.name == "copy_to":
+        if b.is_copy_to:
             written.update(p.id for p in proxies(b.args[0]))
             sources.update(p.id for p in proxies(b.args[1]))
     written -= {p.id for p in data_only_writes}

@@ -347,7 +347,7 @@ def _written_inputs(compiled):
     inputs = {p: i for i, p in enumerate(trace.inputs)}
     written = set()
     for b in trace.symbols:
-        if b.level == "prims" and b.name == "copy_to" and b.args and b.args[0] in inputs:
+        if b.is_copy_to and b.args[0] in inputs:
             written.add(inputs[b.args[0]])
     return sorted(written)
 
