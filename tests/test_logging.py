@@ -111,12 +111,16 @@ SCRIPT = textwrap.dedent("""
     import logging, sys, torch, thunder
     if sys.argv[1] == "configured":
         logging.basicConfig(level=logging.INFO, format="APP %(name)s: %(message)s", stream=sys.stderr)
+    if sys.argv[1] == "on_thunder":  # a handler on thunder's logger only (the guide's recipe), the root's none
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("APP %(name)s: %(message)s"))
+        logging.getLogger("thunder").addHandler(handler)
     thunder.set_log_level(thunder.LogLevel.INFO)
     thunder.jit(lambda x: x * 2 + 1)(torch.randn(3))
 """)
 
 
-@pytest.mark.parametrize("mode", ["unconfigured", "configured"])
+@pytest.mark.parametrize("mode", ["unconfigured", "configured", "on_thunder"])
 def test_stderr_output_without_and_with_the_applications_logging(tmp_path, mode):
     script = tmp_path / "app.py"
     script.write_text(SCRIPT)

@@ -2,8 +2,8 @@
 
 Its records propagate to Python's logging, so the application's handlers (``logging.basicConfig``, a
 file, a log collector) get them; :func:`set_log_level` sets which records thunder makes. When the
-application has configured no handler at all (the root logger has none), thunder writes its records to
-stderr itself (``[thunder INFO] ...``), so ``thunder.set_log_level(LogLevel.INFO)`` shows something in a
+application has configured no handler that receives them (on the "thunder" logger or the root's), thunder
+writes its records to stderr itself (``[thunder INFO] ...``), so ``thunder.set_log_level(LogLevel.INFO)`` shows something in a
 plain script. :func:`set_log_file` also writes every record to a file (stderr then gets warnings and
 errors only).
 
@@ -24,13 +24,25 @@ logger.setLevel(logging.WARNING)
 
 
 class _StderrWhenUnconfigured(logging.StreamHandler):
-    """Writes to stderr only while the application has configured no logging handler (the root logger has none):
-    otherwise the records reach the application's handlers by propagation, and writing them here too would
-    print them twice."""
+    """Writes to stderr only while the application has configured no logging handler for thunder's records (none
+    on the "thunder" logger besides thunder's own, nor on the loggers they propagate to, the root's among them):
+    otherwise the records reach the application's handlers, and writing them here too would print them twice."""
 
     def emit(self, record):
-        if not logging.getLogger().handlers:
+        if not _application_handles():
             super().emit(record)
+
+
+def _application_handles():
+    """Whether a handler of the application's receives the "thunder" logger's records."""
+    log = logger
+    while log is not None:
+        if any(h is not _stderr and h is not _file_handler for h in log.handlers):
+            return True
+        if not log.propagate:
+            return False
+        log = log.parent
+    return False
 
 
 _stderr = _StderrWhenUnconfigured()
