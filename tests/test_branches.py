@@ -1164,6 +1164,23 @@ def test_a_selected_input_follows_the_condition_as_it_was_when_the_branch_began(
     assert thunder.compile_stats(jitted).branches_converted == 1
 
 
+def test_a_condition_dynamo_breaks_in_is_listed_as_left():
+    # `.item()` breaks the graph before the branch: the arm runs as Python control flow. The site was neither
+    # converted nor left (both counts 0), and the summary did not list it.
+    def f(x):
+        if x.sum().item() > 0:
+            return x + 1
+        return x - 1
+
+    jitted = thunder.jit(f)
+    for x in (torch.ones(3), -torch.ones(3)):
+        torch.testing.assert_close(jitted(x), f(x))
+    stats = thunder.compile_stats(jitted)
+    assert stats.branches_converted == 0 and stats.branches_left == 1, thunder.summary(jitted)
+    assert "Dynamo broke the graph in its condition" in sites(jitted)[0].reason
+    assert "left as a graph break: Dynamo broke the graph in its condition" in str(jitted)
+
+
 def test_returns_not_converted():
     def shapes_differ(x):
         if x.sum() > 0:

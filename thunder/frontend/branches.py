@@ -104,13 +104,22 @@ class BranchSite:
 
 
 def break_locations(graph_breaks):
-    """The "file.py:12" locations of Dynamo's graph breaks (for BranchSite.status)."""
-    return {b.location.rsplit("/", 1)[-1] for b in graph_breaks}
+    """The "file.py:12" locations of Dynamo's graph breaks (for BranchSite.status), each with the first line of its
+    reason."""
+    located = {}
+    for b in graph_breaks:
+        located.setdefault(b.location.rsplit("/", 1)[-1], (b.reason or "").strip().split("\n")[0])
+    return located
 
 
 def site_statuses(sites, graph_breaks):
-    """[(site, "converted" or "left")] for the sites that have a status given these graph breaks, by site id."""
+    """[(site, "converted" or "left")] for the sites that have a status given these graph breaks, by site id. A
+    converted site never compiled to a select, with a graph break at its line, broke in its condition
+    (``if x.sum().item() > 0:``: Dynamo stops at ``.item()`` before the branch): it is left, that its reason."""
     locations = break_locations(graph_breaks)
+    for site in sites:
+        if site.converted and not site.captured and not site.reason and site.location in locations:
+            site.reason = f"Dynamo broke the graph in its condition ({locations[site.location]})"
     statuses = [(site, site.status(locations)) for site in sorted(sites, key=lambda site: site.id)]
     return [(site, status) for site, status in statuses if status]
 
