@@ -291,3 +291,25 @@ def test_gradients_of_opaque_random_ops_are_those_of_the_sample_the_forward_drew
     expected, jitted = gradient(f), gradient(thunder.jit(f))
     torch.testing.assert_close(jitted[0], expected[0])
     torch.testing.assert_close(jitted[1], expected[1])
+
+
+def test_dropout_with_p_read_at_run_time_is_native_and_differentiated():
+    # dynamic=True passes p (a float argument, nn.Dropout's attribute) as a number read at run time: dropout was
+    # opaque, and the whole training graph kept torch's autograd. (Dynamo still guards on p's value in F.dropout's
+    # range check: each p is a graph of its own.)
+    def f(x, p):
+        return F.dropout(x, p, training=True)
+
+    jitted = thunder.jit(f, dynamic=True)
+    x = (torch.rand(4096) + 0.5).requires_grad_()
+    for p in (0.3, 0.0, 1.0, 0.6):
+        out = jitted(x, p)
+        out.backward(torch.ones_like(out))
+        kept = out != 0
+        assert abs(kept.double().mean().item() - (1 - p)) < 0.05
+        scale = torch.ones(()) / (1 - p) if p < 1 else torch.zeros(())
+        assert torch.equal(out[kept], (x * scale)[kept].detach()) and torch.equal(x.grad, kept * scale)
+        x.grad = None
+    assert torch.isnan(jitted(torch.tensor([float("nan"), 1.0]), 1.0)).tolist() == [True, False]
+    stats = thunder.compile_stats(jitted)
+    assert all(g["backward"] == "thunder" for g in stats.graphs[:4]), thunder.summary(jitted)

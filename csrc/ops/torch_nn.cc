@@ -97,6 +97,8 @@ Value linear(Builder& b, const Args& a) {
 // [0, 1) from prims.uniform_philox under a seed drawn from torch's generator at each run (float32 uniforms, float64
 // for a float64 input): a pure function of the seed, so a training program saves the seed and regenerates the
 // mask in the backward. The masks equal eager's in distribution, not bit for bit (docs/autodiff.md).
+Value dropped(Builder& b, const Value& x, const Value& keep_p, bool may_keep_none);
+
 Value dropout(Builder& b, const Value& x, double p, bool training, bool inplace) {
   if (!(p >= 0.0 && p <= 1.0))
     fail("ltorch.dropout", "dropout probability has to be between 0 and 1, but got " + std::to_string(p));
@@ -105,14 +107,33 @@ Value dropout(Builder& b, const Value& x, double p, bool training, bool inplace)
   if (!training || p == 0.0 || m.numel() == 0) return x;
   if (!ir::is_floating(m.dtype)) throw NotNative("dropout of a tensor that is not floating-point");
   if (p == 1.0) return b.torch("mul", {x, num(0.0)});
+  return dropped(b, x, num(1.0 - p), false);
+}
+
+// x * noise for dropout in training (see dropout), keep_p (1 - p) a number or a number proxy, 0 < keep_p <= 1, or
+// also 0 where may_keep_none: where no element is kept, the noise (0 / 0) is made 0 by a select.
+Value dropped(Builder& b, const Value& x, const Value& keep_p, bool may_keep_none) {
+  const TensorMeta m = b.meta(x);
   const DType u_dtype = m.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
   Value seed = b.prim("random_seed", {});
   Value u = b.prim("uniform_philox", {Value::dims(m.shape), seed, Int(0), Value(u_dtype), Value(ir::Str{m.device})});
-  Value keep = b.torch("lt", {u, num(1.0 - p)});
+  Value keep = b.torch("lt", {u, keep_p});
   // keep as 1.0 or 0.0 by a select, not a bool-to-float conversion: GCC does not vectorize a loop converting a bool.
   Value ones = b.prim("where", {keep, num(1.0), num(0.0)});
-  Value noise = b.torch("div", {cast(b, ones, m.dtype), num(1.0 - p)});
+  Value noise = b.torch("div", {cast(b, ones, m.dtype), keep_p});
+  if (may_keep_none) noise = b.prim("where", {keep, noise, num(0.0)});
   return b.torch("mul", {x, noise});
+}
+
+// dropout in training with p a number read at run time (a module's float under dynamic=True: Dynamo's guards on
+// F.dropout's range check hold it in [0, 1]). As dropout, but for p = 0 a product with ones, not the input itself
+// (as Inductor's decomposition), and for p = 1 a product with zeros (x * 0: NaN stays NaN) through the noise's
+// select.
+Value dropout_at_run_time(Builder& b, const Value& x, const Value& p) {
+  const TensorMeta m = b.meta(x);
+  if (m.numel() == 0) return x;
+  if (!ir::is_floating(m.dtype)) throw NotNative("dropout of a tensor that is not floating-point");
+  return dropped(b, x, b.torch("sub", {num(1.0), p}), true);
 }
 
 }  // namespace
@@ -442,6 +463,7 @@ void register_torch_nn() {
                    // Not training: the input, whatever p is (a number read at run time under dynamic=True, where
                    // Dynamo passes a module's float attributes as 0-d tensors).
                    if (a[1].is_proxy() && !a[2].as_bool() && !a[3].as_bool()) return a[0];
+                   if (a[1].is_proxy() && !a[3].as_bool()) return dropout_at_run_time(b, a[0], a[1]);
                    return dropout(b, a[0], a[1].as_double(), a[2].as_bool(), a[3].as_bool());
                  });
 }

@@ -926,6 +926,15 @@ class _Importer:
         if node.op == "call_function" and str(node.target) == "prims.fma.default":
             native = lambda: self._fma(node)  # noqa: E731
         rejected = False
+        training = node.kwargs.get("training", node.args[2] if len(node.args) > 2 else None)
+        if native is not None and _aliasing_decided_at_run_time(node) and training is not False and \
+                any(isinstance(a, torch.fx.Node) for a in (*node.args[1:], *node.kwargs.values())) and \
+                self._graph_may_write():
+            # Its native form with p read at run time is a product with ones for p = 0, where eager's is the input
+            # itself, which a write into either then reaches. (Not training, it is the input itself.)
+            self.fallbacks.append((node.name, _target_name(node), "dropout whose p or training flag is read at run "
+                                   "time, in a graph that writes into a tensor: eager's may be its input itself"))
+            native = None
         if native is not None:
             try:
                 return native()
@@ -934,6 +943,12 @@ class _Importer:
                 logger.debug("thunder: %s (%s) runs as an opaque torch op: %s", node.name, _target_name(node), e)
                 rejected = isinstance(e, _core.OpError)
         return self._opaque(node, rejected)
+
+    def _graph_may_write(self):
+        """Whether some node of the graph may write into a tensor (_may_write); asked once."""
+        if self.writes is None:
+            self.writes = any(_may_write(n) for n in self.order if n.op in ("call_function", "call_method"))
+        return self.writes
 
     def _native(self, node, kind, name):
         out = self._native_value(kind, node.target if kind == "method" else name, name, node.args, node.kwargs)
@@ -1661,9 +1676,7 @@ class _Importer:
         args = self._unwrap(self._arg(list(node.args)))
         kwargs = {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
         output = self._new_output(node.meta.get("example_value"))
-        if view and self.writes is None:
-            self.writes = any(_may_write(n) for n in self.order if n.op in ("call_function", "call_method"))
-        effect = (view and self.writes) or (rejected and not node.users) or \
+        effect = (view and self._graph_may_write()) or (rejected and not node.users) or \
             _has_effect(node, callee if node.op == "call_function" else str(target))
         # An assert (Dynamo's form of one, or a call of torch._assert_async) writes nothing and returns nothing: a
         # check, which thunder's autodiff runs in the forward (as an effect, it sent the backward to torch).
