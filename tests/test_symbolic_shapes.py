@@ -684,3 +684,16 @@ def test_a_factory_sized_by_one_symbolic_size(fn):
         x = torch.randn(n, 3)
         assert_same(jitted(x), fn(x))
     assert "UNCOMPILED" not in thunder.summary(jitted)
+
+
+def test_a_shape_of_one_symbolic_size_passed_as_varargs():
+    # t.reshape(n) with n a symbolic size was not packed into a shape: the trace called torch.reshape(t, s0*s1)
+    # (an int where torch takes a tuple) and raised TypeError where eager runs.
+    fns = [lambda x: (x * 2).t().reshape(x.shape[0] * x.shape[1]),
+           lambda x: (x * 2).view(x.shape[0] * x.shape[1]),
+           lambda x: torch.zeros(x.shape[0]) + x.sum()]
+    for fn in fns:
+        jitted = thunder.jit(fn, dynamic=True)
+        for n in (5, 7):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(jitted(x), fn(x))

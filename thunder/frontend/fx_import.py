@@ -178,9 +178,14 @@ def _resolve_choice(choice, args, conditions):
 
 # ---- which FX targets are native, and how their arguments map to the op's parameters ----
 
+def _is_size(a):
+    """Whether an imported argument is one size: an int, or a symbolic one (a _core.Dim)."""
+    return isinstance(a, (int, _core.Dim)) and not isinstance(a, bool)
+
+
 def _pack_varargs(args, kwargs):
-    """x.view(2, 3) -> x.view((2, 3)): methods that take a shape as *args."""
-    if len(args) > 2 or (len(args) == 2 and isinstance(args[1], int)):
+    """x.view(2, 3) -> x.view((2, 3)): methods that take a shape as *args (x.reshape(n) with a symbolic n too)."""
+    if len(args) > 2 or (len(args) == 2 and _is_size(args[1])):
         return [args[0], tuple(args[1:])], kwargs
     return list(args), kwargs
 
@@ -207,7 +212,7 @@ def _view_adapter(args, kwargs):
 
 def _pack_size(args, kwargs):
     """torch.zeros(2, 3) -> torch.zeros((2, 3))."""
-    if args and all(isinstance(a, int) for a in args):
+    if args and all(_is_size(a) for a in args):
         return [tuple(args)], kwargs
     return list(args), kwargs
 
