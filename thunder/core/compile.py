@@ -435,9 +435,6 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
         fn = runner(debug.debug_runner(scope["computation"], debug_mode))
     else:
         fn = runner(debug.debug_runner(views[-1].python_callable(), debug_mode)) if lower else None
-    data_only = {p.id for p in getattr(imported, "data_only_writes", ())}
-    if fn is not None and data_only:
-        fn = _keeping_versions(fn, [i for i, p in enumerate(views[-1].trace.inputs) if p.id in data_only])
     graph = CompiledGraph(index, views, fn, 0.0, passed.pass_seconds if pass_seconds is None else pass_seconds,
                           imported.fallbacks, output_views=getattr(imported, "output_views", []),
                           lowering_seconds=lowering_seconds)
@@ -616,20 +613,6 @@ class SymbolicPlan:
         self.lowered += 1
         graph.compile_seconds = time.perf_counter() - start + (self.seconds if first else 0.0)
         return graph
-
-
-def _keeping_versions(fn, positions):
-    """The program ``fn`` keeping the version counters of its arguments at ``positions``: inputs it writes only
-    through ``x.data``, whose version eager leaves as it was (``x.data`` has a counter of its own). Its copy-back
-    writes the tensor itself, which bumped the version: a tensor an earlier graph saved for backward then raised
-    "modified by an inplace operation" where eager's backward runs."""
-    def run(*args):
-        tensors = tuple(args[i] for i in positions)
-        versions = tuple(t._version for t in tensors)
-        out = fn(*args)
-        torch._C._autograd._unsafe_set_version_counter(tensors, versions)
-        return out
-    return run
 
 
 def has_negative_bit(args):
