@@ -654,3 +654,17 @@ def test_an_assert_is_no_effect_that_clones_views(tmp_path):
     jitted, x = thunder.jit(module.asserts_then_copies_a_view), torch.randn(3, 4)
     torch.testing.assert_close(jitted(x), x.t() * 2)
     assert "clone" not in str(thunder.last_traces(jitted)[-1])
+
+
+@pytest.mark.parametrize("x_dtype, w_dtype", [(torch.float16, torch.float64), (torch.float32, torch.bfloat16),
+                                              (torch.float64, torch.float32)])
+def test_layer_norm_with_parameters_of_another_dtype_raises_as_in_eager(x_dtype, w_dtype):
+    # ATen's layer_norm takes parameters of the input's dtype (or float32 ones for a half input); thunder's
+    # decomposition computed a result for any.
+    def f(x, w):
+        return torch.nn.functional.layer_norm(x, (4,), w, None)
+
+    eager, jitted = eager_and_jitted_errors(f, torch.randn(3, 4, dtype=x_dtype), torch.randn(4, dtype=w_dtype))
+    assert type(jitted) is type(eager) and str(jitted) == str(eager), (eager, jitted)
+    x, w = torch.randn(3, 4, dtype=torch.bfloat16), torch.randn(4)  # a half input with float32 ones: native
+    torch.testing.assert_close(thunder.jit(f)(x, w), f(x, w))
