@@ -1177,7 +1177,7 @@ def test_a_condition_dynamo_breaks_in_is_listed_as_left():
         torch.testing.assert_close(jitted(x), f(x))
     stats = thunder.compile_stats(jitted)
     assert stats.branches_converted == 0 and stats.branches_left == 1, thunder.summary(jitted)
-    assert "Dynamo broke the graph in its condition" in sites(jitted)[0].reason
+    assert "Dynamo broke the graph in its condition" in sites(jitted)[0].broke_in_condition
     assert "left as a graph break: Dynamo broke the graph in its condition" in str(jitted)
 
 

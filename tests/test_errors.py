@@ -581,6 +581,11 @@ def continued(a):
     return a + 1
 
 
+def two_on_a_line(a):
+    assert (a > -10000).all(); assert (a > -100).all(), "values must be > -100"  # noqa: E702
+    return a + 1
+
+
 def calls_assert_async(a):
     torch._assert_async((a > -100).all(), "direct")
     return a + 1
@@ -606,10 +611,12 @@ def asserts_then_copies_a_view(x):
 
 
 def _asserts_module(tmp_path):
-    """_ASSERTS as a module of its own (pytest rewrites the asserts of test modules)."""
+    """_ASSERTS as a module of its own (pytest rewrites the asserts of test modules), in a folder whose name holds
+    "line " (a stack trace's `File "...", line 12` was split at its first "line ")."""
     import importlib.util
 
-    path = tmp_path / "asserts_on_tensors.py"
+    (tmp_path / "online data").mkdir()
+    path = tmp_path / "online data" / "asserts_on_tensors.py"
     path.write_text(_ASSERTS)
     spec = importlib.util.spec_from_file_location("asserts_on_tensors", path)
     module = importlib.util.module_from_spec(spec)
@@ -620,6 +627,7 @@ def _asserts_module(tmp_path):
 @pytest.mark.parametrize("name, message", [("with_a_message", "values must be > -100"), ("without_a_message", ""),
                                            ("over_lines", "values must be > -100"),
                                            ("continued", "values must be > -100"),
+                                           ("two_on_a_line", "values must be > -100"),
                                            ("calls_assert_async", "direct")])
 def test_an_assert_on_a_tensor_raises_as_in_eager(tmp_path, name, message):
     """Dynamo writes `assert cond, msg` on a tensor as torch._assert_async, which raises RuntimeError: a user's
@@ -665,6 +673,11 @@ def test_layer_norm_with_parameters_of_another_dtype_raises_as_in_eager(x_dtype,
         return torch.nn.functional.layer_norm(x, (4,), w, None)
 
     eager, jitted = eager_and_jitted_errors(f, torch.randn(3, 4, dtype=x_dtype), torch.randn(4, dtype=w_dtype))
+    assert type(jitted) is type(eager) and str(jitted) == str(eager), (eager, jitted)
+    # float32 for a half input is taken only for both parameters at once
+    mixed = lambda x, w, b: torch.nn.functional.layer_norm(x, (4,), w, b)  # noqa: E731
+    eager, jitted = eager_and_jitted_errors(mixed, torch.randn(3, 4, dtype=torch.bfloat16), torch.randn(4),
+                                            torch.randn(4, dtype=torch.bfloat16))
     assert type(jitted) is type(eager) and str(jitted) == str(eager), (eager, jitted)
     x, w = torch.randn(3, 4, dtype=torch.bfloat16), torch.randn(4)  # a half input with float32 ones: native
     torch.testing.assert_close(thunder.jit(f)(x, w), f(x, w))

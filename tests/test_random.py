@@ -298,7 +298,7 @@ def test_dropout_with_p_read_at_run_time_is_native_and_differentiated():
     # opaque, and the whole training graph kept torch's autograd. (Dynamo still guards on p's value in F.dropout's
     # range check: each p is a graph of its own.)
     def f(x, p):
-        return F.dropout(x, p, training=True)
+        return F.dropout(x, p, training=True) * 1
 
     jitted = thunder.jit(f, dynamic=True)
     x = (torch.rand(4096) + 0.5).requires_grad_()
@@ -313,3 +313,17 @@ def test_dropout_with_p_read_at_run_time_is_native_and_differentiated():
     assert torch.isnan(jitted(torch.tensor([float("nan"), 1.0]), 1.0)).tolist() == [True, False]
     stats = thunder.compile_stats(jitted)
     assert all(g["backward"] == "thunder" for g in stats.graphs[:4]), thunder.summary(jitted)
+
+
+def test_dropout_with_p_read_at_run_time_returned_is_its_input_for_p_0():
+    # Returned, it stays opaque: eager's dropout with p = 0 is the input itself, which the caller's write reaches
+    # (native, it was a product with ones).
+    def f(x, p):
+        return F.dropout(x, p, training=True)
+
+    jitted = thunder.jit(f, dynamic=True)
+    for p in (0.5, 0.0):
+        x = torch.ones(4)
+        out = jitted(x, p)
+        out.add_(1)
+        assert (out is x) == (p == 0.0) and x.tolist() == ([2.0] * 4 if p == 0.0 else [1.0] * 4)

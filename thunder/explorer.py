@@ -89,7 +89,7 @@ def _branches(statuses):
     converted = sum(status == "converted" for _, status in statuses)
     rows = [[_e(site.location), f"<code>{_e(site.code)}</code>",
              f"<span class='{status}'>{'converted to a select' if status == 'converted' else 'left as a graph break'}"
-             f"</span>", _e(site.reason)] for site, status in statuses]
+             f"</span>", _e(site.reason or site.broke_in_condition)] for site, status in statuses]
     return _section(f"Data-dependent branches: {converted} of {len(statuses)} converted to selects",
                     _table(["where", "your code", "what became of it", "why not converted"], rows))
 

@@ -54,17 +54,18 @@ std::vector<int64_t> trailing_dims(std::string_view op, const TensorMeta& m, con
 Value layer_norm(Builder& b, const Args& a) {
   const TensorMeta m = b.meta(a[0]);
   auto dims = trailing_dims("ltorch.layer_norm", m, a[1]);
-  // ATen's kernel takes a weight and bias of the input's dtype, or float32 ones for a half-precision input, and
+  // ATen's kernel takes a weight and bias of the input's dtype, or both float32 for a half-precision input, and
   // raises for others ("mixed dtype"): refused here, the op runs with torch, which raises its own error.
+  bool same = true, float32 = m.dtype == DType::Float16 || m.dtype == DType::BFloat16;
   for (size_t i : {size_t{2}, size_t{3}}) {
     if (a[i].is_none() || !b.is_tensor(a[i])) continue;
-    const DType d = b.meta(a[i]).dtype;
-    if (d != m.dtype && !(d == DType::Float32 && (m.dtype == DType::Float16 || m.dtype == DType::BFloat16)))
-      fail("ltorch.layer_norm", std::string(i == 2 ? "weight" : "bias") + " of dtype " +
-                                    std::string(ir::dtype_name(d)) + " for an input of dtype " +
-                                    std::string(ir::dtype_name(m.dtype)) + " (expected the input's, or float32 for a "
-                                    "half-precision input)");
+    same &= b.meta(a[i]).dtype == m.dtype;
+    float32 &= b.meta(a[i]).dtype == DType::Float32;
   }
+  if (!same && !float32)
+    fail("ltorch.layer_norm", "a weight or bias of another dtype than the input's " +
+                                  std::string(ir::dtype_name(m.dtype)) + " (expected the input's for both, or "
+                                  "float32 for both with a half-precision input)");
   Value x = cast(b, a[0], opmath(m.dtype));
   auto [centered, var] = centered_moments(b, x, dims);
   Value y = b.torch("mul", {centered, b.torch("rsqrt", {b.torch("add", {var, a[4]})})});

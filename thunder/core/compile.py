@@ -864,8 +864,9 @@ def proxies(value):
 
 def written_saved_inputs(trace, data_only_writes=()):
     """For a training forward ``trace`` (returning (outputs, saved values)) that writes into its inputs
-    (``prims.copy_to``): (the positions of those inputs, the positions of the saved values computed without
-    reading what any write wrote), or None where it writes none. A saved value of the second kind that shares
+    (``prims.copy_to``): (the positions of those inputs, the positions of the saved values that may share memory
+    with one -- the input, or what an op other than a fusion made from it -- computed without reading what any
+    write wrote), or None where there are none. A saved value of the second kind that shares
     memory with a written input at run time (the input itself, a view of it) holds the values after the write
     where the backward needs those before it: eager's autograd raises for it ("modified by an inplace operation":
     the write bumps the version of the tensor it saved), and so does _TrainingProgram's backward. Writes
@@ -880,11 +881,18 @@ def written_saved_inputs(trace, data_only_writes=()):
     positions = [i for i, p in enumerate(trace.inputs) if p.id in written]
     if not positions:
         return None
-    for b in trace.symbols:  # what the writes wrote, and what is computed from it
-        if any(p.id in sources for p in proxies([*b.args, *b.kwargs.values()])):
+    # What may share a written input's memory: the input, and what ops other than fusions (whose outputs are new
+    # memory) make from it; and what the writes wrote, and what is computed from it.
+    sharing = {trace.inputs[i].id for i in positions}
+    for b in trace.symbols:
+        read = {p.id for p in proxies([*b.args, *b.kwargs.values()])}
+        if read & sources:
             sources.update(p.id for p in proxies(b.output))
-    return positions, [k for k, p in enumerate(trace.output[1]) if isinstance(p, _core.Proxy) and
-                       p.id not in sources]
+        if read & sharing and b.name != "fusion":
+            sharing.update(p.id for p in proxies(b.output))
+    candidates = [k for k, p in enumerate(trace.output[1]) if isinstance(p, _core.Proxy) and p.id in sharing and
+                  p.id not in sources]
+    return (positions, candidates) if candidates else None
 
 
 def opaque_results(trace):

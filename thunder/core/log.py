@@ -29,13 +29,12 @@ class _StderrWhenUnconfigured(logging.StreamHandler):
     otherwise the records reach the application's handlers, and writing them here too would print them twice."""
 
     def emit(self, record):
-        if not _application_handles():
+        if not _application_handles(logging.getLogger(record.name)):
             super().emit(record)
 
 
-def _application_handles():
-    """Whether a handler of the application's receives the "thunder" logger's records."""
-    log = logger
+def _application_handles(log):
+    """Whether a handler of the application's receives the records of ``log`` (thunder's, or a child of it)."""
     while log is not None:
         if any(h is not _stderr and h is not _file_handler for h in log.handlers):
             return True

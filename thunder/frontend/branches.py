@@ -86,6 +86,7 @@ class BranchSite:
     reason: str = ""       # why it is not (or no longer) converted
     captured: int = 0      # graphs in which it was compiled to a select
     given_up: bool = False  # converted, then given up while traced (so it is data-dependent: a graph break now)
+    broke_in_condition: str = ""  # converted, never captured, Dynamo's break at its line: why (see site_statuses)
 
     def status(self, break_locations):
         """"converted" (compiled to a select in some graph), "left" (a graph break: given up while traced, or
@@ -93,14 +94,15 @@ class BranchSite:
         ``if`` on Python values, or not run yet: nothing to report)."""
         if self.captured and not self.reason:
             return "converted"
-        if self.reason and (self.converted or self.given_up or self.location in break_locations):
+        if (self.reason or self.broke_in_condition) and \
+                (self.converted or self.given_up or self.location in break_locations):
             return "left"
         return None
 
     def __str__(self):
         if self.captured and not self.reason:
             return f"{self.location}  {self.code}  converted to a select (in {self.captured} graphs)"
-        return f"{self.location}  {self.code}  left as a graph break: {self.reason or '?'}"
+        return f"{self.location}  {self.code}  left as a graph break: {self.reason or self.broke_in_condition or '?'}"
 
 
 def break_locations(graph_breaks):
@@ -119,7 +121,7 @@ def site_statuses(sites, graph_breaks):
     locations = break_locations(graph_breaks)
     for site in sites:
         if site.converted and not site.captured and not site.reason and site.location in locations:
-            site.reason = f"Dynamo broke the graph in its condition ({locations[site.location]})"
+            site.broke_in_condition = f"Dynamo broke the graph in its condition ({locations[site.location]})"
     statuses = [(site, site.status(locations)) for site in sorted(sites, key=lambda site: site.id)]
     return [(site, status) for site, status in statuses if status]
 

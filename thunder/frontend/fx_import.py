@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import itertools
 import linecache
+import re
 import math
 import operator
 import os
@@ -348,14 +349,18 @@ def _assert_statement(node):
     lines included), or where the file cannot be read, the trace's last line parsed; None where that is no assert
     statement (a call of its own, no source)."""
     lines = [line.strip() for line in (node.meta.get("stack_trace") or "").splitlines() if line.strip()]
-    frames = [line for line in lines if line.startswith("File ")]
+    frames = [m for m in (re.match(r'File "(.*)", line (\d+)', line) for line in lines) if m]
     try:
-        path, lineno = frames[-1].split('"')[1], int(frames[-1].split("line ")[1].split(",")[0])
+        path, lineno = frames[-1][1], int(frames[-1][2])
         asserts = _asserts_in("".join(linecache.getlines(path)))
-    except (IndexError, ValueError, SyntaxError):
+    except (IndexError, SyntaxError):
         asserts = None
     if asserts:  # (an assert holds no statement: one spanning the line is the innermost statement there)
-        return next((a for a in asserts if a.lineno <= lineno <= a.end_lineno), None)
+        spanning = [a for a in asserts if a.lineno <= lineno <= a.end_lineno]
+        # Two on one line (`assert a; assert b, "msg"`): the one whose message Dynamo passed.
+        message = node.args[1] if len(node.args) > 1 else None
+        return next((a for a in spanning if isinstance(a.msg, ast.Constant) and a.msg.value == message),
+                    next((a for a in spanning if a.msg is None), spanning[0] if spanning else None))
     if not lines or not lines[-1].startswith("assert"):
         return None
     try:
@@ -934,11 +939,12 @@ class _Importer:
         training = node.kwargs.get("training", node.args[2] if len(node.args) > 2 else None)
         if native is not None and _aliasing_decided_at_run_time(node) and training is not False and \
                 any(isinstance(a, torch.fx.Node) for a in (*node.args[1:], *node.kwargs.values())) and \
-                self._graph_may_write():
+                (self._graph_may_write() or _returned(node)):
             # Its native form with p read at run time is a product with ones for p = 0, where eager's is the input
-            # itself, which a write into either then reaches. (Not training, it is the input itself.)
-            self.fallbacks.append((node.name, _target_name(node), "dropout whose p or training flag is read at run "
-                                   "time, in a graph that writes into a tensor: eager's may be its input itself"))
+            # itself, which a write into either then reaches: a write in the graph, or the caller's into what it
+            # returns. (Not training, it is the input itself.)
+            self.fallbacks.append((node.name, _target_name(node), "dropout whose p is read at run time, in a graph "
+                                   "that writes into a tensor or returning it: eager's may be its input itself"))
             native = None
         if native is not None:
             try:
@@ -1838,6 +1844,21 @@ def _aliases_an_argument(node):
     made = [(r, _storage(r)) for r in results if isinstance(r, torch.Tensor)]
     return any(memory is not None and mine is not None and memory == mine and _meta_example(a) is not r
                for r, mine in made for a, memory in arguments)
+
+
+def _returned(node):
+    """Whether the graph returns ``node``'s tensor or a view of it (users sharing its memory, followed)."""
+    memory = _storage(node.meta.get("example_value"))
+    seen, todo = set(), [node]
+    while todo:
+        for user in todo.pop().users:
+            if user.op == "output":
+                return True
+            shared = _storage(user.meta.get("example_value"))
+            if user not in seen and memory is not None and shared is not None and shared == memory:
+                seen.add(user)
+                todo.append(user)
+    return False
 
 
 def _aliasing_decided_at_run_time(node):
