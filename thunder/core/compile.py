@@ -866,12 +866,12 @@ def written_saved_inputs(trace, data_only_writes=()):
     """For a training forward ``trace`` (returning (outputs, saved values)) that writes into its inputs
     (``prims.copy_to``): (the positions of those inputs, the positions of the saved values that may share memory
     with one -- the input, or what an op other than a fusion made from it -- computed without reading what any
-    write wrote), or None where there are none. A saved value of the second kind that shares
-    memory with a written input at run time (the input itself, a view of it) holds the values after the write
-    where the backward needs those before it: eager's autograd raises for it ("modified by an inplace operation":
-    the write bumps the version of the tensor it saved), and so does _TrainingProgram's backward. Writes
-    through ``x.data`` (``data_only_writes``: the proxies of inputs written only so) are left out: eager's autograd
-    does not see them, and its backward reads the new values, as the program's does."""
+    write wrote), or None where there are none. Such a saved value that shares memory with a written input at run
+    time (the input itself, a view of it) holds the values after the write where the backward needs those before
+    it: eager's autograd raises for it ("modified by an inplace operation": the write bumps the version of the
+    tensor it saved), and so does _TrainingProgram's backward (_overwritten_saved tells, per call). Writes through
+    ``x.data`` (``data_only_writes``: the proxies of inputs written only so) are left out: eager's autograd does
+    not see them, and its backward reads the new values, as the program's does."""
     written, sources = set(), set()
     for b in trace.symbols:
         if b.is_copy_to:

@@ -13,10 +13,10 @@ import contextlib
 import inspect
 import itertools
 import linecache
-import re
 import math
 import operator
 import os
+import re
 import dataclasses
 import functools
 from dataclasses import dataclass, field
