@@ -1999,6 +1999,66 @@ def test_views_made_after_a_write_through_data_are_saved_for_backward():
     assert_same(grads[1], grads[0])
 
 
+@pytest.mark.parametrize("alias", ["detach", "data"])
+def test_a_value_requiring_grad_written_into_a_detached_alias_of_an_input(alias):
+    # t = x.detach(); t.mul_(x): the product reads t as it was, which eager's in-place op saves for x's gradient.
+    # The out-of-place op read t itself, which the write then changed: backward raised "modified by an inplace
+    # operation" where eager's runs.
+    def f(x):
+        t = x.detach() if alias == "detach" else x.data
+        t.mul_(x)
+        return t * 2
+
+    results = []
+    for fn in (f, thunder.jit(f)):
+        x = torch.tensor([1.5, -2.0], requires_grad=True)
+        y = fn(x)
+        y.sum().backward()
+        results.append((y.detach(), x.grad, x.detach()))
+    assert_same(results[1], results[0])
+
+
+@pytest.mark.parametrize("case", ["saved_intermediate", "saved_view_before", "saved_alias"])
+def test_a_write_through_data_in_training_leaves_saved_tensors_readable(case):
+    # x.data has a version counter of its own; imported as x.detach() (which shares x's), a write through it made
+    # the backward raise where eager's runs -- or, for a saved x.data written later, run where eager's raises.
+    def f(x, w):
+        if case == "saved_intermediate":
+            t = x * 2
+            y = t * t  # saves t
+            t.data.copy_(t * 1)
+            return y
+        if case == "saved_view_before":
+            y = x @ x.t()  # saves x and x.t()
+            x.data.add_(1)
+            return y
+        d = x.data
+        y = (w * d).sum()  # saves d, whose own version the write bumps
+        d.mul_(2)
+        return y
+
+    outcomes = []
+    for fn in (f, thunder.jit(f)):
+        x, w = torch.arange(1.0, 5.0).reshape(2, 2).requires_grad_(), torch.ones(2, 2, requires_grad=True)
+        try:
+            fn(x, w).sum().backward()
+            outcomes.append((x.grad, w.grad, x.detach()))
+        except RuntimeError as e:
+            outcomes.append("modified by an inplace operation" in str(e))
+    assert_same(outcomes[1], outcomes[0])
+
+
+def test_an_optimizer_step_through_data_stays_native():
+    # No value requiring grad is computed: x.data is thunder's detach, and the step one kernel.
+    def step(p, g):
+        p.data.add_(g, alpha=-0.1)
+
+    jitted, p, g = thunder.jit(step), torch.ones(4, requires_grad=True), torch.full((4,), 2.0)
+    jitted(p, g)
+    assert torch.equal(p.detach(), torch.full((4,), 0.8))
+    assert not thunder._state_of(jitted, "test").graphs[0].fallbacks
+
+
 def test_in_place_on_a_leaf_that_requires_grad_raises_like_eager():
     def f(x):
         x.add_(1)

@@ -473,8 +473,7 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
         graph.fn = training_callable(fn, backward_fn, passed.grad_outputs, differentiable,
                                      random=any(b.draws_random_numbers for b in split.symbols),
                                      reaches=passed.reaches, specialize=specialize, zero_fill=zero_fill,
-                                     groups=groups, written_saved=written_saved_inputs(
-                                         views[-1].trace, getattr(imported, "data_only_writes", ())))
+                                     groups=groups, written_saved=written_saved_inputs(views[-1].trace))
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
     if sizes is not None:
@@ -862,22 +861,21 @@ def proxies(value):
     return []
 
 
-def written_saved_inputs(trace, data_only_writes=()):
+def written_saved_inputs(trace):
     """For a training forward ``trace`` (returning (outputs, saved values)) that writes into its inputs
     (``prims.copy_to``): (the positions of those inputs, the positions of the saved values that may share memory
     with one -- the input, or what an op other than a fusion made from it -- computed without reading what any
     write wrote), or None where there are none. Such a saved value that shares memory with a written input at run
     time (the input itself, a view of it) holds the values after the write where the backward needs those before
     it: eager's autograd raises for it ("modified by an inplace operation": the write bumps the version of the
-    tensor it saved), and so does _TrainingProgram's backward (_overwritten_saved tells, per call). Writes through
-    ``x.data`` (``data_only_writes``: the proxies of inputs written only so) are left out: eager's autograd does
-    not see them, and its backward reads the new values, as the program's does."""
+    tensor it saved), and so does _TrainingProgram's backward (_overwritten_saved tells, per call). (A write
+    through ``x.data``, which eager's autograd does not see, is no copy-back in such a graph: fx_import makes
+    ``x.data`` there an opaque torch op, and the write runs in place.)"""
     written, sources = set(), set()
     for b in trace.symbols:
         if b.is_copy_to:
             written.update(p.id for p in proxies(b.args[0]))
             sources.update(p.id for p in proxies(b.args[1]))
-    written -= {p.id for p in data_only_writes}
     positions = [i for i, p in enumerate(trace.inputs) if p.id in written]
     if not positions:
         return None

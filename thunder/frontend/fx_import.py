@@ -109,10 +109,6 @@ class ImportedGraph:
     #: The trace inputs that are non-leaf tensors requiring grad (an earlier graph's or eager code's results), which
     #: code after the graph may write in place before the backward: not free to save (split_forward_backward).
     activation_inputs: list = field(default_factory=list)
-    #: The trace inputs the graph writes only through ``x.data`` (and views of it): writes eager's autograd does not
-    #: see, so that a backward reading the tensor afterwards reads the new values without raising (see
-    #: compile.written_saved_inputs).
-    data_only_writes: list = field(default_factory=list)
 
     def bind(self, args) -> "ImportedGraph":
         """This graph for one call's arguments ``args``: its size symbols bound to the values of their inputs
@@ -634,6 +630,7 @@ class _Importer:
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
         self.opaque_view_seen = False  # an opaque op made a view: later writes are not lowered (see _opaque)
         self.writes = None  # whether any node of the graph may write into a tensor (_may_write), once asked
+        self.computes_grad = None  # whether an op of the graph makes a tensor that requires grad, once asked
         self.region_sites = {}   # branch_begin node -> its site
         # The outputs that are inputs a converted branch may select and the branch_begin nodes whose conditions
         # pick them (_selected_inputs), once the first branch begins; and a copy of each such condition, made where
@@ -645,9 +642,6 @@ class _Importer:
         # (site, the inputs requiring grad it joins) of each write in a converted branch's arm into a tensor the
         # graph made, joining it to inputs it was not computed from (see _check_in_branch)
         self.arm_writes = []
-        # graph input -> whether some write into it is one eager's autograd sees (not through `x.data`), per input
-        # written (ImportedGraph.data_only_writes)
-        self.input_writes = {}
         self.order = {n: k for k, n in enumerate(gm.graph.nodes)}
         self.examples = {}       # placeholder -> its example value
         self.input_memory = None  # _input_memory, made on first use
@@ -659,6 +653,7 @@ class _Importer:
         self.grad_input_memory = {id(_memory_of(n.meta["example_value"])) for n in gm.graph.nodes
                                   if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)
                                   and n.meta["example_value"].requires_grad}  # the memory of inputs that require grad
+        self.grad_input_storage = None  # their memory as _storage gives it, made on first use
         self.records_grad_somewhere = self.grad_enabled or any(
             n.op == "call_function" and n.target is torch._C._set_grad_enabled and n.args and n.args[0] is not False
             for n in gm.graph.nodes)
@@ -841,9 +836,7 @@ class _Importer:
                                      selected_conditions=selected_conditions,
                                      activation_inputs=[self._unwrap(self.env[n]) for n, e in placeholders
                                                         if isinstance(e, torch.Tensor) and e.requires_grad
-                                                        and not e.is_leaf],
-                                     data_only_writes=[self._unwrap(self.env[n]) for n, seen in
-                                                       self.input_writes.items() if not seen])
+                                                        and not e.is_leaf])
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -936,6 +929,15 @@ class _Importer:
         if node.op == "call_function" and str(node.target) == "prims.fma.default":
             native = lambda: self._fma(node)  # noqa: E731
         rejected = False
+        if node.target is torch._C._autograd._get_data_attr and self._computes_grad():
+            # x.data has a version counter of its own: a write through it bumps none of x's, so a tensor autograd
+            # saved stays readable. Native, it is x.detach(), which shares x's: in a graph that computes values
+            # requiring grad, such a write made its backward raise ("modified by an inplace operation", "A view was
+            # created in no_grad mode") where eager's runs. torch makes it there (an opaque view: writes after it run
+            # in place). (An optimizer's step through p.data computes none: it stays native, and fused.)
+            self.fallbacks.append((node.name, _target_name(node), "x.data in a graph that computes values requiring "
+                                   "grad: a write through it must bump no version of x"))
+            native = None
         training = node.kwargs.get("training", node.args[2] if len(node.args) > 2 else None)
         if native is not None and _aliasing_decided_at_run_time(node) and training is not False and \
                 any(isinstance(a, torch.fx.Node) for a in (*node.args[1:], *node.kwargs.values())) and \
@@ -954,6 +956,15 @@ class _Importer:
                 logger.debug("thunder: %s (%s) runs as an opaque torch op: %s", node.name, _target_name(node), e)
                 rejected = isinstance(e, _core.OpError)
         return self._opaque(node, rejected)
+
+    def _computes_grad(self):
+        """Whether some op of the graph makes a tensor that requires grad (Dynamo's example values tell)."""
+        if self.computes_grad is None:
+            self.computes_grad = any(
+                isinstance(e, torch.Tensor) and e.requires_grad for n in self.order
+                if n.op in ("call_function", "call_method")
+                for e in (lambda v: v if isinstance(v, (tuple, list)) else [v])(n.meta.get("example_value")))
+        return self.computes_grad
 
     def _graph_may_write(self):
         """Whether some node of the graph may write into a tensor (_may_write); asked once."""
@@ -1043,24 +1054,12 @@ class _Importer:
                 self.builder.call("prims", "copy_to", [target, value], {})
             else:
                 self.builder.call("ltorch", "copy_", [target, value], {})
-            self._note_input_write(destination)
         except (_core.NotNative, _core.OpError, TypeError, ValueError, KeyError, IndexError) as e:
             self.fallbacks.append((node.name, _target_name(node), f"write not lowered: {type(e).__name__}: {e}"))
             return _NOT_A_WRITE
         finally:
             self.env[destination] = dst
         return None if node.target is operator.setitem else dst
-
-    def _note_input_write(self, destination):
-        """Records a write into ``destination`` (a node) where it is (a view of) a graph input: whether eager's autograd
-        sees it (``input_writes``). One through ``x.data`` it does not: ``x.data`` shares x's memory but has a version
-        counter of its own."""
-        if not isinstance(destination, torch.fx.Node):
-            return
-        chain = _view_chain(destination, lambda n: n.meta.get("example_value"))
-        if chain[-1].op == "placeholder":
-            seen = not any(n.target == torch._C._autograd._get_data_attr for n in chain)
-            self.input_writes[chain[-1]] = self.input_writes.get(chain[-1], False) or seen
 
     def _writes_expanded_memory(self, destination):
         """Whether a write's destination is expanded (eager writes each shared element: a deprecated write), or is
@@ -1085,8 +1084,17 @@ class _Importer:
         """Whether a write into ``destination`` (a node) writes (a view of) a graph input that requires grad, with
         grad mode on."""
         example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
-        return self.grad_enabled is not False and isinstance(example, torch.Tensor) and \
-            id(_memory_of(example)) in self.grad_input_memory
+        if self.grad_enabled is False or not isinstance(example, torch.Tensor):
+            return False
+        if id(_memory_of(example)) in self.grad_input_memory:
+            return True
+        # An alias autograd does not see as a view: x.detach(), x.data (their examples have no _base).
+        if self.grad_input_storage is None:
+            self.grad_input_storage = {_storage(n.meta["example_value"]) for n in self.gm.graph.nodes
+                                       if n.op == "placeholder" and isinstance(n.meta.get("example_value"),
+                                                                               torch.Tensor)
+                                       and n.meta["example_value"].requires_grad} - {None}
+        return _storage(example) in self.grad_input_storage
 
     def _setitem(self, destination, dst, key, value):
         """``dst[key] = value`` as (the tensor written, its new value): with basic indexing, the view ``dst[key]``
@@ -2026,20 +2034,13 @@ def _sharing(node, example_of):
 def _view_root(node, example_of):
     """The node that makes the memory ``node``'s value is a view of (or the value itself: an in-place op or
     ``x.contiguous()`` returns its argument): followed back through the arguments that share memory with it."""
-    return _view_chain(node, example_of)[-1]
-
-
-def _view_chain(node, example_of):
-    """``node``, then each node it views (see _view_root), the root last."""
-    chain = [node]
     while node.op in ("call_function", "call_method"):
         _, _, sharing, _ = _sharing(node, example_of)
         if not sharing:
             break
         same = [a for a in sharing if example_of(a) is example_of(node)]
         node = (same or sharing)[0]
-        chain.append(node)
-    return chain
+    return node
 
 
 def _replayer(node, root, inputs, example_of):
