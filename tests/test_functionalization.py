@@ -2048,6 +2048,16 @@ def test_a_write_through_data_in_training_leaves_saved_tensors_readable(case):
     assert_same(outcomes[1], outcomes[0])
 
 
+def test_data_only_read_in_training_stays_native():
+    # A write through x.data is what needs x.data's own version counter; one only read is thunder's detach.
+    def f(x, w):
+        return (x * w).sum() / w.data.abs().sum()
+
+    jitted, x, w = thunder.jit(f), torch.randn(3), torch.randn(3, requires_grad=True)
+    jitted(x, w).backward()
+    assert not thunder._state_of(jitted, "test").graphs[0].fallbacks
+
+
 def test_an_optimizer_step_through_data_stays_native():
     # No value requiring grad is computed: x.data is thunder's detach, and the step one kernel.
     def step(p, g):

@@ -929,14 +929,15 @@ class _Importer:
         if node.op == "call_function" and str(node.target) == "prims.fma.default":
             native = lambda: self._fma(node)  # noqa: E731
         rejected = False
-        if node.target is torch._C._autograd._get_data_attr and self._computes_grad():
+        if node.target is torch._C._autograd._get_data_attr and self._computes_grad() and _written_through(node):
             # x.data has a version counter of its own: a write through it bumps none of x's, so a tensor autograd
             # saved stays readable. Native, it is x.detach(), which shares x's: in a graph that computes values
             # requiring grad, such a write made its backward raise ("modified by an inplace operation", "A view was
             # created in no_grad mode") where eager's runs. torch makes it there (an opaque view: writes after it run
-            # in place). (An optimizer's step through p.data computes none: it stays native, and fused.)
-            self.fallbacks.append((node.name, _target_name(node), "x.data in a graph that computes values requiring "
-                                   "grad: a write through it must bump no version of x"))
+            # in place). (An optimizer's step through p.data computes none, and an x.data only read writes nothing:
+            # those stay native.)
+            self.fallbacks.append((node.name, _target_name(node), "x.data written through in a graph that computes "
+                                   "values requiring grad: the write must bump no version of x"))
             native = None
         training = node.kwargs.get("training", node.args[2] if len(node.args) > 2 else None)
         if native is not None and _aliasing_decided_at_run_time(node) and training is not False and \
@@ -1854,19 +1855,30 @@ def _aliases_an_argument(node):
                for r, mine in made for a, memory in arguments)
 
 
-def _returned(node):
-    """Whether the graph returns ``node``'s tensor or a view of it (users sharing its memory, followed)."""
+def _sharing_users(node):
+    """The nodes that use ``node``'s tensor or one sharing its memory (users sharing it, followed), ``node``'s
+    included, and whether the graph returns one of them."""
     memory = _storage(node.meta.get("example_value"))
-    seen, todo = set(), [node]
+    seen, todo, returned = {node}, [node], False
     while todo:
         for user in todo.pop().users:
-            if user.op == "output":
-                return True
-            shared = _storage(user.meta.get("example_value"))
-            if user not in seen and memory is not None and shared is not None and shared == memory:
+            returned |= user.op == "output"
+            example = user.meta.get("example_value") if user.op != "output" else None
+            shared = [_storage(e) for e in (example if isinstance(example, (tuple, list)) else [example])]
+            if user not in seen and memory is not None and any(m is not None and m == memory for m in shared):
                 seen.add(user)
                 todo.append(user)
-    return False
+    return seen, returned
+
+
+def _returned(node):
+    """Whether the graph returns ``node``'s tensor or a view of it."""
+    return _sharing_users(node)[1]
+
+
+def _written_through(node):
+    """Whether a node of the graph writes through ``node``'s tensor or a view of it (``x.data.mul_(2)``)."""
+    return any(n.op in ("call_function", "call_method") and _may_write(n) for n in _sharing_users(node)[0])
 
 
 def _aliasing_decided_at_run_time(node):
