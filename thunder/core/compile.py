@@ -803,8 +803,10 @@ def _overwritten_saved(written_saved, args, versions, saved):
     positions, candidates = written_saved
     memory = {args[i].untyped_storage().data_ptr() for i, v in zip(positions, versions) if args[i]._version != v}
     memory.discard(0)  # empty tensors (which no write changes)
+    if not memory:
+        return []
     return [(k, saved[k], saved[k]._version) for k in candidates
-            if memory and isinstance(saved[k], torch.Tensor) and saved[k].untyped_storage().data_ptr() in memory]
+            if isinstance(saved[k], torch.Tensor) and saved[k].untyped_storage().data_ptr() in memory]
 
 
 def _unpacked(ctx, reads):
@@ -861,6 +863,12 @@ def proxies(value):
     return []
 
 
+def written_inputs(trace):
+    """The positions of the inputs a trace writes (the destinations of its copy-backs, ``prims.copy_to``)."""
+    written = {p.id for b in trace.symbols if b.is_copy_to for p in proxies(b.args[0])}
+    return [i for i, p in enumerate(trace.inputs) if p.id in written]
+
+
 def written_saved_inputs(trace):
     """For a training forward ``trace`` (returning (outputs, saved values)) that writes into its inputs
     (``prims.copy_to``): (the positions of those inputs, the positions of the saved values that may share memory
@@ -871,14 +879,10 @@ def written_saved_inputs(trace):
     tensor it saved), and so does _TrainingProgram's backward (_overwritten_saved tells, per call). (A write
     through ``x.data``, which eager's autograd does not see, is no copy-back in such a graph: fx_import makes
     ``x.data`` there an opaque torch op, and the write runs in place.)"""
-    written, sources = set(), set()
-    for b in trace.symbols:
-        if b.is_copy_to:
-            written.update(p.id for p in proxies(b.args[0]))
-            sources.update(p.id for p in proxies(b.args[1]))
-    positions = [i for i, p in enumerate(trace.inputs) if p.id in written]
+    positions = written_inputs(trace)
     if not positions:
         return None
+    sources = {p.id for b in trace.symbols if b.is_copy_to for p in proxies(b.args[1])}
     # What may share a written input's memory: the input, and what ops other than fusions (whose outputs are new
     # memory) make from it; and what the writes wrote, and what is computed from it.
     sharing = {trace.inputs[i].id for i in positions}

@@ -20,7 +20,8 @@ import torch
 
 from thunder import _core
 from thunder.core import debug
-from thunder.core.compile import SymbolicPlan, compile_trace, has_negative_bit, opaque_results, proxies
+from thunder.core.compile import (SymbolicPlan, compile_trace, has_negative_bit, opaque_results, proxies,
+                                  written_inputs)
 from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES, int_from_environment
 from thunder.executors import OpaqueResultMismatch, default_executors, torchex
@@ -341,17 +342,6 @@ def _run_eagerly(state, index, gm, error, also=None, shapes=None):
     return run_eager
 
 
-def _written_inputs(compiled):
-    """Indices of the graph inputs the compiled program writes (the copy-backs functionalization emitted)."""
-    trace = compiled.traces[-1].trace
-    inputs = {p: i for i, p in enumerate(trace.inputs)}
-    written = set()
-    for b in trace.symbols:
-        if b.is_copy_to and b.args[0] in inputs:
-            written.add(inputs[b.args[0]])
-    return sorted(written)
-
-
 def remake_output_views(out, args, groups):
     """A compiled program's outputs ``out`` (for inputs ``args``) with each group of outputs that share memory in
     eager (fx_import.OutputViews) made again from its base -- the input, or the output the program returns it in
@@ -464,7 +454,7 @@ def _guard_input_aliasing(fn, compiled, gm, sets_grad_mode):
     raises it for a write it sees reach the leaf; one it does not (through an eval-mode dropout, which returns its
     input) reached the leaf silently. (Not for a graph that sets grad mode itself (``sets_grad_mode``): its write
     may be under its own ``torch.no_grad()``, as an optimizer's step is.)"""
-    written = _written_inputs(compiled)
+    written = written_inputs(compiled.traces[-1].trace)
     if not written:
         return fn
     exact = _as_captured(gm)

@@ -939,8 +939,8 @@ class _Importer:
             self.fallbacks.append((node.name, _target_name(node), "x.data written through in a graph that computes "
                                    "values requiring grad: the write must bump no version of x"))
             native = None
-        training = node.kwargs.get("training", node.args[2] if len(node.args) > 2 else None)
-        if native is not None and _aliasing_decided_at_run_time(node) and training is not False and \
+        if native is not None and _aliasing_decided_at_run_time(node) and \
+                node.kwargs.get("training", node.args[2] if len(node.args) > 2 else None) is not False and \
                 any(isinstance(a, torch.fx.Node) for a in (*node.args[1:], *node.kwargs.values())) and \
                 (self._graph_may_write() or _returned(node)):
             # Its native form with p read at run time is a product with ones for p = 0, where eager's is the input
