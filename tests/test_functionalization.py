@@ -2069,6 +2069,23 @@ def test_an_optimizer_step_through_data_stays_native():
     assert not thunder._state_of(jitted, "test").graphs[0].fallbacks
 
 
+
+def test_a_step_through_data_between_forward_and_backward_leaves_the_backward_running():
+    # The step writes through p.data, whose version counter is its own: the tensor the forward saved (p itself)
+    # keeps its version, and eager's backward runs, reading the new values.
+    def clamp(p):
+        p.data.clamp_(-0.5, 0.5)
+
+    grads = []
+    for run in (clamp, thunder.jit(clamp)):
+        torch.manual_seed(0)
+        w = torch.randn(4, requires_grad=True)
+        loss = (w * w).sum()
+        run(w)
+        loss.backward()
+        grads.append(w.grad)
+    torch.testing.assert_close(grads[1], grads[0])
+
 def test_in_place_on_a_leaf_that_requires_grad_raises_like_eager():
     def f(x):
         x.add_(1)

@@ -444,6 +444,21 @@ def _may_return_its_input(name):
         return True
 
 
+def _passing_data(fn, positions):
+    """fn, called with ``x.data`` for the inputs at ``positions`` (ImportedGraph.data_inputs): the graph uses them
+    only through ``x.data`` and writes through it, and a write there bumps the version of ``x.data``'s own
+    counter, not x's, which a tensor autograd saved for a backward still to come shares."""
+    if not positions:
+        return fn
+
+    def with_data(*args):
+        args = list(args)
+        for i in positions:
+            args[i] = args[i].data
+        return fn(*args)
+    return with_data
+
+
 def _guard_input_aliasing(fn, compiled, gm, sets_grad_mode):
     """Functionalization assumes that the inputs a graph writes share memory with no other input (Dynamo passes
     the same tensor twice as one input, but not a view and its base, or overlapping slices). A call whose written
@@ -878,6 +893,7 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
     fn = _guard_input_aliasing(fn, compiled, gm, imported.sets_global_state)
     fn = _raising_as_eager(fn, state, compiled, gm)
     fn = _captured_after_mismatch(fn, state, compiled, gm)
+    fn = _passing_data(fn, imported.data_inputs)
 
     def run(*args):
         compiled.calls += 1

@@ -109,6 +109,10 @@ class ImportedGraph:
     #: The trace inputs that are non-leaf tensors requiring grad (an earlier graph's or eager code's results), which
     #: code after the graph may write in place before the backward: not free to save (split_forward_backward).
     activation_inputs: list = field(default_factory=list)
+    #: The positions of the tensor inputs the graph uses only through ``x.data`` and writes through it, in a graph
+    #: that computes nothing requiring grad (an optimizer's ``p.data.add_(...)``): the call passes ``x.data``
+    #: for them, whose write bumps no version of x, as eager's does (a tensor autograd saved stays readable).
+    data_inputs: list = field(default_factory=list)
 
     def bind(self, args) -> "ImportedGraph":
         """This graph for one call's arguments ``args``: its size symbols bound to the values of their inputs
@@ -836,7 +840,8 @@ class _Importer:
                                      selected_conditions=selected_conditions,
                                      activation_inputs=[self._unwrap(self.env[n]) for n, e in placeholders
                                                         if isinstance(e, torch.Tensor) and e.requires_grad
-                                                        and not e.is_leaf])
+                                                        and not e.is_leaf],
+                                     data_inputs=[] if self._computes_grad() else _used_through_data(placeholders))
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -1874,6 +1879,13 @@ def _sharing_users(node):
 def _returned(node):
     """Whether the graph returns ``node``'s tensor or a view of it."""
     return _sharing_users(node)[1]
+
+
+def _used_through_data(placeholders):
+    """The positions of the tensor placeholders whose every use is ``x.data``, one of them written through."""
+    return [i for i, (n, e) in enumerate(placeholders) if isinstance(e, torch.Tensor) and n.users and
+            all(u.target is torch._C._autograd._get_data_attr for u in n.users) and
+            any(_written_through(u) for u in n.users)]
 
 
 def _written_through(node):
