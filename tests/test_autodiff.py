@@ -620,21 +620,21 @@ def _attention_case(case, dtype):
 def test_attention_gradients_equal_eager(case, dtype):
     # bfloat16: the forward is torch's fused CPU kernel, which also returns the rows' log-sum-exps, and the backward
     # recomputes the probabilities from them (ltorch.attention_with_logsumexp's rule; nothing [L, S] is saved).
-    # float32: torch's autograd differentiates the attention whole (the generic rule).
+    # float32: the same forward, and the backward torch's fused kernel, eager's (ltorch.attention_backward); with a
+    # mask that requires grad (which that kernel does not differentiate), the rule's own products, as in bfloat16.
     fn, *args = _attention_case(case, dtype)
     rtol, atol = (1.6e-2, 2e-2) if dtype == torch.bfloat16 else (None, None)
     j = grads_equal(fn, *args, rtol=rtol, atol=atol)
     assert backward_of(j) == ["thunder"]
     forward, backward = str(thunder.last_traces(j)[-1]), str(thunder.last_backward_traces(j)[-1])
-    if dtype == torch.bfloat16:
-        assert thunder.compile_stats(j).graphs[0]["vjp"]["ltorch.attention_with_logsumexp"] == "own"
-        assert "ltorch.attention_with_logsumexp(" in forward, forward
-        assert "autograd_vjp(" not in backward, backward
-        saved = re.search(r"return \(\(\w+,\), \((.*)\)\)", forward).group(1).split(", ")
-        square = [n for n in saved if re.search(rf"# {n}: \"cpu \w+\[2, 4, 6, 8\]\"", forward)]
-        assert not square, f"saved attention probabilities: {square}\n{forward}"
-    else:
-        assert "autograd_vjp(ltorch.scaled_dot_product_attention" in backward, backward
+    assert thunder.compile_stats(j).graphs[0]["vjp"]["ltorch.attention_with_logsumexp"] == "own"
+    assert "ltorch.attention_with_logsumexp(" in forward, forward
+    assert "autograd_vjp(" not in backward, backward
+    fused = dtype == torch.float32 and case != "float_mask_grad"
+    assert ("ltorch.attention_backward(" in backward) == fused, backward
+    saved = re.search(r"return \(\(\w+,\), \((.*)\)\)", forward).group(1).split(", ")
+    square = [n for n in saved if re.search(rf"# {n}: \"cpu \w+\[2, 4, 6, 8\]\"", forward)]
+    assert not square, f"saved attention probabilities: {square}\n{forward}"
 
 
 def test_half_precision_attention_with_dropout_keeps_its_decomposition():

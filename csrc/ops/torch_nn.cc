@@ -449,6 +449,23 @@ void register_torch_nn() {
                  {req("query"), req("key"), req("value"), opt("attn_mask", Value()), opt("is_causal", Value(false)),
                   opt("scale", Value()), opt("enable_gqa", Value(false))},
                  attention_with_logsumexp);
+  // attention_with_logsumexp's gradients (dq, dk, dv) from torch's fused CPU kernel, the one eager's backward runs
+  // (aten._scaled_dot_product_flash_attention_for_cpu_backward): its VJP rule calls it in float32, where that
+  // kernel is as fast as thunder's rule, and spares the recomputed forward of the generic rule. No decomposition:
+  // it runs with torch, on the CPU only (the rule emits it only there).
+  def_meta("attention_backward", ir::kFreshOutput,
+           {req("grad_out"), req("query"), req("key"), req("value"), req("out"), req("logsumexp"),
+            opt("attn_mask", Value()), opt("is_causal", Value(false)), opt("scale", Value()),
+            opt("enable_gqa", Value(false))},
+           [](Builder& b, const Args& a) {
+             std::vector<Value> grads;
+             for (size_t i = 1; i <= 3; ++i) {
+               TensorMeta m = tensor(b, "attention_backward", a[i]);
+               m.requires_grad = false;
+               grads.push_back(Value(ir::ProxyRef{b.new_tensor(m)}));
+             }
+             return Value::tuple(grads);
+           });
   // kRandom: its dropout draws a mask.
   def_decomposed("multi_head_attention_forward", ir::kRandom,
                  {req("query"), req("key"), req("value"), req("embed_dim_to_check"), req("num_heads"),

@@ -225,20 +225,40 @@ def _addmm(input, mat1, mat2, *, beta=1, alpha=1):
     return torch.addmm(input, mat1, mat2, beta=beta, alpha=alpha)
 
 
-def _attention_with_logsumexp(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
-    """ltorch.attention_with_logsumexp: (attention's output, the log-sum-exp of each row of its scores) from
-    torch's fused CPU kernel, the one eager's scaled_dot_product_attention runs there: a bool mask becomes 0 and
-    -inf in the query's dtype, and grouped-query keys and values are repeated per query head, as eager's attention
-    passes them to that kernel. The autodiff uses it only for what the kernel takes (csrc/passes/autodiff.cc:
-    CPU, 4-D, no dropout, a 2-D or 4-D mask)."""
-    if enable_gqa and query.shape[-3] != key.shape[-3]:
-        groups = query.shape[-3] // key.shape[-3]
+def _fused_attention_arguments(query, key, value, attn_mask, enable_gqa):
+    """(key, value, mask, groups) as eager's attention passes them to torch's fused CPU kernels: grouped-query keys
+    and values repeated for the ``groups`` query heads each serves, a bool mask made 0 and -inf in the query's
+    dtype."""
+    groups = query.shape[-3] // key.shape[-3] if enable_gqa and query.shape[-3] != key.shape[-3] else 1
+    if groups > 1:
         key, value = key.repeat_interleave(groups, -3), value.repeat_interleave(groups, -3)
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         attn_mask = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device).masked_fill_(
             attn_mask.logical_not(), float("-inf"))
+    return key, value, attn_mask, groups
+
+
+def _attention_with_logsumexp(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """ltorch.attention_with_logsumexp: (attention's output, the log-sum-exp of each row of its scores) from
+    torch's fused CPU kernel, the one eager's scaled_dot_product_attention runs there, given its arguments as
+    eager's attention gives them (_fused_attention_arguments). The autodiff uses it only for what the kernel takes (csrc/passes/autodiff.cc:
+    CPU, 4-D, no dropout, a 2-D or 4-D mask)."""
+    key, value, attn_mask, _ = _fused_attention_arguments(query, key, value, attn_mask, enable_gqa)
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, 0.0, is_causal,
                                                                       attn_mask=attn_mask, scale=scale)
+
+
+def _attention_backward(grad_out, query, key, value, out, logsumexp, attn_mask=None, is_causal=False, scale=None,
+                        enable_gqa=False):
+    """ltorch.attention_backward: (dq, dk, dv) of attention_with_logsumexp's (out, logsumexp) from torch's fused CPU
+    kernel, the one eager's attention backward runs on the CPU; grouped-query keys' and values' gradients summed
+    over the query heads each serves."""
+    key, value, attn_mask, groups = _fused_attention_arguments(query, key, value, attn_mask, enable_gqa)
+    dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        grad_out, query, key, value, out, logsumexp, 0.0, is_causal, attn_mask=attn_mask, scale=scale)
+    if groups > 1:
+        dk, dv = (d.unflatten(-3, (-1, groups)).sum(-3) for d in (dk, dv))
+    return dq, dk, dv
 
 
 def _reduce(fn):
@@ -506,7 +526,7 @@ _F_LINEAR = torch_functional("linear")
 
 #: torch-level ops implemented here, in Python (no torch callable has their signature and semantics).
 _LTORCH_PYTHON = {"copy_": _copy_, "linear": _linear, "addmm": _addmm,
-                  "attention_with_logsumexp": _attention_with_logsumexp}
+                  "attention_with_logsumexp": _attention_with_logsumexp, "attention_backward": _attention_backward}
 
 
 def _resolve(expr):
