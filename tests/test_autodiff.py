@@ -774,6 +774,37 @@ def test_the_backward_frees_each_saved_value_after_its_last_use():
     assert peak_memory(step(jitted), "cpu") <= 1.15 * peak_memory(step(model), "cpu")
 
 
+def test_a_manual_sgd_step_that_clears_the_gradients_clears_them():
+    """``p -= lr * p.grad; p.grad = None`` in a jitted step: Dynamo gives an in-place operator's result no source
+    (pytorch/pytorch#111592) and dropped the write of ``.grad`` (torch.compile's "eager" backend too), so the next
+    backward accumulated onto the old gradient and training diverged from eager's from the second step. thunder's
+    rewrite rebinds the name to the tensor itself (branches._InPlaceRebinding)."""
+    def make_step(model):
+        def step(x):
+            loss = model(x).square().mean()
+            loss.backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= 0.1 * p.grad
+                    p.grad = None
+            return loss
+        return step
+
+    torch.manual_seed(1)
+    eager_model = nn.Linear(4, 2)
+    jit_model = copy.deepcopy(eager_model)
+    eager_step, jit_step = make_step(eager_model), thunder.jit(make_step(jit_model))
+    for _ in range(3):
+        x = torch.randn(5, 4)
+        expected, loss = eager_step(x), jit_step(x)
+        torch.testing.assert_close(loss, expected)
+        assert jit_model.weight.grad is None and jit_model.bias.grad is None
+        torch.testing.assert_close(jit_model.weight, eager_model.weight)
+    # What is not a tensor is rebound to the operator's result, as Python rebinds it.
+    from thunder.frontend.branches import _thunder_inplace
+    assert _thunder_inplace(3, 2, "iadd") == 5 and _thunder_inplace((1,), (2,), "iadd") == (1, 2)
+
+
 def test_backward_called_inside_a_jitted_function_is_not_traced_by_dynamo(caplog):
     """loss.backward() inside the jitted function runs with Dynamo's frame hook installed: thunder's backward
     (_ThunderFunction.backward) was traced, Dynamo warned that it skipped its frames, and graphs of the backward

@@ -37,6 +37,11 @@ not taken). Each of these makes Dynamo run the frame eagerly for that call (thun
 ``suppress_errors``; ``_thunder_if`` run by Python takes one branch, exactly as written), and the site is
 recompiled without conversion from the next call on, with the reason shown in ``print(jitted)``.
 
+One more source rewrite rides along: ``p -= lr * p.grad`` where the function also sets an attribute of ``p``
+(``p.grad = None``) becomes ``p = _thunder_inplace(p, lr * p.grad, "isub")``, which rebinds ``p`` to the tensor
+itself. Dynamo gives an in-place operator's result no source (pytorch/pytorch#111592), and dropped the attribute
+write that followed: a manual SGD step kept its gradients (:class:`_InPlaceRebinding`).
+
 The user's function, class and module are never modified: the rewritten code is a new function
 (sharing the original's globals, defaults and closure cells), and a module's rewritten methods live
 on the class of a *shadow* instance that shares the original's ``__dict__`` (see ``code_copies``).
@@ -375,6 +380,52 @@ def _thunder_if(pred, then, otherwise, state, site, names=(), written=(), writte
 # Dynamo gave up on it, or a graph break fell on the call), it must take one arm, as the `if` did. Dynamo would
 # otherwise compile that frame by itself and return a select into eager code that may then write through it.
 torch._dynamo.eval_frame.skip_code(_thunder_if.__code__)
+
+
+# ---- in-place operators rebinding their name ----
+
+_IN_PLACE_OPERATORS = {ast.Add: "iadd", ast.Sub: "isub", ast.Mult: "imul", ast.Div: "itruediv",
+                       ast.FloorDiv: "ifloordiv", ast.Mod: "imod", ast.Pow: "ipow", ast.MatMult: "imatmul",
+                       ast.LShift: "ilshift", ast.RShift: "irshift", ast.BitAnd: "iand", ast.BitOr: "ior",
+                       ast.BitXor: "ixor"}
+_OPERATOR_FUNCTIONS = {name: getattr(operator, name) for name in _IN_PLACE_OPERATORS.values()}
+
+
+def _thunder_inplace(x, value, op):
+    """``x op= value``, as the rewrite of :class:`_InPlaceRebinding` writes it: the operator applied, and ``x``
+    itself returned where it is a tensor (a tensor's in-place operator returns the tensor itself). Dynamo gives an
+    in-place operator's result no source (pytorch/pytorch#111592): after ``p -= lr * p.grad`` the name ``p`` was
+    such a result, and a later ``p.grad = None`` was dropped from the compiled frame -- the gradient stayed, and the
+    next backward accumulated onto it. Returning ``x`` keeps the name bound to what Dynamo knows as the argument."""
+    result = _OPERATOR_FUNCTIONS[op](x, value)
+    return x if type(x) in (torch.Tensor, torch.nn.Parameter) else result
+
+
+torch._dynamo.eval_frame.skip_code(_thunder_inplace.__code__)
+
+
+def _attributes_set(fn_def):
+    """The names whose attributes the function sets (``p.grad = None``: ``p``)."""
+    return {n.value.id for n in ast.walk(fn_def)
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)}
+
+
+class _InPlaceRebinding(ast.NodeTransformer):
+    """Rewrites ``x op= e``, where the function also sets an attribute of the name ``x``, as
+    ``x = _thunder_inplace(x, e, "iop")``: the same evaluation (x, then e, then the operator), with x rebound to
+    itself where it is a tensor (see :func:`_thunder_inplace`). Other augmented assignments stay as written."""
+
+    def __init__(self, names):
+        self.names, self.rebound = names, 0
+
+    def visit_AugAssign(self, node):
+        op = _IN_PLACE_OPERATORS.get(type(node.op))
+        if not isinstance(node.target, ast.Name) or node.target.id not in self.names or op is None:
+            return node
+        self.rebound += 1
+        call = ast.Call(ast.Name("_thunder_inplace", ast.Load()),
+                        [ast.Name(node.target.id, ast.Load()), node.value, ast.Constant(op)], [])
+        return ast.copy_location(ast.Assign([ast.Name(node.target.id, ast.Store())], call), node)
 
 
 # ---- static analysis ----
@@ -880,8 +931,9 @@ class _Rewriter(ast.NodeTransformer):
 
 @dataclass
 class Rewritten:
-    fn: object            # the new function (or the original, if nothing was converted)
+    fn: object            # the new function (or the original, if nothing was rewritten)
     converted: int        # how many ifs became _thunder_if calls
+    rebound: int = 0      # how many augmented assignments became _thunder_inplace calls (_InPlaceRebinding)
 
 
 def _resolver(fn):
@@ -910,7 +962,8 @@ def _resolver(fn):
 
 
 def rewrite(fn, sites, excluded=frozenset(), instance=None):
-    """``fn`` with each convertible ``if`` rewritten into a ``_thunder_if`` call (see the module docstring).
+    """``fn`` with each convertible ``if`` rewritten into a ``_thunder_if`` call (see the module docstring), and
+    each augmented assignment :class:`_InPlaceRebinding` selects into a ``_thunder_inplace`` call.
 
     ``sites`` (dict) collects a :class:`BranchSite` per ``if`` statement, keyed by (file, line, code), and is
     reused across rewrites so that ids stay stable; ``excluded`` holds the keys of sites to leave alone.
@@ -939,7 +992,9 @@ def rewrite(fn, sites, excluded=frozenset(), instance=None):
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != fn.__name__:
         return Rewritten(fn, 0)
     fn_def = tree.body[0]
-    if not any(isinstance(n, ast.If) for n in ast.walk(fn_def)):
+    attributes_set = _attributes_set(fn_def)
+    if not any(isinstance(n, ast.If) or isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and
+               n.target.id in attributes_set for n in ast.walk(fn_def)):
         return Rewritten(fn, 0)
     ast.increment_lineno(tree, first - 1)
     fn_def.decorator_list = []
@@ -952,7 +1007,9 @@ def rewrite(fn, sites, excluded=frozenset(), instance=None):
     tail = _tail_ifs(fn_def)  # first: it may move a final `return` into an `else`
     rewriter = _Rewriter(_Definedness(fn_def), tail, purity, code.co_filename, first, sites, excluded)
     rewriter.visit(fn_def)
-    if not rewriter.converted:
+    rebinding = _InPlaceRebinding(attributes_set)
+    rebinding.visit(fn_def)  # after the ifs: a branch whose arm calls _thunder_inplace would not be pure
+    if not rewriter.converted and not rebinding.rebound:
         return Rewritten(fn, 0)
     # The source read is the file as it is now: edited since the function was loaded, it is not what runs.
     unchanged = _build(fn, as_read)
@@ -961,7 +1018,7 @@ def rewrite(fn, sites, excluded=frozenset(), instance=None):
                     "loaded?): its branches are left as Python control flow", fn.__qualname__, code.co_filename)
         return Rewritten(fn, 0)
     new = _build(fn, fn_def)
-    return Rewritten(new, rewriter.converted) if new is not None else Rewritten(fn, 0)
+    return Rewritten(new, rewriter.converted, rebinding.rebound) if new is not None else Rewritten(fn, 0)
 
 
 def _rewrap(wrapper, sites, excluded, instance):
@@ -975,13 +1032,13 @@ def _rewrap(wrapper, sites, excluded, instance):
     if len(cells) != 1 or not isinstance(wrapper, types.FunctionType):
         return Rewritten(wrapper, 0)
     r = rewrite(inner, sites, excluded, instance)
-    if not r.converted:
+    if not r.converted and not r.rebound:
         return Rewritten(wrapper, 0)
     closure = list(wrapper.__closure__)
     closure[cells[0]] = types.CellType(r.fn)
     new = _remade(wrapper, wrapper.__code__, tuple(closure))
     new.__wrapped__ = r.fn
-    return Rewritten(new, r.converted)
+    return Rewritten(new, r.converted, r.rebound)
 
 
 def _cell_contents(cell):
@@ -995,12 +1052,12 @@ def _build(fn, fn_def):
     """Compiles the rewritten definition into a function with fn's globals, defaults and closure cells."""
     code = fn.__code__
     freevars = list(code.co_freevars)
-    helper = "_thunder_if"
+    helpers = {"_thunder_if": _thunder_if, "_thunder_inplace": _thunder_inplace}
     # A factory whose parameters are the free variables, so that the inner function's free variables are cells;
     # for a method using zero-argument super(), a class body provides __class__.
     # A class body named as the one defining the method also mangles its private names (self.__scale is
     # self._Model__scale there).
-    params = [v for v in freevars if v != "__class__"] + [helper]
+    params = [v for v in freevars if v != "__class__"] + list(helpers)
     inner = fn_def
     owner = _defining_class_name(fn, fn_def)
     if "__class__" in freevars or owner:
@@ -1027,7 +1084,7 @@ def _build(fn, fn_def):
     if new_code is None:
         return None
     cells = dict(zip(freevars, fn.__closure__ or ()))
-    cells[helper] = types.CellType(_thunder_if)
+    cells.update((name, types.CellType(helper)) for name, helper in helpers.items())
     try:
         closure = tuple(cells[name] for name in new_code.co_freevars)
     except KeyError:
@@ -1131,7 +1188,7 @@ def rewrite_methods(model, sites, excluded=frozenset()):
     rewritten, converted = {}, 0
     for name, method in _reachable_methods(type(model)).items():
         r = rewrite(method, sites, excluded, instance=model)
-        if r.converted:
+        if r.converted or r.rebound:
             rewritten[name], converted = r.fn, converted + r.converted
     return rewritten, converted
 
