@@ -445,3 +445,18 @@ def test_an_opaque_result_unlike_its_fake_tensor_with_a_write_after_it():
             x, eager_counter, counter = torch.randn(2, 5, 16), torch.zeros(1), torch.zeros(1)
             assert_same(jitted(x, counter), fn(x, eager_counter))
             assert_same(counter, eager_counter)
+
+
+def test_bitwise_and_of_bool_tensors_is_no_write():
+    # `m & m` is operator.and_ in the graph, whose name ends in "_" as in-place calls' do: it was taken for a write,
+    # which, with an opaque view in the graph (a slice by a symbolic size), sent the graph's backward to torch.
+    def f(x, w, pos, m):
+        p = pos[:x.shape[1]]
+        return ((x + p) @ w).masked_fill(~(m & m)[..., None], 0).sum()
+
+    jitted = thunder.jit(f)
+    w, pos = torch.randn(4, 4, requires_grad=True), torch.randn(16, 4, requires_grad=True)
+    for length in (5, 7):  # the second call compiles a graph with symbolic sizes
+        x, m = torch.randn(2, length, 4), torch.rand(2, length) > 0.3
+        jitted(x, w, pos, m).backward()
+    assert thunder.compile_stats(jitted).graphs[-1]["backward"] == "thunder"

@@ -1202,9 +1202,10 @@ def has_markers(gm):
 
 #: operator's in-place functions (``a -= b`` in a graph): each returns its first operand. Called in an arm, each
 #: writes into its first operand, which may be a Python container (``operator.iadd(lst, [x])``): not converted.
-_OPERATOR_INPLACE = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
-                     operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor,
-                     operator.ilshift, operator.irshift}
+_OPERATOR_INPLACE = frozenset(_OPERATOR_FUNCTIONS.values())
+#: operator's other functions, in place or not as their names say, though some end in ``_`` (``and_``, ``or_``,
+#: ``not_``, ``is_``: ``a & b`` in a graph).
+_OPERATORS_NOT_IN_PLACE = frozenset(f for f in vars(operator).values() if callable(f)) - _OPERATOR_INPLACE
 
 
 def _result_alias(node):
@@ -1221,6 +1222,8 @@ def _result_alias(node):
         name = node.target
     elif node.target in _OPERATOR_INPLACE:
         return first
+    elif node.target in _OPERATORS_NOT_IN_PLACE:
+        return None
     else:
         name = getattr(node.target, "__name__", "")
     if node.kwargs.get("inplace") is True or (name.endswith("_") and not name.endswith("__")):

@@ -392,7 +392,8 @@ def _may_write(node, name=None):
     writing (grad mode, asserts)."""
     short = (_target_name(node) if name is None else name).rsplit(".", 1)[-1]
     return ((node.op == "call_function" and node.target in _MUTATING_OPERATORS) or
-            (short.endswith("_") and not short.endswith("__")) or "out" in node.kwargs or _inplace_argument(node) or
+            (short.endswith("_") and not short.endswith("__") and node.target not in branches._OPERATORS_NOT_IN_PLACE)
+            or "out" in node.kwargs or _inplace_argument(node) or
             (node.op == "call_function" and _schema_writes(node.target)) or _probed(node)[1])
 
 
