@@ -124,6 +124,23 @@ def test_calls_past_the_recompile_limit_are_counted_uncompiled_and_warned_once()
     assert f"{19 - limit} calls ran UNCOMPILED" in report and "Dynamo stopped compiling" in report, report
 
 
+def test_a_torch_compile_result_past_the_recompile_limit_is_warned_about():
+    # torch.compile(backend="thunder") has no wrapper around its calls: the warning is made while Dynamo's own
+    # wrapper runs (dynamo.torch_compile_state), and the summary says Dynamo stopped.
+    def g(x):
+        return x.sin() * 2
+
+    compiled = torch.compile(g, backend="thunder", dynamic=False)
+    with torch._dynamo.config.patch(recompile_limit=3), capture_thunder_log() as log:
+        for n in range(1, 6):
+            x = torch.randn(n)
+            torch.testing.assert_close(compiled(x), g(x))
+    warnings = _stops(log)
+    assert len(warnings) == 1 and "compiling in torch.compile(" in warnings[0] and "dynamic=True" in warnings[0], log
+    assert "recompile_limit (3) was reached" in thunder.compile_stats(compiled).dynamo_stopped
+    assert "Dynamo stopped compiling" in thunder.summary(compiled)
+
+
 def test_calls_whose_resumed_frame_is_past_the_limit_are_counted_partly_uncompiled():
     """After a graph break, the rest of the function is a frame of its own with its own recompile limit: once it is
     reached, calls run the first graph and the rest uncompiled. They were counted as plain cache hits."""

@@ -1024,17 +1024,28 @@ def note_dynamo_stopped(state, kind, function, cause, fix):
     consequence = {"limit": "Calls that need a new graph now run uncompiled, eagerly",
                    "trace": "Such calls run uncompiled, eagerly"}.get(kind, "That frame runs uncompiled, eagerly, "
                                                                            "on every call")
+    if _of_torch_compile(state):  # its calls are Dynamo's: which of them ran uncompiled is not seen
+        logger.warning("thunder: Dynamo stopped compiling in %s: %s. %s. To fix: %s.", state.name, cause, consequence,
+                       fix.rstrip(". "))
+        return
     logger.warning("thunder: Dynamo stopped compiling in thunder.jit(%s): %s. %s. To fix: %s. print(jitted) and "
                    "thunder.compile_stats count the calls that ran uncompiled.", state.name, cause, consequence,
                    fix.rstrip(". "))
 
 
+def _of_torch_compile(state):
+    """Whether ``state`` is a torch.compile(..., backend="thunder") result's (or GLOBAL_STATE), not thunder.jit's."""
+    return state.name.startswith("torch.compile(")
+
+
 def note_recompile_limit(state, limit, value, function, last_reason=""):
     """note_dynamo_stopped for ``torch._dynamo.config.<limit>`` (``value``) reached by ``function``."""
     why = f"; last recompile: {last_reason}" if last_reason else ""
+    own = "torch.compile(..., dynamic=True) compiles one graph for all sizes" if _of_torch_compile(state) else \
+        "each thunder.jit wrapper has its own limit"
     note_dynamo_stopped(state, "limit", function, f"torch._dynamo.config.{limit} ({value}) was reached by "
-                        f"{function}{why}", "each new input shape, dtype or device costs a graph (each thunder.jit "
-                        f"wrapper has its own limit): keep them to a few, or raise torch._dynamo.config.{limit}")
+                        f"{function}{why}", f"each new input shape, dtype or device costs a graph ({own}): keep them "
+                        f"to a few, or raise torch._dynamo.config.{limit}")
 
 
 def note_skipped_frame(state, graph_break):
@@ -1065,11 +1076,19 @@ def count_limited_frames(state, ran_graph):
 
 
 class _RecompileLimitHandler(logging.Handler):
-    """Reads Dynamo's warning that a recompile limit was hit, for the jitted function whose call is in progress."""
+    """Reads Dynamo's warning that a recompile limit was hit, for the jitted function (or torch.compile result)
+    whose call is in progress."""
 
     def emit(self, record):
+        if not str(record.msg).startswith("torch._dynamo hit config."):
+            return
         state = current_state.get()
-        if state is None or not str(record.msg).startswith("torch._dynamo hit config."):
+        if state is None:
+            try:
+                state = torch_compile_state()
+            except Exception:  # noqa: BLE001 -- invalid thunder options: the backend reports them
+                state = None
+        if state is None:
             return
         try:
             limit, value, _, reason = record.args[:4]
