@@ -80,6 +80,27 @@ def test_info_names_graphs_graph_breaks_and_converted_branches(app_log):
     assert "took" not in info  # pass timings are DEBUG
 
 
+def test_graph_breaks_are_heard_after_torch_logging_is_set():
+    # torch._logging.set_logs (or TORCH_LOGS) resets the level of the log thunder reads graph breaks from: a frame
+    # Dynamo skipped was then reported as one where nothing ran, with a wrong fix.
+    def loop(x):
+        for _ in range(2):
+            if x.sum().item() > 100:
+                x = x * 3
+            x = x * 0.5
+        return x
+
+    torch._logging.set_logs(recompiles=True)
+    try:
+        jitted = thunder.jit(loop)
+        x = torch.randn(4)
+        torch.testing.assert_close(jitted(x), loop(x))
+    finally:
+        torch._logging.set_logs()
+    stopped = thunder.compile_stats(jitted).dynamo_stopped
+    assert "item()" in stopped and "no tensor op ran" not in stopped, stopped
+
+
 def test_debug_adds_passes_and_timings_not_kernel_sources(app_log):
     thunder.set_log_level(LogLevel.DEBUG)
     thunder.jit(gelu_sum)(torch.randn(4, 8), torch.randn(8, 2))

@@ -20,7 +20,8 @@ from thunder.executors import resolve_executors
 from thunder.frontend import branches, skipped_logging
 from thunder.frontend.code_copies import forget_shape_history, private_function, private_module, release
 from thunder.frontend.dynamo import (EagerGraph, JitBackend, JitState, count_limited_frames, current_state,
-                                     forget_converted_tensors, note_dynamo_stopped, note_recompile_limit)
+                                     forget_converted_tensors, listen_for_graph_breaks, note_dynamo_stopped,
+                                     note_recompile_limit)
 from thunder.frontend.fast_path import MISS, FastPath, cache_entries, plain_module_call
 
 # Argument types a compiled program understands; anything else gets a note naming it if the call fails.
@@ -177,6 +178,7 @@ class _Jitted:
         graphs, breaks = state.graphs_made, len(state.graph_breaks)
         ran = state.graph_calls
         token = current_state.set(state)  # graph breaks Dynamo reports during this call are attributed to state
+        listen_for_graph_breaks()  # (again: torch._logging.set_logs resets what thunder reads them from)
         # A frame whose trace fails (a converted branch that turns out not to be convertible; an op Dynamo's fake
         # tensors refuse where eager runs it, in a frame resumed after a graph break) runs eagerly with
         # suppress_errors: Dynamo runs that frame as written (_thunder_if takes one branch; a program eager fails on

@@ -1106,20 +1106,32 @@ _recompile_logger = logging.getLogger("torch._dynamo.convert_frame")
 _recompile_handler = _RecompileLimitHandler(level=logging.WARNING)
 
 
-def _listen_for_graph_breaks():
-    # Once: setting a logger's level clears every logger's cache, far too slow per call.
+def listen_for_graph_breaks():
+    """Reads Dynamo's graph breaks and recompile-limit warnings (their loggers' handlers, the graph-break log's
+    level). Called at registration and again before each call that may compile: ``torch._logging.set_logs`` (or
+    ``TORCH_LOGS``) resets the graph-break log's level, which silenced it. It sets a level only where one changed
+    (setting a logger's level clears every logger's cache, far too slow per call)."""
     if _recompile_handler not in _recompile_logger.handlers:
         _recompile_logger.addHandler(_recompile_handler)
     if _graph_break_handler not in _graph_break_logger.handlers:
         _graph_break_logger.addHandler(_graph_break_handler)
     if _graph_break_logger.level != logging.DEBUG:
         _graph_break_logger.setLevel(logging.DEBUG)
-    _graph_break_logger.propagate = False  # ours to read, not to print
+        # Ours to read, not to print -- unless the user asked torch's logging for graph breaks.
+        _graph_break_logger.propagate = _graph_breaks_logged_by_torch()
+
+
+def _graph_breaks_logged_by_torch():
+    try:
+        from torch._logging._internal import log_state
+        return log_state.is_artifact_enabled("graph_breaks")
+    except (ImportError, AttributeError):
+        return False
 
 
 def register():
     """Registers "thunder" as a torch.compile backend name, and starts reading Dynamo's graph breaks."""
-    _listen_for_graph_breaks()
+    listen_for_graph_breaks()
     branches.listen_for_frame_failures()
     from torch._dynamo.backends.registry import _BACKENDS, register_backend
 
