@@ -697,3 +697,52 @@ def test_a_shape_of_one_symbolic_size_passed_as_varargs():
         for n in (5, 7):
             x = torch.randn(n, 4)
             torch.testing.assert_close(jitted(x), fn(x))
+
+
+def test_attention_trained_at_changing_lengths_keeps_thunders_backward():
+    # With symbolic sizes Dynamo gives k's and v's lengths symbols of their own, so the attention is an opaque op
+    # there; its CPU kernel is tagged as drawing random numbers (for dropout_p > 0), which made it an effect and
+    # sent every symbolic graph's backward to torch. With dropout_p = 0 it draws none: the generic rule
+    # differentiates it, and the rest of the graph is thunder's.
+    def attn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).tanh()
+
+    jitted = thunder.jit(attn)
+    for batch, length in [(2, 5), (2, 6), (3, 7)]:
+        q, k, v = (torch.randn(batch, 4, length, 8, requires_grad=True) for _ in range(3))
+        jitted(q, k, v).sum().backward()
+        expected = torch.autograd.grad(attn(q, k, v).sum(), (q, k, v))
+        for got, want in zip((q.grad, k.grad, v.grad), expected):
+            torch.testing.assert_close(got, want)
+    assert [g["backward"] for g in thunder.compile_stats(jitted).graphs] == ["thunder"] * 3
+
+
+def test_an_opaque_slice_of_a_buffer_nothing_writes_is_no_effect_in_a_graph_that_writes():
+    # position_ids[:, :n] by a symbolic length is an opaque view; the graph also writes a fresh mask (as HF BERT's
+    # mask code does). The view was an effect, and the write was not lowered, whatever memory each touched: every
+    # symbolic graph's backward went to torch.
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.lin = nn.Embedding(128, 4), nn.Linear(4, 4)
+            self.register_buffer("position_ids", torch.arange(128).expand((1, -1)), persistent=False)
+
+        def forward(self, x):
+            pos = self.position_ids[:, 0:x.shape[1]]
+            mask = torch.zeros(x.shape[0], x.shape[1], 1)
+            mask[:, 0] = 1.0
+            return (self.lin(x) + self.emb(pos)) * mask
+
+    torch.manual_seed(0)
+    model = Model()
+    jitted = thunder.jit(model)
+    for length in (5, 6, 7):
+        x = torch.randn(2, length, 4)
+        model.zero_grad()
+        model(x).sum().backward()
+        expected = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        jitted(x).sum().backward()
+        for p, want in zip(model.parameters(), expected):
+            torch.testing.assert_close(p.grad, want)
+    assert [g["backward"] for g in thunder.compile_stats(jitted).graphs] == ["thunder"] * 3

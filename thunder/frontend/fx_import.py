@@ -405,6 +405,9 @@ def _draws_random(node, name):
     judged by its name alone."""
     if any(word in name.lower() for word in _RANDOM_WORDS):
         return True
+    if name.rsplit(".", 1)[-1] == "scaled_dot_product_attention" and \
+            node.kwargs.get("dropout_p", node.args[4] if len(node.args) > 4 else 0.0) == 0:
+        return False  # its CPU kernel is tagged nondeterministic_seeded for the dropout it draws only for dropout_p > 0
     if isinstance(node.target, torch._ops.OpOverload):
         return torch.Tag.nondeterministic_seeded in node.target.tags
     return _probed(node)[0]
@@ -633,7 +636,8 @@ class _Importer:
             self.autocast += [(d, torch.get_autocast_dtype(d), None) for d in outer]
         self.opaque_calls = 0    # ops imported as opaque torch calls
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
-        self.opaque_view_seen = False  # an opaque op made a view: later writes are not lowered (see _opaque)
+        # The memory each opaque view op views (None: not known): later writes into it are not lowered (_opaque).
+        self.opaque_views = []
         self.writes = None  # whether any node of the graph may write into a tensor (_may_write), once asked
         self.computes_grad = None  # whether an op of the graph makes a tensor that requires grad, once asked
         self.region_sites = {}   # branch_begin node -> its site
@@ -973,6 +977,26 @@ class _Importer:
                 for e in (lambda v: v if isinstance(v, (tuple, list)) else [v])(n.meta.get("example_value")))
         return self.computes_grad
 
+    def _may_write_memory_of(self, view):
+        """Whether a node of the graph that may write (_may_write) reads or writes a tensor sharing memory with what
+        the opaque ``view`` op views: only then must the view be ordered with the writes, an effect. (An opaque
+        slice of a buffer nothing writes, ``position_ids[:, :n]`` by a symbolic length, in a graph that writes a
+        fresh mask, is none: as an effect, it sent the graph's backward to torch.) True where that memory is not
+        known (_viewed_memory)."""
+        base = _viewed_memory(view)
+
+        def shares(node):  # (StorageWeakRef's == reads the other's cdata: None is never compared)
+            memory = _storage(node.meta.get("example_value"))
+            return memory is not None and memory == base
+        return base is None or any(_may_write(n) and any(shares(a) for a in n.all_input_nodes)
+                                   for n in self.order if n.op in ("call_function", "call_method"))
+
+    def _into_an_opaque_view(self, destination):
+        """Whether a write into ``destination`` (an FX node) may write memory an opaque view op views: the write is
+        then not lowered but runs in place, as eager's (functionalization cannot follow the opaque view)."""
+        memory = _storage(destination.meta.get("example_value")) if isinstance(destination, torch.fx.Node) else None
+        return any(v is None or memory is None or v == memory for v in self.opaque_views)
+
     def _graph_may_write(self):
         """Whether some node of the graph may write into a tensor (_may_write); asked once."""
         if self.writes is None:
@@ -1007,7 +1031,7 @@ class _Importer:
         ``ltorch.copy_(destination, value)``; returns the destination proxy (what the node evaluates to), or
         _NOT_A_WRITE if the node is not a write this can lower (it is then imported as usual: an opaque effect)."""
         lowering = _write_lowering(node)
-        if lowering is None or self.opaque_view_seen:
+        if lowering is None or self._into_an_opaque_view(lowering[0]):
             return _NOT_A_WRITE
         destination, compute = lowering
         if self.regions and self._writes_a_grad_input(destination):
@@ -1675,7 +1699,7 @@ class _Importer:
                                    "transposed; thunder's kernels write it contiguous)")
         view = _views_an_argument(node) or _aliases_an_argument(node) or _aliasing_decided_at_run_time(node)
         if view:
-            self.opaque_view_seen = True
+            self.opaque_views.append(_viewed_memory(node))
         if self.regions and (view or _has_effect(node, _target_name(node))):
             raise branches.BranchRejected(self.regions[-1][0], f"{_target_name(node)} has effects thunder cannot "
                                                                "select between (an opaque in-place op or a call made "
@@ -1702,7 +1726,8 @@ class _Importer:
         args = self._unwrap(self._arg(list(node.args)))
         kwargs = {k: self._unwrap(self._arg(v)) for k, v in node.kwargs.items()}
         output = self._new_output(node.meta.get("example_value"))
-        effect = (view and self._graph_may_write()) or (rejected and not node.users) or \
+        effect = (view and self._graph_may_write() and self._may_write_memory_of(node)) or \
+            (rejected and not node.users) or \
             _has_effect(node, callee if node.op == "call_function" else str(target))
         # An assert (Dynamo's form of one, or a call of torch._assert_async) writes nothing and returns nothing: a
         # check, which thunder's autodiff runs in the forward (as an effect, it sent the backward to torch).
@@ -1875,6 +1900,14 @@ def _sharing_users(node):
                 seen.add(user)
                 todo.append(user)
     return seen, returned
+
+
+def _viewed_memory(view):
+    """The memory (_storage) an opaque op that may return a view views: its first argument's; None where it is not
+    known (a dropout that may return its input whatever its first argument, an argument without storage)."""
+    if not view.args or not isinstance(view.args[0], torch.fx.Node) or _aliasing_decided_at_run_time(view):
+        return None
+    return _storage(view.args[0].meta.get("example_value"))
 
 
 def _returned(node):
