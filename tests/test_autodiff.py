@@ -637,6 +637,24 @@ def test_attention_gradients_equal_eager(case, dtype):
     assert not square, f"saved attention probabilities: {square}\n{forward}"
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("case", ["batch_of_keys_1", "batch_of_queries_1", "one_key_head"])
+def test_broadcast_attention_is_not_given_to_the_fused_kernel(case, dtype):
+    # torch's fused CPU kernels broadcast nothing; eager's dispatcher sends such attentions to its math backend.
+    # Given them, the fused backward wrote out of bounds (a crash), returned the query's batch of 1 instead of the
+    # broadcast 2, or (one key head against four, a row masked with finfo.min: HF Falcon) wrong gradients.
+    q_batch, kv_batch, kv_heads = {"batch_of_keys_1": (2, 1, 4), "batch_of_queries_1": (1, 2, 4),
+                                   "one_key_head": (2, 2, 1)}[case]
+    q = leaf(q_batch, 4, 5, 8, dtype=dtype)
+    k, v = leaf(kv_batch, kv_heads, 5, 8, seed=1, dtype=dtype), leaf(kv_batch, kv_heads, 5, 8, seed=2, dtype=dtype)
+    mask = torch.zeros(2, 1, 5, 5, dtype=dtype)
+    mask[0, 0, 2] = torch.finfo(dtype).min
+    rtol, atol = (1.6e-2, 2e-2) if dtype == torch.bfloat16 else (None, None)
+    j = grads_equal(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m).tanh(), q, k, v, mask,
+                    rtol=rtol, atol=atol)
+    assert "attention_with_logsumexp" not in str(thunder.last_traces(j)[-1])
+
+
 def test_half_precision_attention_with_dropout_keeps_its_decomposition():
     # The fused kernel draws its own dropout mask, which the backward could not regenerate: attention with dropout
     # is differentiated through its decomposition (its mask from the saved seed).

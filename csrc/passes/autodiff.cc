@@ -53,9 +53,9 @@ bool floating_on_cpu(const Trace& t, const BoundSymbol& b) {
 
 // Whether b is an attention that the autodiff computes as ltorch.attention_with_logsumexp: one whose result
 // requires grad, on the CPU in float32 or half precision (floating_on_cpu), without dropout,
-// and within what torch's fused CPU kernel takes -- 4-D query, key and value of one dtype and one head size, no
-// empty sequence (the kernel divides by zero there), a mask that is bool, of the query's dtype or float32, 2-D or
-// 4-D. Its forward is then that kernel (eager's), which also returns the rows' log-sum-exps. In half precision its
+// and within what torch's fused CPU kernel takes -- 4-D query, key and value of one dtype, batch size and head size,
+// no broadcast heads, no empty sequence (the kernel divides by zero there), a mask that is bool, of the query's dtype
+// or float32, 2-D or 4-D. Its forward is then that kernel (eager's), which also returns the rows' log-sum-exps. In half precision its
 // backward recomputes the probabilities from them (the op's VJP rule) instead of saving them: a GPT-2 layer saved
 // its float32 probabilities, 512 KiB, through the decomposition. In float32 its backward is torch's fused kernel
 // (ltorch.attention_backward), where the generic rule ran the forward again before it. Other attentions keep their
@@ -72,6 +72,12 @@ bool attention_by_logsumexp(const Trace& t, const BoundSymbol& b) {
     if (m->ndim() != 4 || m->dtype != q->dtype || m->device != "cpu" || !(m->shape[3] == q->shape[3])) return false;
   for (const ir::Dim& n : {q->shape[2], k->shape[2], q->shape[3]})
     if (n.is_constant() && *n.constant() == 0) return false;
+  // The kernel broadcasts nothing: one batch size, keys and values of one shape, as many key heads as query heads
+  // (or grouped-query heads, which it is given repeated). Eager's dispatcher sends broadcast ones (a batch or a
+  // key head of 1 against more) to its math backend; given them, the fused backward wrote out of bounds.
+  if (!(k->shape[0] == q->shape[0]) || !(v->shape[0] == q->shape[0]) || !(v->shape[1] == k->shape[1]) ||
+      !(v->shape[2] == k->shape[2]) || !(k->shape[1] == q->shape[1] || b.args[7].as_bool()))
+    return false;
   const Value& dropout_p = b.args[4];
   if (dropout_p.is_proxy() || dropout_p.is_symbolic() || dropout_p.as_double() != 0.0) return false;
   if (b.args[3].is_none()) return true;
