@@ -153,3 +153,17 @@ def test_stderr_output_without_and_with_the_applications_logging(tmp_path, mode)
         assert len(lines) == 1 and lines[0].startswith("[thunder INFO] thunder: compiled graph 0"), result.stderr
     else:  # the application's handler prints them, once
         assert len(lines) == 1 and lines[0].startswith("APP thunder: thunder: compiled graph 0"), result.stderr
+
+
+def test_an_ops_warning_is_not_repeated_by_thunders_probe():
+    # The importer runs some torch calls once more on fake tensors to see what they dispatch; the warnings of that
+    # run (dropout2d's "Received a 3D input") reached the user once more, from thunder's own file.
+    import warnings
+
+    def f(x):
+        return torch.nn.functional.dropout2d(x, 0.5, training=False) * 2
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        thunder.jit(f)(torch.randn(1, 4, 5))
+    assert not [w for w in caught if w.filename.endswith("fx_import.py")], [(w.filename, w.lineno) for w in caught]

@@ -17,6 +17,7 @@ import math
 import operator
 import os
 import re
+import warnings
 import dataclasses
 import functools
 from dataclasses import dataclass, field
@@ -489,7 +490,8 @@ def _probe(node):
         inputs = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         fn = node.target if node.op == "call_function" else getattr(args[0], node.target)
         args = args if node.op == "call_function" else args[1:]
-        with _DispatchProbe(inputs) as probe:
+        with _DispatchProbe(inputs) as probe, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the user saw the op's warnings from their own call (or Dynamo's trace)
             fn(*args, **kwargs)
     return probe.seeded, probe.writes_input, probe.writes_undeclared
 
