@@ -141,6 +141,23 @@ def test_a_torch_compile_result_past_the_recompile_limit_is_warned_about():
     assert "Dynamo stopped compiling" in thunder.summary(compiled)
 
 
+def test_each_jitted_callable_object_past_the_limit_is_warned_about():
+    # Dynamo names the frame of every callable object (and functools.partial) after its own wrapper, 'inner': the
+    # second object past its limit was taken for the first, already warned about.
+    class Scale:
+        def __init__(self, factor):
+            self.factor = factor
+
+        def __call__(self, x):
+            return x * self.factor
+
+    with torch._dynamo.config.patch(recompile_limit=2), capture_thunder_log() as log:
+        for jitted in (thunder.jit(Scale(2.0), dynamic=False), thunder.jit(Scale(3.0), dynamic=False)):
+            for n in range(1, 5):
+                jitted(torch.randn(n))
+    assert len(_stops(log)) == 2, log
+
+
 def test_calls_whose_resumed_frame_is_past_the_limit_are_counted_partly_uncompiled():
     """After a graph break, the rest of the function is a frame of its own with its own recompile limit: once it is
     reached, calls run the first graph and the rest uncompiled. They were counted as plain cache hits."""

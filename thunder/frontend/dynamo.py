@@ -9,6 +9,7 @@ import contextvars
 import functools
 import linecache
 import logging
+import os
 import re
 import sys
 import time
@@ -1018,6 +1019,10 @@ def note_dynamo_stopped(state, kind, function, cause, fix):
     once per kind and function, naming the cause and the ``fix``."""
     if cause not in state.dynamo_stopped:
         state.dynamo_stopped = f"{state.dynamo_stopped}; {cause}" if state.dynamo_stopped else cause
+    if f"{os.sep}torch{os.sep}_dynamo{os.sep}" in function:
+        # A callable object's or a partial's frame, which Dynamo names after its own wrapper ('inner'), the same
+        # for all of them: told apart by the wrapper's name.
+        function = f"{function} of {state.name}"
     if (kind, function) in _warned_stops:
         return
     _warned_stops.add((kind, function))
