@@ -158,6 +158,25 @@ def test_each_jitted_callable_object_past_the_limit_is_warned_about():
     assert len(_stops(log)) == 2, log
 
 
+def test_a_dimension_marked_dynamic_that_the_code_specializes_is_warned_about_with_its_fix():
+    # torch.compile raises ConstraintViolationError; thunder runs that call eagerly and says why. The warning named
+    # an unrelated fix (dynamic=False).
+    def g(x):
+        return x * 2 if x.shape[0] == 4 else x + 1
+
+    jitted = thunder.jit(g)
+    with capture_thunder_log() as log:
+        x = torch.randn(4, 3)
+        torch._dynamo.mark_dynamic(x, 0)
+        torch.testing.assert_close(jitted(x), g(x))
+        for n in (4, 5):
+            y = torch.randn(n, 3)
+            torch.testing.assert_close(jitted(y), g(y))
+    warnings = _stops(log)
+    assert len(warnings) == 1 and "maybe_mark_dynamic" in warnings[0] and "That call ran uncompiled" in warnings[0]
+    assert "mark_dynamic" in thunder.summary(jitted) or "Constraints violated" in thunder.summary(jitted)
+
+
 def test_calls_whose_resumed_frame_is_past_the_limit_are_counted_partly_uncompiled():
     """After a graph break, the rest of the function is a frame of its own with its own recompile limit: once it is
     reached, calls run the first graph and the rest uncompiled. They were counted as plain cache hits."""

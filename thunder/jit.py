@@ -271,6 +271,14 @@ class _Jitted:
             for frame, reason in record.failures:
                 name = (frame.split() or [function])[0]
                 part = function if name == function else f"{function} after a graph break ({frame})"
+                if reason.startswith("Constraints violated"):
+                    # An input's dim marked dynamic (torch._dynamo.mark_dynamic) that the code specializes: the call
+                    # ran eagerly (torch.compile raises).
+                    note_dynamo_stopped(self._thunder_state, "constraint", function, f"Dynamo's trace of {part} failed "
+                                        f"({reason[:300]})", "the code specializes a dimension marked with "
+                                        "torch._dynamo.mark_dynamic: remove the mark, or use "
+                                        "torch._dynamo.maybe_mark_dynamic")
+                    continue
                 # Dynamo skips the frame's code from then on (a resumed frame: that part of the function).
                 note_dynamo_stopped(self._thunder_state, "skip", function, f"Dynamo's trace of {part} failed "
                                     f"({reason[:300]})", "thunder.jit(..., dynamic=False) traces each input shape "

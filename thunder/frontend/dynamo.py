@@ -1014,7 +1014,8 @@ _warned_stops = set()
 def note_dynamo_stopped(state, kind, function, cause, fix):
     """Records that Dynamo stopped compiling ``function`` during a call of the wrapper of ``state`` -- ``kind``
     is "limit" (a recompile limit: calls that need a new graph run uncompiled), "skip" (a frame it skipped: it
-    runs uncompiled on every call) or "trace" (its trace failed on a call's inputs, which then ran eagerly) --,
+    runs uncompiled on every call), "trace" (its trace failed on a call's inputs, which then ran eagerly) or
+    "constraint" (a dimension marked dynamic that the code specializes: that call ran eagerly) --,
     with the ``cause`` (shown by ``print(jitted)`` and ``thunder.compile_stats(jitted).dynamo_stopped``), and warns
     once per kind and function, naming the cause and the ``fix``."""
     if cause not in state.dynamo_stopped:
@@ -1027,8 +1028,9 @@ def note_dynamo_stopped(state, kind, function, cause, fix):
         return
     _warned_stops.add((kind, function))
     consequence = {"limit": "Calls that need a new graph now run uncompiled, eagerly",
-                   "trace": "Such calls run uncompiled, eagerly"}.get(kind, "That frame runs uncompiled, eagerly, "
-                                                                           "on every call")
+                   "trace": "Such calls run uncompiled, eagerly",
+                   "constraint": "That call ran uncompiled, eagerly, and Dynamo may run the frame uncompiled from "
+                                 "then on"}.get(kind, "That frame runs uncompiled, eagerly, on every call")
     if _of_torch_compile(state):  # its calls are Dynamo's: which of them ran uncompiled is not seen
         logger.warning("thunder: Dynamo stopped compiling in %s: %s. %s. To fix: %s.", state.name, cause, consequence,
                        fix.rstrip(". "))
