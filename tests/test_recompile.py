@@ -336,6 +336,20 @@ def test_a_first_call_inside_torch_func_is_said_to_stop_compiling():
     assert "torch.func transform" in stopped and "nothing to compile" not in stopped
 
 
+def test_a_later_call_inside_torch_func_is_said_to_stop_compiling():
+    # After a compiled call, one call inside torch.vmap: Dynamo compiles nothing more for the code, and calls at new
+    # shapes ran uncompiled with no word of why.
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    jitted = thunder.jit(model)
+    jitted(torch.randn(3, 4))
+    with capture_thunder_log() as log:
+        torch.vmap(jitted)(torch.randn(3, 4))
+        jitted(torch.randn(5, 4))
+    stats = thunder.compile_stats(jitted)
+    assert "torch.func transform" in stats.dynamo_stopped and stats.eager_calls >= 1
+    assert len(_stops(log)) == 1, log
+
+
 def _shift_after_break(a):
     if a.any():  # a graph break: the shift is traced in the frame Dynamo resumes after it
         return a << 1

@@ -291,12 +291,16 @@ class _Jitted:
         code, limit, state = self._thunder_code, torch._dynamo.config.recompile_limit, self._thunder_state
         if code is None or "recompile_limit (" in state.dynamo_stopped:
             return
-        if state.eager_calls == 1 and not state.graphs and not state.graph_breaks and not state.dynamo_stopped and \
-                torch._C._functorch.peek_interpreter_stack() is not None:
-            note_dynamo_stopped(state, "skip", code.co_name, f"the first call of '{code.co_name}' ran inside a "
-                                "torch.func transform (grad, vmap, jacrev...), which Dynamo does not trace into "
-                                "from eager: it skips the code from then on, as torch.compile does", "make the "
-                                "first call outside the transform (or thunder.jit a new wrapper)")
+        if torch._C._functorch.peek_interpreter_stack() is not None:
+            # (Not only the first call: after one inside a transform, Dynamo compiles no new graph for the code, and
+            # the graphs it has keep serving the calls whose guards pass.)
+            first = state.eager_calls == 1 and not state.graphs
+            which = "the first" if first else "a"
+            note_dynamo_stopped(state, "skip" if first else "limit", code.co_name, f"{which} call of "
+                                f"'{code.co_name}' ran inside a torch.func transform (grad, vmap, jacrev...), which "
+                                "Dynamo does not trace into from eager: it compiles nothing more for the code from "
+                                "then on, as torch.compile does", "call the jitted function outside the transform "
+                                "(or thunder.jit a new wrapper for the calls inside it)")
             return
         if state.eager_calls == 2 and not state.graphs and not state.graph_breaks and not state.dynamo_stopped:
             note_dynamo_stopped(state, "skip", code.co_name, "Dynamo found nothing to compile in the first call of "
