@@ -936,17 +936,24 @@ class JitBackend:
 
 # ---- graph breaks: read from Dynamo's "graph_breaks" log artifact ----
 
+def _state_in_progress():
+    """The JitState of the thunder.jit call, or of the torch.compile(..., backend="thunder") result's call, in
+    progress; None for none (or a torch.compile result with invalid thunder options: its backend reports them)."""
+    state = current_state.get()
+    if state is not None:
+        return state
+    try:
+        return torch_compile_state()
+    except Exception:  # noqa: BLE001 -- invalid thunder options
+        return None
+
+
 class _GraphBreakHandler(logging.Handler):
     """Records each graph break Dynamo logs in the JitState of the thunder.jit call (or torch.compile result) in
     progress, and logs it at INFO."""
 
     def emit(self, record):
-        state = current_state.get()
-        if state is None:
-            try:
-                state = torch_compile_state()
-            except Exception:  # noqa: BLE001 -- invalid thunder options: the backend reports them
-                state = None
+        state = _state_in_progress()
         if state is None:
             return
         try:
@@ -1089,12 +1096,7 @@ class _RecompileLimitHandler(logging.Handler):
     def emit(self, record):
         if not str(record.msg).startswith("torch._dynamo hit config."):
             return
-        state = current_state.get()
-        if state is None:
-            try:
-                state = torch_compile_state()
-            except Exception:  # noqa: BLE001 -- invalid thunder options: the backend reports them
-                state = None
+        state = _state_in_progress()
         if state is None:
             return
         try:
