@@ -52,14 +52,14 @@ bool floating_on_cpu(const Trace& t, const BoundSymbol& b) {
 }
 
 // Whether b is an attention that the autodiff computes as ltorch.attention_with_logsumexp: one whose result
-// requires grad, on the CPU in float32 or half precision (floating_on_cpu), without dropout,
-// and within what torch's fused CPU kernel takes -- 4-D query, key and value of one dtype, batch size and head size,
-// no broadcast heads, no empty sequence (the kernel divides by zero there), a mask that is bool, of the query's dtype
-// or float32, 2-D or 4-D. Its forward is then that kernel (eager's), which also returns the rows' log-sum-exps. In half precision its
-// backward recomputes the probabilities from them (the op's VJP rule) instead of saving them: a GPT-2 layer saved
-// its float32 probabilities, 512 KiB, through the decomposition. In float32 its backward is torch's fused kernel
-// (ltorch.attention_backward), where the generic rule ran the forward again before it. Other attentions keep their
-// decomposition (half precision) or the generic rule (float32).
+// requires grad, on the CPU in float32 or half precision (floating_on_cpu), without dropout, and within what
+// torch's fused CPU kernel takes -- 4-D query, key and value of one dtype, batch size and head size, no broadcast
+// heads, no empty sequence (the kernel divides by zero there), a mask that is bool, of the query's dtype or
+// float32, 2-D or 4-D. Its forward is then that kernel (eager's), which also returns the rows' log-sum-exps. In
+// half precision its backward recomputes the probabilities from them (the op's VJP rule) instead of saving them: a
+// GPT-2 layer saved its float32 probabilities, 512 KiB, through the decomposition. In float32 its backward is
+// torch's fused kernel (ltorch.attention_backward), where the generic rule ran the forward again before it. Other
+// attentions keep their decomposition (half precision) or the generic rule (float32).
 bool attention_by_logsumexp(const Trace& t, const BoundSymbol& b) {
   static const ir::Symbol* const sdpa = &ops::find_op(ir::Level::Torch, "scaled_dot_product_attention")->symbol;
   if (b.sym != sdpa || !any_output_requires_grad(t, b) || !floating_on_cpu(t, b)) return false;

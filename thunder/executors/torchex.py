@@ -241,8 +241,8 @@ def _fused_attention_arguments(query, key, value, attn_mask, enable_gqa):
 def _attention_with_logsumexp(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
     """ltorch.attention_with_logsumexp: (attention's output, the log-sum-exp of each row of its scores) from
     torch's fused CPU kernel, the one eager's scaled_dot_product_attention runs there, given its arguments as
-    eager's attention gives them (_fused_attention_arguments). The autodiff uses it only for what the kernel takes (csrc/passes/autodiff.cc:
-    CPU, 4-D, no dropout, a 2-D or 4-D mask)."""
+    eager's attention gives them (_fused_attention_arguments). The autodiff uses it only for what the kernel takes
+    (csrc/passes/autodiff.cc: CPU, 4-D, no dropout, nothing broadcast, a 2-D or 4-D mask)."""
     key, value, attn_mask, _ = _fused_attention_arguments(query, key, value, attn_mask, enable_gqa)
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, 0.0, is_causal,
                                                                       attn_mask=attn_mask, scale=scale)
