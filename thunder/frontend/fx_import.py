@@ -406,12 +406,22 @@ def _draws_random(node, name):
     judged by its name alone."""
     if any(word in name.lower() for word in _RANDOM_WORDS):
         return True
-    if name.rsplit(".", 1)[-1] == "scaled_dot_product_attention" and \
-            node.kwargs.get("dropout_p", node.args[4] if len(node.args) > 4 else 0.0) == 0:
-        return False  # its CPU kernel is tagged nondeterministic_seeded for the dropout it draws only for dropout_p > 0
     if isinstance(node.target, torch._ops.OpOverload):
-        return torch.Tag.nondeterministic_seeded in node.target.tags
+        return _seeded(node.target, node.args, node.kwargs)
     return _probed(node)[0]
+
+
+def _seeded(op, args, kwargs):
+    """Whether a call of the aten op ``op`` draws random numbers: it is tagged ``nondeterministic_seeded``, unless
+    what it draws is a dropout its ``dropout_p`` argument, a constant 0, turns off (the fused attention kernels, which
+    sent every training graph holding an opaque attention to torch's autograd)."""
+    if torch.Tag.nondeterministic_seeded not in op.tags:
+        return False
+    for k, a in enumerate(op._schema.arguments):
+        if a.name == "dropout_p":
+            p = args[k] if k < len(args) else kwargs.get(a.name, a.default_value)
+            return not (isinstance(p, (int, float)) and p == 0)
+    return True
 
 
 def _probed(node):
@@ -457,7 +467,7 @@ class _DispatchProbe(TorchDispatchMode):
         return any(isinstance(w, torch.Tensor) and torch._C._is_alias_of(w, i) for w in tensors for i in self.inputs)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.seeded = self.seeded or torch.Tag.nondeterministic_seeded in func.tags
+        self.seeded = self.seeded or _seeded(func, args, kwargs or {})
         undeclared = _UNDECLARED_WRITES.get(func)
         if undeclared is not None and self._an_input(undeclared(args, kwargs or {})):
             self.writes_undeclared = True
@@ -641,6 +651,7 @@ class _Importer:
         # The memory each opaque view op views (None: not known): later writes into it are not lowered (_opaque).
         self.opaque_views = []
         self.writes = None  # whether any node of the graph may write into a tensor (_may_write), once asked
+        self.written_memory = None  # the memory (_storage) of every argument of such a node, once asked
         self.computes_grad = None  # whether an op of the graph makes a tensor that requires grad, once asked
         self.region_sites = {}   # branch_begin node -> its site
         # The outputs that are inputs a converted branch may select and the branch_begin nodes whose conditions
@@ -986,12 +997,13 @@ class _Importer:
         fresh mask, is none: as an effect, it sent the graph's backward to torch.) True where that memory is not
         known (_viewed_memory)."""
         base = _viewed_memory(view)
-
-        def shares(node):  # (StorageWeakRef's == reads the other's cdata: None is never compared)
-            memory = _storage(node.meta.get("example_value"))
-            return memory is not None and memory == base
-        return base is None or any(_may_write(n) and any(shares(a) for a in n.all_input_nodes)
-                                   for n in self.order if n.op in ("call_function", "call_method"))
+        if base is None:
+            return True
+        if self.written_memory is None:
+            self.written_memory = _storages(a.meta.get("example_value") for n in self.order
+                                            if n.op in ("call_function", "call_method") and _may_write(n)
+                                            for a in n.all_input_nodes)
+        return base in self.written_memory
 
     def _into_an_opaque_view(self, destination):
         """Whether a write into ``destination`` (an FX node) may write memory an opaque view op views: the write is
@@ -1123,10 +1135,10 @@ class _Importer:
             return True
         # An alias autograd does not see as a view: x.detach(), x.data (their examples have no _base).
         if self.grad_input_storage is None:
-            self.grad_input_storage = {_storage(n.meta["example_value"]) for n in self.gm.graph.nodes
-                                       if n.op == "placeholder" and isinstance(n.meta.get("example_value"),
-                                                                               torch.Tensor)
-                                       and n.meta["example_value"].requires_grad} - {None}
+            self.grad_input_storage = _storages(n.meta["example_value"] for n in self.gm.graph.nodes
+                                                if n.op == "placeholder" and isinstance(n.meta.get("example_value"),
+                                                                                        torch.Tensor)
+                                                and n.meta["example_value"].requires_grad)
         return _storage(example) in self.grad_input_storage
 
     def _setitem(self, destination, dst, key, value):
@@ -2058,6 +2070,12 @@ def _storage(example):
         return StorageWeakRef(example.untyped_storage())
     except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, nested)
         return None
+
+
+def _storages(examples):
+    """The set of the memories (_storage) of ``examples`` that have one. (StorageWeakRef's == reads the other's
+    cdata: a set holding None could compare one with it.)"""
+    return {m for m in map(_storage, examples) if m is not None}
 
 
 class _NotReplayable(Exception):
