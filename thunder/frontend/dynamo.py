@@ -103,13 +103,16 @@ class JitState:
     #: The kernels its graphs compiled, per fusion executor, which its later graphs reuse (the ``compiled`` of
     #: thunder.executors.cpuex.lower and cudaex.lower).
     compiled_kernels: dict = field(default_factory=dict, repr=False)
+    #: A torch.compile(..., backend="thunder") result's (or GLOBAL_STATE), not a thunder.jit wrapper's: nothing
+    #: wraps its calls, so which of them ran uncompiled is not seen.
+    of_torch_compile: bool = False
 
     def __repr__(self):  # Dynamo prints the backend, a partial holding this, in its recompile messages
         return f"<JitState of {self.name}: {len(self.graphs)} graphs>"
 
 
 #: State for graphs compiled through torch.compile(backend="thunder") outside thunder.jit.
-GLOBAL_STATE = JitState("torch.compile(backend='thunder')", default_executors())
+GLOBAL_STATE = JitState("torch.compile(backend='thunder')", default_executors(), of_torch_compile=True)
 #: The JitState of the thunder.jit call in progress (set by ThunderFunction/ThunderModule around each call).
 current_state = contextvars.ContextVar("thunder_jit_state", default=None)
 
@@ -257,7 +260,8 @@ def _new_torch_compile_state(context, fn):
     if options is None:
         return None
     state = JitState(f"torch.compile({_callable_name(fn)})", resolve_executors(options.get("executors")),
-                     check_passes(options.get("passes")), debug=debug.check_debug(options.get("debug")))
+                     check_passes(options.get("passes")), debug=debug.check_debug(options.get("debug")),
+                     of_torch_compile=True)
     _torch_compile_states[context] = state
     return state
 
@@ -286,7 +290,7 @@ def state_of_torch_compile_result(compiled):
     state = _torch_compile_states.get(context)
     if state is None:  # nothing compiled yet
         fn = getattr(compiled, "_orig_mod", None) or getattr(compiled, "_torchdynamo_orig_callable", None)
-        state = JitState(f"torch.compile({_callable_name(fn)})", default_executors())
+        state = JitState(f"torch.compile({_callable_name(fn)})", default_executors(), of_torch_compile=True)
     return state
 
 
@@ -1038,7 +1042,7 @@ def note_dynamo_stopped(state, kind, function, cause, fix):
                    "trace": "Such calls run uncompiled, eagerly",
                    "constraint": "That call ran uncompiled, eagerly, and Dynamo may run the frame uncompiled from "
                                  "then on"}.get(kind, "That frame runs uncompiled, eagerly, on every call")
-    if _of_torch_compile(state):  # its calls are Dynamo's: which of them ran uncompiled is not seen
+    if state.of_torch_compile:
         logger.warning("thunder: Dynamo stopped compiling in %s: %s. %s. To fix: %s.", state.name, cause, consequence,
                        fix.rstrip(". "))
         return
@@ -1047,15 +1051,11 @@ def note_dynamo_stopped(state, kind, function, cause, fix):
                    fix.rstrip(". "))
 
 
-def _of_torch_compile(state):
-    """Whether ``state`` is a torch.compile(..., backend="thunder") result's (or GLOBAL_STATE), not thunder.jit's."""
-    return state.name.startswith("torch.compile(")
-
 
 def note_recompile_limit(state, limit, value, function, last_reason=""):
     """note_dynamo_stopped for ``torch._dynamo.config.<limit>`` (``value``) reached by ``function``."""
     why = f"; last recompile: {last_reason}" if last_reason else ""
-    own = "torch.compile(..., dynamic=True) compiles one graph for all sizes" if _of_torch_compile(state) else \
+    own = "torch.compile(..., dynamic=True) compiles one graph for all sizes" if state.of_torch_compile else \
         "each thunder.jit wrapper has its own limit"
     note_dynamo_stopped(state, "limit", function, f"torch._dynamo.config.{limit} ({value}) was reached by "
                         f"{function}{why}", f"each new input shape, dtype or device costs a graph ({own}): keep them "
