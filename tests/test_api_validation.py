@@ -284,6 +284,21 @@ def test_compiled_graphs_have_no_reason():
     assert "UNCOMPILED" not in thunder.summary(jitted)
 
 
+def test_a_nested_tensor_runs_with_torch_and_the_reason_names_its_layout():
+    """A jagged nested tensor's graph fell back with thunder's own AttributeError ("'NestedIntNode' object has no
+    attribute 'int_'") as the reason given to the user. (Dynamo itself skips a frame with a sparse tensor input,
+    and says so.)"""
+    def g(a):
+        return (a * 2).sin()
+
+    x = torch.nested.nested_tensor([torch.randn(2, 4), torch.randn(3, 4)], layout=torch.jagged)
+    jitted = thunder.jit(g)
+    assert all(torch.allclose(o, e) for o, e in zip(jitted(x).unbind(), g(x).unbind()))
+    reasons = [r for r in (graph["reason"] for graph in thunder.compile_stats(jitted).graphs) if r]
+    assert reasons and all("a tensor of layout torch.jagged (nested): thunder compiles dense (strided) tensors "
+                           "only" in r for r in reasons), reasons
+
+
 @pytest.mark.parametrize("error,cause", [
     (PermissionError(13, "Permission denied", "/x/y"), ("PermissionError", "errno 13")),
     (RuntimeError("cannot write /a/b/1234.cc: No space left on device (errno 28)"), ("RuntimeError", "errno 28")),

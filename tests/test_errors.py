@@ -231,6 +231,67 @@ def test_shape_error_message_is_eagers_and_compilation_continues():
     assert thunder.compile_stats(jitted).graphs and all(g["compiled"] for g in thunder.compile_stats(jitted).graphs)
 
 
+
+def _checked_sin(x):
+    if x.shape[0] > 4:
+        raise ValueError("too long")
+    return x.sin() * 2
+
+
+def _checked_cos_after_a_break(x):
+    y = x.cos()
+    print("", end="")  # a graph break: the raise is in the frame Dynamo resumes
+    if x.shape[0] > 4:
+        raise ValueError("too long")
+    return y * 2
+
+
+class _CheckedModule(nn.Module):
+    def forward(self, x):
+        return _checked_sin(x)
+
+
+def _checked_sin_plus_one(x):
+    return _checked_sin(x) + 1
+
+
+@pytest.mark.parametrize("fn,options", [
+    (_checked_sin, {}), (_checked_sin, {"fullgraph": True}), (_checked_sin_plus_one, {}),
+    (_checked_cos_after_a_break, {}), (_CheckedModule(), {}), (_checked_sin, {"dynamic": False}),
+    (_checked_sin, {"dynamic": True})], ids=["function", "fullgraph", "called", "after_a_break", "module", "static",
+                                             "dynamic"])
+def test_a_call_that_raises_its_own_error_does_not_stop_later_calls_from_compiling(fn, options):
+    """Dynamo, tracing a frame whose code raises (an input check), runs the frame eagerly and skips its code from
+    then on: every later call of the function ran uncompiled, even at shapes compiled before (torch.compile does
+    the same), and nothing said so. The raise is eager's, and later calls compile."""
+    jitted = thunder.jit(fn, **options)
+    jitted(torch.randn(3))
+    with pytest.raises(ValueError, match="too long"):
+        jitted(torch.randn(5))
+    for n in (3, 2, 4):
+        x = torch.randn(n)
+        torch.testing.assert_close(jitted(x), fn(x))
+    stats = thunder.compile_stats(jitted)
+    assert stats.eager_calls == 0 and not stats.dynamo_stopped and "1 calls raised" in str(jitted), str(jitted)
+
+
+def test_a_float_argument_that_makes_a_size_raise_leaves_later_calls_compiled():
+    """round(inf) raises while Dynamo checks a guard and traces (OverflowError, as in eager); the calls after it,
+    at numbers seen before, ran uncompiled, with no word of why."""
+    def f(x, a):
+        return x[:, : round(abs(a))] + 1
+
+    jitted = thunder.jit(f)
+    for a in (2.5, 3.7, 1.2):
+        jitted(torch.randn(2, 8), a)
+    with pytest.raises(OverflowError):
+        jitted(torch.randn(2, 8), float("inf"))
+    for a in (2.5, 3.7, 1.2, 1.6):
+        x = torch.randn(2, 8)
+        torch.testing.assert_close(jitted(x, a), f(x, a))
+    stats = thunder.compile_stats(jitted)
+    assert stats.eager_calls == 0 and "1 calls raised" in str(jitted), str(jitted)
+
 def test_error_after_a_graph_break_is_still_a_runtime_error():
     calls = []
 

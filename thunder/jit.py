@@ -345,7 +345,7 @@ class _Jitted:
         resumed after a graph break), with no graph run yet in this call: then nothing of the call has run. Not
         so for a module whose call does more than call ``forward`` (plain_module_call: hooks on it, on the jitted
         module or global ones): they ran, eagerly, before Dynamo traced ``forward``, and would run again."""
-        if not isinstance(error, torch._dynamo.exc.TorchRuntimeError):
+        if not isinstance(error, torch._dynamo.exc.TorchRuntimeError) and not branches.observed_exception(error):
             return False
         stack = getattr(error, "real_stack", None)
         code = self._thunder_code

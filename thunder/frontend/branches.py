@@ -157,20 +157,22 @@ class TraceRecord:
 class _FrameFailureFilter(logging.Filter):
     """Takes Dynamo's "WON'T CONVERT" warnings, during a jitted call with a record (see thunder.jit's _run), into
     the record (thunder.jit reports them) instead of printing them. Dynamo then runs the frame eagerly, and skips
-    its code from then on. Not for a fake-tensor failure in the jitted function's own frame outside a converted
+    its code from then on. So is its INFO record of a frame whose code raised while traced (observed_exception).
+    Not for a fake-tensor failure in the jitted function's own frame, or a raise there, outside a converted
     branch (``record.own_code``): that error is raised from here, as Dynamo raises it unsuppressed, so that
     thunder.jit runs the call eagerly itself and later calls still compile (a call with a wrong shape would
     otherwise leave the function uncompiled for good)."""
 
     def filter(self, rec):
         record = tracing_record()
-        if record is None or not str(rec.msg).startswith("WON'T CONVERT"):
+        error = rec.exc_info[1] if rec.exc_info else None
+        if record is None or not str(rec.msg).startswith("WON'T CONVERT") or \
+                (rec.levelno < logging.WARNING and not observed_exception(error)):
             return _user_level is None or rec.levelno >= _user_level
         try:
             frame = " ".join(str(rec.msg).split("\n", 1)[0].split()[2:])
         except Exception:  # noqa: BLE001
             frame = "?"
-        error = rec.exc_info[1] if rec.exc_info else None
         if record.closed and not record.open and not record.rejected:
             # Code after a converted branch failed: it may read of the select what differs from the arm taken
             # (eager's value): the branches are given up, and the frame compiled again without them.
@@ -178,10 +180,19 @@ class _FrameFailureFilter(logging.Filter):
                 record.rejected[site] = f"Dynamo's trace of the code after it failed ({_first_lines(error)})"
         code = record.own_code
         if code is not None and frame == f"{code.co_name} {code.co_filename} line {code.co_firstlineno}" and \
-                not record.open and not record.rejected and isinstance(error, torch._dynamo.exc.TorchRuntimeError):
+                not record.open and not record.rejected and \
+                (isinstance(error, torch._dynamo.exc.TorchRuntimeError) or observed_exception(error)):
             raise error
         record.failures.append((frame, _first_lines(error)))
         return False
+
+
+def observed_exception(error):
+    """Whether ``error`` is Dynamo's "Observed exception": the traced code raised, with no handler in the frame.
+    Dynamo (suppressing it: an INFO record) then runs the frame eagerly, where it raises the same, and skips the
+    frame's code from then on -- one call that raises (an input check) would leave every later call uncompiled."""
+    return isinstance(error, torch._dynamo.exc.Unsupported) and \
+        str(getattr(error, "gb_type", None) or "").startswith("Observed exception")
 
 
 def _first_lines(error):
@@ -211,15 +222,15 @@ _user_level = None  # while hear_frame_failures() has lowered the frame log's le
 
 
 def hear_frame_failures():
-    """Lets the filter see Dynamo's "WON'T CONVERT" warnings during a jitted call where the user's logging leaves
-    out the warnings of ``torch._dynamo.convert_frame`` (a higher level on it or on ``torch``: the logger drops
-    them before any filter). The filter then passes on only what the user's level passes. Returns what
-    restore_frame_log takes."""
+    """Lets the filter see Dynamo's "WON'T CONVERT" records (warnings, and INFO for a raise) during a jitted call
+    where the user's logging leaves out those of ``torch._dynamo.convert_frame`` (a higher level on it or on
+    ``torch``: the logger drops them before any filter). The filter then passes on only what the user's level
+    passes. Returns what restore_frame_log takes."""
     global _user_level
-    if _frame_log.isEnabledFor(logging.WARNING):
+    if _frame_log.isEnabledFor(logging.INFO):
         return None
     previous, _user_level = _frame_log.level, _frame_log.getEffectiveLevel()
-    _frame_log.setLevel(logging.WARNING)
+    _frame_log.setLevel(logging.INFO)
     return previous
 
 

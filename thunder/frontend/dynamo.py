@@ -27,7 +27,7 @@ from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES, int_from_environment
 from thunder.executors import OpaqueResultMismatch, default_executors, torchex
 from thunder.frontend import branches, global_state, specialize
-from thunder.frontend.fx_import import UnsupportedGraph, called_function, import_graph
+from thunder.frontend.fx_import import UnsupportedGraph, called_function, check_dense, import_graph
 
 
 @dataclass
@@ -782,6 +782,9 @@ def _symbolic_graph(state, gm, also, frame):
                                 plan=plan)
         else:
             try:
+                for a in args:
+                    if isinstance(a, torch.Tensor):
+                        check_dense(a)
                 concrete = specialize.specialize(gm, args)
             except Exception as e:  # noqa: BLE001 -- run these shapes with torch
                 fn = _run_eagerly(state, state.graphs_made, gm, e, also, shapes=(number, shapes, symbolic[0]))

@@ -37,6 +37,14 @@ class UnsupportedGraph(Exception):
     """The graph holds something the importer cannot express (e.g. symbolic shapes); the caller runs it with torch."""
 
 
+def check_dense(t):
+    """Raises UnsupportedGraph for a tensor thunder does not compile: a nested one (``torch.nested``) or one of a
+    layout other than ``torch.strided`` (sparse, mkldnn). Its graph then runs with torch as captured."""
+    if t.is_nested or t.layout != torch.strided:
+        raise UnsupportedGraph(f"a tensor of layout {t.layout}{' (nested)' if t.is_nested else ''}: thunder "
+                               "compiles dense (strided) tensors only")
+
+
 #: In-place operators (``x += y`` is ``operator.iadd(x, y)``) and the out-of-place operator each writes back.
 _INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
                       operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
@@ -723,6 +731,7 @@ class _Importer:
         return self._size(example)
 
     def _tensor_proxy(self, t, input=False):
+        check_dense(t)
         if not dtypes.is_core_dtype(t.dtype):
             raise UnsupportedGraph(f"dtype {t.dtype}")
         shape = [self._size(s) for s in t.shape]
