@@ -2018,7 +2018,8 @@ def test_a_value_requiring_grad_written_into_a_detached_alias_of_an_input(alias)
     assert_same(results[1], results[0])
 
 
-@pytest.mark.parametrize("case", ["saved_intermediate", "saved_view_before", "saved_alias"])
+@pytest.mark.parametrize("case", ["saved_intermediate", "saved_view_before", "saved_alias", "index_assignment",
+                                  "out_argument"])
 def test_a_write_through_data_in_training_leaves_saved_tensors_readable(case):
     # x.data has a version counter of its own; imported as x.detach() (which shares x's), a write through it made
     # the backward raise where eager's runs -- or, for a saved x.data written later, run where eager's raises.
@@ -2032,6 +2033,14 @@ def test_a_write_through_data_in_training_leaves_saved_tensors_readable(case):
             y = x @ x.t()  # saves x and x.t()
             x.data.add_(1)
             return y
+        if case == "index_assignment":  # setitem returns None: no result shares x's memory (it went unseen)
+            y = (w * x).sum()
+            x.data[torch.tensor([1])] = 7.0
+            return y
+        if case == "out_argument":
+            y = (w * x).sum()
+            torch.mul(w.detach(), 3, out=x.data)
+            return y
         d = x.data
         y = (w * d).sum()  # saves d, whose own version the write bumps
         d.mul_(2)
@@ -2039,7 +2048,9 @@ def test_a_write_through_data_in_training_leaves_saved_tensors_readable(case):
 
     outcomes = []
     for fn in (f, thunder.jit(f)):
-        x, w = torch.arange(1.0, 5.0).reshape(2, 2).requires_grad_(), torch.ones(2, 2, requires_grad=True)
+        # (x, saved for w's gradient, requires none where it is written through x.data alone)
+        x = torch.arange(1.0, 5.0).reshape(2, 2).requires_grad_(case not in ("index_assignment", "out_argument"))
+        w = torch.ones(2, 2, requires_grad=True)
         try:
             fn(x, w).sum().backward()
             outcomes.append((x.grad, w.grad, x.detach()))

@@ -1946,8 +1946,17 @@ def _used_through_data(placeholders):
 
 
 def _written_through(node):
-    """Whether a node of the graph writes through ``node``'s tensor or a view of it (``x.data.mul_(2)``)."""
-    return any(n.op in ("call_function", "call_method") and _may_write(n) for n in _sharing_users(node)[0])
+    """Whether a node of the graph writes through ``node``'s tensor or a view of it (``x.data.mul_(2)``), also by a
+    write whose result shares no memory with it (``x.data[idx] = v``: setitem returns None)."""
+    sharing = _sharing_users(node)[0]
+
+    def destinations(n):
+        out = n.kwargs.get("out")
+        return [n, *n.args[:1], *(out if isinstance(out, (tuple, list)) else [out])]
+
+    return any(n.op in ("call_function", "call_method") and _may_write(n) and
+               any(isinstance(d, torch.fx.Node) and d in sharing for d in destinations(n))
+               for n in sharing.union(*(s.users for s in sharing)))
 
 
 def _aliasing_decided_at_run_time(node):
