@@ -255,11 +255,17 @@ def _checked_sin_plus_one(x):
     return _checked_sin(x) + 1
 
 
+def _hooked_checked_module():
+    module = _CheckedModule()
+    module.register_forward_pre_hook(lambda m, args: None)  # the call does more than forward: its hooks run first
+    return module
+
+
 @pytest.mark.parametrize("fn,options", [
     (_checked_sin, {}), (_checked_sin, {"fullgraph": True}), (_checked_sin_plus_one, {}),
-    (_checked_cos_after_a_break, {}), (_CheckedModule(), {}), (_checked_sin, {"dynamic": False}),
-    (_checked_sin, {"dynamic": True})], ids=["function", "fullgraph", "called", "after_a_break", "module", "static",
-                                             "dynamic"])
+    (_checked_cos_after_a_break, {}), (_CheckedModule(), {}), (_hooked_checked_module(), {}),
+    (_checked_sin, {"dynamic": False}), (_checked_sin, {"dynamic": True})],
+    ids=["function", "fullgraph", "called", "after_a_break", "module", "module_with_hooks", "static", "dynamic"])
 def test_a_call_that_raises_its_own_error_does_not_stop_later_calls_from_compiling(fn, options):
     """Dynamo, tracing a frame whose code raises (an input check), runs the frame eagerly and skips its code from
     then on: every later call of the function ran uncompiled, even at shapes compiled before (torch.compile does

@@ -342,7 +342,8 @@ class _Jitted:
 
     def _failed_before_running(self, error, graphs_ran):
         """Whether Dynamo raised for a user error while tracing the called function's own frame (not a frame
-        resumed after a graph break), with no graph run yet in this call: then nothing of the call has run. Not
+        resumed after a graph break), with no graph run yet in this call: then nothing of the call has run. (A
+        raise the code makes, branches.observed_exception, reaches here with fullgraph=True.) Not
         so for a module whose call does more than call ``forward`` (plain_module_call: hooks on it, on the jitted
         module or global ones): they ran, eagerly, before Dynamo traced ``forward``, and would run again."""
         if not isinstance(error, torch._dynamo.exc.TorchRuntimeError) and not branches.observed_exception(error):

@@ -157,17 +157,18 @@ class TraceRecord:
 class _FrameFailureFilter(logging.Filter):
     """Takes Dynamo's "WON'T CONVERT" warnings, during a jitted call with a record (see thunder.jit's _run), into
     the record (thunder.jit reports them) instead of printing them. Dynamo then runs the frame eagerly, and skips
-    its code from then on. So is its INFO record of a frame whose code raised while traced (observed_exception).
-    Not for a fake-tensor failure in the jitted function's own frame, or a raise there, outside a converted
-    branch (``record.own_code``): that error is raised from here, as Dynamo raises it unsuppressed, so that
+    its code from then on. Its INFO record of a frame whose code raised while traced (observed_exception) is not
+    taken, but the code kept compiling (_compile_on). Not for a fake-tensor failure in the jitted function's own
+    frame outside a converted branch (``record.own_code``): that error is raised from here, as Dynamo raises it unsuppressed, so that
     thunder.jit runs the call eagerly itself and later calls still compile (a call with a wrong shape would
     otherwise leave the function uncompiled for good)."""
 
     def filter(self, rec):
         record = tracing_record()
         error = rec.exc_info[1] if rec.exc_info else None
-        if record is None or not str(rec.msg).startswith("WON'T CONVERT") or \
-                (rec.levelno < logging.WARNING and not observed_exception(error)):
+        if record is None or not str(rec.msg).startswith("WON'T CONVERT") or rec.levelno < logging.WARNING:
+            if record is not None and observed_exception(error):
+                _compile_on(error)
             return _user_level is None or rec.levelno >= _user_level
         try:
             frame = " ".join(str(rec.msg).split("\n", 1)[0].split()[2:])
@@ -180,19 +181,30 @@ class _FrameFailureFilter(logging.Filter):
                 record.rejected[site] = f"Dynamo's trace of the code after it failed ({_first_lines(error)})"
         code = record.own_code
         if code is not None and frame == f"{code.co_name} {code.co_filename} line {code.co_firstlineno}" and \
-                not record.open and not record.rejected and \
-                (isinstance(error, torch._dynamo.exc.TorchRuntimeError) or observed_exception(error)):
+                not record.open and not record.rejected and isinstance(error, torch._dynamo.exc.TorchRuntimeError):
             raise error
         record.failures.append((frame, _first_lines(error)))
         return False
 
 
 def observed_exception(error):
-    """Whether ``error`` is Dynamo's "Observed exception": the traced code raised, with no handler in the frame.
-    Dynamo (suppressing it: an INFO record) then runs the frame eagerly, where it raises the same, and skips the
-    frame's code from then on -- one call that raises (an input check) would leave every later call uncompiled."""
+    """Whether ``error`` is Dynamo's "Observed exception": the traced code raised, with no handler in the frame
+    (an input check, ``round(float("inf"))``). Dynamo, suppressing it (an INFO record), runs the frame eagerly, where
+    it raises the same; with fullgraph=True it raises ``error`` itself."""
     return isinstance(error, torch._dynamo.exc.Unsupported) and \
         str(getattr(error, "gb_type", None) or "").startswith("Observed exception")
+
+
+def _compile_on(error):
+    """Keeps Dynamo compiling the code of a frame that raised while traced (observed_exception): it runs the frame
+    eagerly as it does for any failure, and would skip the code from then on, so that one call that raises left every
+    later call uncompiled, even at shapes compiled before, silently. The strategy an exception carries is the one
+    Dynamo applies to the code (a private name, pinned by tests/test_errors.py: where it changed, Dynamo skips)."""
+    try:
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+        error.frame_exec_strategy = FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT)
+    except Exception as e:  # noqa: BLE001
+        logger.debug("thunder: cannot keep Dynamo compiling after a raise while traced: %s", e)
 
 
 def _first_lines(error):
