@@ -64,3 +64,18 @@ def test_shapes_benchmark_runs_and_reports_every_row(tmp_path):
     table = shapes.format_markdown(report)
     for needle in ("| gpt2 | eager |", "| gpt2 | thunder |", "gpt2 sweep", "gpt2 generate", "steady state per token"):
         assert needle in table, needle
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--only", "["], "argument --only: not a regular expression"),
+    (["--contenders", "(thunder"], "argument --contenders: not a regular expression"),
+    (["--device", "tpu"], "argument --device: invalid choice"),
+    (["--threads", "-3"], "argument --threads: expected a number of threads"),
+] + ([] if __import__("torch").cuda.is_available() else [(["--device", "cuda"], "sees no CUDA device")]))
+def test_bad_arguments_are_usage_errors_naming_the_argument(args, message, capsys):
+    """They died with a traceback (re.error, torch's AssertionError for cuda on a CPU build, set_num_threads')."""
+    from thunder.benchmarks.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--list"])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -187,6 +187,8 @@ _NUMBER_OPS = {
     "fmod": lambda x, c: torch.fmod(x, c), "lt": lambda x, c: x < c, "ge": lambda x, c: x >= c,
     "clamp": lambda x, c: torch.clamp(x, min=-c, max=c), "where": lambda x, c: torch.where(x > 0, x, c),
     "add_alpha": lambda x, c: torch.add(x, x.flip(0), alpha=c), "sub_alpha": lambda x, c: torch.sub(x, x.flip(0), alpha=c),
+    "add_number_alpha": lambda x, c: torch.add(x, c, alpha=3), "sub_number_alpha": lambda x, c: torch.sub(x, c, alpha=-2),
+    "rsub_number_alpha": lambda x, c: torch.rsub(x, c, alpha=2), "add_number_alpha_": lambda x, c: x.clone().add_(c, alpha=2),
     "div_trunc": lambda x, c: torch.div(x, c, rounding_mode="trunc"),
     "div_floor": lambda x, c: torch.div(x, c, rounding_mode="floor"),
     "elu": lambda x, c: F.elu(x, abs(c)), "celu": lambda x, c: F.celu(x, abs(c)), "selu": lambda x, c: F.selu(x * c),

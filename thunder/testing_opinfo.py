@@ -1297,7 +1297,17 @@ def main(argv=None):
     if args.native:
         ops = NATIVE_OPINFOS if ops is None else ops & NATIVE_OPINFOS
     carried = load_report(args.merge_report) if args.merge_report else None
-    task_list = tasks(which, ops)
+    every = tasks(which)
+    # A name no task has (a typo) is an error: the run would "pass" with 0 tasks.
+    for option, given, known in (("--ops", args.ops, set(op_db())), ("--checks", args.checks, set(CHECKS)),
+                                 ("--dtypes", args.dtypes, set(DTYPE_NAMES.values()) | {t.dtype for t in every})):
+        unknown = sorted(set(given.split(",")) - known) if given else []
+        if unknown:
+            names = sorted(known)
+            parser.error(f"argument {option}: unknown {', '.join(map(repr, unknown))} (known: " +
+                         (", ".join(names) if len(names) < 40 else f"{len(names)} names, e.g. {', '.join(names[:8])}") +
+                         ")")
+    task_list = every if ops is None else [t for t in every if t.op in ops]
     if args.checks:
         task_list = [t for t in task_list if t.check in args.checks.split(",")]
     if args.dtypes:

@@ -291,10 +291,10 @@ class KernelWriter {
       const std::string T = compute_type(dtype(v));
       e = row.expr(ExprArgs{dtype(v), in_dtype, operands, T, ir::is_floating(in_dtype), T == "float" ? "f" : ""});
     }
-    // Rounded after every op, as eager does (or, AtStores, only by a conversion: stores round anyway);
-    // index-only prims pass their operand's value on unchanged.
+    // Rounded after every op, as eager does (or, AtStores, only by a conversion and where the forward's value is
+    // recomputed: stores round anyway); index-only prims pass their operand's value on unchanged.
     if (is_half(dtype(v)) && plan_table().at(op).role != PrimRole::IndexOnly &&
-        (round_every_op_ || op == PrimId::convert_element_type))
+        (rounds_every_op(v) || op == PrimId::convert_element_type))
       e = round_to(dtype(v), e);
     scope.lines += "const " + T + " " + var(v) + " = " + e + ";\n";
     scope.defined.insert(v);
@@ -508,7 +508,7 @@ class KernelWriter {
       const std::string acc = "acc" + local(m.v), nan = "nan" + local(m.v);
       std::string result = "(" + compute_type(dtype(m.v)) + ")" + acc;
       if (m.r.nan_flag) result = "(" + nan + " ? (" + compute_type(dtype(m.v)) + ")NAN : " + result + ")";
-      if (round_every_op_) result = round_to(dtype(m.v), result);
+      if (rounds_every_op(m.v)) result = round_to(dtype(m.v), result);
       scope.lines += "const " + compute_type(dtype(m.v)) + " " + var(m.v) + " = " + result + ";\n";
       scope.defined.insert(m.v);
     }
@@ -669,6 +669,10 @@ class KernelWriter {
                   "  }\n"
                   "}\n", ind);
   }
+
+  // Whether the half-precision value v is rounded where it is computed: with HalfRounding::EveryOp, and for a
+  // value of the forward that a backward recomputes (ir::ProxyInfo::rounded_as_forward).
+  bool rounds_every_op(ProxyId v) const { return round_every_op_ || t_.proxies[v].rounded_as_forward; }
 
   const ir::Trace& t_;
   const KernelPlan& p_;

@@ -166,7 +166,7 @@ ProxyId Trace::new_tensor(TensorMeta meta) {
   // -Wrestrict on `const char* + std::string&&`, which fails -Werror builds.
   std::string name = "t";
   name += std::to_string(id);
-  proxies.push_back(ProxyInfo{std::move(name), true, std::move(meta), NumberType::Int, {}, {}});
+  proxies.push_back(ProxyInfo{std::move(name), true, std::move(meta), NumberType::Int, {}, {}, false});
   return id;
 }
 
@@ -175,7 +175,7 @@ ProxyId Trace::new_number(NumberType type) {
   const char* prefix = type == NumberType::Bool ? "b" : type == NumberType::Int ? "i" : "f";
   std::string name = prefix;  // appended for the same reason as in new_tensor
   name += std::to_string(id);
-  proxies.push_back(ProxyInfo{std::move(name), false, {}, type, {}, {}});
+  proxies.push_back(ProxyInfo{std::move(name), false, {}, type, {}, {}, false});
   return id;
 }
 

@@ -45,6 +45,11 @@ struct ProxyInfo {
   // later contiguous() or reshape is a view or a copy. Functionalization reads them; kernels never do (the value
   // thunder computes is laid out its own way). Empty for inputs and where not known.
   std::vector<int64_t> eager_strides;
+  // A value of the forward that the backward recomputes (rematerialization): in half precision its kernels round
+  // it after every op, as the forward's did, whatever the backward's rounding (codegen::HalfRounding::AtStores).
+  // Kept in float32, it was not the value the forward computed: a gradient taken at it differed, and a mask
+  // recomputed from it could flip.
+  bool rounded_as_forward = false;
 };
 
 /// Properties of a symbol, used by passes and executors.

@@ -114,8 +114,14 @@ void add_like(const std::string& name) {
                      return elementwise(b, name, {a[0], product ? *product : b.torch("mul", {a[1], a[2]})},
                                         Promotion::Default);
                    }
-                   const Value other = b.torch("mul", {in_opmath(b, a[1], d), F(ir::round_to(a[2].as_double(), d))});
-                   return cast(b, elementwise(b, name, {in_opmath(b, a[0], d), other}, Promotion::Default), d);
+                   // (A number operand is rounded to the result dtype first too, as ATen's kernel reads it: rsub's
+                   // is the input.)
+                   const auto operand = [&](const Value& v) {
+                     return v.is_number() && !std::holds_alternative<bool>(v.v) ? F(ir::round_to(v.as_double(), d))
+                                                                                 : in_opmath(b, v, d);
+                   };
+                   const Value other = b.torch("mul", {operand(a[1]), F(ir::round_to(a[2].as_double(), d))});
+                   return cast(b, elementwise(b, name, {operand(a[0]), other}, Promotion::Default), d);
                  });
 }
 

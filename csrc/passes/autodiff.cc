@@ -429,12 +429,22 @@ class Differentiator {
   void add_recomputation(const Trace& fwd, const std::vector<bool>& recompute) {
     std::vector<BoundSymbol> symbols;
     for (size_t i = 0; i < fwd.symbols.size(); ++i)
-      if (recompute[i]) symbols.push_back(fwd.symbols[i]);
+      if (recompute[i]) {
+        symbols.push_back(fwd.symbols[i]);
+        round_as_forward(symbols.back());
+      }
     std::vector<ProxyId> reads;
     for (const BoundSymbol& b : bwd_.symbols)
       for (ProxyId id : b.input_proxies()) reads.push_back(id);
     expose(symbols, reads);
     bwd_.symbols = place_near_use(std::move(symbols), std::move(bwd_.symbols), bwd_.output);
+  }
+
+  // Marks what a recomputed symbol computes, its decomposition's values included, to be rounded as the forward
+  // rounded it (ProxyInfo::rounded_as_forward).
+  void round_as_forward(const BoundSymbol& b) {
+    for (ProxyId o : b.output_proxies()) bwd_.proxies[o].rounded_as_forward = true;
+    for (const BoundSymbol& sub : b.subsymbols) round_as_forward(sub);
   }
 
   // The backward with each recomputed symbol placed just before the first symbol that reads what it computes

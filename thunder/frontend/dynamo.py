@@ -153,13 +153,11 @@ def _short_reason(error):
 def _report_fallback(state, index, error):
     """Logs that a graph runs uncompiled: a WARNING the first time this process sees its cause (see
     _fallback_cause), DEBUG after that, so a cache directory that cannot be written does not warn on every
-    recompile. A graph the importer declines as a whole (UnsupportedGraph) is logged at INFO. The WARNING carries
-    the short reason (_short_reason: an error from Dynamo's fake propagation is a page of traceback text); the whole
-    error and its traceback follow at DEBUG, and thunder.report's page shows the whole error too."""
+    recompile. A graph the importer declines as a whole (UnsupportedGraph: a whole HF Mamba model, through
+    torch.func's transforms) warns as any other (it was logged at INFO: the model ran uncompiled, unsaid). The
+    WARNING carries the short reason (_short_reason: an error from Dynamo's fake propagation is a page of traceback
+    text); the whole error and its traceback follow at DEBUG, and thunder.report's page shows the whole error too."""
     reason = f"{type(error).__name__}: {error}"
-    if isinstance(error, UnsupportedGraph):
-        logger.info("thunder: graph %d of %s runs with torch as captured: %s", index, state.name, reason)
-        return
     cause = _fallback_cause(error)
     if cause in _warned_causes:
         logger.debug("thunder: graph %d of %s runs with torch as captured (again): %s", index, state.name, reason)
