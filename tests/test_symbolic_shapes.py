@@ -746,3 +746,25 @@ def test_an_opaque_slice_of_a_buffer_nothing_writes_is_no_effect_in_a_graph_that
         for p, want in zip(model.parameters(), expected):
             torch.testing.assert_close(p.grad, want)
     assert [g["backward"] for g in thunder.compile_stats(jitted).graphs] == ["thunder"] * 3
+
+
+def _split_heads_and_dropout(x, p):
+    h = x * 2
+    heads = h.view(h.size()[:-1] + (4, 2))  # HF's _split_heads: a view by a tuple of symbolic sizes
+    return F.dropout(h, p, True).sin(), heads.sum(-1)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_probing_an_op_with_a_tuple_of_symbolic_sizes_does_not_pin_them(grad):
+    """thunder runs some opaque ops once on fake tensors (fx_import._probe), with each size's hint: a size in a tuple
+    went unhinted, the probe's view added guards to Dynamo's shape environment, and the graph's later ops read the
+    first call's sizes -- every new shape raised OpaqueResultMismatch (HF GPT-Neo with dynamic=True raised on its
+    second length; with dynamic=None, each length warned and ran with torch)."""
+    jitted = thunder.jit(_split_heads_and_dropout, dynamic=True)
+    for length in (3, 5, 7):
+        x = torch.randn(2, length, 8, requires_grad=grad)
+        out, heads = jitted(x, 0.0)
+        expected, expected_heads = _split_heads_and_dropout(x, 0.0)
+        assert_same(out, expected)
+        assert_same(heads, expected_heads)
+    assert all(g["compiled"] for g in thunder.compile_stats(jitted).graphs)

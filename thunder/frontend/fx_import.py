@@ -495,16 +495,21 @@ def _probe(node):
     wrote into an argument its schema does not mark as written)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    def fake(a):
-        value = a.meta["example_value"] if isinstance(a, torch.fx.Node) else a
+    def fake(value):
         if isinstance(value, torch.Tensor):
             return torch.empty_strided([_hint(d) for d in value.shape], [_hint(d) for d in value.stride()],
                                        dtype=value.dtype, device=value.device, requires_grad=value.requires_grad)
-        return _hint(value) if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) else value
+        return _hint(value)
+
+    def fake_argument(a):
+        # (A node's example may hold symbolic sizes in a tuple -- ``h.size()[:-1] + (4, 2)`` -- each hinted: run with
+        # Dynamo's symbols, the op would add guards to its shape environment, pinning them to this call's sizes.)
+        value = a.meta["example_value"] if isinstance(a, torch.fx.Node) else a
+        return torch.utils._pytree.tree_map(fake, value)
 
     with FakeTensorMode():
-        args = torch.fx.node.map_aggregate(node.args, fake)
-        kwargs = torch.fx.node.map_aggregate(node.kwargs, fake)
+        args = torch.fx.node.map_aggregate(node.args, fake_argument)
+        kwargs = torch.fx.node.map_aggregate(node.kwargs, fake_argument)
         inputs = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         fn = node.target if node.op == "call_function" else getattr(args[0], node.target)
         args = args if node.op == "call_function" else args[1:]
@@ -515,7 +520,7 @@ def _probe(node):
 
 
 def _hint(d):
-    """A size or number: its value in the example Dynamo traced (raises where it has none)."""
+    """A size or number: its value in the example Dynamo traced (raises where it has none); anything else as it is."""
     if isinstance(d, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         hint = d.node.hint
         if hint is None:
