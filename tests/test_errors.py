@@ -232,6 +232,37 @@ def test_shape_error_message_is_eagers_and_compilation_continues():
 
 
 
+class _Shift(nn.Module):
+    def forward(self, x):
+        return ((x > 0) << 1) + x  # eager shifts a bool tensor; Dynamo's fake tensors refuse
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["plain", "hooked"])
+def test_a_module_whose_trace_fails_behaves_as_eager_with_hooks_too(hooked):
+    """A module's forward whose trace fails on fake tensors runs eagerly (eager runs it) or raises eager's error
+    (a wrong shape). With a hook on the module -- which ran before forward, so thunder cannot call the module
+    again -- Dynamo's TorchRuntimeError reached the user in both cases; Dynamo now runs such a forward eagerly
+    and compiles on."""
+    shift, mlp = _Shift(), nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    calls = []
+    if hooked:
+        for m in (shift, mlp):
+            m.register_forward_pre_hook(lambda module, args: calls.append(1))
+    x = torch.randn(4)
+    assert torch.equal(thunder.jit(shift)(x), _Shift()(x))
+    jitted = thunder.jit(mlp)
+    jitted(torch.randn(3, 8))
+    eager, got = [], []
+    for fn, errors in ((mlp, eager), (jitted, got)):
+        with pytest.raises(Exception) as info:
+            fn(torch.randn(3, 5))
+        errors.append((type(info.value), str(info.value)))
+    assert got == eager
+    torch.testing.assert_close(jitted(x := torch.randn(2, 8)), mlp(x))
+    assert thunder.compile_stats(jitted).eager_calls == 0
+    assert len(calls) == (6 if hooked else 0)  # each call's hooks ran once: shift's 1, mlp's 3 + eager's 2
+
+
 def _checked_sin(x):
     if x.shape[0] > 4:
         raise ValueError("too long")

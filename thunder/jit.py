@@ -191,6 +191,8 @@ class _Jitted:
         suppress, log_level = torch._dynamo.config.suppress_errors, None
         if record:
             record.own_code = self._thunder_code
+            # A module whose hooks run before forward is not called again: Dynamo runs a forward whose trace failed.
+            record.own_frame_reruns = not isinstance(self, ThunderModule) or plain_module_call(self, self._original())
             log_level = branches.hear_frame_failures()
             # (Where the user's logging drops the warning all the same, `logging.disable`, a failure would pass
             # unheard: Dynamo's errors are then raised, as without a record, but for converted branches.)
@@ -224,6 +226,8 @@ class _Jitted:
                 torch._dynamo.config.suppress_errors = suppress
                 branches.restore_frame_log(log_level)
                 branches.set_tracing_record(previous)
+        if record and record.ran_eagerly:
+            self._note_trace_failed(record.ran_eagerly[-1])
         if record and (record.open or record.rejected or record.failures):
             self._settle_branches(record)
         if retry is not None:
@@ -331,14 +335,19 @@ class _Jitted:
             state.raised_calls += 1
             self._annotate(eager_error, args, kwargs)
             raise eager_error from None
+        self._note_trace_failed(error)
+        return out
+
+    def _note_trace_failed(self, error):
+        """Says once that Dynamo's trace of the function's own frame failed on inputs eager runs (that call ran
+        eagerly), with Dynamo's reason."""
         function = self._thunder_code.co_name
         lines = [line.strip() for line in str(error).splitlines()]
         why = next((line[len("Explanation:"):].strip() for line in lines if line.startswith("Explanation:")),
                    lines[0] if lines else type(error).__name__)
-        note_dynamo_stopped(state, "trace", function, f"Dynamo's trace of {function} failed on inputs eager runs "
-                            f"({why[:300]})", "thunder.jit(..., dynamic=False) traces each input shape and number "
-                            "on its own, which may avoid it; otherwise it is a limit of Dynamo's tracing")
-        return out
+        note_dynamo_stopped(self._thunder_state, "trace", function, f"Dynamo's trace of {function} failed on inputs "
+                            f"eager runs ({why[:300]})", "thunder.jit(..., dynamic=False) traces each input shape and "
+                            "number on its own, which may avoid it; otherwise it is a limit of Dynamo's tracing")
 
     def _failed_before_running(self, error, graphs_ran):
         """Whether Dynamo raised for a user error while tracing the called function's own frame (not a frame

@@ -152,6 +152,8 @@ class TraceRecord:
         self.rejected = {}   # site -> reason
         self.failures = []   # (frame, reason) of each frame Dynamo could not trace (it then ran eagerly)
         self.own_code = None  # the code of the jitted function's own frame (see _FrameFailureFilter)
+        self.own_frame_reruns = True  # whether thunder.jit may call it again eagerly after its trace failed
+        self.ran_eagerly = []  # the errors of that frame's failed traces Dynamo ran eagerly, compiling on
 
 
 class _FrameFailureFilter(logging.Filter):
@@ -159,9 +161,10 @@ class _FrameFailureFilter(logging.Filter):
     the record (thunder.jit reports them) instead of printing them. Dynamo then runs the frame eagerly, and skips
     its code from then on. Its INFO record of a frame whose code raised while traced (observed_exception) is not
     taken, but the code kept compiling (_compile_on). Not for a fake-tensor failure in the jitted function's own
-    frame outside a converted branch (``record.own_code``): that error is raised from here, as Dynamo raises it unsuppressed, so that
-    thunder.jit runs the call eagerly itself and later calls still compile (a call with a wrong shape would
-    otherwise leave the function uncompiled for good)."""
+    frame outside a converted branch (``record.own_code``): that error is raised from here, as Dynamo raises it
+    unsuppressed, so that thunder.jit runs the call eagerly itself and later calls still compile (a call with a
+    wrong shape would otherwise leave the function uncompiled for good) -- or, for a module's forward whose hooks
+    ran already (``record.own_frame_reruns`` false), Dynamo runs it eagerly and compiles the code on."""
 
     def filter(self, rec):
         record = tracing_record()
@@ -182,7 +185,13 @@ class _FrameFailureFilter(logging.Filter):
         code = record.own_code
         if code is not None and frame == f"{code.co_name} {code.co_filename} line {code.co_firstlineno}" and \
                 not record.open and not record.rejected and isinstance(error, torch._dynamo.exc.TorchRuntimeError):
-            raise error
+            if record.own_frame_reruns:
+                raise error
+            # (A module's forward after its hooks ran: Dynamo runs it eagerly -- eager's error, or eager's result --
+            # and compiles the code on.)
+            _compile_on(error)
+            record.ran_eagerly.append(error)
+            return False
         record.failures.append((frame, _first_lines(error)))
         return False
 
@@ -196,9 +205,9 @@ def observed_exception(error):
 
 
 def _compile_on(error):
-    """Keeps Dynamo compiling the code of a frame that raised while traced (observed_exception): it runs the frame
-    eagerly as it does for any failure, and would skip the code from then on, so that one call that raises left every
-    later call uncompiled, even at shapes compiled before, silently. The strategy an exception carries is the one
+    """Keeps Dynamo compiling the code of a frame that raised while traced (observed_exception), or whose trace
+    failed: it runs the frame eagerly as it does for any failure, and would skip the code from then on, so that one
+    call that raises left every later call uncompiled, even at shapes compiled before, silently. The strategy an exception carries is the one
     Dynamo applies to the code (a private name, pinned by tests/test_errors.py: where it changed, Dynamo skips)."""
     try:
         from torch._dynamo.types import FrameAction, FrameExecStrategy
