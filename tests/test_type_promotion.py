@@ -222,3 +222,13 @@ def test_addcmul_over_integers_truncates_a_float_value_as_eager(value):
     # ATen converts the value to the integer dtype first: 0.5 scales the product by 0, 2.5 by 2.
     x = torch.arange(-4, 5, dtype=torch.int32)
     check(lambda x: torch.addcmul(x, x, x + 1, value=value), x)
+
+
+@pytest.mark.parametrize("x_dtype,e_dtype", [(torch.float32, torch.float16), (torch.float64, torch.int32),
+                                             (torch.bfloat16, torch.float32), (torch.int64, torch.float16)])
+def test_ldexp_computes_the_power_as_eager(x_dtype, e_dtype):
+    # ATen's ldexp is input * pow(2.0, other), the power in a floating other's dtype: 2**16 is inf in float16 (thunder
+    # computed it in the result's float32: 65536), an integer exponent's in the result's dtype (2**130 in float64).
+    x = torch.tensor([1.0, -3.0, 0.5, 2.0]).to(x_dtype)
+    e = torch.tensor([16, 6, -3, 130]).to(e_dtype)
+    check(lambda x, e: torch.ldexp(x, e), x, e)

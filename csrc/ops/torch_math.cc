@@ -170,8 +170,10 @@ void register_elementwise() {
     return T(b, "pow", {cast(b, a[0], DType::Float64), cast(b, a[1], DType::Float64)});
   });
   binary("ldexp", [](Builder& b, const Args& a) {
-    DType d = float_result(b, {a[0], a[1]});
-    return T(b, "mul", {cast(b, a[0], d), T(b, "pow", {F(2.0), cast(b, a[1], d)})});
+    // ATen's: input * pow(2.0, other), the power in other's dtype when it is floating (2**16 overflows float16),
+    // else in the result's.
+    const bool floating = b.is_tensor(a[1]) && ir::is_floating(b.meta(a[1]).dtype);
+    return T(b, "mul", {a[0], T(b, "pow", {F(2.0), floating ? a[1] : cast(b, a[1], float_result(b, {a[0], a[1]}))})});
   });
   def_decomposed("lerp", kElementwise, {kInput, req("end"), req("weight")}, [](Builder& b, const Args& a) {
     DType d = result_type(b, {a[0], a[1]});
