@@ -30,7 +30,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m thunder.benchmarks",
                                 description="Times eager PyTorch, torch.compile (Inductor), thunder with each "
                                             "executor set, and lightning-thunder on a fixed suite of workloads.")
-    p.add_argument("--only", metavar="REGEX", type=_regex, help="run only workloads whose name matches (a substring works)")
+    p.add_argument("--only", metavar="REGEX", type=_regex,
+                   help="run only workloads whose name matches (a substring works)")
     p.add_argument("--quick", action="store_true",
                    help="a subset of the workloads, fewer repetitions, no lightning-thunder (< 3 minutes)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON, and a PNG chart next to it")
@@ -40,7 +41,8 @@ def main(argv=None):
     p.add_argument("--no-lightning", dest="lightning", action="store_false")
     p.add_argument("--lightning-venv", metavar="DIR", help="where the lightning-thunder venv is (created if missing; "
                                                           "default build/lightning-venv)")
-    p.add_argument("--contenders", metavar="REGEX", type=_regex, help="keep only matching in-process contenders (eager is kept)")
+    p.add_argument("--contenders", metavar="REGEX", type=_regex,
+                   help="keep only matching in-process contenders (eager is kept)")
     p.add_argument("--device", choices=("cpu", "cuda"), help="cpu or cuda (default: cuda if available)")
     p.add_argument("--threads", type=_threads, default=None,
                    help="CPU threads for torch ops, lightning-thunder's included (default 1 on CPU: on a shared, "

@@ -207,8 +207,9 @@ def observed_exception(error):
 def _compile_on(error):
     """Keeps Dynamo compiling the code of a frame that raised while traced (observed_exception), or whose trace
     failed: it runs the frame eagerly as it does for any failure, and would skip the code from then on, so that one
-    call that raises left every later call uncompiled, even at shapes compiled before, silently. The strategy an exception carries is the one
-    Dynamo applies to the code (a private name, pinned by tests/test_errors.py: where it changed, Dynamo skips)."""
+    call that raises left every later call uncompiled, even at shapes compiled before, silently. The strategy an
+    exception carries is the one Dynamo applies to the code (private names, pinned by tests/test_errors.py: where
+    they changed, Dynamo skips)."""
     try:
         from torch._dynamo.types import FrameAction, FrameExecStrategy
         error.frame_exec_strategy = FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT)
