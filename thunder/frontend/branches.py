@@ -170,7 +170,10 @@ class _FrameFailureFilter(logging.Filter):
         record = tracing_record()
         error = rec.exc_info[1] if rec.exc_info else None
         if record is None or not str(rec.msg).startswith("WON'T CONVERT") or rec.levelno < logging.WARNING:
-            if record is not None and observed_exception(error):
+            if record is not None and observed_exception(error) and record.own_code is not None and \
+                    f" {record.own_code.co_filename} line " in str(rec.msg).split("\n", 1)[0]:
+                # (The jitted function's frame, or one Dynamo resumes it in; not another function's, which may
+                # raise on every call, caught by its caller: compiling on, each call would pay a trace.)
                 _compile_on(error)
             return _user_level is None or rec.levelno >= _user_level
         try:
