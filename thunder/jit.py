@@ -192,7 +192,7 @@ class _Jitted:
         if record:
             record.own_code = self._thunder_code
             # A module whose hooks run before forward is not called again: Dynamo runs a forward whose trace failed.
-            record.own_frame_reruns = not isinstance(self, ThunderModule) or plain_module_call(self, self._original())
+            record.own_frame_reruns = self._callable_again()
             log_level = branches.hear_frame_failures()
             # (Where the user's logging drops the warning all the same, `logging.disable`, a failure would pass
             # unheard: Dynamo's errors are then raised, as without a record, but for converted branches.)
@@ -359,10 +359,14 @@ class _Jitted:
             return False
         stack = getattr(error, "real_stack", None)
         code = self._thunder_code
-        if not stack or code is None or self._thunder_state.graph_calls != graphs_ran or \
-                (isinstance(self, ThunderModule) and not plain_module_call(self, self._original())):
+        if not stack or code is None or self._thunder_state.graph_calls != graphs_ran or not self._callable_again():
             return False
         return (stack[0].filename, stack[0].name) == (code.co_filename, code.co_name)
+
+    def _callable_again(self):
+        """Whether a call whose traced frame failed before running may be made again, eagerly: not a module's whose
+        call does more than call ``forward`` (plain_module_call), whose hooks ran already."""
+        return not isinstance(self, ThunderModule) or plain_module_call(self, self._original())
 
     def _annotate(self, error, args, kwargs):
         """Adds a note naming each argument the compiled program does not understand."""
