@@ -756,7 +756,7 @@ def _split_heads_and_dropout(x, p):
 
 @pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
 def test_probing_an_op_with_a_tuple_of_symbolic_sizes_does_not_pin_them(grad):
-    """thunder runs some opaque ops once on fake tensors (fx_import._probe), with each size's hint: a size in a tuple
+    """thunder runs some opaque ops once on fake tensors (fx_effects._probe), with each size's hint: a size in a tuple
     went unhinted, the probe's view added guards to Dynamo's shape environment, and the graph's later ops read the
     first call's sizes -- every new shape raised OpaqueResultMismatch (HF GPT-Neo with dynamic=True raised on its
     second length; with dynamic=None, each length warned and ran with torch)."""

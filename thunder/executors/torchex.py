@@ -485,7 +485,7 @@ _LTORCH_OVERRIDES = {
 # seen. One installed before is recognised by its code being outside torch's package, and replaced by the
 # builtin torch/nn/functional.py names for it (`conv2d = _add_docstr(torch.conv2d, ...)`); a Python function of F
 # cannot be had back: the replacement is kept, and a warning says so. The importer does not take such a wrapper for
-# the op (fx_import._build_tables): Dynamo records a wrapper of a Python F function it lists as in-graph
+# the op (fx_targets._build_tables): Dynamo records a wrapper of a Python F function it lists as in-graph
 # (layer_norm, relu...) as one call, which then runs opaque, once. Traces print these calls as ``ltorch.<op>``:
 # ``torch.nn.functional.<op>`` would be looked up again at each call.
 

@@ -1,7 +1,7 @@
 """Imports a Dynamo FX graph into a core trace.
 
 Every FX node becomes one bound symbol. A node whose target the core knows
-(see ``_FUNCTIONS``/``_METHODS``) becomes a native torch-level op, with the
+(its tables: fx_targets) becomes a native torch-level op, with the
 core's shape and dtype rules; if the core declines (``NotNative``), rejects
 the arguments, or computes metadata that differs from what Dynamo recorded,
 the node is imported as an *opaque* op: the original callable, with Dynamo's
@@ -10,14 +10,12 @@ metadata, run by torch. So no program fails to compile for a missing op.
 import ast
 import builtins
 import contextlib
-import inspect
 import itertools
 import linecache
 import math
 import operator
 import os
 import re
-import warnings
 import dataclasses
 import functools
 from dataclasses import dataclass, field
@@ -25,12 +23,20 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from thunder import _core
 from thunder.core import dtypes
 from thunder.core.log import logger
 from thunder.frontend import branches, global_state
+from thunder.frontend.fx_effects import (
+    _MUTATING_OPERATORS, _draws_random, _has_effect, _is_tensor, _may_write, _probed, _target_name)
+from thunder.frontend.fx_targets import _ADAPTERS, _FUNCTIONS, _METHODS, _TensorArg, _write_lowering
+from thunder.frontend.fx_memory import (
+    _NotReplayable, _aliases_an_argument, _aliasing_decided_at_run_time, _argument_nodes, _assigns_region_to_itself,
+    _expanded, _expanded_example, _fresh_outputs, _input_itself, _laid_out_other_than_eager, _layout_dependent,
+    _memory_of, _meta_example, _overlapping_source, _replayer, _returned, _returned_argument, _sharing, _storage,
+    _storages, _used_through_data, _view_of_intermediate, _view_root, _viewed_memory, _views_an_argument,
+    _written_through)
 
 
 class UnsupportedGraph(Exception):
@@ -45,11 +51,6 @@ def check_dense(t):
                                "compiles dense (strided) tensors only")
 
 
-#: In-place operators (``x += y`` is ``operator.iadd(x, y)``) and the out-of-place operator each writes back.
-_INPLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
-                      operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
-                      operator.imod: operator.mod, operator.ipow: operator.pow, operator.iand: operator.and_,
-                      operator.ior: operator.or_, operator.ixor: operator.xor}
 # (operator.imatmul is not here: torch.Tensor has no __imatmul__, so `x @= w` rebinds x to x @ w, writing nothing.)
 #: Ops whose tensor index arguments may be out of range at run time (they raise only when run): a converted
 #: branch holding one is not converted, since both arms run.
@@ -157,7 +158,7 @@ class SelectedInput:
     """An output a converted branch selects (``if c: y = y * 2``, then ``return y``) where the arm not writing it
     leaves an input itself, or a view of one: eager returns that input (or view) -- sharing its memory, so that
     writes reach the caller's tensor -- and the select a new tensor. ``choice`` is ``("input", k)``,
-    ``("view", replay)`` (a view of an input, made again: fx_import._replayer), ``("computed",)``,
+    ``("view", replay)`` (a view of an input, made again: fx_memory._replayer), ``("computed",)``,
     ``("over", replay, choice)`` (a view of a select: made again from what ``choice`` picks) or
     ``(j, then, else)``: condition ``j`` of those the trace returns after the graph's outputs picks ``then`` or
     ``else``."""
@@ -186,151 +187,6 @@ def _resolve_choice(choice, args, conditions):
     return None
 
 
-# ---- which FX targets are native, and how their arguments map to the op's parameters ----
-
-def _is_size(a):
-    """Whether an imported argument is one size: an int, or a symbolic one (a _core.Dim)."""
-    return isinstance(a, (int, _core.Dim)) and not isinstance(a, bool)
-
-
-def _pack_varargs(args, kwargs):
-    """x.view(2, 3) -> x.view((2, 3)): methods that take a shape as *args (x.reshape(n) with a symbolic n too)."""
-    if len(args) > 2 or (len(args) == 2 and _is_size(args[1])):
-        return [args[0], tuple(args[1:])], kwargs
-    return list(args), kwargs
-
-
-def _view_dtype(args, kwargs):
-    """The dtype of ``x.view(dtype)`` (a reinterpreting view), or None for ``x.view(shape)``."""
-    if len(args) == 2 and isinstance(args[1], _core.DType) and not kwargs:
-        return args[1]
-    if len(args) == 1 and set(kwargs) == {"dtype"}:
-        return kwargs["dtype"]
-    return None
-
-
-def _view_adapter(args, kwargs):
-    """x.view(2, 3) -> ltorch.view(x, (2, 3)); x.view(x.dtype) -> ltorch.view_as(x, x), which the functionalization
-    takes as a view of x (as eager's, it shares x's memory). A view as another dtype is not native."""
-    dtype = _view_dtype(args, kwargs)
-    if dtype is None:
-        return _pack_varargs(args, kwargs)
-    if dtype != args[0].dtype_hint:
-        raise _core.NotNative("a view as another dtype")
-    return "view_as", [args[0], args[0]], {}
-
-
-def _pack_size(args, kwargs):
-    """torch.zeros(2, 3) -> torch.zeros((2, 3))."""
-    if args and all(_is_size(a) for a in args):
-        return [tuple(args)], kwargs
-    return list(args), kwargs
-
-
-def _where_method(args, kwargs):
-    """x.where(condition, other) -> where(condition, x, other): the method's tensor is the one chosen where the
-    condition holds, not the condition (the op's first argument)."""
-    args, kwargs = list(args), dict(kwargs)
-    condition = args[1] if len(args) > 1 else kwargs.pop("condition")
-    other = args[2] if len(args) > 2 else kwargs.pop("other")
-    return [condition, args[0], other], kwargs
-
-
-def _drop_stacklevel(args, kwargs):
-    """F.softmax(x, dim, _stacklevel, dtype): the third parameter is not the dtype."""
-    kwargs = {k: v for k, v in kwargs.items() if k != "_stacklevel"}
-    args = list(args)
-    if len(args) >= 3:
-        if len(args) == 4:
-            kwargs["dtype"] = args[3]
-        args = args[:2]
-    return args, kwargs
-
-
-def _to_dtype_only(args, kwargs):
-    """x.to(dtype) and x.to(device, dtype) with the tensor's own device -> ltorch.to(x, dtype)."""
-    x, rest = args[0], list(args[1:])
-    kwargs = dict(kwargs)
-    for k, default in (("non_blocking", False), ("copy", False)):
-        if kwargs.get(k, default) != default:
-            raise _core.NotNative(f"to with {k}")
-        kwargs.pop(k, None)
-    dtype = kwargs.pop("dtype", None)
-    device = kwargs.pop("device", None)
-    for a in rest:
-        if isinstance(a, _core.DType):
-            dtype = a
-        elif isinstance(a, (str, torch.device)):
-            device = a
-        else:
-            raise _core.NotNative("to with a tensor or memory_format argument")
-    if kwargs:
-        raise _core.NotNative(f"to with {sorted(kwargs)}")
-    if device is not None and dtypes.device_str(device) != x.device_hint:
-        raise _core.NotNative("to another device")
-    return [x, dtype if dtype is not None else x.dtype_hint], {}
-
-
-class _TensorArg:
-    """A tensor proxy in an argument list, with the device Dynamo recorded (used by adapters)."""
-
-    def __init__(self, proxy, dtype, device):
-        self.proxy, self.dtype_hint, self.device_hint = proxy, dtype, device
-
-
-def _build_tables():
-    from thunder.executors.torchex import defined_by_torch
-    native = set(_core.native_ops("ltorch"))
-    functions, methods = {}, {}
-    for name in native:
-        for module in (torch, F, torch.special):
-            fn = getattr(module, name, None)
-            # An F function replaced before thunder's import (a wrapper) is not the op: Dynamo records a wrapper of a
-            # Python F function it lists as in-graph as one call, which runs opaque (torchex.torch_functional).
-            if callable(fn) and (module is not F or defined_by_torch(fn)):
-                functions[fn] = name
-        if callable(getattr(torch.Tensor, name, None)):
-            methods[name] = name
-    functions.update({
-        operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
-        operator.floordiv: "floor_divide", operator.mod: "remainder", operator.pow: "pow", operator.neg: "neg",
-        operator.abs: "abs", operator.eq: "eq", operator.ne: "ne", operator.lt: "lt", operator.le: "le",
-        operator.gt: "gt", operator.ge: "ge", operator.and_: "bitwise_and", operator.or_: "bitwise_or",
-        operator.xor: "bitwise_xor", operator.invert: "bitwise_not", operator.getitem: "getitem",
-        operator.matmul: "matmul", torch.concat: "cat", torch.concatenate: "cat", torch.clip: "clamp",
-        torch.true_divide: "true_divide", torch.special.expit: "sigmoid", torch.nn.functional.sigmoid: "sigmoid",
-        torch.nn.functional.tanh: "tanh",
-    })
-    methods.update({"__getitem__": "getitem", "clip": "clamp", "type": "to"})
-    # x.data: an alias of x's memory that autograd does not see, as x.detach() (Dynamo records _get_data_attr(x)).
-    functions[torch._C._autograd._get_data_attr] = "detach"
-    adapters = {
-        ("method", "view"): _view_adapter, ("method", "reshape"): _pack_varargs,
-        ("method", "permute"): _pack_varargs, ("method", "expand"): _pack_varargs,
-        ("method", "to"): _to_dtype_only, ("method", "type"): _to_dtype_only,
-        ("function", "zeros"): _pack_size, ("function", "ones"): _pack_size,
-        ("function", "softmax"): _drop_stacklevel, ("function", "log_softmax"): _drop_stacklevel,
-        ("method", "where"): _where_method,
-    }
-    for method, dtype in (("float", torch.float32), ("double", torch.float64), ("half", torch.float16),
-                          ("bfloat16", torch.bfloat16), ("int", torch.int32), ("long", torch.int64),
-                          ("bool", torch.bool)):
-        methods[method] = "to"  # the adapter comes from fx_spellings
-    for name in ("max", "min"):
-        functions[getattr(torch, name)] = name
-        methods[name] = name
-    from thunder.frontend.fx_spellings import extend
-
-    extend(functions, methods, adapters, native)
-    return functions, methods, adapters
-
-
-_FUNCTIONS, _METHODS, _ADAPTERS = _build_tables()
-
-# Opaque ops that may mutate an argument or draw random numbers: passes leave them in place.
-_RANDOM_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "poisson", "uniform", "exponential",
-                 "cauchy", "geometric", "log_normal", "random", "seed")
-_MUTATING_OPERATORS = branches._OPERATOR_INPLACE | {operator.setitem, operator.delitem}
 #: Methods an explicit call of which is the operator (``c.__iadd__(1)`` is ``c += 1``): imported as that call.
 _DUNDER_OPERATORS = {f"__{op.__name__}__": op for op in _MUTATING_OPERATORS}
 
@@ -339,17 +195,6 @@ _DUNDER_OPERATORS = {f"__{op.__name__}__": op for op in _MUTATING_OPERATORS}
 #: effects (which keep a graph's backward with torch). Usage logging comes from constructing an nn.Module inside
 #: forward (a Llama's ``self.layers[:n]`` makes a new ModuleList).
 _IGNORED_CALLS = {torch._C._log_api_usage_once}
-
-
-def _has_effect(node, name):
-    """Whether an opaque node may change something besides its result: it mutates an argument (in-place
-    methods, ``out=``, ``inplace=True`` however passed, augmented assignment, an op whose schema writes to an
-    argument, a torch function that dispatches such an op on one: F.embedding with ``max_norm``), draws random
-    numbers, or returns nothing that is used -- a call made for what it does, not for its value
-    (``torch._C._set_grad_enabled(False)``, ``torch._assert``)."""
-    if _may_write(node, name) or (node.meta.get("example_value") is None and not node.users):
-        return True
-    return _draws_random(node, name.rsplit(".", 1)[-1])
 
 
 def _assert_statement(node):
@@ -391,165 +236,6 @@ def _python_assert(condition, message=None, without_message=False):
     RuntimeError."""
     if not condition:
         raise AssertionError() if without_message or message is None else AssertionError(message)
-
-
-def _may_write(node, name=None):
-    """Whether a call (named ``name``; default: its target's name) may write into a tensor: an in-place call (a
-    method or function ending in ``_``, ``out=``, ``inplace=True``, an operator of augmented assignment or
-    subscript assignment -- every write the importer lowers among them), an op whose schema, or run on fake
-    tensors, writes an argument. Unlike _has_effect, not random draws or calls made for what they do besides
-    writing (grad mode, asserts)."""
-    short = (_target_name(node) if name is None else name).rsplit(".", 1)[-1]
-    return ((node.op == "call_function" and node.target in _MUTATING_OPERATORS) or
-            (short.endswith("_") and not short.endswith("__") and node.target not in branches._OPERATORS_NOT_IN_PLACE)
-            or "out" in node.kwargs or _inplace_argument(node) or
-            (node.op == "call_function" and _schema_writes(node.target)) or _probed(node)[1])
-
-
-def _draws_random(node, name):
-    """Whether a call draws random numbers: its name says so (_RANDOM_WORDS), or, run once on fake tensors of its
-    arguments' sizes, it dispatches an aten op tagged ``nondeterministic_seeded`` (``F.rrelu`` in training,
-    ``F.gumbel_softmax``, ``torch._standard_gamma`` of a Gamma's ``rsample``); an aten op by its tags. A call
-    that is not torch's, or cannot run so (a size known only at run time, an op fake tensors do not take), is
-    judged by its name alone."""
-    if any(word in name.lower() for word in _RANDOM_WORDS):
-        return True
-    if isinstance(node.target, torch._ops.OpOverload):
-        return _seeded(node.target, node.args, node.kwargs)
-    return _probed(node)[0]
-
-
-def _seeded(op, args, kwargs):
-    """Whether a call of the aten op ``op`` draws random numbers: it is tagged ``nondeterministic_seeded``, unless
-    what it draws is a dropout its ``dropout_p`` argument, a constant 0, turns off (the fused attention kernels, which
-    sent every training graph holding an opaque attention to torch's autograd)."""
-    if torch.Tag.nondeterministic_seeded not in op.tags:
-        return False
-    for k, a in enumerate(op._schema.arguments):
-        if a.name == "dropout_p":
-            p = args[k] if k < len(args) else kwargs.get(a.name, a.default_value)
-            return not (isinstance(p, (int, float)) and p == 0)
-    return True
-
-
-def _probed(node):
-    """(whether it draws random numbers, whether it writes into an argument, whether it writes into one where its
-    schema does not say so) of a call of torch's own, found by running it once on fake tensors (_probe; cached in
-    node.meta); (False, False, False) for another call, or one that cannot run so. Only torch's own functions and
-    tensor methods run: a function of the user's Dynamo put in the graph (allow_in_graph) may do things besides
-    computing, which a second run would repeat."""
-    from thunder.executors.torchex import defined_by_torch
-    torchs = node.op == "call_method" and hasattr(torch.Tensor, node.target) or \
-        node.op == "call_function" and defined_by_torch(node.target)
-    if not torchs:
-        return False, False, False
-    if "thunder_probe" not in node.meta:
-        try:
-            node.meta["thunder_probe"] = _probe(node)
-        except Exception:  # noqa: BLE001 -- anything the call raises on fake tensors: judged by its name
-            node.meta["thunder_probe"] = (False, False, False)
-    return node.meta["thunder_probe"]
-
-
-#: aten ops that write into arguments their schemas do not mark as written: op -> the written tensors, from the
-#: call's arguments. native_batch_norm (and cuDNN's and MIOpen's, which take the same arguments) in training
-#: updates running_mean and running_var (F.batch_norm of a BatchNorm module in train mode, F.instance_norm with
-#: running statistics).
-_UNDECLARED_WRITES = {
-    op: lambda args, kwargs: args[3:5] if args[5] else ()
-    for op in (torch.ops.aten.native_batch_norm.default, torch.ops.aten.cudnn_batch_norm.default,
-               torch.ops.aten.miopen_batch_norm.default)
-}
-
-
-class _DispatchProbe(TorchDispatchMode):
-    """Records whether an aten op tagged ``nondeterministic_seeded`` (one that draws from a generator) ran, whether
-    one wrote into one of ``inputs`` or a view of it (``embedding_renorm_`` of F.embedding's weight, with
-    ``max_norm``), and whether one wrote into one without its schema saying so (_UNDECLARED_WRITES)."""
-
-    def __init__(self, inputs):
-        super().__init__()
-        self.inputs, self.seeded, self.writes_input, self.writes_undeclared = inputs, False, False, False
-
-    def _an_input(self, tensors):
-        return any(isinstance(w, torch.Tensor) and torch._C._is_alias_of(w, i) for w in tensors for i in self.inputs)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.seeded = self.seeded or _seeded(func, args, kwargs or {})
-        undeclared = _UNDECLARED_WRITES.get(func)
-        if undeclared is not None and self._an_input(undeclared(args, kwargs or {})):
-            self.writes_undeclared = True
-        if not self.writes_input:
-            kwargs = kwargs or {}
-            for k, a in enumerate(func._schema.arguments):
-                value = args[k] if k < len(args) else kwargs.get(a.name)
-                written = value if isinstance(value, (list, tuple)) else [value]  # Tensor(a!)[]: a list
-                if a.alias_info is not None and a.alias_info.is_write and self._an_input(written):
-                    self.writes_input = True
-        return func(*args, **(kwargs or {}))
-
-
-def _probe(node):
-    """Runs the call of ``node`` on fake tensors of its arguments' sizes (the hints of symbolic ones), strides and
-    dtypes: (whether it dispatched an op that draws random numbers, whether one wrote into an argument, whether one
-    wrote into an argument its schema does not mark as written)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    def fake(value):
-        if isinstance(value, torch.Tensor):
-            return torch.empty_strided([_hint(d) for d in value.shape], [_hint(d) for d in value.stride()],
-                                       dtype=value.dtype, device=value.device, requires_grad=value.requires_grad)
-        return _hint(value)
-
-    def fake_argument(a):
-        # (A node's example may hold symbolic sizes in a tuple -- ``h.size()[:-1] + (4, 2)`` -- each hinted: run with
-        # Dynamo's symbols, the op would add guards to its shape environment, pinning them to this call's sizes.)
-        value = a.meta["example_value"] if isinstance(a, torch.fx.Node) else a
-        return torch.utils._pytree.tree_map(fake, value)
-
-    with FakeTensorMode():
-        args = torch.fx.node.map_aggregate(node.args, fake_argument)
-        kwargs = torch.fx.node.map_aggregate(node.kwargs, fake_argument)
-        inputs = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
-        fn = node.target if node.op == "call_function" else getattr(args[0], node.target)
-        args = args if node.op == "call_function" else args[1:]
-        with _DispatchProbe(inputs) as probe, warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the user saw the op's warnings from their own call (or Dynamo's trace)
-            fn(*args, **kwargs)
-    return probe.seeded, probe.writes_input, probe.writes_undeclared
-
-
-def _hint(d):
-    """A size or number: its value in the example Dynamo traced (raises where it has none); anything else as it is."""
-    if isinstance(d, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        hint = d.node.hint
-        if hint is None:
-            raise ValueError(f"{d} has no example value")
-        return hint
-    return d
-
-
-def _inplace_argument(node):
-    """Whether the call passes ``inplace=True``, by keyword or by position (``F.leaky_relu(x, 0.1, True)``)."""
-    if node.kwargs.get("inplace") is True:
-        return True
-    if node.op != "call_function" or not any(a is True for a in node.args):
-        return False
-    try:
-        bound = inspect.signature(node.target).bind(*node.args, **node.kwargs)
-    except (TypeError, ValueError):  # no signature (a builtin), or the call does not bind: decide by the name
-        return False
-    return bound.arguments.get("inplace") is True
-
-
-def _schema_writes(target):
-    """Whether an aten or custom op (``torch.ops.aten.add_.Tensor``, a ``torch.library.custom_op`` with
-    ``mutates_args``) writes to an argument, by its schema; for an overload packet, whether any overload does."""
-    if isinstance(target, torch._ops.OpOverload):
-        return target._schema.is_mutable
-    if isinstance(target, torch._ops.OpOverloadPacket):
-        return any(getattr(target, o)._schema.is_mutable for o in target.overloads())
-    return False
 
 
 _PUBLIC_MODULES = {"torch": torch, "torch.nn.functional": F, "torch.special": torch.special, "torch.fft": torch.fft,
@@ -1810,170 +1496,6 @@ def _call_under_autocast(fn, regions, /, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-def _is_view(example):
-    """Whether Dynamo's example value of a node is a view of another tensor."""
-    return isinstance(example, torch.Tensor) and example._is_view()
-
-
-def _views_an_argument(node):
-    """Whether Dynamo's example value of a node is a view of one of its arguments' memory (``x.T``,
-    ``x.diagonal()``); a view of memory the op made itself (``repeat_interleave`` returns a view of its own
-    expanded copy) is a new value."""
-    example = node.meta.get("example_value")
-    return _is_view(example) and (_storage(example) is None or bool(_sharing(node, _meta_example)[2]))
-
-
-def _memory_of(example):
-    """The example tensor whose memory a (fake) example value uses: its base if it is a view, else itself."""
-    return example._base if example._is_view() else example
-
-
-def _expanded(node):
-    """Whether Dynamo's example value of a node is expanded: elements of it share memory (a stride 0 over a size
-    above 1, as ``x.expand(3, 2)`` has)."""
-    return _expanded_example(node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None)
-
-
-def _expanded_example(example):
-    """Whether a (fake) example tensor is expanded (see _expanded)."""
-    return isinstance(example, torch.Tensor) and any(
-        isinstance(st, int) and st == 0 and not (isinstance(sz, int) and sz <= 1)
-        for st, sz in zip(example.stride(), example.shape))
-
-
-def _overlapping_source(node, destination):
-    """The argument node of a write whose tensor shares memory with the written tensor other than element for
-    element (``x[1:] = x[:-1]``, ``x.add_(x[0])``), by Dynamo's example values; None if there is none. Eager
-    raises for such a write when the overlap is partial ("unsupported operation: some elements of the input
-    tensor and the written-to tensor refer to a single memory location") and otherwise reads elements as it
-    writes others; a functional write reads everything first. So such a write is not lowered: torch runs it."""
-    example = destination.meta.get("example_value") if isinstance(destination, torch.fx.Node) else None
-    if not isinstance(example, torch.Tensor):
-        return None
-    sources = list(node.args[1:]) + list(node.kwargs.values())
-    if node.op == "call_function" and node.target is operator.setitem:
-        sources = node.args[2:]
-        try:
-            example = example[node.args[1]]  # the region written
-        except Exception:  # noqa: BLE001 -- a key the example cannot take: compare with the whole tensor
-            pass
-    elif isinstance(node.kwargs.get("out"), torch.fx.Node):
-        sources = list(node.args) + [v for k, v in node.kwargs.items() if k != "out"]
-    for source in _tensor_nodes(sources):
-        if source is not destination and _shares_memory_unevenly(example, source.meta["example_value"]):
-            return source
-    return None
-
-
-def _tensor_nodes(args):
-    """The nodes among (nested) FX arguments whose values are tensors."""
-    for a in args:
-        if isinstance(a, (list, tuple)):
-            yield from _tensor_nodes(a)
-        elif _is_tensor(a):
-            yield a
-
-
-def _shares_memory_unevenly(a, b):
-    """Whether tensors a and b (example values) may share memory, other than as the same elements in the same
-    layout: their storages are one and the byte ranges they span meet."""
-    try:
-        if a.untyped_storage()._cdata != b.untyped_storage()._cdata:
-            return False
-    except Exception:  # noqa: BLE001 -- no storage to compare: assume the worst
-        return True
-    if a.numel() == 0 or b.numel() == 0:
-        return False
-    if (a.storage_offset(), a.shape, a.stride(), a.dtype) == (b.storage_offset(), b.shape, b.stride(), b.dtype):
-        return False
-
-    def span(t):
-        begin = t.storage_offset() * t.element_size()
-        return begin, begin + (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) * t.element_size()
-
-    (a_begin, a_end), (b_begin, b_end) = span(a), span(b)
-    return a_begin < b_end and b_begin < a_end
-
-
-def _aliases_an_argument(node):
-    """Whether the node makes a tensor sharing its argument's memory that Dynamo's example value does not mark as a
-    view: ``x.data``, ``x.view(dtype)``, and any op whose example shares an argument's memory without being that
-    argument's tensor (``torch.ops.aten.view.dtype``, a custom op declared ``(Tensor(a) x) -> Tensor(a)``,
-    ``unsafe_split``: their fake results are not marked as views)."""
-    if node.op == "call_function" and node.target == torch._C._autograd._get_data_attr:
-        return True
-    is_view = (node.op == "call_method" and node.target == "view") or (
-        node.op == "call_function" and node.target is torch.Tensor.view)
-    if is_view and (any(isinstance(a, torch.dtype) for a in node.args[1:]) or "dtype" in node.kwargs):
-        return True
-    results = node.meta.get("example_value")
-    results = results if isinstance(results, (tuple, list)) else [results]  # unsafe_split's views
-    arguments = [(a, _storage(_meta_example(a))) for a in _argument_nodes((node.args, node.kwargs))]
-    made = [(r, _storage(r)) for r in results if isinstance(r, torch.Tensor)]
-    return any(memory is not None and mine is not None and memory == mine and _meta_example(a) is not r
-               for r, mine in made for a, memory in arguments)
-
-
-def _sharing_users(node):
-    """The nodes that use ``node``'s tensor or one sharing its memory (users sharing it, followed), ``node``'s
-    included, and whether the graph returns one of them."""
-    memory = _storage(node.meta.get("example_value"))
-    seen, todo, returned = {node}, [node], False
-    while todo:
-        for user in todo.pop().users:
-            returned |= user.op == "output"
-            example = user.meta.get("example_value") if user.op != "output" else None
-            shared = [_storage(e) for e in (example if isinstance(example, (tuple, list)) else [example])]
-            if user not in seen and memory is not None and any(m is not None and m == memory for m in shared):
-                seen.add(user)
-                todo.append(user)
-    return seen, returned
-
-
-def _viewed_memory(view):
-    """The memory (_storage) an opaque op that may return a view views: its first argument's; None where it is not
-    known (a dropout that may return its input whatever its first argument, an argument without storage)."""
-    if not view.args or not isinstance(view.args[0], torch.fx.Node) or _aliasing_decided_at_run_time(view):
-        return None
-    return _storage(view.args[0].meta.get("example_value"))
-
-
-def _returned(node):
-    """Whether the graph returns ``node``'s tensor or a view of it."""
-    return _sharing_users(node)[1]
-
-
-def _used_through_data(placeholders):
-    """The positions of the tensor placeholders whose every use is ``x.data``, one of them written through."""
-    return [i for i, (n, e) in enumerate(placeholders) if isinstance(e, torch.Tensor) and n.users and
-            all(u.target is torch._C._autograd._get_data_attr for u in n.users) and
-            any(_written_through(u) for u in n.users)]
-
-
-def _written_through(node):
-    """Whether a node of the graph writes through ``node``'s tensor or a view of it (``x.data.mul_(2)``), also by a
-    write whose result shares no memory with it (``x.data[idx] = v``: setitem returns None)."""
-    sharing = _sharing_users(node)[0]
-
-    def destinations(n):
-        out = n.kwargs.get("out")
-        return [n, *n.args[:1], *(out if isinstance(out, (tuple, list)) else [out])]
-
-    return any(n.op in ("call_function", "call_method") and _may_write(n) and
-               any(isinstance(d, torch.fx.Node) and d in sharing for d in destinations(n))
-               for n in sharing.union(*(s.users for s in sharing)))
-
-
-def _aliasing_decided_at_run_time(node):
-    """Whether an opaque op may return its input itself at run time though Dynamo's example value is a new tensor
-    (unlike dynamo._may_return_its_input, which reads ATen's schema for a native op's name):
-    dropout (ATen's ``_dropout_impl`` returns the input when not training, for p = 0 or an empty input) whose p or
-    training flag is symbolic, or called as ``torch.ops.aten.dropout``, ``feature_dropout``, ``alpha_dropout``...
-    (an imported dropout with constant arguments is native, an alias exactly then: functionalization's torch_views)."""
-    words = [w for w in str(_target_name(node)).replace("::", ".").split(".") if "dropout" in w]
-    return bool(words) and not any(w.endswith("_") for w in words)  # dropout_: in place, an effect returning x
-
-
 def _transpose_property_as_method(node):
     """Rewrites ``getattr(x, "T")`` (Dynamo's node for the property ``x.T``) as the method call it equals:
     ``x.t()`` up to 2 dims, ``x.permute(n-1, ..., 0)`` above; ``x.mT`` as ``x.transpose(-2, -1)``; ``x.H`` and
@@ -1993,35 +1515,6 @@ def _transpose_property_as_method(node):
         node.target, node.args = "t", (x,)
     else:
         node.target, node.args = "permute", (x, *range(example.dim() - 1, -1, -1))
-
-
-def _assigns_region_to_itself(node):
-    """Whether a node is ``x[key] = x[key]`` of a view ``x[key]`` (basic indexing), with which ``x[key] += v`` ends
-    after the in-place op on the region ``x[key]``: the elements are written onto themselves. (Run as an opaque
-    write, thunder's ``x[key]`` may be ``x`` itself where the key takes everything, and torch then finds the source
-    and the destination overlap in part, which eager's same-strided view does not.)"""
-    if node.op != "call_function" or node.target is not operator.setitem or len(node.args) != 3:
-        return False
-    value = node.args[2]
-    while isinstance(value, torch.fx.Node) and _returned_argument(value) is not None:
-        value = _returned_argument(value)
-    if not (isinstance(value, torch.fx.Node) and value.op == "call_function" and value.target is operator.getitem
-            and value.args[0] is node.args[0] and _is_view(value.meta.get("example_value"))):
-        return False  # (an index tensor's getitem is a copy: x[i] += 1 writes)
-    try:
-        return bool(value.args[1] == node.args[1])
-    except Exception:  # noqa: BLE001 -- a key that does not compare as a whole
-        return False
-
-
-def _returned_argument(node):
-    """The argument node whose tensor the node returns itself (Dynamo's example values are the same object: an
-    in-place op's ``self``, ``x.float()`` of a float32 x), or None."""
-    example = node.meta.get("example_value")
-    if not isinstance(example, torch.Tensor) or node.op not in ("call_function", "call_method"):
-        return None
-    return next((a for a in node.args if isinstance(a, torch.fx.Node) and a.meta.get("example_value") is example),
-                None)
 
 
 @functools.lru_cache(maxsize=None)
@@ -2053,145 +1546,6 @@ def _returns_an_input(node):
     if same is None or _write_lowering(node) is not None or _has_effect(node, _target_name(node)):
         return None
     return same
-
-
-def _is_contiguous_call(node):
-    """Whether an FX node calls ``contiguous`` (``x.contiguous()``, ``torch.Tensor.contiguous(x)``)."""
-    return _target_name(node).rsplit(".", 1)[-1] == "contiguous"
-
-
-def _layout_dependent(node, argument):
-    """Whether eager returns ``argument`` itself from ``node`` (``contiguous()`` of a tensor contiguous in eager)
-    because of strides thunder's value may not have (_laid_out_other_than_eager)."""
-    return _is_contiguous_call(node) and _laid_out_other_than_eager(argument)
-
-
-def _laid_out_other_than_eager(argument):
-    """Whether thunder's value of the FX node ``argument`` may have strides eager's has not: it is a view of a value
-    eager lays out other than contiguously (``(x * 2).t()`` of a transposed ``x``), which thunder's kernels write
-    contiguous. Followed back through the views to the value they view: a graph input (its strides are the guarded
-    ones), an earlier ``contiguous()`` or a computed value contiguous in eager (thunder's is contiguous too, so the
-    same views give the same strides) are safe."""
-    while argument.op != "placeholder" and not _is_contiguous_call(argument):
-        _, _, sharing, _ = _sharing(argument, _meta_example)
-        if not sharing:  # a computed value
-            example = argument.meta.get("example_value")
-            return not (isinstance(example, torch.Tensor) and example.is_contiguous())
-        argument = sharing[0]
-    return False
-
-
-# ---- outputs that alias one another or an input in eager (see OutputViews) ----
-
-def _storage(example):
-    """What identifies the memory a (fake) tensor lives in: views of one tensor share it; None for a non-tensor."""
-    if not isinstance(example, torch.Tensor):
-        return None
-    from torch.multiprocessing.reductions import StorageWeakRef
-
-    try:
-        return StorageWeakRef(example.untyped_storage())
-    except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, nested)
-        return None
-
-
-def _storages(examples):
-    """The set of the memories (_storage) of ``examples`` that have one. (StorageWeakRef's == reads the other's
-    cdata: a set holding None could compare one with it.)"""
-    return {m for m in map(_storage, examples) if m is not None}
-
-
-class _NotReplayable(Exception):
-    pass
-
-
-def _argument_nodes(args):
-    """Every node among (nested) FX arguments, tensors and numbers alike."""
-    nodes = []
-    torch.fx.node.map_arg(args, nodes.append)
-    return nodes
-
-
-def _meta_example(node):
-    """Dynamo's example value of a node (``_sharing``'s ``example_of`` where no other values stand for them)."""
-    return node.meta.get("example_value")
-
-
-def _sharing(node, example_of):
-    """(call, index, sharing, arguments): the call that makes ``node``'s value -- the node itself, or for one result
-    of a multi-output view op (``split``, ``unbind``) that op, with the result's index -- its tensor arguments,
-    and those of them whose memory the value shares."""
-    call, pick = node, None
-    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and \
-            isinstance(example_of(node.args[0]), (tuple, list)):
-        call, pick = node.args[0], node.args[1]
-    memory = _storage(example_of(node))
-    args = list(dict.fromkeys(_argument_nodes((call.args, call.kwargs))))
-    # Only tensors share memory (a number's placeholder, a SymFloat, has none: StorageWeakRef cannot compare to it).
-    stored = [(a, _storage(example_of(a))) for a in args] if memory is not None else []
-    return call, pick, [a for a, m in stored if m is not None and m == memory], args
-
-
-def _view_root(node, example_of):
-    """The node that makes the memory ``node``'s value is a view of (or the value itself: an in-place op or
-    ``x.contiguous()`` returns its argument): followed back through the arguments that share memory with it."""
-    while node.op in ("call_function", "call_method"):
-        _, _, sharing, _ = _sharing(node, example_of)
-        if not sharing:
-            break
-        same = [a for a in sharing if example_of(a) is example_of(node)]
-        node = (same or sharing)[0]
-    return node
-
-
-def _replayer(node, root, inputs, example_of):
-    """``replay(base, args)``: ``node``'s value made again at run time from ``base``, the value of ``root`` (the node
-    that makes the memory it views), by the view ops that made it in the graph; ``args`` are the graph's inputs
-    (the other arguments of a view op, ``x.reshape_as(y)``, may be inputs). _NotReplayable if that cannot be done,
-    among others for a detached view that requires grad (Dynamo's example value, after the graph ran): a write
-    made it so (``t = y.detach(); t.add_(a)``), which eager records on it; a replayed detach has no history."""
-    while True:
-        if node is root:
-            return lambda base, args: base
-        if node in inputs:
-            k = inputs[node]
-            return lambda base, args: args[k]
-        if node.op not in ("call_function", "call_method"):
-            raise _NotReplayable(f"{node.name} is a {node.op}")
-        call, pick, sharing, args = _sharing(node, example_of)
-        same = [a for a in sharing if example_of(a) is example_of(node)]
-        if not same or pick is not None:
-            break
-        node = same[0]  # returns its argument (an in-place op): the argument's value
-    if not sharing:
-        raise _NotReplayable(f"{_target_name(node)} ({node.name}) makes the memory another output views")
-    name = _METHODS.get(call.target) if call.op == "call_method" else _FUNCTIONS.get(call.target)
-    if name == "detach" and getattr(example_of(call), "requires_grad", False):
-        raise _NotReplayable(f"{call.name}, a detached view, is written with a value that requires grad")
-    if _write_lowering(call) is not None or _has_effect(call, _target_name(call)):
-        raise _NotReplayable(f"{_target_name(call)} ({call.name}) writes or has effects")
-    others = [a for a in args if a not in sharing and a not in inputs]
-    if others:
-        raise _NotReplayable(f"{_target_name(call)} ({call.name}) reads {others[0].name}, a value the graph computes")
-    parts = {a: _replayer(a, root, inputs, example_of) for a in args}
-    target, op = call.target, call.op
-    # A view made with grad mode off of a tensor that requires grad: it requires grad but has no history (eager
-    # does not connect it to its base), so it is made again with grad mode off too.
-    example = example_of(call)
-    unrecorded = isinstance(example, torch.Tensor) and example._is_view() and example.requires_grad and \
-        example.grad_fn is None
-
-    def replay(base, args):
-        values = {a: part(base, args) for a, part in parts.items()}
-        call_args = torch.fx.node.map_arg(call.args, values.__getitem__)
-        call_kwargs = torch.fx.node.map_arg(call.kwargs, values.__getitem__)
-        with torch.no_grad() if unrecorded else contextlib.nullcontext():
-            if op == "call_method":
-                out = getattr(call_args[0], target)(*call_args[1:], **call_kwargs)
-            else:
-                out = target(*call_args, **call_kwargs)
-        return out if pick is None else out[pick]
-    return replay
 
 
 def _output_views(outputs, placeholders):
@@ -2233,24 +1587,6 @@ def _output_views(outputs, placeholders):
         else:
             views.append(OutputViews(-1, positions[0], members, root))
     return views
-
-
-def _view_of_intermediate(node, inputs, example_of):
-    """(root, replay) where ``node``, an output, is a view that requires grad of a tensor the graph computes and
-    returns in no other output (``return (x * w)[1:]``), or None (also where the view cannot be made again). The
-    program returns the base and the view is made again after the call, as eager's: an output of an
-    autograd.Function that is a view made inside it may not be written in place ("Output 0 of _TrainingProgram is
-    a view and is being modified inplace"), where eager's view of an intermediate may."""
-    example = example_of(node)
-    if not getattr(example, "requires_grad", False):
-        return None
-    root = _view_root(node, example_of)
-    if root is node or root in inputs or example_of(root) is example or _laid_out_other_than_eager(root):
-        return None  # (a base eager lays out otherwise, `(x.t() * w.t()).t().view(-1)`: thunder's is contiguous)
-    try:
-        return root, _replayer(node, root, inputs, example_of)
-    except _NotReplayable:
-        return None
 
 
 def _selected_inputs(outputs, placeholders, views):
@@ -2309,38 +1645,6 @@ def _selected_inputs(outputs, placeholders, views):
     return selected, [nodes[old] for old in sorted(used, key=used.get)]
 
 
-def _input_itself(node):
-    """The node whose tensor ``node``'s is, following ops that return their argument itself (``x.float()`` of a
-    float32 ``x``, in-place ops: _returned_argument)."""
-    while isinstance(node, torch.fx.Node) and node.op in ("call_function", "call_method"):
-        same = _returned_argument(node)
-        if same is None:
-            break
-        node = same
-    return node
-
-
-def _fresh_outputs(outputs, placeholders):
-    """The positions of the outputs that are tensors sharing no memory with any input in eager."""
-    examples = dict(placeholders)
-    input_storages = {_storage(e) for e in examples.values()} - {None}
-    return [i for i, node in enumerate(outputs) if isinstance(node, torch.fx.Node) and node not in examples and
-            isinstance(node.meta.get("example_value"), torch.Tensor) and
-            _storage(node.meta["example_value"]) not in input_storages and not _from_possible_alias(node)]
-
-
-def _from_possible_alias(node):
-    """Whether a node's tensor is, or is a view of, or was written in place through, the result of an op that may
-    return its input at run time (_aliasing_decided_at_run_time): its example value's memory is new, eager's may
-    not be."""
-    while isinstance(node, torch.fx.Node) and node.op in ("call_function", "call_method"):
-        if _aliasing_decided_at_run_time(node):
-            return True
-        example = node.meta.get("example_value")
-        node = _returned_argument(node) or (node.args[0] if _is_view(example) and node.args else None)
-    return False
-
-
 def _has_proxy(v):
     if isinstance(v, _core.Proxy):
         return True
@@ -2357,90 +1661,6 @@ def _has_tensor_index(key):
     if isinstance(key, (list, tuple)):
         return any(_has_tensor_index(k) for k in key)
     return False
-
-
-def _write_lowering(node):
-    """For a node that writes a tensor in place: (the destination FX node, compute), where
-    ``compute(importer, dst_proxy)`` emits the out-of-place computation and returns (write target, value);
-    None for any other node."""
-    args, kwargs = list(node.args), dict(node.kwargs)
-    target = node.target
-    if node.op == "call_method" and isinstance(node.target, str):
-        name = node.target
-        if not name.endswith("_") or name.endswith("__") or not args:
-            return None
-        base = name[:-1]
-        if base in ("copy", "fill", "zero"):
-            keyword = {"copy": "src", "fill": "value"}.get(base)
-            if base == "zero":
-                value = 0
-            elif len(args) > 1:
-                value = args[1]
-            elif keyword in kwargs:
-                value = kwargs[keyword]
-            else:
-                return None
-            if set(kwargs) - {keyword, "non_blocking"} or kwargs.get("non_blocking"):
-                return None
-            return args[0], lambda imp, dst: (dst, imp._unwrap(imp._arg(value)))
-        native = _METHODS.get(base)
-        if native is None or any(w in base for w in _RANDOM_WORDS):
-            return None
-        return args[0], _castable(lambda imp, dst: (dst, imp._native_value("method", base, native, args, kwargs)))
-    elif node.op != "call_function":
-        return None
-    if target is operator.setitem and len(args) == 3:
-        return args[0], lambda imp, dst: imp._setitem(args[0], dst, args[1], args[2])
-    if target in _INPLACE_OPERATORS and args and _is_tensor(args[0]):
-        native = _FUNCTIONS.get(_INPLACE_OPERATORS[target])
-        if native is None:
-            return None
-        return args[0], _castable(lambda imp, dst: (dst, imp._native_value("function", native, native, args, kwargs)))
-    native = _FUNCTIONS.get(target)
-    if native is None:
-        name = getattr(target, "__name__", "")
-        if name.endswith("_") and not name.endswith("__") and getattr(torch, name, None) is target and args:
-            base = _FUNCTIONS.get(getattr(torch, name[:-1], None))
-            if base is None or any(w in base for w in _RANDOM_WORDS):
-                return None
-            return args[0], _castable(lambda imp, dst: (dst, imp._native_value("function", base, base, args, kwargs)))
-        return None
-    if isinstance(kwargs.get("out"), torch.fx.Node):
-        out = kwargs.pop("out")
-        return out, _castable(lambda imp, dst: (dst, imp._native_value("function", native, native, args, kwargs)))
-    if _inplace_argument(node) and args:
-        kwargs.pop("inplace", None)
-        trimmed = args
-        try:
-            bound = inspect.signature(target).bind(*args, **dict(node.kwargs))
-            if "inplace" in bound.arguments:
-                bound.arguments["inplace"] = False
-                trimmed, kwargs = list(bound.args), dict(bound.kwargs)
-        except (TypeError, ValueError):
-            return None
-        return args[0], lambda imp, dst: (dst, imp._native_value("function", native, native, trimmed, kwargs))
-    return None
-
-
-def _castable(compute):
-    """A write's ``compute`` that also checks that the op's result dtype can be written into the destination's by
-    torch's rule (``torch.can_cast``: no float into an integer, no complex into a real, nothing but bool into a
-    bool): eager raises "result type Float can't be cast to the desired output type Long" for ``int_x.mul_(2.5)``,
-    ``int_x *= 2.5`` or ``out=`` an int tensor, and Dynamo's fake tensors do not all check it. Raises NotNative
-    (the write is left to torch, which raises) where it cannot."""
-    def checked(imp, dst):
-        target, value = compute(imp, dst)
-        if isinstance(value, _core.Proxy):
-            have, want = imp.builder.meta(value)[0], imp.builder.meta(dst)[0]
-            if "number" not in (have, want) and not torch.can_cast(dtypes.to_torch(have), dtypes.to_torch(want)):
-                raise _core.NotNative(f"result type {have} cannot be cast to the written tensor's {want}")
-        return target, value
-    return checked
-
-
-def _is_tensor(a):
-    """Whether an FX argument is a node whose value is a tensor."""
-    return isinstance(a, torch.fx.Node) and isinstance(a.meta.get("example_value"), torch.Tensor)
 
 
 def _number_type(x):
@@ -2475,11 +1695,6 @@ def _requires_grad(example):
     if isinstance(example, (tuple, list)):
         return any(_requires_grad(e) for e in example)
     return False
-
-
-def _target_name(node):
-    t = node.target
-    return t if isinstance(t, str) else getattr(t, "__qualname__", None) or getattr(t, "__name__", repr(t))
 
 
 def _has_symbolic_number(example):
