@@ -268,6 +268,9 @@ def test_a_method_that_runs_the_original_forward_uncompiled_says_so():
         def width(self):
             return self.lin.in_features
 
+        def predict(self, x):
+            return self.forward(x).argmax(-1)  # not through nn.Module's call: no hook sees it
+
     torch.manual_seed(0)
     model, x = Steps(), torch.randn(2, 3)
     jitted = thunder.jit(model)
@@ -275,11 +278,13 @@ def test_a_method_that_runs_the_original_forward_uncompiled_says_so():
         assert jitted.width() == 3
         assert_same(jitted.generate(x, 3), model.generate(x, 3))
         jitted.generate(x, 2)
+        assert_same(jitted.predict(x), model.predict(x))
     warned = [m for m in messages if "generate" in m]
     assert len(warned) == 1 and "model.forward = thunder.jit(model.forward)" in warned[0], messages
-    assert thunder.compile_stats(jitted).uncompiled_methods == {"generate": 5}
+    assert len([m for m in messages if "predict" in m]) == 1, messages
+    assert thunder.compile_stats(jitted).uncompiled_methods == {"generate": 5, "predict": 1}
     assert "generate() ran the original forward UNCOMPILED 5 times" in repr(jitted)
-    assert not model._forward_pre_hooks
+    assert "forward" not in model.__dict__ and not model._forward_pre_hooks
     assert_same(jitted(x), model(x))
     assert thunder.compile_stats(jitted).cache_misses == 1
 

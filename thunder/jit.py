@@ -829,22 +829,34 @@ def _watched_method(state, model, name, method):
     """``method``, a method of the original module read through its ThunderModule (``jitted.generate``), wrapped so
     that a call which runs the original module's forward -- uncompiled: only calls of the jitted module itself are
     compiled, and Hugging Face's ``generate`` calls ``self(...)`` on the original -- is counted in ``state``
-    (``print(jitted)``, ``compile_stats(jitted).uncompiled_methods``) and warned about once, naming the fix. A
-    forward pre-hook on the original module sees those calls for the duration of the call only (Dynamo's guards do
-    not depend on it: the compiled entries stay valid)."""
+    (``print(jitted)``, ``compile_stats(jitted).uncompiled_methods``) and warned about once, naming the fix.
+    For the duration of the call the original module's ``forward`` is an instance attribute counting its calls:
+    ``self(x)`` (nn.Module's call reads ``self.forward``) and ``self.forward(x)`` alike (a forward pre-hook sees
+    only the first). Dynamo's guards do not read the original's attributes: the compiled entries stay valid."""
 
     @functools.wraps(method)
     def watched(*args, **kwargs):
         calls = [0]
+        # An instance attribute forward the user set is kept; one of another thread's watched calls is not.
+        own = model.__dict__.get("forward")
+        own = getattr(own, "_thunder_replaced", own)
+        forward = own if own is not None else type(model).forward.__get__(model, type(model))
 
-        def count(module, inputs):
+        @functools.wraps(forward)
+        def counted(*a, **k):
             calls[0] += 1
+            return forward(*a, **k)
 
-        handle = model.register_forward_pre_hook(count)
+        counted._thunder_replaced = own
+        model.__dict__["forward"] = counted
         try:
             return method(*args, **kwargs)
         finally:
-            handle.remove()
+            if model.__dict__.get("forward") is counted:
+                if own is None:
+                    del model.__dict__["forward"]
+                else:
+                    model.__dict__["forward"] = own
             if calls[0]:
                 state.uncompiled_methods[name] = state.uncompiled_methods.get(name, 0) + calls[0]
                 if (state.name, name) not in _warned_methods:
