@@ -242,6 +242,22 @@ def test_a_skipped_frame_is_warned_once_and_its_calls_counted_uncompiled():
         assert _stops(log) == []
 
 
+def test_a_torchscript_module_is_warned_about_as_running_uncompiled():
+    """torch.jit.trace makes TorchScript of a module, which Dynamo runs as it is: every call of it ran uncompiled,
+    silently."""
+    x = torch.randn(2, 4)
+    target = torch.jit.trace(nn.Linear(4, 4), x)
+    jitted = thunder.jit(target)
+    with capture_thunder_log() as log:
+        for _ in range(3):
+            assert_same(jitted(x), target(x))
+    stats = thunder.compile_stats(jitted)
+    assert (stats.calls, stats.eager_calls, stats.graphs) == (3, 3, []), stats
+    assert "is TorchScript (torch.jit.trace or torch.jit.script)" in stats.dynamo_stopped, stats.dynamo_stopped
+    warnings = _stops(log)
+    assert len(warnings) == 1 and "the Python module or function it was made from" in warnings[0], log
+
+
 def test_calls_whose_trace_fails_on_inputs_eager_runs_are_warned_once_and_counted_uncompiled():
     # Dynamo makes the float dynamic after its second value, and its fake-tensor pow fails for a negative base:
     # thunder runs those calls eagerly (right values), and says so once, with Dynamo's reason.

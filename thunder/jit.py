@@ -293,6 +293,11 @@ class _Jitted:
         """After a call that ran no graph: whether the code this wrapper compiles holds as many compiled entries
         as Dynamo allows (Dynamo warns only when it reaches the limit, in the call that did)."""
         code, limit, state = self._thunder_code, torch._dynamo.config.recompile_limit, self._thunder_state
+        if code is None and not state.dynamo_stopped and isinstance(self._original(), _TORCHSCRIPT):
+            note_dynamo_stopped(state, "skip", state.name, f"{state.name} is TorchScript (torch.jit.trace or "
+                                "torch.jit.script), which Dynamo does not trace: every call runs it as it is",
+                                "thunder.jit the Python module or function it was made from")
+            return
         if code is None or "recompile_limit (" in state.dynamo_stopped:
             return
         if torch._C._functorch.peek_interpreter_stack() is not None:
@@ -820,6 +825,9 @@ class ThunderModule(_Jitted, nn.Module):
 
     __str__ = __repr__
 
+
+#: What torch.jit.trace makes of a module: compiled by TorchScript, which Dynamo runs as it is.
+_TORCHSCRIPT = torch.jit.ScriptModule
 
 #: (jitted module name, method name) pairs already warned about by _watched_method.
 _warned_methods = set()
