@@ -30,6 +30,9 @@ const std::string& compiler_version(const std::string& compiler, double timeout_
     ProcessResult r = run_process({compiler, "--version"}, timeout_seconds);
     // A run that failed (timed out, killed) is not remembered: keys without the version would not tell compilers
     // apart, nor match other processes' keys.
+    if (r.status < 0)  // it never ran: run_process's output says why (not found in PATH)
+      throw std::runtime_error(r.output + ": thunder's CPU kernels need a C++ compiler (g++: install "
+                               "one, or put it on PATH)");
     if (r.status != 0 || r.timed_out)
       throw std::runtime_error("cannot read the C++ compiler's version (`" + compiler + " --version` " +
                                (r.timed_out ? std::string("timed out") : "exited with status " +

@@ -390,3 +390,18 @@ TEST(Subprocess, ACompilerThatHangsFailsTheLoadWithAnError) {
   }
   EXPECT_TRUE(names_in(o.cache_dir).empty());
 }
+
+TEST(Subprocess, ACompilerNotFoundIsNamedWithWhatToDo) {
+  TempDir t;
+  rt::CompileOptions o = tiny_options(t.path + "/k");
+  o.compiler = "thunder-no-such-compiler";
+  try {
+    rt::load_module(tiny_source(1), o);
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cannot run thunder-no-such-compiler: not found in PATH"), std::string::npos) << what;
+    EXPECT_NE(what.find("need a C++ compiler"), std::string::npos) << what;
+    EXPECT_EQ(what.find("status"), std::string::npos) << what;
+  }
+}
