@@ -196,6 +196,19 @@ def test_inspection_before_a_call():
     assert thunder.compile_stats(jitted).graphs == []
 
 
+@pytest.mark.parametrize("inspect", [thunder.last_traces, thunder.last_backward_traces, thunder.last_kernels])
+def test_inspection_of_a_graph_position_that_does_not_exist_names_the_argument(inspect):
+    jitted = thunder.jit(f)
+    jitted(torch.randn(2, 2))
+    name = inspect.__name__
+    with pytest.raises(IndexError, match=rf"thunder.{name}: graph=3 is out of range: 1 compiled graph is recorded"):
+        inspect(jitted, 3)
+    with pytest.raises(TypeError, match=rf"thunder.{name}: graph must be an int .* got str '0'"):
+        inspect(jitted, "0")
+    inspect(jitted, -1)
+    inspect(jitted, 0)
+
+
 # ---- item 10: torch.compile's Inductor options ----
 
 @pytest.mark.parametrize("kwargs", [{"mode": "max-autotune"}, {"options": {"triton.cudagraphs": False}},

@@ -114,6 +114,20 @@ def _compiled_graphs(jitted, caller):
     return graphs
 
 
+def _compiled_graph(jitted, caller, graph):
+    """The compiled graph at position ``graph`` (an int, negative from the end) of those still recorded;
+    LookupError where none is, IndexError/TypeError naming ``caller`` and ``graph`` for a bad position."""
+    graphs = _compiled_graphs(jitted, caller)
+    if not isinstance(graph, int) or isinstance(graph, bool):
+        raise TypeError(f"thunder.{caller}: graph must be an int (a position among the compiled graphs), got "
+                        f"{type(graph).__name__} {graph!r}")
+    if not -len(graphs) <= graph < len(graphs):
+        raise IndexError(f"thunder.{caller}: graph={graph} is out of range: {len(graphs)} compiled graph"
+                         f"{'s are' if len(graphs) > 1 else ' is'} recorded (positions 0 to {len(graphs) - 1}, or "
+                         "negative from the end)")
+    return graphs[graph]
+
+
 def last_traces(jitted, graph: int = -1):
     """Every trace of one compiled graph, in pipeline order (the import, then one per pass).
 
@@ -129,9 +143,9 @@ def last_traces(jitted, graph: int = -1):
     Raises:
         TypeError: ``jitted`` is not a thunder-jitted callable.
         LookupError: nothing was compiled yet.
-        IndexError: no compiled graph has that index.
+        IndexError: no compiled graph has that index; TypeError also for a ``graph`` that is not an int.
     """
-    return list(_compiled_graphs(jitted, "last_traces")[graph].traces)
+    return list(_compiled_graph(jitted, "last_traces", graph).traces)
 
 
 def last_backward_traces(jitted, graph: int = -1):
@@ -146,9 +160,9 @@ def last_backward_traces(jitted, graph: int = -1):
     Raises:
         TypeError: ``jitted`` is not a thunder-jitted callable.
         LookupError: nothing was compiled yet.
-        IndexError: no compiled graph has that index.
+        IndexError: no compiled graph has that index; TypeError also for a ``graph`` that is not an int.
     """
-    return list(getattr(_compiled_graphs(jitted, "last_backward_traces")[graph], "backward_traces", []))
+    return list(getattr(_compiled_graph(jitted, "last_backward_traces", graph), "backward_traces", []))
 
 
 def compile_stats(jitted) -> CompileStats:
@@ -222,11 +236,11 @@ def last_kernels(jitted, graph: int = -1):
     Raises:
         TypeError: ``jitted`` is not a thunder-jitted callable.
         LookupError: nothing was compiled yet.
-        IndexError: no compiled graph has that index.
+        IndexError: no compiled graph has that index; TypeError also for a ``graph`` that is not an int.
     """
     return [{"executor": name, "source": source, "command": module.command, "path": module.path,
              "cache_hit": module.cache_hit, "compile_seconds": module.compile_seconds}
-            for name, units in _compiled_graphs(jitted, "last_kernels")[graph].kernels.items()
+            for name, units in _compiled_graph(jitted, "last_kernels", graph).kernels.items()
             for module, source in units]
 
 
