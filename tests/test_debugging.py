@@ -99,6 +99,17 @@ def test_debug_pdb_steps_through_the_backward_trace_too():
     assert torch.allclose(a.grad, torch.full((2, 3), 2 * torch.exp(torch.tensor(3.0)).item()))
 
 
+@pytest.mark.parametrize("commands", [["q"], []])  # q, or the end of the debugger's input (a run under CI)
+def test_quitting_the_debugger_raises_bdbquit_as_at_a_breakpoint(commands):
+    """Pdb.runcall returns None when the debugger is quit; thunder took that for the trace's outputs and failed
+    with a TypeError of its own."""
+    import bdb
+
+    jitted = thunder.jit(scaled_sum, executors="torch", debug="pdb")
+    with pytest.raises(bdb.BdbQuit, match="the debugger was quit"):
+        run_under_pdb(jitted, (torch.ones(2, 3), torch.ones(2, 3)), commands)
+
+
 @pytest.mark.parametrize("value,error", [(True, TypeError), ("gdb", ValueError), (1, TypeError)])
 def test_debug_option_is_checked(value, error):
     with pytest.raises(error, match="debug"):

@@ -105,12 +105,26 @@ def check_debug(debug):
 def debug_runner(fn, debug):
     """``fn`` (a trace's function) as the ``debug`` mode runs it: for ``"pdb"``, each call runs it under a new
     :class:`pdb.Pdb`, stopped at its first line: ``n`` runs one op, ``p t3`` prints a value, ``l`` lists the
-    trace, ``c`` runs the rest. ``fn`` itself for no mode."""
+    trace, ``c`` runs the rest. ``fn`` itself for no mode. Quitting the debugger (``q``, or the end of its input)
+    raises :class:`bdb.BdbQuit`, as quitting at a ``breakpoint()`` in eager code does (``Pdb.runcall`` returns None
+    then, which is no trace's result)."""
     if debug is None:
         return fn
+    import bdb
     import pdb
 
     def run_under_pdb(*args):
-        return pdb.Pdb().runcall(fn, *args)
+        debugger, quit = pdb.Pdb(), []
+        set_quit = debugger.set_quit
+
+        def note_quit():
+            quit.append(True)
+            set_quit()
+
+        debugger.set_quit = note_quit
+        result = debugger.runcall(fn, *args)
+        if quit:
+            raise bdb.BdbQuit("the debugger was quit (q or the end of its input) before the trace returned")
+        return result
     run_under_pdb.__wrapped__ = fn
     return run_under_pdb
