@@ -927,11 +927,21 @@ def test_torch_func_transforms_inside_the_graph_run_as_captured():
         return x.sin() * x.exp()
 
     x = torch.tensor([0.5, -1.0, 2.0])
-    for fn in (grad(f), jacrev(g), vmap(g)):
+    # The reason names the transform (not the helper of torch's that Dynamo recorded, a pybind11 record's name).
+    for fn, named in ((grad(f), "torch.func.grad, vjp or jacrev"), (jacrev(g), "torch.func.grad, vjp or jacrev"),
+                      (vmap(g), "torch.vmap")):
         jitted = thunder.jit(fn)
         assert_same(jitted(x), fn(x))
         (graph,) = thunder.compile_stats(jitted).graphs
-        assert not graph["compiled"] and "torch.func" in graph["reason"]
+        assert not graph["compiled"] and f"(thunder's trace does not follow them): {named}" in graph["reason"]
+
+    def calls_vmap(x):
+        return vmap(g)(x) * 2
+
+    jitted = thunder.jit(calls_vmap)
+    assert_same(jitted(x), calls_vmap(x))
+    reason = thunder.compile_stats(jitted).graphs[0]["reason"]
+    assert "torch.vmap at test_autodiff.py:" in reason and "in calls_vmap: return vmap(g)(x) * 2" in reason, reason
     torch.manual_seed(0)
     m = nn.Linear(3, 2)
     params = {k: v.detach() for k, v in m.named_parameters()}

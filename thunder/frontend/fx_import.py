@@ -1755,10 +1755,41 @@ def _runs_only_as_captured(gm):
         if target is _SET_INPLACE_REQUIRES_GRAD_ALLOWED:  # Dynamo's bracket around requires_grad_()
             continue
         if (getattr(target, "__module__", None) or "").startswith(("torch._C._functorch", "torch._functorch")):
-            return f"it calls torch.func's transforms (grad, vjp, jacrev, vmap: {_target_name(node)})"
+            return _functorch_reason(gm)
         if isinstance(target, torch._ops.HigherOrderOperator) and target.name() == "register_hook":
             return "it registers a tensor hook (Tensor.register_hook) on a value it computes"
     return ""
+
+
+#: The functorch helpers Dynamo records as calls, by the transform that calls them.
+_FUNCTORCH_HELPERS = {"_grad_increment_nesting": "torch.func.grad, vjp or jacrev",
+                      "_wrap_for_grad": "torch.func.grad, vjp or jacrev",
+                      "_vmap_increment_nesting": "torch.vmap", "_add_batch_dim": "torch.vmap",
+                      "lazy_load_decompositions": "torch.vmap", "_jvp_increment_nesting": "torch.func.jvp or jacfwd"}
+
+
+def _functorch_reason(gm):
+    """Why a graph that calls torch.func's transforms runs as captured, naming the transforms (told by the
+    helpers they call, which Dynamo records) and the user's line that calls them, where the graph has one: the
+    innermost frame of a node's stack outside torch's own files."""
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    transforms, where = [], ""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not (getattr(node.target, "__module__", None) or "").startswith(
+                ("torch._C._functorch", "torch._functorch")):
+            continue
+        name = _FUNCTORCH_HELPERS.get(getattr(node.target, "__name__", ""))
+        if name and name not in transforms:
+            transforms.append(name)
+        frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', node.meta.get("stack_trace") or "")
+        user = [f for f in frames if not f[0].startswith(torch_dir)]
+        if user and not where:
+            path, line, fn = user[-1]
+            code = linecache.getline(path, int(line)).strip()
+            where = f" at {os.path.basename(path)}:{line} in {fn}" + (f": {code}" if code else "")
+    what = " and ".join(transforms) or "torch.func"
+    return ("it calls torch.func's transforms, whose levels and wrapped tensors are torch's own state (thunder's "
+            f"trace does not follow them): {what}{where}")
 
 
 def import_graph(gm: torch.fx.GraphModule, example_inputs, symbolic=False) -> ImportedGraph:
