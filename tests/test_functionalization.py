@@ -1940,6 +1940,44 @@ def test_a_saved_input_then_written_raises_in_backward_like_eager():
             out.sum().backward()
 
 
+def test_a_computed_value_saved_then_written_raises_in_backward_like_eager():
+    """A write into a value the function computed, which an op before it saved for its backward (seed example 2's
+    ``x[0, i] = torch.sin(x[0, i])``, trained): eager's backward raises; thunder's functional trace differentiated
+    the program as written. Such a graph runs as captured (eager's backward raises), and says why; a write
+    into a value no op saved still compiles."""
+    def sin_in_place(h):
+        x = h * 1.0
+        x[0, 0] = torch.sin(x[0, 0])  # sin saved x[0, 0]
+        return x
+
+    def exp_then_scaled(h):
+        y = h.exp()  # exp saves its result
+        y.mul_(2)
+        return y
+
+    def scaled_then_shifted(h):
+        y = h * 2  # saves nothing of y
+        y.add_(1)
+        return y
+
+    for f, raises in ((sin_in_place, True), (exp_then_scaled, True), (scaled_then_shifted, False)):
+        outcomes = []
+        for fn in (f, thunder.jit(f)):
+            h = torch.ones(2, 3, requires_grad=True)
+            try:
+                fn(h).sum().backward()
+                outcomes.append(h.grad)
+            except RuntimeError as e:
+                assert "modified by an inplace operation" in str(e)
+                outcomes.append("raised")
+        assert (outcomes[0] == "raised") == raises
+        assert_same(outcomes[1], outcomes[0])
+        (graph,) = thunder.compile_stats(fn).graphs
+        assert graph["compiled"] != raises, graph["reason"]
+        if raises:
+            assert "eager's backward of it raises: one of the variables needed" in graph["reason"]
+
+
 @pytest.mark.parametrize("case", ["itself", "view", "in_branch", "only_other_output"])
 def test_an_input_saved_then_written_by_the_forward_raises_in_backward_like_eager(case):
     # x requires no grad: the program saves x itself (or a view of it) for w's gradient, then writes x. The

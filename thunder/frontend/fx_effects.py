@@ -39,17 +39,17 @@ def _has_effect(node, name):
     return _draws_random(node, name.rsplit(".", 1)[-1])
 
 
-def _may_write(node, name=None):
+def _may_write(node, name=None, probe=True):
     """Whether a call (named ``name``; default: its target's name) may write into a tensor: an in-place call (a
     method or function ending in ``_``, ``out=``, ``inplace=True``, an operator of augmented assignment or
-    subscript assignment -- every write the importer lowers among them), an op whose schema, or run on fake
-    tensors, writes an argument. Unlike _has_effect, not random draws or calls made for what they do besides
+    subscript assignment -- every write the importer lowers among them), an op whose schema, or (``probe``) run on
+    fake tensors, writes an argument. Unlike _has_effect, not random draws or calls made for what they do besides
     writing (grad mode, asserts)."""
     short = (_target_name(node) if name is None else name).rsplit(".", 1)[-1]
     return ((node.op == "call_function" and node.target in _MUTATING_OPERATORS) or
             (short.endswith("_") and not short.endswith("__") and node.target not in branches._OPERATORS_NOT_IN_PLACE)
             or "out" in node.kwargs or _inplace_argument(node) or
-            (node.op == "call_function" and _schema_writes(node.target)) or _probed(node)[1])
+            (node.op == "call_function" and _schema_writes(node.target)) or (probe and _probed(node)[1]))
 
 
 def _draws_random(node, name):

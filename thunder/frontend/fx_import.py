@@ -1792,6 +1792,50 @@ def _functorch_reason(gm):
             f"trace does not follow them): {what}{where}")
 
 
+def _backward_rejects_a_write(gm):
+    """Why eager's backward of the graph raises, or "": the graph writes into a value that an op before the write
+    saved for its backward (``x = h * 1; x[0] = x[0].sin()``: sin saved ``x[0]``), and eager's autograd raises
+    "modified by an inplace operation" in ``backward()``. thunder's trace is functional and would differentiate the
+    program as written; the graph runs as captured instead, so that its backward raises as eager's. Told by
+    Dynamo's example values, whose fake tensors carry the autograd graph eager would build: their backward raises
+    the same error. Checked only in graphs that write and compute values that require grad."""
+    nodes = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
+    # Only where a write reaches memory that an earlier op making a value that requires grad read or wrote (which
+    # it may have saved): a cheap test first (writes told by names and schemas; probing every op of a model's
+    # graph on fake tensors took 0.2-0.3 s).
+    saved, suspect = set(), False
+    for n in nodes:
+        memories = _storages(a.meta.get("example_value") for a in _argument_nodes((n.args, n.kwargs)))
+        if memories & saved and _may_write(n, probe=False):
+            suspect = True
+            break
+        example = n.meta.get("example_value")
+        if _requires_grad(example):
+            saved |= memories | _storages(example if isinstance(example, (tuple, list)) else [example])
+    if not suspect:
+        return ""
+    returned = [a for n in gm.graph.nodes if n.op == "output" for a in torch.utils._pytree.tree_leaves(n.args[0])]
+    outputs = [e for a in returned if isinstance(a, torch.fx.Node) for e in [a.meta.get("example_value")]
+               if isinstance(e, torch.Tensor) and e.grad_fn is not None]
+    if not outputs:
+        return ""
+    inputs = [e for n in gm.graph.nodes if n.op == "placeholder"
+              for e in [n.meta.get("example_value")] if isinstance(e, torch.Tensor) and e.requires_grad]
+    fake_mode = getattr(outputs[0], "fake_mode", None)  # the example values' (the tracing context's may differ)
+    if not inputs or fake_mode is None:
+        return ""
+    try:
+        with fake_mode:
+            torch.autograd.grad(outputs, inputs, [torch.ones_like(e) for e in outputs], retain_graph=True,
+                                allow_unused=True)
+    except RuntimeError as e:
+        if "modified by an inplace operation" in str(e):
+            return f"eager's backward of it raises: {str(e).splitlines()[0][:300]}"
+    except Exception:  # noqa: BLE001 -- a fake tensor's backward that fails otherwise tells nothing
+        pass
+    return ""
+
+
 def import_graph(gm: torch.fx.GraphModule, example_inputs, symbolic=False) -> ImportedGraph:
     """Imports a Dynamo FX graph into a core trace.
 
@@ -1806,7 +1850,7 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, symbolic=False) -> Im
         UnsupportedGraph: the graph uses something a trace cannot express (symbolic shapes unless ``symbolic``,
             sizes that are not polynomials in the size inputs, dtypes the core lacks, unusual FX node kinds).
     """
-    reason = _runs_only_as_captured(gm)
+    reason = _runs_only_as_captured(gm) or _backward_rejects_a_write(gm)
     if reason:
         raise UnsupportedGraph(reason)
     try:
