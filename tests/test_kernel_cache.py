@@ -247,9 +247,12 @@ def test_the_compile_timeout_comes_from_the_environment(tmp_path, monkeypatch):
     from thunder.executors import cpuex
     monkeypatch.setenv("THUNDER_COMPILE_TIMEOUT", "12.5")
     assert cpuex.compile_timeout() == 12.5
-    monkeypatch.setenv("THUNDER_COMPILE_TIMEOUT", "soon")
-    with pytest.raises(ValueError, match="THUNDER_COMPILE_TIMEOUT"):
-        cpuex.compile_timeout()
+    monkeypatch.setenv("THUNDER_COMPILE_TIMEOUT", "inf")
+    assert cpuex.compile_timeout() == float("inf")
+    for bad in ("soon", "-5", "nan", "-inf"):  # a negative one or NaN read as no limit at all
+        monkeypatch.setenv("THUNDER_COMPILE_TIMEOUT", bad)
+        with pytest.raises(ValueError, match=f"THUNDER_COMPILE_TIMEOUT must be a number of seconds >= 0 .* got '{bad}'"):
+            cpuex.compile_timeout()
 
 
 # ---- 7: leaks ----

@@ -41,12 +41,17 @@ def cache_dir():
 
 def compile_timeout():
     """Seconds the compiler may run before it is killed: ``$THUNDER_COMPILE_TIMEOUT``, else 300 (0, ``inf`` or more
-    than a year: no limit). Raises ValueError if the variable is not a number."""
+    than a year: no limit). Raises ValueError if the variable is not a number of seconds >= 0 (a negative one or
+    NaN would read as no limit)."""
     value = os.environ.get("THUNDER_COMPILE_TIMEOUT")
     try:
-        return float(value) if value else 300.0
+        seconds = float(value) if value else 300.0
     except ValueError:
-        raise ValueError(f"THUNDER_COMPILE_TIMEOUT must be a number of seconds, got {value!r}") from None
+        seconds = math.nan
+    if not seconds >= 0:
+        raise ValueError(f"THUNDER_COMPILE_TIMEOUT must be a number of seconds >= 0 (0 or inf: no limit), got "
+                         f"{value!r}")
+    return seconds
 
 
 #: Warnings of the kernel cache already logged in this process (an unusable cache directory warns once).
