@@ -108,8 +108,9 @@ static inline float thunder_erff(float x) {
   q = kmath::fma(q, t, 6.798153743e-03f); q = kmath::fma(q, t, -9.904964827e-03f); q = kmath::fma(q, t, 9.832828306e-03f);
   q = kmath::fma(q, t, -6.535748485e-03f); q = kmath::fma(q, t, 2.656208817e-03f); q = kmath::fma(q, t, 9.994966984e-01f);
   // Below 1 by at most 1 ulp up to where eager's erff reaches 1 (x = 3.9277348): q rounded to 1 from about 3.833,
-  // where eager's gives 0.99999994, and floor(erf(x)) or erf(x) == 1 then differed.
-  const float y = a < 1.0f ? p * a : (a >= 3.9277348f ? 1.0f : (q < 0.99999994f ? q : 0.99999994f));
+  // where eager's gives 0.99999994, and floor(erf(x)) or erf(x) == 1 then differed. Every comparison is false for
+  // NaN, whose q is NaN: the last select keeps q then (written `q < 0.99999994f ? q : ...`, it gave 0.99999994).
+  const float y = a < 1.0f ? p * a : (a >= 3.9277348f ? 1.0f : (q >= 0.99999994f ? 0.99999994f : q));
   return kmath::copysign(y, x);
 }
 // Copies `bytes` to dst with non-temporal stores (straight to memory, no read of the destination's lines);
