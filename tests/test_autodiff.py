@@ -1462,7 +1462,8 @@ def test_create_graph_generic_rule_with_two_arguments_from_one_source(op):
     lambda a: torch.complex(a, a * 2).abs(),
     lambda a: (torch.complex(a, a * 2) * torch.complex(a.sin(), a)).abs(),
     lambda a: torch.polar(a, a).abs(),
-], ids=["rfft_abs", "complex_abs", "complex_mul", "polar"])
+    lambda a: torch.view_as_real(torch.sgn(torch.complex(a, a * 2 - 1))),  # thunder's sgn is real sign
+], ids=["rfft_abs", "complex_abs", "complex_mul", "polar", "complex_sgn"])
 def test_ops_on_complex_values_that_require_grad_are_differentiated_by_torch(fn):
     """abs of a complex tensor gave no gradient (a.grad None, silently); thunder's rules are for real values, so an
     op reading or making a complex value that requires grad is differentiated by torch's autograd."""
@@ -1472,6 +1473,18 @@ def test_ops_on_complex_values_that_require_grad_are_differentiated_by_torch(fn)
     fn(reference).sum().backward()
     assert a.grad is not None
     torch.testing.assert_close(a.grad, reference.grad)
+
+
+def test_sgn_of_a_complex_leaf_is_differentiated_as_eager():
+    """sgn(z) = z / |z| for a complex z; thunder's sgn is the real sign (prims.sign), whose generic VJP called
+    torch.sign on the complex value and raised. A complex sgn runs as torch's op."""
+    z = torch.randn(3, dtype=torch.complex64)
+    grads = []
+    for fn in (lambda z: torch.sgn(z).real.sum(), thunder.jit(lambda z: torch.sgn(z).real.sum())):
+        leaf = z.clone().requires_grad_()
+        fn(leaf).backward()
+        grads.append(leaf.grad)
+    torch.testing.assert_close(grads[1], grads[0])
 
 
 @pytest.mark.parametrize("ord", [-2.0, -1.0, -0.5, 0.25, 0.5, float("inf"), -float("inf")])

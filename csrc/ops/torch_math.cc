@@ -50,7 +50,11 @@ void register_elementwise() {
     if (b.meta(a[0]).dtype == DType::Bool) fail("ltorch.positive", "not supported for bool tensors");
     return a[0];
   });
-  unary("sgn", [](Builder& b, const Args& a) { return T(b, "sign", {a[0]}); });
+  unary("sgn", [](Builder& b, const Args& a) {
+    // A complex sgn is z / |z|, which prims.sign (torch.sign, real only) is not: torch runs it, and differentiates it.
+    if (ir::is_complex(b.meta(a[0]).dtype)) throw NotNative("sgn of a complex tensor");
+    return T(b, "sign", {a[0]});
+  });
   for (auto [name, factor] : {std::pair{"deg2rad", M_PI / 180.0}, std::pair{"rad2deg", 180.0 / M_PI}}) {
     double f = factor;
     unary(name, [f](Builder& b, const Args& a) {
