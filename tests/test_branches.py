@@ -153,6 +153,32 @@ def test_if_on_tensor_truthiness():
     assert len(jitted._thunder_state.graphs) == 1
 
 
+def test_a_negated_predicate_is_converted_with_its_arms_exchanged():
+    """`if not x[i] > 0:` kept Python's `not`, which calls bool() on the tensor: Dynamo broke the graph there and,
+    in the seed example's loop, skipped the whole frame (every call uncompiled)."""
+    def f(x, y, flag: bool):
+        for i in range(x.size(0)):
+            if not x[i] > 0:
+                y = y - x[i]
+            else:
+                y = y + x[i] * x[i]
+            if not not (x[i] < -1):
+                y = y * 2
+        if not flag:  # a Python predicate, taken as Python takes it
+            y = y + 100
+        return y
+
+    jitted = thunder.jit(f)
+    torch.manual_seed(0)
+    for k in range(6):
+        x = torch.randn(5)
+        assert_same(jitted(x, torch.tensor(0.0), k % 2 == 0), f(x, torch.tensor(0.0), k % 2 == 0))
+    stats = thunder.compile_stats(jitted)
+    assert stats.eager_calls == 0 and not stats.graph_breaks, thunder.summary(jitted)
+    captured = [s.code for s in converted(jitted) if s.captured]
+    assert captured == ["if not x[i] > 0:", "if not not x[i] < -1:"], thunder.summary(jitted)
+
+
 def test_python_predicate_is_specialized_as_before():
     def f(x, flag: bool):
         if flag:

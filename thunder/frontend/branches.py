@@ -943,8 +943,13 @@ class _Rewriter(ast.NodeTransformer):
             return ast.copy_location(fn, node)
 
         written = _written_in_place(node.body + node.orelse)
+        # `if not c:` is `if c:` with the arms exchanged: Python's `not` would call bool() on a tensor predicate,
+        # which Dynamo cannot trace.
+        test, arms = node.test, [ast.Name(then_name, ast.Load()), ast.Name(else_name, ast.Load())]
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, arms = test.operand, arms[::-1]
         call = ast.Call(ast.Name("_thunder_if", ast.Load()),
-                        [node.test, ast.Name(then_name, ast.Load()), ast.Name(else_name, ast.Load()),
+                        [test, *arms,
                          ast.Tuple([ast.Name(p, ast.Load()) for p in params], ast.Load()), ast.Constant(site),
                          ast.Tuple([ast.Constant(n) for n in labels], ast.Load()),
                          ast.Tuple([ast.Name(n, ast.Load()) for n in written], ast.Load()),
