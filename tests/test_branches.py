@@ -1202,6 +1202,9 @@ def test_a_condition_dynamo_breaks_in_is_listed_as_left():
     for x in (torch.ones(3), -torch.ones(3)):
         torch.testing.assert_close(jitted(x), f(x))
     stats = thunder.compile_stats(jitted)
+    # The sites compile_stats lists say so too, before anything printed them.
+    (site,) = stats.branches
+    assert "Dynamo broke the graph in its condition" in site.broke_in_condition and "left as a graph break" in str(site)
     assert stats.branches_converted == 0 and stats.branches_left == 1, thunder.summary(jitted)
     assert "Dynamo broke the graph in its condition" in sites(jitted)[0].broke_in_condition
     assert "left as a graph break: Dynamo broke the graph in its condition" in str(jitted)

@@ -18,6 +18,7 @@ from thunder.core.log import logger as _logger
 from thunder.core.log import set_log_file, set_log_level
 from thunder.core.options import LogLevel
 from thunder.executors.cpuex import clear_kernel_cache
+from thunder.frontend import branches as _branches
 from thunder.frontend import dynamo as _dynamo
 from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs
 from thunder.jit import report as _summary_text
@@ -216,6 +217,7 @@ def compile_stats(jitted) -> CompileStats:
                        "retraced": g.shapes[2] if g.shapes else None,
                        "released": g.released if compiled else ""})
     sites = sorted(s.branches.values(), key=lambda b: b.id)
+    _branches.site_statuses(sites, s.graph_breaks)  # sets broke_in_condition, which the sites' text reads
     return CompileStats(s.calls, s.cache_hits, s.cache_misses, graphs, list(s.graph_breaks), s.eager_calls,
                         s.dynamo_stopped, sites, s.symbolic_graphs, dict(s.uncompiled_methods),
                         s.partly_uncompiled_calls,
