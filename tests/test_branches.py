@@ -179,6 +179,46 @@ def test_a_negated_predicate_is_converted_with_its_arms_exchanged():
     assert captured == ["if not x[i] > 0:", "if not not x[i] < -1:"], thunder.summary(jitted)
 
 
+def test_conditional_expressions_are_converted_as_ifs_are():
+    """Seed example 1 with its branch written `y = a if c else b`: only `if` statements were rewritten, so Dynamo
+    skipped the whole frame (every call uncompiled) and no branch was listed."""
+    def f(x, y, scale: float):
+        for i in range(x.size(0)):
+            y = y + x[i] * x[i] if x[i] > 0 else y - x[i]
+            if x[i] < -1:  # a statement whose arm holds one
+                y = y * 2 if not x[i] < -1.5 else y * 3
+        squares = [v * v if v > 0 else v for v in x]  # a comprehension's own scope: left alone
+        return (y if scale > 1 else -y) + squares[0]  # a Python predicate, taken as Python takes it
+
+    jitted = thunder.jit(f)
+    torch.manual_seed(0)
+    for k in range(6):
+        x, y = torch.randn(5, requires_grad=True), torch.tensor(0.5, requires_grad=True)
+        xe, ye = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+        out, expected = jitted(x, y, 1.0 + k % 2), f(xe, ye, 1.0 + k % 2)
+        assert_same(out, expected)
+        out.backward()
+        expected.backward()
+        assert_same((x.grad, y.grad), (xe.grad, ye.grad))
+    stats = thunder.compile_stats(jitted)
+    assert stats.eager_calls == 0, thunder.summary(jitted)
+    captured = [s.code for s in converted(jitted) if s.captured]
+    assert captured == ["y + x[i] * x[i] if x[i] > 0 else y - x[i]", "y * 2 if not x[i] < -1.5 else y * 3",
+                        "if x[i] < -1:"], thunder.summary(jitted)
+    assert "y + x[i] * x[i] if x[i] > 0 else y - x[i]  converted to a select" in thunder.summary(jitted)
+
+
+def test_a_conditional_expression_whose_arms_are_numbers_is_given_up():
+    def f(x):
+        return x * (2 if x.sum() > 0 else 3)
+
+    jitted = thunder.jit(f)
+    for x in (torch.ones(3), -torch.ones(3), torch.ones(3)):
+        assert_same(jitted(x), f(x))
+    (site,) = sites(jitted)
+    assert "not both tensors" in site.reason, site
+
+
 def test_python_predicate_is_specialized_as_before():
     def f(x, flag: bool):
         if flag:

@@ -242,6 +242,23 @@ def test_a_skipped_frame_is_warned_once_and_its_calls_counted_uncompiled():
         assert _stops(log) == []
 
 
+def test_a_generator_function_is_warned_about_as_a_generator():
+    """A jitted generator function's body runs as the generator is iterated, uncompiled: the reason said no tensor
+    op ran, and its fix (a first call that computes with tensors) changed nothing."""
+    def batches(x):
+        for i in range(x.shape[0]):
+            yield (x[i] * 2).sin()
+
+    jitted, x = thunder.jit(batches), torch.randn(2, 4)
+    with capture_thunder_log() as log:
+        for _ in range(3):
+            assert_same(list(jitted(x)), list(batches(x)))
+    stats = thunder.compile_stats(jitted)
+    assert stats.eager_calls == 3 and "'batches' is a generator function" in stats.dynamo_stopped, stats
+    warnings = _stops(log)
+    assert len(warnings) == 1 and "the function that iterates the generator" in warnings[0], log
+
+
 def test_a_torchscript_module_is_warned_about_as_running_uncompiled():
     """torch.jit.trace makes TorchScript of a module, which Dynamo runs as it is: every call of it ran uncompiled,
     silently."""

@@ -312,10 +312,17 @@ class _Jitted:
                                 "(or thunder.jit a new wrapper for the calls inside it)")
             return
         if state.eager_calls == 2 and not state.graphs and not state.graph_breaks and not state.dynamo_stopped:
-            note_dynamo_stopped(state, "skip", code.co_name, "Dynamo found nothing to compile in the first call of "
-                                f"'{code.co_name}' (no tensor op ran) and skips its code from then on, as "
-                                "torch.compile does", "make the first call one that computes with tensors (or "
-                                "thunder.jit a new wrapper)")
+            if code.co_flags & inspect.CO_GENERATOR:
+                note_dynamo_stopped(state, "skip", code.co_name, f"'{code.co_name}' is a generator function: a call "
+                                    "makes a generator, and its body runs as the generator is iterated, uncompiled",
+                                    "thunder.jit the computation each item makes (a function the body calls), or "
+                                    "the function that iterates the generator")
+                return
+            note_dynamo_stopped(state, "skip", code.co_name, "Dynamo compiled nothing in the first call of "
+                                f"'{code.co_name}' (no tensor op ran, or it gave up on the frame without a graph "
+                                "break: run with TORCH_LOGS=graph_breaks,dynamo to see why) and skips its code from "
+                                "then on, as torch.compile does", "make the first call one that computes with "
+                                "tensors (or thunder.jit a new wrapper); otherwise change what Dynamo cannot trace")
             return
         if len(cache_entries(code, self._thunder_region)) >= limit:
             note_recompile_limit(self._thunder_state, "recompile_limit", limit,
@@ -461,8 +468,9 @@ def _no_graph_reason(s):
         return "every call raised before a graph was captured (the error is the call's)"
     breaks = s.dynamo_stopped or s.graph_breaks
     return "every call ran eagerly (" + ("see why above)" if breaks else
-                                         "Dynamo found nothing to compile at the first call -- no tensor op ran -- "
-                                         "and, as torch.compile does, skips this function's code from then on)")
+                                         "Dynamo compiled nothing at the first call -- no tensor op ran, or it "
+                                         "gave up on the frame without a graph break -- and, as torch.compile "
+                                         "does, skips this function's code from then on)")
 
 
 def _specializes(g):

@@ -23,7 +23,9 @@ so that the arm not taken contributes no NaN to gradients.
 
 An ``if`` that ends the function and whose arms both end with ``return`` (also ``if c: ...; return a``
 followed by a final ``return b``) is converted too: each arm function returns its return value, which is
-selected like a name, and the function returns it.
+selected like a name, and the function returns it. So is a conditional expression (``a if c else b``) of an
+assignment, expression statement or ``return`` (:class:`_ConditionalExpressions`); ``if not c`` is the ``if``
+of ``c`` with its arms exchanged.
 
 Soundness. A branch is rewritten only if this module's static rules accept it (``_Purity.why_not``,
 ``_Rewriter._why_not``: no other ``return``, no ``break``/``continue``/``raise``, no side effects, no calls to
@@ -834,19 +836,38 @@ class _Rewriter(ast.NodeTransformer):
     def visit_ClassDef(self, node):
         return node
 
-    def visit_If(self, node):
-        before = self.definedness.before.get(id(node), frozenset())
-        self.generic_visit(node)  # inner ifs first
-        line = node.lineno
-        location = f"{self.filename.rsplit('/', 1)[-1]}:{line}"
-        code = f"if {ast.unparse(node.test)}:"
-        key = (self.filename, line, code)
+    def _site(self, node, code):
+        """The BranchSite of an ``if`` statement or conditional expression, and whether it is excluded."""
+        key = (self.filename, node.lineno, code)
         site = self.sites.get(key)
         if site is None:
-            site = BranchSite(next(_site_ids), location, code, False)
+            site = BranchSite(next(_site_ids), f"{self.filename.rsplit('/', 1)[-1]}:{node.lineno}", code, False)
             self.sites[key] = site
         if key in self.excluded:
             site.converted = False
+        return site, key in self.excluded
+
+    # Statements whose expressions may hold conditional expressions (`a if c else b`) to convert.
+    def _statement(self, node):
+        self.generic_visit(node)
+        if self.depth != 1:
+            return node
+        hoisted = []
+        node = _ConditionalExpressions(self, hoisted).visit(node)
+        for s in hoisted + [node]:
+            ast.fix_missing_locations(ast.copy_location(s, node))
+            for n in ast.walk(s):
+                if not hasattr(n, "lineno"):
+                    ast.copy_location(n, node)
+        return hoisted + [node] if hoisted else node
+
+    visit_Assign = visit_AugAssign = visit_AnnAssign = visit_Expr = visit_Return = _statement
+
+    def visit_If(self, node):
+        before = self.definedness.before.get(id(node), frozenset())
+        self.generic_visit(node)  # inner ifs first
+        site, excluded = self._site(node, f"if {ast.unparse(node.test)}:")
+        if excluded:
             return node
         # An `if` ending the function whose arms both end with a `return` (inner ones converted first end so too).
         returns = id(node) in self.tail and _ends_in_return(node.body) and _ends_in_return(node.orelse)
@@ -970,6 +991,58 @@ class _Rewriter(ast.NodeTransformer):
         return out
 
 
+class _ConditionalExpressions(ast.NodeTransformer):
+    """Converts the conditional expressions (``a if c else b``) of one statement, innermost first, as ``if``
+    statements are: each arm becomes a function returning its value (defined before the statement, in
+    ``hoisted``), and the expression a call ``_thunder_if(c, then, else, (), site, (label,))[0]``. Those inside a
+    lambda or a comprehension (a scope of their own) are left alone."""
+
+    def __init__(self, rewriter, hoisted):
+        self.rewriter, self.hoisted = rewriter, hoisted
+
+    def visit_Lambda(self, node):
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)  # inner ones first
+        r = self.rewriter
+        text = ast.unparse(node)
+        site, excluded = r._site(node, text if len(text) <= 80 else text[:77] + "...")
+        if excluded:
+            return node
+        reason = None
+        if any(isinstance(n, ast.BoolOp) for n in ast.walk(node.test)):
+            reason = "an `and`/`or` in the condition (Python decides it operand by operand: control flow on each one)"
+        elif any(isinstance(n, ast.NamedExpr) for arm in (node.body, node.orelse) for n in ast.walk(arm)):
+            reason = "an assignment expression (`:=`) in an arm"
+        else:
+            reason = r.purity.why_not_expr(node.body) or r.purity.why_not_expr(node.orelse)
+        if reason:
+            site.converted, site.reason = False, reason
+            return node
+        site.converted, site.reason = True, ""
+        r.converted += 1
+        names = []
+        for arm, value in (("then", node.body), ("else", node.orelse)):
+            name = f"_thunder_{arm}_{site.id}"
+            names.append(ast.Name(name, ast.Load()))
+            args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+            body = [ast.Return(ast.Tuple([value], ast.Load()))]
+            fn = ast.FunctionDef(name, args, body, [], None, type_params=[]) \
+                if "type_params" in ast.FunctionDef._fields else ast.FunctionDef(name, args, body, [], None)
+            self.hoisted.append(fn)
+            r.generated.add(name)
+        test = node.test
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, names = test.operand, names[::-1]
+        call = ast.Call(ast.Name("_thunder_if", ast.Load()),
+                        [test, *names, ast.Tuple([], ast.Load()), ast.Constant(site.id),
+                         ast.Tuple([ast.Constant(f"({text})")], ast.Load())], [])
+        return ast.Subscript(call, ast.Constant(0), ast.Load())
+
+
 @dataclass
 class Rewritten:
     fn: object            # the new function (or the original, if nothing was rewritten)
@@ -1034,8 +1107,8 @@ def rewrite(fn, sites, excluded=frozenset(), instance=None):
         return Rewritten(fn, 0)
     fn_def = tree.body[0]
     attributes_set = _attributes_set(fn_def)
-    if not any(isinstance(n, ast.If) or isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and
-               n.target.id in attributes_set for n in ast.walk(fn_def)):
+    if not any(isinstance(n, (ast.If, ast.IfExp)) or isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
+               and n.target.id in attributes_set for n in ast.walk(fn_def)):
         return Rewritten(fn, 0)
     ast.increment_lineno(tree, first - 1)
     fn_def.decorator_list = []
