@@ -123,6 +123,9 @@ class ImportedGraph:
     #: that computes nothing requiring grad (an optimizer's ``p.data.add_(...)``): the call passes ``x.data``
     #: for them, whose write bumps no version of x, as eager's does (a tensor autograd saved stays readable).
     data_inputs: list = field(default_factory=list)
+    #: Output position -> the error eager's backward through that output raises (a write into a value an op saved
+    #: for its backward: _backward_errors); thunder's backward raises it where given that output's gradient.
+    backward_errors: dict = field(default_factory=dict)
 
     def bind(self, args) -> "ImportedGraph":
         """This graph for one call's arguments ``args``: its size symbols bound to the values of their inputs
@@ -1792,14 +1795,18 @@ def _functorch_reason(gm):
             f"trace does not follow them): {what}{where}")
 
 
-def _backward_rejects_a_write(gm):
-    """Why eager's backward of the graph raises, or "": the graph writes into a value that an op before the write
-    saved for its backward (``x = h * 1; x[0] = x[0].sin()``: sin saved ``x[0]``), and eager's autograd raises
-    "modified by an inplace operation" in ``backward()``. thunder's trace is functional and would differentiate the
-    program as written; the graph runs as captured instead, so that its backward raises as eager's. Told by
-    Dynamo's example values, whose fake tensors carry the autograd graph eager would build: their backward raises
-    the same error. Checked only in graphs that write and compute values that require grad."""
+def _backward_errors(gm):
+    """{output position: the error eager's backward through that output raises} for a graph that writes into a
+    value an op before the write saved for its backward (``x = h * 1; x[0] = x[0].sin()``: sin saved ``x[0]``):
+    eager's autograd raises "modified by an inplace operation" in a ``backward()`` that reaches that output.
+    thunder's trace is functional and would differentiate the program as written; its backward raises the same
+    error where it is given that output's gradient (_TrainingProgram.backward). Told by Dynamo's example values,
+    whose fake tensors carry the autograd graph eager would build: their backward raises the same error. Checked
+    only in graphs that write and compute values that require grad, and hold no converted branch: Dynamo traced
+    both of its arms, whose writes eager never makes together (the functionalization selects them)."""
     nodes = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
+    if any(n.target in branches.MARKERS for n in nodes if n.op == "call_function"):
+        return {}
     # Only where a write reaches memory that an earlier op making a value that requires grad read or wrote (which
     # it may have saved): a cheap test first (writes told by names and schemas; probing every op of a model's
     # graph on fake tensors took 0.2-0.3 s).
@@ -1813,27 +1820,28 @@ def _backward_rejects_a_write(gm):
         if _requires_grad(example):
             saved |= memories | _storages(example if isinstance(example, (tuple, list)) else [example])
     if not suspect:
-        return ""
-    returned = [a for n in gm.graph.nodes if n.op == "output" for a in torch.utils._pytree.tree_leaves(n.args[0])]
-    outputs = [e for a in returned if isinstance(a, torch.fx.Node) for e in [a.meta.get("example_value")]
-               if isinstance(e, torch.Tensor) and e.grad_fn is not None]
-    if not outputs:
-        return ""
+        return {}
+    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+    returned = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
     inputs = [e for n in gm.graph.nodes if n.op == "placeholder"
               for e in [n.meta.get("example_value")] if isinstance(e, torch.Tensor) and e.requires_grad]
-    fake_mode = getattr(outputs[0], "fake_mode", None)  # the example values' (the tracing context's may differ)
-    if not inputs or fake_mode is None:
-        return ""
-    try:
-        with fake_mode:
-            torch.autograd.grad(outputs, inputs, [torch.ones_like(e) for e in outputs], retain_graph=True,
-                                allow_unused=True)
-    except RuntimeError as e:
-        if "modified by an inplace operation" in str(e):
-            return f"eager's backward of it raises: {str(e).splitlines()[0][:300]}"
-    except Exception:  # noqa: BLE001 -- a fake tensor's backward that fails otherwise tells nothing
-        pass
-    return ""
+    errors = {}
+    for k, node in enumerate(returned):
+        example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        if not inputs or not isinstance(example, torch.Tensor) or example.grad_fn is None:
+            continue
+        fake_mode = getattr(example, "fake_mode", None)  # the example values' (the tracing context's may differ)
+        if fake_mode is None:
+            continue
+        try:
+            with fake_mode:
+                torch.autograd.grad(example, inputs, torch.ones_like(example), retain_graph=True, allow_unused=True)
+        except RuntimeError as e:
+            if "modified by an inplace operation" in str(e):
+                errors[k] = str(e).splitlines()[0]
+        except Exception:  # noqa: BLE001 -- a fake tensor's backward that fails otherwise tells nothing
+            pass
+    return errors
 
 
 def import_graph(gm: torch.fx.GraphModule, example_inputs, symbolic=False) -> ImportedGraph:
@@ -1850,11 +1858,13 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, symbolic=False) -> Im
         UnsupportedGraph: the graph uses something a trace cannot express (symbolic shapes unless ``symbolic``,
             sizes that are not polynomials in the size inputs, dtypes the core lacks, unusual FX node kinds).
     """
-    reason = _runs_only_as_captured(gm) or _backward_rejects_a_write(gm)
+    reason = _runs_only_as_captured(gm)
     if reason:
         raise UnsupportedGraph(reason)
     try:
-        return _Importer(gm, example_inputs, symbolic).run()
+        imported = _Importer(gm, example_inputs, symbolic).run()
     except _AutocastNotExplicit as e:
         logger.debug("thunder: an autocast region stays global state (its ops keep torch's autocast): %s", e)
-        return _Importer(gm, example_inputs, symbolic, explicit_autocast=False).run()
+        imported = _Importer(gm, example_inputs, symbolic, explicit_autocast=False).run()
+    imported.backward_errors = _backward_errors(gm)
+    return imported
