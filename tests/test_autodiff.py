@@ -1475,14 +1475,21 @@ def test_ops_on_complex_values_that_require_grad_are_differentiated_by_torch(fn)
     torch.testing.assert_close(a.grad, reference.grad)
 
 
-def test_sgn_of_a_complex_leaf_is_differentiated_as_eager():
-    """sgn(z) = z / |z| for a complex z; thunder's sgn is the real sign (prims.sign), whose generic VJP called
-    torch.sign on the complex value and raised. A complex sgn runs as torch's op."""
-    z = torch.randn(3, dtype=torch.complex64)
+@pytest.mark.parametrize("fn", [
+    lambda z: torch.sgn(z),
+    lambda z: torch.logaddexp(z, z * 2),
+    lambda z: torch.logsumexp(z, 1),
+    lambda z: torch.nn.functional.normalize(z, dim=1),
+], ids=["sgn", "logaddexp", "logsumexp", "normalize"])
+def test_ops_whose_decomposition_is_real_only_run_complex_leaves_as_torch(fn):
+    """sgn(z) = z / |z| for a complex z, which thunder's sgn (prims.sign, torch.sign) is not: its generic VJP raised
+    in backward. logaddexp, logsumexp and normalize decompose through maximum/amax, real only: with a complex leaf
+    that requires grad, the call itself raised. Each runs as torch's op on complex inputs."""
+    z = torch.randn(2, 3, dtype=torch.complex64)
     grads = []
-    for fn in (lambda z: torch.sgn(z).real.sum(), thunder.jit(lambda z: torch.sgn(z).real.sum())):
+    for f in (fn, thunder.jit(fn)):
         leaf = z.clone().requires_grad_()
-        fn(leaf).backward()
+        torch.view_as_real(f(leaf)).sum().backward()
         grads.append(leaf.grad)
     torch.testing.assert_close(grads[1], grads[0])
 

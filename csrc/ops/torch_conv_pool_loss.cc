@@ -207,6 +207,8 @@ Value group_norm(Builder& b, const Args& a) {
 }
 
 Value normalize(Builder& b, const Args& a) {
+  // (Its decomposition's amax/maximum are real only: torch runs, and differentiates, a complex normalize.)
+  if (ir::is_complex(b.meta(a[0]).dtype)) throw NotNative("normalize of a complex tensor");
   // normalize(input, p=2.0, dim=1, eps=1e-12)
   const TensorMeta& m = tensor(b, "ltorch.normalize", a[0]);
   if (!is_float(m.dtype)) fail("ltorch.normalize", "expected a floating-point input");

@@ -141,6 +141,8 @@ void register_elementwise() {
     bool two = std::string(name) == "logaddexp2";
     binary(name, [two, name](Builder& b, const Args& a) {
       DType d = result_type(b, {a[0], a[1]});
+      // (maximum is real only: torch runs, and differentiates, a complex logaddexp.)
+      if (ir::is_complex(d)) throw NotNative(std::string(name) + " of complex tensors");
       if (!is_float(d)) fail(std::string("ltorch.") + name, "expected floating-point inputs");
       Value x = in_opmath(b, a[0], d), y = in_opmath(b, a[1], d);
       Value m = T(b, "maximum", {x, y});
@@ -496,6 +498,8 @@ void register_reductions() {
   def_decomposed("logsumexp", kReduction, {kInput, opt("dim", Value()), opt("keepdim", Value(false))},
                  [](Builder& b, const Args& a) {
                    const TensorMeta m = b.meta(a[0]);
+                   // (amax is real only: torch runs, and differentiates, a complex logsumexp.)
+                   if (ir::is_complex(m.dtype)) throw NotNative("logsumexp of a complex tensor");
                    DType d = is_float(m.dtype) ? m.dtype : DType::Float32;
                    auto dims = reduction_dims("ltorch.logsumexp", m, a[1]);
                    Value x = cast(b, a[0], d);
