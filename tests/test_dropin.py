@@ -15,7 +15,7 @@ import thunder
 from thunder.executors import Executor
 from thunder.executors.torchex import torch_executor
 from thunder.frontend import dynamo
-from conftest import assert_same
+from conftest import assert_same, capture_thunder_log
 
 
 class MLP(nn.Module):
@@ -406,6 +406,24 @@ def test_the_jitted_modules_forward_wrapped_as_accelerate_wraps_a_modules():
             assert_same(jitted(x), model(x) * 2)
         del jitted.forward
         assert_same(jitted(x), model(x))
+    assert thunder.compile_stats(jitted).eager_calls == 0
+
+
+def test_a_forward_set_on_the_jitted_module_that_skips_the_compiled_one_is_said():
+    """jitted.forward = f where f does not call the compiled forward: its calls ran uncompiled, unseen (calls stayed
+    at 1, no warning)."""
+    model = nn.Linear(4, 4)
+    jitted, x = thunder.jit(model), torch.randn(3, 4)
+    with torch.no_grad():
+        jitted(x)
+        jitted.forward = lambda inp: model.forward(inp) * 2
+        with capture_thunder_log() as log:
+            for _ in range(3):
+                assert_same(jitted(x), model(x) * 2)
+    stats = thunder.compile_stats(jitted)
+    assert (stats.calls, stats.eager_calls) == (4, 3), stats
+    warned = [m for m in log if "was replaced by a function that does not call the compiled forward" in m]
+    assert len(warned) == 1, log
 
 
 def test_a_function_given_new_code_or_defaults_is_compiled_again():

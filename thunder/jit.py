@@ -705,9 +705,25 @@ class ThunderModule(_Jitted, nn.Module):
                 if out is d["_thunder_instance"] or d["_thunder_returns_instance"]:
                     return _original_in(out, d["_thunder_instance"], d["_thunder_model"])
                 return out
-        if _global_hooks_run_inside(d):
-            return self.forward(*args, **kwargs)
-        return nn.Module.__call__(self, *args, **kwargs)
+        # A forward set on the wrapper (accelerate's hooks, a LoRA patch) is meant to call the compiled one it read
+        # before: one that did not ran uncompiled, which is counted and said once.
+        calls = self._thunder_state.calls if "forward" in d else None
+        out = self.forward(*args, **kwargs) if _global_hooks_run_inside(d) else nn.Module.__call__(self, *args, **kwargs)
+        if calls is not None and self._thunder_state.calls == calls:
+            self._note_replaced_forward_ran()
+        return out
+
+    def _note_replaced_forward_ran(self):
+        state = self._thunder_state
+        state.calls += 1
+        state.eager_calls += 1
+        if not self.__dict__.get("_thunder_warned_forward"):
+            self.__dict__["_thunder_warned_forward"] = True
+            logger.warning("thunder: %s.forward was replaced by a function that does not call the compiled forward "
+                           "(the jitted module's forward before the replacement): its calls run uncompiled. To fix: "
+                           "call the previous jitted.forward from the replacement, or set the attribute on the "
+                           "original module (model.forward = f) and call the jitted module, which compiles f. "
+                           "print(jitted) and thunder.compile_stats count the calls that ran uncompiled.", state.name)
 
     def _lazy_call_pending(self, model, args, kwargs):
         """Initializes the lazy modules (nn.LazyLinear and the like: their parameters are made from the first
