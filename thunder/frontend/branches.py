@@ -809,6 +809,21 @@ def _tail_ifs(fn_def):
     return tail
 
 
+_BOOL_OP = "an `and`/`or` in the condition (Python decides it operand by operand: control flow on each one)"
+
+
+def _has_bool_op(test):
+    return any(isinstance(n, ast.BoolOp) for n in ast.walk(test))
+
+
+def _unnegated(test, arms):
+    """(test, arms) of ``if not c`` as those of ``if c``, the arms exchanged: Python's ``not`` would call bool() on
+    a tensor predicate, which Dynamo cannot trace."""
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, arms = test.operand, arms[::-1]
+    return test, arms
+
+
 class _Rewriter(ast.NodeTransformer):
     def __init__(self, definedness, tail, purity, filename, first_line, sites, excluded):
         self.definedness, self.tail, self.purity = definedness, tail, purity
@@ -880,8 +895,8 @@ class _Rewriter(ast.NodeTransformer):
         return self._convert(node, before, site.id, returns, list(dict.fromkeys(self.purity.modules_called)))
 
     def _why_not(self, node, before, returns):
-        if any(isinstance(n, ast.BoolOp) for n in ast.walk(node.test)):
-            return "an `and`/`or` in the condition (Python decides it operand by operand: control flow on each one)"
+        if _has_bool_op(node.test):
+            return _BOOL_OP
         arms = (node.body[:-1], node.orelse[:-1]) if returns else (node.body, node.orelse)
         self.purity.modules_called = []
         reason = self.purity.why_not(arms[0], self.generated) or self.purity.why_not(arms[1], self.generated)
@@ -964,11 +979,7 @@ class _Rewriter(ast.NodeTransformer):
             return ast.copy_location(fn, node)
 
         written = _written_in_place(node.body + node.orelse)
-        # `if not c:` is `if c:` with the arms exchanged: Python's `not` would call bool() on a tensor predicate,
-        # which Dynamo cannot trace.
-        test, arms = node.test, [ast.Name(then_name, ast.Load()), ast.Name(else_name, ast.Load())]
-        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            test, arms = test.operand, arms[::-1]
+        test, arms = _unnegated(node.test, [ast.Name(then_name, ast.Load()), ast.Name(else_name, ast.Load())])
         call = ast.Call(ast.Name("_thunder_if", ast.Load()),
                         [test, *arms,
                          ast.Tuple([ast.Name(p, ast.Load()) for p in params], ast.Load()), ast.Constant(site),
@@ -1013,8 +1024,8 @@ class _ConditionalExpressions(ast.NodeTransformer):
         if excluded:
             return node
         reason = None
-        if any(isinstance(n, ast.BoolOp) for n in ast.walk(node.test)):
-            reason = "an `and`/`or` in the condition (Python decides it operand by operand: control flow on each one)"
+        if _has_bool_op(node.test):
+            reason = _BOOL_OP
         elif any(isinstance(n, ast.NamedExpr) for arm in (node.body, node.orelse) for n in ast.walk(arm)):
             reason = "an assignment expression (`:=`) in an arm"
         else:
@@ -1034,9 +1045,7 @@ class _ConditionalExpressions(ast.NodeTransformer):
                 if "type_params" in ast.FunctionDef._fields else ast.FunctionDef(name, args, body, [], None)
             self.hoisted.append(fn)
             r.generated.add(name)
-        test = node.test
-        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            test, names = test.operand, names[::-1]
+        test, names = _unnegated(node.test, names)
         call = ast.Call(ast.Name("_thunder_if", ast.Load()),
                         [test, *names, ast.Tuple([], ast.Load()), ast.Constant(site.id),
                          ast.Tuple([ast.Constant(f"({text})")], ast.Load())], [])
