@@ -1002,6 +1002,21 @@ class _Rewriter(ast.NodeTransformer):
         return out
 
 
+def _may_read_tensor_values(test):
+    """Whether a conditional expression's test may be a tensor predicate: it compares by value (``x[i] > 0``), calls
+    a method (``mask.any()``) or indexes. Tests of Python values -- ``b if a is None else a``, ``isinstance``,
+    a flag or an attribute (``self.training``) -- are left alone: a model's code holds many (Hugging Face's
+    ``return_dict if return_dict is not None else ...``), and each converted one is a call Dynamo traces at every
+    compile."""
+    for n in ast.walk(test):
+        if isinstance(n, ast.Compare) and any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq))
+                                              for op in n.ops):
+            return True
+        if isinstance(n, ast.Subscript) or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+            return True
+    return False
+
+
 class _ConditionalExpressions(ast.NodeTransformer):
     """Converts the conditional expressions (``a if c else b``) of one statement, innermost first, as ``if``
     statements are: each arm becomes a function returning its value (defined before the statement, in
@@ -1018,6 +1033,8 @@ class _ConditionalExpressions(ast.NodeTransformer):
 
     def visit_IfExp(self, node):
         self.generic_visit(node)  # inner ones first
+        if not _may_read_tensor_values(node.test):
+            return node
         r = self.rewriter
         text = ast.unparse(node)
         site, excluded = r._site(node, text if len(text) <= 80 else text[:77] + "...")
