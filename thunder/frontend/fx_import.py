@@ -1812,12 +1812,15 @@ def _backward_errors(gm):
     # graph on fake tensors took 0.2-0.3 s).
     saved, suspect = set(), False
     for n in nodes:
+        example = n.meta.get("example_value")
+        grad = _requires_grad(example)
+        if not saved and not grad:  # (a graph computing nothing that requires grad: no memory read at all)
+            continue
         memories = _storages(a.meta.get("example_value") for a in _argument_nodes((n.args, n.kwargs)))
         if memories & saved and _may_write(n, probe=False):
             suspect = True
             break
-        example = n.meta.get("example_value")
-        if _requires_grad(example):
+        if grad:
             saved |= memories | _storages(example if isinstance(example, (tuple, list)) else [example])
     if not suspect:
         return {}
