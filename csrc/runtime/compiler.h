@@ -15,10 +15,8 @@ struct CompileOptions {
   // even across a float16 rounding written between them). -fno-trapping-math: a select of two computed values
   // (erf's polynomials, a where) vectorizes without AVX-512's masks -- GCC 12 otherwise keeps such a loop scalar
   // on an AVX2 CPU, since computing the untaken arm could raise a floating-point exception no one reads; values
-  // are unchanged. -O2, not -O3: every kernel loop is `#pragma omp simd`, which GCC vectorizes at -O2 as well, and
-  // the kernel suite and the models run at the same speed, while -O3's loop versioning and unswitching made g++
-  // take 20-50% longer (docs/benchmarks.md, "Kernels compiled at -O2").
-  std::vector<std::string> flags = {"-O2", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
+  // are unchanged.
+  std::vector<std::string> flags = {"-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
                                     "-fwrapv", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-w",
                                     "-lmvec", "-lm"};
   std::string cache_dir;          // required
