@@ -1757,7 +1757,7 @@ def _runs_only_as_captured(gm):
             continue
         if target is _SET_INPLACE_REQUIRES_GRAD_ALLOWED:  # Dynamo's bracket around requires_grad_()
             continue
-        if (getattr(target, "__module__", None) or "").startswith(("torch._C._functorch", "torch._functorch")):
+        if _calls_functorch(node):
             return _functorch_reason(gm)
         if isinstance(target, torch._ops.HigherOrderOperator) and target.name() == "register_hook":
             return "it registers a tensor hook (Tensor.register_hook) on a value it computes"
@@ -1771,6 +1771,12 @@ _FUNCTORCH_HELPERS = {"_grad_increment_nesting": "torch.func.grad, vjp or jacrev
                       "lazy_load_decompositions": "torch.vmap", "_jvp_increment_nesting": "torch.func.jvp or jacfwd"}
 
 
+def _calls_functorch(node):
+    """Whether an FX node calls one of torch.func's helpers (torch._C._functorch or torch._functorch)."""
+    return node.op == "call_function" and (getattr(node.target, "__module__", None) or "").startswith(
+        ("torch._C._functorch", "torch._functorch"))
+
+
 def _functorch_reason(gm):
     """Why a graph that calls torch.func's transforms runs as captured, naming the transforms (told by the
     helpers they call, which Dynamo records) and the user's line that calls them, where the graph has one: the
@@ -1778,8 +1784,7 @@ def _functorch_reason(gm):
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     transforms, where = [], ""
     for node in gm.graph.nodes:
-        if node.op != "call_function" or not (getattr(node.target, "__module__", None) or "").startswith(
-                ("torch._C._functorch", "torch._functorch")):
+        if not _calls_functorch(node):
             continue
         name = _FUNCTORCH_HELPERS.get(getattr(node.target, "__name__", ""))
         if name and name not in transforms:
