@@ -112,3 +112,30 @@ def test_the_fresh_namespace_of_the_round_trip_helper_is_empty():
     fn = as_printed(thunder.last_traces(jitted)[-1])
     assert "cpu_fusion0" in fn.__globals__ and fn.__globals__["cpu_fusion0"].registry_name.startswith("cpu_fusion0_")
     assert_same(fn(a, b)[0], out)
+
+
+def test_the_symbolic_traces_of_a_graph_serving_every_length_run_as_printed():
+    """A graph with a symbolic size (a second length, dynamic=None): its symbolic traces from fusion on call the
+    kernels of the signature that ran last, and import them (they printed ``cpu_fusion0(...)`` with no import, and
+    raised NameError), forward and backward."""
+    def f(x, w):
+        return torch.nn.functional.layer_norm(x @ w, (8,)).relu() * x.shape[0]
+
+    jitted = thunder.jit(f)
+    for n in (4, 5, 6):
+        x, w = torch.randn(n, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+        out = jitted(x, w)
+        out.sum().backward()
+    traces = thunder.last_traces(jitted)
+    assert any("symbolic" in view.name for view in traces)
+    x_grad, w_grad, x, w = x.grad, w.grad, x.detach(), w.detach()
+
+    def args(view):
+        return (6, x, w) if len(view.trace.inputs) == 3 else (x, w)
+    for view in traces:
+        result = run_printed(view, *args(view))
+        assert_same((result[0] if view.saves else result)[0], out.detach())
+    saved = run_printed(traces[-1], *args(traces[-1]))[1]
+    for view in thunder.last_backward_traces(jitted):
+        grads = run_printed(view, list(saved), torch.ones(6, 8))  # the backward empties the list it is given
+        assert_same(list(grads[-2:]), [x_grad, w_grad])  # after the size's (None)

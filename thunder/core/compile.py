@@ -427,6 +427,10 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
     if lower:
         _lower(views[-1 if program is None else -2].trace, executors, views[-1].namespace, kernels,
                lowering_seconds, compiled=compiled_kernels, guarded_inputs=guarded_inputs)
+    if lower and sizes is not None:  # the shared symbolic traces from fusion on call this signature's kernels
+        views = _in_namespace(views, len(passed.views), views[-1].namespace)
+        if backward_views:
+            backward_views = _in_namespace(backward_views, len(passed.backward_views), backward_views[-1].namespace)
     python_start = time.perf_counter()
     runner = _without_autocast if getattr(imported, "autocast_written_out", False) else (lambda f: f)
     if program is not None:
@@ -482,6 +486,12 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
     return graph
 
 
+def _in_namespace(views, shared, namespace):
+    """``views`` with the first ``shared`` (a SymbolicPlan's traces, which every signature shares) printed and run
+    in ``namespace``, a signature's: its kernels' launchers are the names their fusions call."""
+    return [dataclasses.replace(v, namespace=namespace) for v in views[:shared]] + views[shared:]
+
+
 def _specialized_backward(graph, passed, forward, sizes, namespace, given, executors, runner, debug_mode,
                           compiled_kernels):
     """The backward of a training graph for a call given only the output gradients ``given`` flags (the others
@@ -521,6 +531,8 @@ def _specialized_backward(graph, passed, forward, sizes, namespace, given, execu
     kernels = {}
     _lower(views[-1].trace, executors, views[-1].namespace, kernels, {}, round_every_op=False, prefix="backward ",
            compiled=compiled_kernels)
+    if sizes is not None:
+        views = _in_namespace(views, len(views) - 1, views[-1].namespace)
     compiled = _taking_saved_list(views[-1], runner(debug.debug_runner(views[-1].python_callable(), debug_mode)))
     uncompiled = _taking_saved_list(unsplit, _made_on_first_call(lambda: runner(_bound(unsplit, sizes)
                                                                                  .python_callable())))
