@@ -312,6 +312,26 @@ def test_a_call_that_raises_its_own_error_does_not_stop_later_calls_from_compili
     assert stats.eager_calls == 0 and not stats.dynamo_stopped and "1 calls raised" in str(jitted), str(jitted)
 
 
+@pytest.mark.parametrize("error", [ValueError, KeyboardInterrupt, SystemExit])
+def test_a_call_that_raises_keyboard_interrupt_is_counted_as_raised(error):
+    """KeyboardInterrupt and SystemExit are not Exceptions: a call raising one was counted as a call, but as none
+    of hit, miss or raised, so ``print(jitted)`` did not add up."""
+    def f(x, raising):
+        y = x.exp()
+        if raising:
+            raise error
+        return y + 1
+
+    jitted = thunder.jit(f)
+    jitted(torch.randn(3), False)
+    for _ in range(2):
+        with pytest.raises(error):
+            jitted(torch.randn(3), True)
+    stats = thunder.compile_stats(jitted)
+    assert stats.calls == 3 and jitted._thunder_state.raised_calls == 2, str(jitted)
+    assert "2 calls raised" in str(jitted), str(jitted)
+
+
 def test_a_float_argument_that_makes_a_size_raise_leaves_later_calls_compiled():
     """round(inf) raises while Dynamo checks a guard and traces (OverflowError, as in eager); the calls after it,
     at numbers seen before, ran uncompiled, with no word of why."""

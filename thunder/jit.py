@@ -217,6 +217,9 @@ class _Jitted:
                     # Dynamo's, which skips that frame's code from then on; compiled again, later calls compile.
                     self._build()
                 raise
+        except BaseException:  # KeyboardInterrupt, SystemExit: raised through, and counted
+            state.raised_calls += 1
+            raise
         finally:
             skipped_logging.restore(left_out)
             current_state.reset(token)

@@ -733,7 +733,7 @@ class FastPath:
                 (namespace[f"fn{k}"], namespace[f"compiled{k}"]), graph_args, result = direct
                 lines += [f"        compiled{k}.calls += 1", "        state.graph_calls += 1", "        try:",
                           f"            out = fn{k}({', '.join(_source(a, values) for a in graph_args)})",
-                          "        except Exception as e:", "            annotate(e)", "            state.calls += 1",
+                          "        except BaseException as e:", "            annotate(e)", "            state.calls += 1",
                           "            state.raised_calls += 1", "            raise", "        state.calls += 1",
                           "        state.cache_hits += 1", "        if state.limited_frames:",
                           "            count_limited_frames(state, True)", f"        return {_source(result, values)}"]
@@ -746,8 +746,8 @@ class FastPath:
                           f"            out = {_source(result, values)}"]
             else:
                 lines.append(f"            out = run{k}({arguments})")
-            # A call that raises is counted as the ordinary path counts it.
-            lines += ["        except Exception:", "            state.calls += 1",
+            # A call that raises (KeyboardInterrupt too) is counted as the ordinary path counts it.
+            lines += ["        except BaseException:", "            state.calls += 1",
                       "            state.raised_calls += 1", "            raise"] + counted + ["        return out"]
         lines.append("    return MISS")
         exec(compile("\n".join(lines), f"<thunder fast path {self.fn.__qualname__}>", "exec"), namespace)
