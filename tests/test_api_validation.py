@@ -196,6 +196,20 @@ def test_inspection_before_a_call():
     assert thunder.compile_stats(jitted).graphs == []
 
 
+def test_inspection_after_calls_whose_graph_runs_uncompiled_says_why():
+    """last_traces of a function that was called, whose graph runs uncompiled, said "call the jitted function
+    first"; it names the graph and the reason."""
+    def resizes(x):
+        y = x * 2
+        y.t_()
+        return y + 1
+
+    jitted = thunder.jit(resizes)
+    jitted(torch.randn(3, 4))
+    with pytest.raises(LookupError, match=r"no graph was compiled: graph 0 runs uncompiled: .*sizes or strides"):
+        thunder.last_traces(jitted)
+
+
 @pytest.mark.parametrize("inspect", [thunder.last_traces, thunder.last_backward_traces, thunder.last_kernels])
 def test_inspection_of_a_graph_position_that_does_not_exist_names_the_argument(inspect):
     jitted = thunder.jit(f)

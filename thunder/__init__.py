@@ -20,7 +20,7 @@ from thunder.core.options import LogLevel
 from thunder.executors.cpuex import clear_kernel_cache
 from thunder.frontend import branches as _branches
 from thunder.frontend import dynamo as _dynamo
-from thunder.jit import CompileStats, ThunderFunction, ThunderModule, compiled_graphs
+from thunder.jit import CompileStats, ThunderFunction, ThunderModule, _no_graph_reason, compiled_graphs
 from thunder.jit import report as _summary_text
 from thunder.plan import Plan, examine
 
@@ -109,10 +109,17 @@ def _state_of(jitted, caller):
 
 
 def _compiled_graphs(jitted, caller):
-    graphs = compiled_graphs(_state_of(jitted, caller))
-    if not graphs:
+    """The compiled graphs; LookupError naming ``caller`` and why there is none: no call yet, the captured graphs
+    run uncompiled (each with its reason), or no graph was captured."""
+    state = _state_of(jitted, caller)
+    graphs = compiled_graphs(state)
+    if graphs:
+        return graphs
+    if not state.calls:
         raise LookupError(f"thunder.{caller}: no graph has been compiled yet (call the jitted function first)")
-    return graphs
+    uncompiled = [f"graph {g.index} runs uncompiled: {g.reason}" for g in state.graphs]
+    raise LookupError(f"thunder.{caller}: no graph was compiled: " + ("; ".join(uncompiled) if uncompiled else
+                                                                      _no_graph_reason(state)))
 
 
 def _compiled_graph(jitted, caller, graph):
