@@ -569,6 +569,10 @@ def test_a_symbolic_graph_keeps_its_most_recently_used_specializations(monkeypat
     released = [g for g in compiled_graphs(jitted) if g.released]
     assert all(g.fn is None and not g.kernels and not any(v.namespace for v in g.traces) for g in released)
     assert "released: the least recently used of symbolic graph 1's 3 specializations" in str(jitted)
+    # Its traces say so, printed and run (they raised a bare NameError for their kernels' names).
+    assert str(released[0].traces[-1]).startswith("# Not runnable: its graph was released (the least recently")
+    with pytest.raises(RuntimeError, match="cannot run: its graph was released"):
+        released[0].traces[-1].python_callable()
     # Shapes that keep coming back: past as many released records again, the oldest are folded into counts.
     for n in [7, 8, 9, 10, 11, 12, 2]:
         x, y = torch.randn(n, 4), torch.randn(n, 4)

@@ -37,11 +37,16 @@ class TraceView:
     name: str = ""
     subsymbols: bool = True
     saves: bool = False   # a training forward: returns (outputs, saved values for the backward)
+    released: str = ""    # why the graph it belongs to was released (CompiledGraph.release): it no longer runs
 
     def __str__(self):
         text = self.trace.python(subsymbols=self.subsymbols)
         imports = self.namespace.imports_for(text) if isinstance(self.namespace, TraceNamespace) else []
-        return self.trace.python(subsymbols=self.subsymbols, imports=imports) if imports else text
+        text = self.trace.python(subsymbols=self.subsymbols, imports=imports) if imports else text
+        if self.released:
+            text = (f"# Not runnable: its graph was released ({self.released}); the kernels and objects it calls are "
+                    "no longer loaded\n" + text)
+        return text
 
     def __repr__(self):
         return f"<TraceView {self.name}: {len(self.trace.symbols)} symbols>"
@@ -55,7 +60,11 @@ class TraceView:
         return self.trace.symbols
 
     def python_callable(self):
-        """The trace's printed program, executed; raises SyntaxError if the printer produced invalid Python."""
+        """The trace's printed program, executed; raises SyntaxError if the printer produced invalid Python, and
+        RuntimeError for a trace of a released graph (its kernels are gone)."""
+        if self.released:
+            raise RuntimeError(f"trace {self.name!r} cannot run: its graph was released ({self.released}); the "
+                               "kernels and objects it calls are no longer loaded")
         source = str(self)
         ns = dict(self.namespace)
         filename = debug.register_source(source, f"trace {self.name}")
@@ -120,8 +129,8 @@ class CompiledGraph:
         self.specialized_backward_traces = {}
         forward = self.traces[:len(self.traces) - self.own_traces]
         backward = self.backward_traces[:len(self.backward_traces) - self.own_backward_traces]
-        self.traces = [dataclasses.replace(v, namespace={}) for v in forward]
-        self.backward_traces = [dataclasses.replace(v, namespace={}) for v in backward]
+        self.traces = [dataclasses.replace(v, namespace={}, released=reason) for v in forward]
+        self.backward_traces = [dataclasses.replace(v, namespace={}, released=reason) for v in backward]
         self.own_traces = self.own_backward_traces = 0
 
     def opaque_ops(self):
