@@ -139,3 +139,60 @@ def test_the_symbolic_traces_of_a_graph_serving_every_length_run_as_printed():
     for view in thunder.last_backward_traces(jitted):
         grads = run_printed(view, list(saved), torch.ones(6, 8))  # the backward empties the list it is given
         assert_same(list(grads[-2:]), [x_grad, w_grad])  # after the size's (None)
+
+
+def test_each_input_of_a_printed_trace_says_what_it_is_in_the_program():
+    """The trace's inputs are the graph's, in the order Dynamo first used them (``b`` before ``a`` here): each
+    input's comment names the argument, parameter or size it is, in static, symbolic and module graphs."""
+    def f(a, b):
+        return b.exp() - a
+
+    jitted = thunder.jit(f)
+    a, b = torch.randn(3), torch.randn(3)
+    jitted(a, b)
+    text = str(thunder.last_traces(jitted)[-1])
+    assert '# t0: "cpu f32[3]"  (b)' in text and '# t1: "cpu f32[3]"  (a)' in text, text
+    assert_same(run_printed(thunder.last_traces(jitted)[-1], b, a)[0], f(a, b))
+
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    jitted = thunder.jit(model)
+    jitted(torch.randn(2, 3))
+    text = str(thunder.last_traces(jitted)[-1])
+    assert "(self[0].weight)" in text and "(self[0].bias)" in text and "(args[0])" in text, text
+
+    jitted = thunder.jit(lambda x: x * 2, dynamic=True)
+    jitted(torch.randn(5))
+    text = str(thunder.last_traces(jitted)[-1])
+    assert '"int"  (x.size()[0])' in text and "(x)" in text, text
+
+
+class _Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * 3 * x ** 2
+
+
+def test_symbolic_traces_import_the_graphs_objects_as_static_ones_do():
+    """With symbolic sizes (dynamic=True), every forward and backward trace imports what it calls beyond kernels:
+    an opaque callable (a custom autograd.Function), the folded constants (``_constants``) and the generic VJP
+    (``autograd_vjp``); a shape signature's namespace had the names without their imports (NameError)."""
+    def f(x):
+        return _Cube.apply(x) * torch.arange(4.0) + x.topk(2, dim=0).values.sum()
+
+    jitted = thunder.jit(f, dynamic=True)
+    x = torch.randn(6, 4, requires_grad=True)
+    jitted(x).sum().backward()
+    for view in thunder.last_traces(jitted) + thunder.last_backward_traces(jitted):
+        namespace = {}
+        exec(str(view), namespace)
+        body = "\n".join(line for line in str(view).split("def computation")[1].splitlines()
+                         if not line.strip().startswith("#"))
+        for name in ("_constants", "_autograd_function0", "autograd_vjp"):
+            assert name not in body or name in namespace, (view.name, name)
+    assert_same(run_printed(thunder.last_traces(jitted)[-1], 6, 4, x.detach())[0][0], f(x).detach())

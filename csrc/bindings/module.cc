@@ -348,10 +348,13 @@ NB_MODULE(_core, m) {
            "(dtype, shape, device, requires_grad) of a tensor proxy; ('number', 'bool' | 'int' | 'float' | 'complex') of a number proxy.")
       .def("strides", [](const ir::Trace& t, PyProxy p) { return t.proxy(p.id).strides; },
            "The element strides of a non-contiguous trace input; [] for any other proxy.")
-      .def("python", [](const ir::Trace& t, bool subsymbols, bool sources, std::vector<std::string> imports) {
-        return ir::to_python(t, ir::PrintOptions{subsymbols, sources, std::move(imports)});
+      .def("python", [](const ir::Trace& t, bool subsymbols, bool sources, std::vector<std::string> imports,
+                        std::map<ir::ProxyId, std::string> input_notes) {
+        return ir::to_python(t, ir::PrintOptions{subsymbols, sources, std::move(imports), std::move(input_notes)});
       }, nb::arg("subsymbols") = true, nb::arg("sources") = true, nb::arg("imports") = std::vector<std::string>{},
-         "The trace as a runnable Python module; `imports`: import statements printed after the standard ones.")
+         nb::arg("input_notes") = std::map<ir::ProxyId, std::string>{},
+         "The trace as a runnable Python module; `imports`: import statements printed after the standard ones; "
+         "`input_notes`: {input proxy id: what it is in the user's program}, printed after its metadata.")
       .def("__str__", [](const ir::Trace& t) { return ir::to_python(t); })
       .def("verify", &ir::verify);
 

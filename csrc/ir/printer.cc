@@ -162,7 +162,12 @@ std::string to_python(const Trace& t, const PrintOptions& opt) {
     for (size_t i = 0; i < boxed; ++i) os << t.proxy(t.inputs[i]).name << (i + 1 < boxed || boxed == 1 ? ", " : " ");
     os << "= boxed\n  boxed.clear()\n";
   }
-  for (ProxyId id : t.inputs) os << "  # " << t.proxy(id).name << ": " << metadata_string(t, t.proxy(id)) << "\n";
+  for (ProxyId id : t.inputs) {
+    os << "  # " << t.proxy(id).name << ": " << metadata_string(t, t.proxy(id));
+    auto note = opt.input_notes.find(id);
+    if (note != opt.input_notes.end() && !note->second.empty()) os << "  (" << note->second << ")";
+    os << "\n";
+  }
   std::string last_source;
   for (const BoundSymbol& b : t.symbols) {
     if (opt.sources && !b.source.empty() && b.source != last_source) {

@@ -1,6 +1,7 @@
 // Printing traces as runnable Python programs.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct PrintOptions {
   // Import statements printed after the standard ones, one per line ("from m import k as cpu_fusion0"): how the
   // program gets the names it uses beyond torch, operator, prims and ltorch.
   std::vector<std::string> imports;
+  // What each input is in the user's program ("x", "self.fc1.weight"), printed after its metadata comment: the
+  // trace's inputs are the graph's, in the order Dynamo first used them, not the function's parameter order.
+  std::map<ProxyId, std::string> input_notes;
 };
 
 /// The trace as a Python module defining one function named trace.name.

@@ -40,9 +40,10 @@ class TraceView:
     released: str = ""    # why the graph it belongs to was released (CompiledGraph.release): it no longer runs
 
     def __str__(self):
-        text = self.trace.python(subsymbols=self.subsymbols)
+        notes = getattr(self.namespace, "input_notes", None) or {}
+        text = self.trace.python(subsymbols=self.subsymbols, input_notes=notes)
         imports = self.namespace.imports_for(text) if isinstance(self.namespace, TraceNamespace) else []
-        text = self.trace.python(subsymbols=self.subsymbols, imports=imports) if imports else text
+        text = self.trace.python(subsymbols=self.subsymbols, imports=imports, input_notes=notes) if imports else text
         if self.released:
             text = (f"# Not runnable: its graph was released ({self.released}); the kernels and objects it calls are "
                     "no longer loaded\n" + text)
@@ -273,6 +274,7 @@ def _pass_context(imported, executors):
     for ex in executors:
         namespace.update(ex.namespace)
     namespace.update(imported.namespace)
+    namespace.input_notes = getattr(imported, "input_notes", {})
     namespace.export()
     evaluator = _constant_evaluator(namespace, constants)
     tables = [(ex.name, ex.callees, ex.fusion, list(ex.devices), list(ex.dtypes), list(ex.closed_by))
@@ -373,7 +375,7 @@ def _run_all_passes(imported, trace, executors, passes, index, namespace, evalua
             if grad_outputs:
                 pass_seconds.update(seconds)  # autodiff, rematerialization
                 views.append(TraceView(forward, namespace, "autodiff (forward)", saves=True))
-                backward_namespace = namespace.copy_for()
+                backward_namespace = namespace.copy_for(input_notes=False)
                 backward_namespace.export()
                 backward_views = [TraceView(backward, backward_namespace, "autodiff (backward)")]
                 _run_passes(forward, passes[split_at:], evaluator, tables, namespace, views, pass_seconds, index,

@@ -96,6 +96,8 @@ def _import_statement(local, obj):
     return f"from {module} import {qualname}" + ("" if local == qualname else f" as {local}")
 
 
+_NONE = object()
+
 #: Names every printed trace imports itself (csrc/ir/printer.cc).
 STANDARD_NAMES = frozenset({"operator", "torch", "prims", "ltorch"})
 
@@ -111,22 +113,31 @@ class TraceNamespace(dict):
     def __init__(self, *args, graph_digest="", **kwargs):
         super().__init__(*args, **kwargs)
         self.graph_digest = graph_digest
+        self.input_notes = {}   # input proxy id -> what it is in the user's program (ImportedGraph.input_notes)
+        self._exported = {}     # local name -> the object its statement imports
         self.statements = {}   # local name -> import statement
         self._held = []         # registry names this namespace holds
         self._finalizer = weakref.finalize(self, _release, self._held)
 
-    def copy_for(self):
-        """A new namespace with the same names (the backward's: it adds its own kernels); it registers its own."""
-        return TraceNamespace(self, graph_digest=self.graph_digest)
+    def copy_for(self, input_notes=True):
+        """A new namespace with the same names (a shape signature's, the backward's: it adds its own kernels),
+        exported as here (it holds their registry entries too). ``input_notes``: it keeps the notes printed after the inputs (False for a backward,
+        whose inputs are other values)."""
+        copy = TraceNamespace(self, graph_digest=self.graph_digest)
+        copy.input_notes = self.input_notes if input_notes else {}
+        copy.export(list(self.statements))  # the names exported here (opaque callables, _constants, kernels)
+        return copy
 
     def export(self, names=None):
         """Makes the statements that import ``names`` (default: every name not yet exported), registering the
         objects that no plain import gives back. A kernel launcher names its registry name in its
         ``registry_name`` attribute; other objects are registered as ``<name>_<graph digest>``."""
         for local in list(self) if names is None else names:
-            if local in self.statements or local in STANDARD_NAMES or local.startswith("__"):
+            if local in STANDARD_NAMES or local.startswith("__"):
                 continue
             obj = self[local]
+            if self._exported.get(local, _NONE) is obj:
+                continue
             statement = _import_statement(local, obj)
             if statement is None:
                 kernel_name = getattr(obj, "registry_name", None) if callable(obj) else None
@@ -135,6 +146,7 @@ class TraceNamespace(dict):
                 self._held.append(name)
                 statement = f"from {__name__} import {name}" + ("" if name == local else f" as {local}")
             self.statements[local] = statement
+            self._exported[local] = obj  # a name bound to another object later (a copy's own kernel) is made again
 
     def imports_for(self, text):
         """The import statements of the exported names that ``text`` (a printed trace) uses, sorted by name

@@ -27,7 +27,7 @@ from thunder.core.log import logger
 from thunder.core.options import DEFAULT_PASSES, int_from_environment
 from thunder.executors import OpaqueResultMismatch, default_executors, torchex
 from thunder.frontend import branches, global_state, specialize
-from thunder.frontend.fx_import import UnsupportedGraph, called_function, check_dense, import_graph
+from thunder.frontend.fx_import import UnsupportedGraph, called_function, check_dense, import_graph, note_input_sources
 
 
 @dataclass
@@ -654,6 +654,7 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     if state is None:
         state = torch_compile_state() or GLOBAL_STATE
         also = GLOBAL_STATE if state is not GLOBAL_STATE else None
+    note_input_sources(gm)
     modes = _fake_modes(gm)
     forget_converted_tensors(keep=modes)
     _FAKE_MODES.update(modes)

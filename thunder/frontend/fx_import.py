@@ -126,6 +126,9 @@ class ImportedGraph:
     #: Output position -> the error eager's backward through that output raises (a write into a value an op saved
     #: for its backward: _backward_errors); thunder's backward raises it where given that output's gradient.
     backward_errors: dict = field(default_factory=dict)
+    #: {input proxy id: what the input is in the user's program} (``x``, ``self.fc1.weight``: _input_source),
+    #: printed after the input's comment in the trace (its inputs are in the order Dynamo first used them).
+    input_notes: dict = field(default_factory=dict)
 
     def bind(self, args) -> "ImportedGraph":
         """This graph for one call's arguments ``args``: its size symbols bound to the values of their inputs
@@ -331,6 +334,7 @@ class _Importer:
         self.symbolic = symbolic
         self.symbols = {}        # Dynamo's size symbol (sympy) -> its _core.Dim, with symbolic=True
         self.size_inputs = []    # (symbol's proxy id, input position)
+        self.input_sources = []  # per placeholder (each a trace input, in order), what it is: _input_source
         self.data_numbers = set()  # nodes whose numbers come from tensor data (x.item()), not from sizes
         self.builder = _core.TraceBuilder()
         self.env = {}            # fx node -> core value (proxy, number, tuple of proxies, ...)
@@ -510,6 +514,7 @@ class _Importer:
                     self.env[node] = self.builder.add_input_number(_number_type(example))
                 else:
                     raise UnsupportedGraph(f"input {node.name} of type {type(example).__name__}")
+                self.input_sources.append(_input_source(node))
             elif node.op == "get_attr":
                 value = getattr(self.gm, node.target)
                 if isinstance(value, torch.fx.GraphModule):  # a torch.cond branch: inlined where it is called
@@ -553,7 +558,10 @@ class _Importer:
                     self.autocast = [r for r in self.autocast if r[2] is not None]
                 if self.autocast:
                     raise _AutocastNotExplicit("a graph break inside an autocast region")
-                return ImportedGraph(self.builder.finish(out), self.namespace, self.fallbacks, self.sets_global_state,
+                trace = self.builder.finish(out)
+                notes = {} if len(trace.inputs) != len(self.input_sources) else \
+                    {p.id: source for p, source in zip(trace.inputs, self.input_sources)}
+                return ImportedGraph(trace, self.namespace, self.fallbacks, self.sets_global_state,
                                      self.branch_sites, views, size_inputs=self.size_inputs,
                                      under_autocast=bool(self.outer_autocast) and not self.explicit_autocast,
                                      autocast_written_out=bool(self.outer_autocast) and self.explicit_autocast,
@@ -562,7 +570,8 @@ class _Importer:
                                      activation_inputs=[self._unwrap(self.env[n]) for n, e in placeholders
                                                         if isinstance(e, torch.Tensor) and e.requires_grad
                                                         and not e.is_leaf],
-                                     data_inputs=[] if self._computes_grad() else _used_through_data(placeholders))
+                                     data_inputs=[] if self._computes_grad() else _used_through_data(placeholders),
+                                     input_notes=notes)
             else:
                 raise UnsupportedGraph(f"FX op {node.op}")
         raise UnsupportedGraph("graph without output")
@@ -1731,6 +1740,28 @@ def _dim_of(expr, symbols):
             result = result * base
         return result
     raise UnsupportedGraph(f"the size {expr} is not a polynomial in the graph's size symbols")
+
+
+def note_input_sources(gm):
+    """Keeps, in each placeholder's meta, what the input is in the user's program (_input_source): Dynamo drops
+    its own record of it (``grapharg``) once the backend returns, before a graph with symbolic sizes is imported."""
+    for node in gm.graph.find_nodes(op="placeholder"):
+        node.meta["thunder_input_source"] = _input_source(node)
+
+
+def _input_source(placeholder):
+    """What a graph input is in the user's program, from the source Dynamo guards it by, written as Python reads
+    it: ``L['x']`` -> ``x``, ``L['self']._modules['fc1']._parameters['weight']`` -> ``self.fc1.weight``,
+    ``L['x'].size()[0]`` as it is; "" where Dynamo gives none."""
+    if "thunder_input_source" in placeholder.meta:
+        return placeholder.meta["thunder_input_source"]
+    name = getattr(getattr(placeholder.meta.get("grapharg"), "source", None), "name", None)
+    name = name() if callable(name) else name
+    if not isinstance(name, str):
+        return ""
+    name = re.sub(r"\b[LG]\['([^']*)'\]", r"\1", name)
+    name = re.sub(r"\._(?:modules|parameters|buffers)\['([A-Za-z_]\w*)'\]", r".\1", name)
+    return re.sub(r"\._(?:modules|parameters|buffers)\['([^']*)'\]", r"[\1]", name)
 
 
 #: What Dynamo calls around an in-graph ``requires_grad_()`` (a functorch flag, not a transform).
