@@ -293,6 +293,21 @@ def test_calls_whose_trace_fails_on_inputs_eager_runs_are_warned_once_and_counte
     assert "2 calls ran UNCOMPILED" in str(jitted)
 
 
+def _recurse(x, n):
+    return x if n == 0 else _recurse(x.sin() + 1, n - 1)
+
+
+def test_a_recursion_too_deep_for_dynamos_trace_is_warned_with_its_own_fix():
+    # Eager recurses 100 deep within Python's limit; Dynamo's inlining of every call exceeds it. The hint named
+    # dynamic=False, which fails the same way.
+    jitted, x = thunder.jit(_recurse), torch.randn(3)
+    with capture_thunder_log() as log:
+        assert_same(jitted(x, 100), _recurse(x, 100))
+    warnings = _stops(log)
+    assert len(warnings) == 1 and "RecursionError" in warnings[0] and "sys.setrecursionlimit" in warnings[0], log
+    assert "dynamic=False" not in warnings[0]
+
+
 def test_graph_breaks_alone_do_not_count_as_uncompiled_calls():
     def f(x):
         x = x + 1

@@ -287,10 +287,18 @@ class _Jitted:
                                         "torch._dynamo.maybe_mark_dynamic")
                     continue
                 # Dynamo skips the frame's code from then on (a resumed frame: that part of the function).
+                if reason.startswith("RecursionError"):
+                    # Dynamo inlines every call, each in several frames of its own: a recursion eager runs within
+                    # Python's limit exceeds it while traced.
+                    fix = (f"Dynamo inlines each call of a recursive function in frames of its own, so a recursion "
+                           f"eager runs can exceed Python's limit ({sys.getrecursionlimit()}) while traced: raise it "
+                           "with sys.setrecursionlimit, or write the recursion as a loop")
+                else:
+                    fix = ("thunder.jit(..., dynamic=False) traces each input shape and number on its own, which may "
+                           "avoid a failure of Dynamo's fake tensors; otherwise change the code Dynamo cannot trace "
+                           "there")
                 note_dynamo_stopped(self._thunder_state, "skip", function, f"Dynamo's trace of {part} failed "
-                                    f"({reason[:300]})", "thunder.jit(..., dynamic=False) traces each input shape "
-                                    "and number on its own, which may avoid a failure of Dynamo's fake tensors; "
-                                    "otherwise change the code Dynamo cannot trace there")
+                                    f"({reason[:300]})", fix)
 
     def _check_recompile_limit(self):
         """After a call that ran no graph: whether the code this wrapper compiles holds as many compiled entries
