@@ -19,12 +19,10 @@
 
 #include <cstdint>
 
-// No preprocessor lines and no // comments inside: the macro is also stringified. (The rounds are unrolled by
-// _Pragma, which a macro may hold: a kernel's loop drawing numbers vectorizes only with no loop inside it, and GCC
-// unrolls the rounds by itself only at -O3.)
+// No preprocessor lines and no // comments inside: the macro is also stringified.
 #define THUNDER_PHILOX_CODE                                                                                   \
   static inline void thunder_philox4x32_10(uint32_t c[4], uint32_t k0, uint32_t k1) {                         \
-    _Pragma("GCC unroll 10") for (int r = 0; r < 10; ++r) {                                                   \
+    for (int r = 0; r < 10; ++r) {                                                                            \
       const uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];                    \
       const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k1;            \
       c[0] = n0;                                                                                              \

@@ -15,13 +15,8 @@ struct CompileOptions {
   // even across a float16 rounding written between them). -fno-trapping-math: a select of two computed values
   // (erf's polynomials, a where) vectorizes without AVX-512's masks -- GCC 12 otherwise keeps such a loop scalar
   // on an AVX2 CPU, since computing the untaken arm could raise a floating-point exception no one reads; values
-  // are unchanged. -O2 with two of -O3's parts, not -O3: every kernel loop is `#pragma omp simd`; at -O2 GCC 12
-  // kept some scalar (a row loop of softmax and LayerNorm, the bfloat16 activations), which the dynamic vector cost
-  // model and partial redundancy elimination (hoisting a captured pointer's load out of the loop) vectorize again;
-  // -O3's loop versioning, unswitching and distribution cost g++ 14% more time (docs/benchmarks.md, "Kernels
-  // compiled at -O2").
-  std::vector<std::string> flags = {"-O2", "-fvect-cost-model=dynamic", "-ftree-partial-pre", "-march=native",
-                                    "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
+  // are unchanged.
+  std::vector<std::string> flags = {"-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
                                     "-fwrapv", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-w",
                                     "-lmvec", "-lm"};
   std::string cache_dir;          // required
