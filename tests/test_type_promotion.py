@@ -169,6 +169,22 @@ def test_half_tensor_with_a_wider_zero_dim_operand_matches_eager_bits(dtype, sca
     check_bits(_every_binary_op, list(_BINARY_OPS), *((s, x) if scalar_first else (x, s)))
 
 
+@pytest.mark.parametrize("fn", [lambda x, y: torch.add(x, y, alpha=3), lambda x, y: torch.sub(x, y, alpha=127),
+                                lambda x, y: torch.rsub(y, x, alpha=5), lambda x, y: x.clone().add_(y, alpha=-7)],
+                         ids=["add", "sub", "rsub", "add_"])
+@pytest.mark.parametrize("dtypes", [(torch.float32, torch.bfloat16), (torch.int64, torch.int8),
+                                    (torch.int32, torch.uint8), (torch.float64, torch.float16)],
+                         ids=lambda d: f"{d[0]}-{d[1]}".replace("torch.", ""))
+def test_alpha_times_a_narrower_other_is_computed_in_the_result_dtype(fn, dtypes):
+    """alpha * other was computed in other's dtype (an int8 other times 3 wrapped, a bfloat16 one rounded);
+    ATen converts other to the result dtype first."""
+    torch.manual_seed(0)
+    x = (torch.randn(64) * 50).to(dtypes[0])
+    y = (torch.randn(64) * 50).to(dtypes[1]) if dtypes[1].is_floating_point else \
+        torch.randint(0, 100, (64,), dtype=dtypes[1])
+    check_bits(lambda x, y: (fn(x, y),), ["op"], x, y)
+
+
 def test_half_tensor_times_zero_dim_then_softmax_matches_eager():
     torch.manual_seed(0)
     x, s = torch.randn(8, 128, dtype=torch.bfloat16), torch.tensor(2.3456)

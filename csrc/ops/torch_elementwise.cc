@@ -111,7 +111,11 @@ void add_like(const std::string& name) {
                    require_convertible(b, "ltorch." + name, "alpha", a[2], d);
                    if (!is_half(d) || !a[2].is_number() || std::holds_alternative<bool>(a[2].v)) {
                      const std::optional<Value> product = literal_product(a[1], a[2]);
-                     return elementwise(b, name, {a[0], product ? *product : b.torch("mul", {a[1], a[2]})},
+                     if (product) return elementwise(b, name, {a[0], *product}, Promotion::Default);
+                     // alpha * other in the result dtype, other converted first, as ATen's kernel reads its
+                     // operands: an int8 other times 3 wrapped, a bfloat16 one rounded, in other's own dtype.
+                     const bool narrower = b.is_tensor(a[1]) && b.meta(a[1]).dtype != d;
+                     return elementwise(b, name, {a[0], b.torch("mul", {narrower ? cast(b, a[1], d) : a[1], a[2]})},
                                         Promotion::Default);
                    }
                    // (A number operand is rounded to the result dtype first too, as ATen's kernel reads it: rsub's
