@@ -272,6 +272,34 @@ def test_gradient_traps(name):
         check_grads(f, torch.full((3,), value, requires_grad=True))
 
 
+def test_an_infinite_operand_of_the_arm_not_taken_leaves_no_nan_in_gradients():
+    """x * w in the arm not taken, at x = -inf: its backward, given zero, gave w 0 * -inf = NaN (the arm was left
+    unmasked, add/mul/sub having finite derivatives); every arm masks now, and the trained loop stays one kernel."""
+    def f(x, w):
+        if x.max() > 0:
+            y = x * w
+        else:
+            y = x - w
+        return y
+
+    for x in (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([-float("inf"), -1.0, -2.0])):
+        check_grads(f, x, torch.ones(3, requires_grad=True))
+
+    def loop(x, y):
+        for i in range(x.size(0)):
+            if x[i] > 0:
+                y = y + x[i] * x[i]
+            else:
+                y = y - x[i]
+        return y
+
+    jitted = thunder.jit(loop)
+    x, y = torch.randn(5, requires_grad=True), torch.tensor(0.0, requires_grad=True)
+    jitted(x, y).backward()
+    code = [line for line in str(thunder.last_traces(jitted)[-1]).splitlines() if not line.strip().startswith("#")]
+    assert sum("= cpu_fusion" in line for line in code) == 1 and not any("detach" in line for line in code), code
+
+
 # ---- soundness rules: not converted, stays correct ----
 
 def _stays_correct(f, *args, reason):

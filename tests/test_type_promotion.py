@@ -214,6 +214,7 @@ _NUMBER_OPS = {
     "hypot": lambda x, c: torch.hypot(x, torch.full((), c)),
     "logaddexp": lambda x, c: torch.logaddexp(x, torch.full((), c)),
     "lerp": lambda x, c: torch.lerp(x, x.flip(0), c / 10),
+    "softshrink": lambda x, c: F.softshrink(x, abs(c)), "hardshrink": lambda x, c: F.hardshrink(x, abs(c)),
 }
 
 

@@ -187,7 +187,7 @@ ir::PrimTable<CppOp> make_cpu_expressions() {
           return "thunder_uniform_float(" + o.a() + ", " + o.b() + ", " + std::to_string(bits) + ")";
         }, {}, true, 2});
   // Index-only prims: the operand's value, unrounded (the plan says where it is read).
-  for (PrimId id : {PrimId::alias, PrimId::broadcast_in_dim, PrimId::reshape, PrimId::squeeze})
+  for (PrimId id : {PrimId::alias, PrimId::broadcast_in_dim, PrimId::reshape, PrimId::squeeze, PrimId::detach})
     t.set(id, CppOp{[](const ExprArgs& o) { return o.a(); }, {}, false, 1});
 
   // Reductions. Float sums accumulate in float when the schedule allows it (rows short enough to stay

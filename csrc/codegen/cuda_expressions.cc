@@ -161,7 +161,7 @@ ir::PrimTable<CudaOp> make_cuda_expressions() {
           const int bits = o.out == DType::Float16 ? 11 : o.out == DType::BFloat16 ? 8 : 24;
           return "thunder_uniform_float(" + o.a() + ", " + o.b() + ", " + std::to_string(bits) + ")";
         }, {}, 2});
-  for (PrimId id : {PrimId::alias, PrimId::broadcast_in_dim, PrimId::reshape, PrimId::squeeze})
+  for (PrimId id : {PrimId::alias, PrimId::broadcast_in_dim, PrimId::reshape, PrimId::squeeze, PrimId::detach})
     t.set(id, CudaOp{[](const ExprArgs& o) { return o.a(); }, {}, 1});
 
   // Reductions: floating point accumulates in float (float16/bfloat16/float32, as ATen's CUDA reductions)

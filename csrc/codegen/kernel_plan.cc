@@ -42,8 +42,9 @@ ir::PrimTable<PrimKind> make_plan_table() {
     t.set(id, float_only);
   for (PrimId id : {PrimId::bitwise_not, PrimId::bitwise_and, PrimId::bitwise_or, PrimId::bitwise_xor})
     t.set(id, integer_only);
-  // data movement the loop nest absorbs
-  for (PrimId id : {PrimId::broadcast_in_dim, PrimId::reshape, PrimId::squeeze, PrimId::alias})
+  // data movement the loop nest absorbs (detach: its value, read where autograd no longer looks -- a symbol whose
+  // output requires grad is never fused -- as in a branch arm's gradient mask after thunder's autodiff split)
+  for (PrimId id : {PrimId::broadcast_in_dim, PrimId::reshape, PrimId::squeeze, PrimId::alias, PrimId::detach})
     t.set(id, {PrimRole::IndexOnly});
   for (PrimId id : {PrimId::sum, PrimId::prod, PrimId::amax, PrimId::amin}) t.set(id, {PrimRole::Reduction});
   // a gather along the reduced dim, read at row level (cross-entropy's pick of the target's log-probability)

@@ -363,10 +363,13 @@ void register_activations() {
   });
   act("softshrink", {opt("lambd", F(0.5))}, [](Builder& b, const Args& a) {
     require_float(b, "ltorch.softshrink", a[0]);
-    Value up = T(b, "sub", {a[0], a[1]}), down = T(b, "add", {a[0], a[1]});
+    // ATen computes a half-precision input in float32 with lambd unrounded, and rounds once.
+    const DType d = b.meta(a[0]).dtype;
+    const Value x = cast(b, a[0], opmath(d));
+    Value up = T(b, "sub", {x, a[1]}), down = T(b, "add", {x, a[1]});
     // ATen: x * 0 between the bounds (a NaN stays NaN, a negative x gives -0).
-    Value r = T(b, "where", {T(b, "gt", {a[0], a[1]}), up, T(b, "mul", {a[0], Int(0)})});
-    return T(b, "where", {T(b, "lt", {a[0], scaled_number(b, a[1], -1.0)}), down, r});
+    Value r = T(b, "where", {T(b, "gt", {x, a[1]}), up, T(b, "mul", {x, Int(0)})});
+    return cast(b, T(b, "where", {T(b, "lt", {x, scaled_number(b, a[1], -1.0)}), down, r}), d);
   });
   act("threshold", {req("threshold"), req("value"), opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     no_inplace(a[3], "in-place threshold");

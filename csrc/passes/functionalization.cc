@@ -35,30 +35,6 @@ Ints ints(const ir::Shape& shape) { return ir::concrete(shape, "functionalizatio
 
 Value P(ProxyId id) { return Value(ir::ProxyRef{id}); }
 
-// The prims whose derivative is finite wherever their inputs are finite (data movement, comparisons, and
-// arithmetic whose derivatives are bounded by the inputs). An arm built only of these contributes exactly zero,
-// never NaN, to gradients when it is not taken, so it needs no gradient masking. sqrt, log, div, pow, exp
-// (which overflows) and the like are absent: `if x > 0: y = x.sqrt()` masks.
-const std::set<ir::PrimId>& gradient_safe_prims() {
-  using P = ir::PrimId;
-  static const std::set<ir::PrimId> prims{
-      P::add, P::sub, P::mul, P::neg, P::where, P::eq, P::ne, P::lt, P::le, P::gt, P::ge, P::logical_and,
-      P::logical_or, P::logical_xor, P::logical_not, P::bitwise_and, P::bitwise_or, P::bitwise_xor,
-      P::bitwise_not, P::abs, P::maximum, P::minimum, P::sign, P::floor, P::ceil, P::round, P::trunc, P::sin,
-      P::cos, P::tanh, P::sigmoid, P::sum, P::amax, P::amin, P::convert_element_type, P::slice, P::slice_update,
-      P::reshape, P::transpose, P::broadcast_in_dim, P::squeeze, P::alias, P::detach, P::cat, P::flip, P::full,
-      P::iota, P::clone, P::isnan, P::isinf, P::isfinite, P::signbit, P::matmul};
-  return prims;
-}
-
-bool gradient_safe(const BoundSymbol& b) {
-  if (b.sym->level == ir::Level::Opaque) return false;
-  if (b.subsymbols.empty()) return gradient_safe_prims().count(b.sym->prim) > 0;
-  for (const BoundSymbol& s : b.subsymbols)
-    if (!gradient_safe(s)) return false;
-  return true;
-}
-
 [[noreturn]] void refuse(const std::string& what) { throw std::runtime_error("functionalize: " + what); }
 
 std::string where_from(const BoundSymbol& b) { return b.source.empty() ? "(no source location)" : "at " + b.source; }
@@ -610,7 +586,6 @@ class Functionalizer {
   }
 
   Trace run() {
-    find_gradient_safe_arms();
     std::unordered_set<ProxyId> detached;  // values computed from a detach: a write into one may stay in place
     for (const BoundSymbol& s : in_.symbols) {
       // (A check -- an assert -- writes nothing: no effect here.)
@@ -675,38 +650,7 @@ class Functionalizer {
     std::map<ProxyId, RootState> before;      // roots written in the region: their state at branch_begin
     std::map<ProxyId, RootState> then_state;  // and at branch_else
     std::unordered_map<ProxyId, Value> masks;  // value -> its gradient-masked form in the current arm
-    std::pair<bool, bool> safe;  // whether the then- and else-arm are gradient-safe (no masking needed)
   };
-
-  // Masking is needed only where the arm not taken could put NaN or inf into a gradient: an arm whose every
-  // prim has a finite derivative wherever its inputs are finite (kGradientSafe) is left unmasked.
-  void find_gradient_safe_arms() {
-    struct Open {
-      const BoundSymbol* marker;
-      bool in_else = false;
-      std::pair<bool, bool> safe{true, true};
-    };
-    std::vector<Open> open;
-    auto taint = [&](bool safe) {
-      for (Open& o : open) (o.in_else ? o.safe.second : o.safe.first) &= safe;
-    };
-    for (const BoundSymbol& s : in_.symbols) {
-      if (s.sym == begin_) {
-        open.push_back(Open{&s});
-      } else if (s.sym == else_) {
-        if (!open.empty()) open.back().in_else = true;
-      } else if (s.sym == end_) {
-        if (open.empty()) continue;  // run() refuses it
-        Open o = open.back();
-        open.pop_back();
-        safe_arms_[o.marker] = o.safe;
-        taint(o.safe.first && o.safe.second);
-      } else if (!open.empty()) {
-        taint(s.sym == copy_ || gradient_safe(s));
-      }
-    }
-    for (const Open& o : open) safe_arms_[o.marker] = o.safe;
-  }
 
   // `born`: when the root is defined (the output trace's length then; -1 for inputs).
   void add_root(ProxyId id, Ints strides, int64_t born) {
@@ -751,11 +695,15 @@ class Functionalizer {
   }
 
   // Gradient masking: inside an arm of `if c`, a value from before the region that requires grad is read as
-  // where(c, v, detach(v)) (then) or where(c, detach(v), v) (else), once per enclosing region begun after it.
+  // where(c, v, detach(v)) (then) or where(c, detach(v), v) (else), once per enclosing region begun after it. Every
+  // arm masks: the arm not taken is computed too, and its backward, given zeros, still makes NaN where its
+  // derivative is not finite -- at a value like sqrt's at 0, or an operand that is itself inf (x * w with x = -inf
+  // gives w 0 * -inf); the mask's where gives what it reads zero there. (After thunder's autodiff split the detach
+  // is an identity the kernels fuse.)
   Value mask(Value v, int64_t origin) {
     if (!requires_grad(v)) return v;
     for (Frame& f : frames_) {
-      if (origin >= f.begin || (f.in_else ? f.safe.second : f.safe.first)) continue;
+      if (origin >= f.begin) continue;
       auto it = f.masks.find(v.proxy());
       if (it != f.masks.end()) {
         v = it->second;
@@ -1137,7 +1085,6 @@ class Functionalizer {
     f.pred = s.args[0].proxy();
     f.pred_value = read(f.pred);
     f.begin = e_.now();
-    f.safe = safe_arms_.at(&s);
     frames_.push_back(std::move(f));
   }
 
@@ -1239,7 +1186,6 @@ class Functionalizer {
   const ir::Symbol* begin_;
   const ir::Symbol* else_;
   const ir::Symbol* end_;
-  std::map<const BoundSymbol*, std::pair<bool, bool>> safe_arms_;  // per branch_begin: see find_gradient_safe_arms
   std::unordered_map<ProxyId, Alias> alias_;          // every tensor proxy of the input trace's top level
   std::map<ProxyId, RootState> roots_;                // ordered, so that copy-backs come in a fixed order
   std::unordered_map<ProxyId, int64_t> born_;         // when each root was defined (-1: an input)
