@@ -96,7 +96,7 @@ def _import_statement(local, obj):
     return f"from {module} import {qualname}" + ("" if local == qualname else f" as {local}")
 
 
-_NONE = object()
+_NONE = object()  # no object exported under a name yet (None may be one)
 
 #: Names every printed trace imports itself (csrc/ir/printer.cc).
 STANDARD_NAMES = frozenset({"operator", "torch", "prims", "ltorch"})
@@ -121,8 +121,8 @@ class TraceNamespace(dict):
 
     def copy_for(self, input_notes=True):
         """A new namespace with the same names (a shape signature's, the backward's: it adds its own kernels),
-        exported as here (it holds their registry entries too). ``input_notes``: it keeps the notes printed after the inputs (False for a backward,
-        whose inputs are other values)."""
+        exported as here (it holds their registry entries too). ``input_notes``: it keeps the notes printed after
+        the inputs (False for a backward, whose inputs are other values)."""
         copy = TraceNamespace(self, graph_digest=self.graph_digest)
         copy.input_notes = self.input_notes if input_notes else {}
         copy.export(list(self.statements))  # the names exported here (opaque callables, _constants, kernels)

@@ -733,8 +733,9 @@ class FastPath:
                 (namespace[f"fn{k}"], namespace[f"compiled{k}"]), graph_args, result = direct
                 lines += [f"        compiled{k}.calls += 1", "        state.graph_calls += 1", "        try:",
                           f"            out = fn{k}({', '.join(_source(a, values) for a in graph_args)})",
-                          "        except BaseException as e:", "            annotate(e)", "            state.calls += 1",
-                          "            state.raised_calls += 1", "            raise", "        state.calls += 1",
+                          "        except BaseException as e:", "            annotate(e)",
+                          "            state.calls += 1", "            state.raised_calls += 1", "            raise",
+                          "        state.calls += 1",
                           "        state.cache_hits += 1", "        if state.limited_frames:",
                           "            count_limited_frames(state, True)", f"        return {_source(result, values)}"]
                 continue
