@@ -125,7 +125,7 @@ def branch_trace(with_else=True):
 @pytest.mark.parametrize("taken", [True, False])
 def test_a_branch_keeps_eager_gradients(taken):
     fn, source = functionalized(branch_trace())
-    assert source.count("ltorch.detach(") == 1       # x is masked in the sqrt arm; -x is gradient-safe
+    assert source.count("ltorch.detach(") == 2       # x is masked in each arm (sqrt, and -x)
     x = (torch.rand(3) + 0.5) * (1 if taken else -1)
     x.requires_grad_(True)
     out = fn(torch.tensor([taken]), x)
