@@ -292,6 +292,29 @@ def test_an_infinite_operand_of_the_arm_not_taken_leaves_no_nan_in_gradients():
     assert sum("= cpu_fusion" in line for line in code) == 1 and not any("detach" in line for line in code), code
 
 
+def test_a_masked_write_in_an_arm_compiles_its_backward_kernel():
+    """The else-arm's write y[2] = x[0], masked, made a backward kernel whose slice of a value read at no loop
+    index was written at the loop's top with an enclosing block's index name (i0_r1: not declared there): g++
+    failed and the graph ran uncompiled."""
+    def f(x):
+        y = x * 1.0
+        if x[0] > 0:
+            y = y * 2
+        else:
+            y[2] = x[0]
+        return y.sum()
+
+    jitted = thunder.jit(f)
+    for first in (1.0, -2.0):
+        x = torch.tensor([first, -2.0, 3.0, 0.5], requires_grad=True)
+        xe = x.detach().clone().requires_grad_(True)
+        assert_same(jitted(x), f(xe))
+        jitted(x).backward()
+        f(xe).backward()
+        assert_same(x.grad, xe.grad)
+    assert "UNCOMPILED" not in str(jitted), str(jitted)
+
+
 # ---- soundness rules: not converted, stays correct ----
 
 def _stays_correct(f, *args, reason):

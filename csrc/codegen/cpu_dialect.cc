@@ -231,7 +231,13 @@ class KernelWriter {
     if (scope.parent && !p_.has_reduction() && index_refs_(v).empty()) {
       Scope* root = &scope;
       while (root->parent) root = root->parent;
-      return emit(v, *root);
+      if (enclosing_index_names_.empty()) return emit(v, *root);
+      // with the root's index names: a slice of it written there reads the loop's indices, not a block's
+      const std::vector<std::string> here = index_names_;
+      index_names_ = enclosing_index_names_.front();
+      emit(v, *root);
+      index_names_ = here;
+      return;
     }
     if (scope.parent && p_.has_reduction() && !p_.element_level(v)) return emit(v, *scope.parent);
     const std::string T = compute_type(dtype(v));
@@ -408,6 +414,7 @@ class KernelWriter {
     const std::string r = "r" + std::to_string(next_remap_++);
     std::string block;
     std::vector<std::string> saved = index_names_;
+    enclosing_index_names_.push_back(saved);
     for (const auto& [d, expr] : remaps) {
       std::string name = "i" + std::to_string(d) + "_" + r;
       block += "  const int64_t " + name + " = " + expr + ";\n";
@@ -415,6 +422,7 @@ class KernelWriter {
     }
     Scope inner{{}, &scope, {}, true};
     emit(u, inner);
+    enclosing_index_names_.pop_back();
     index_names_ = saved;
     scope.lines += compute_type(dtype(u)) + " " + r + ";\n{\n" + block + indent(inner.lines, "  ") + "  " + r + " = " +
                    var(u) + ";\n}\n";
@@ -694,6 +702,8 @@ class KernelWriter {
   std::string* hoisted_ = nullptr;  // where tests invariant in the innermost loop go, when it has outer loops
   std::map<std::string, std::string> hoisted_names_;  // a hoisted test -> the variable holding it
   std::vector<std::string> index_names_;  // per domain dim, the variable holding its index ("i2", or a remap's)
+  // The index names in effect where each enclosing block at other indices began, outermost first.
+  std::vector<std::vector<std::string>> enclosing_index_names_;
   int next_remap_ = 0;
 
   const std::string& index(int d) const { return index_names_[d]; }

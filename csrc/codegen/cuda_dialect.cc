@@ -371,7 +371,13 @@ class CudaWriter {
     if (scope.parent && !p_.has_reduction() && index_refs_(v).empty()) {
       Scope* root = &scope;
       while (root->parent) root = root->parent;
-      return emit(v, *root);
+      if (enclosing_index_names_.empty()) return emit(v, *root);
+      // with the root's index names: a slice of it written there reads the loop's indices, not a block's
+      const std::vector<std::string> here = index_names_;
+      index_names_ = enclosing_index_names_.front();
+      emit(v, *root);
+      index_names_ = here;
+      return;
     }
     if (scope.parent && p_.has_reduction() && !p_.element_level(v)) return emit(v, *scope.parent);
     const std::string T = compute_type(dtype(v));
@@ -433,6 +439,7 @@ class CudaWriter {
     std::string block;
     std::vector<std::string> saved = index_names_;
     const std::string r = "r" + std::to_string(next_remap_++);
+    enclosing_index_names_.push_back(saved);
     for (const auto& [d, expr] : remaps) {
       std::string name = "i" + std::to_string(d) + "_" + r;
       block += "const int64_t " + name + " = " + expr + ";\n";
@@ -440,6 +447,7 @@ class CudaWriter {
     }
     Scope inner{{}, &scope, {}, !remaps.empty()};
     emit(u, inner);
+    enclosing_index_names_.pop_back();
     index_names_ = saved;
     return {block + inner.lines, var(u)};
   }
@@ -537,6 +545,8 @@ class CudaWriter {
   std::map<ProxyId, const ir::BoundSymbol*> producer_;
   std::map<ProxyId, size_t> input_index_;
   std::vector<std::string> index_names_;
+  // The index names in effect where each enclosing block at other indices began, outermost first.
+  std::vector<std::vector<std::string>> enclosing_index_names_;
   IndexRefs index_refs_;  // dense inputs read at the flat index L read dim -1
   std::map<ProxyId, std::string> vector_inputs_;  // in the vector path: dense input -> its element of the vector
   std::set<size_t> vector_outputs_;               // in the vector path: the dense outputs' slots
