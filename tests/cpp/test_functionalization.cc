@@ -439,7 +439,7 @@ TEST_F(Functionalization, NestedArmsMaskOncePerRegionBegunAfterTheValue) {
   b.prim("branch_begin", {c1});
   Value inside = b.torch("mul", {x, I(2)});  // defined in the outer arm: masked by the inner region only
   b.prim("branch_begin", {c2});
-  copy(y, b.torch("div", {x, inside}));  // div: not gradient-safe, so both regions mask
+  copy(y, b.torch("div", {x, inside}));  // both regions mask
   b.prim("branch_end", {c2});
   b.prim("branch_end", {c1});
   trace.output = y;
