@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "codegen/cpu_expressions.h"
+#include "codegen/index_names.h"
 
 namespace thunder::codegen {
 namespace {
@@ -34,8 +35,8 @@ const std::string kBySize = " if(parallel: ";  // the clause of a nest parallel 
 class KernelWriter {
  public:
   KernelWriter(const ir::Trace& t, const KernelPlan& p, const Schedule& s, HalfRounding rounding)
-      : t_(t), p_(p), s_(s), sizes_(t, p), round_every_op_(rounding == HalfRounding::EveryOp), index_refs_(t, p) {
-    for (size_t d = 0; d < p.domain.size(); ++d) index_names_.push_back("i" + std::to_string(d));
+      : t_(t), p_(p), s_(s), sizes_(t, p), round_every_op_(rounding == HalfRounding::EveryOp),
+        index_refs_(t, p), index_names_(p.domain.size()) {
     for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
     for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
   }
@@ -231,13 +232,8 @@ class KernelWriter {
     if (scope.parent && !p_.has_reduction() && index_refs_(v).empty()) {
       Scope* root = &scope;
       while (root->parent) root = root->parent;
-      if (enclosing_index_names_.empty()) return emit(v, *root);
-      // with the root's index names: a slice of it written there reads the loop's indices, not a block's
-      const std::vector<std::string> here = index_names_;
-      index_names_ = enclosing_index_names_.front();
-      emit(v, *root);
-      index_names_ = here;
-      return;
+      const auto restore = index_names_.at_loop_top();
+      return emit(v, *root);
     }
     if (scope.parent && p_.has_reduction() && !p_.element_level(v)) return emit(v, *scope.parent);
     const std::string T = compute_type(dtype(v));
@@ -413,17 +409,16 @@ class KernelWriter {
     }
     const std::string r = "r" + std::to_string(next_remap_++);
     std::string block;
-    std::vector<std::string> saved = index_names_;
-    enclosing_index_names_.push_back(saved);
-    for (const auto& [d, expr] : remaps) {
-      std::string name = "i" + std::to_string(d) + "_" + r;
-      block += "  const int64_t " + name + " = " + expr + ";\n";
-      index_names_[d] = name;
-    }
     Scope inner{{}, &scope, {}, true};
-    emit(u, inner);
-    enclosing_index_names_.pop_back();
-    index_names_ = saved;
+    {
+      const auto restore = index_names_.enter_block();
+      for (const auto& [d, expr] : remaps) {
+        std::string name = "i" + std::to_string(d) + "_" + r;
+        block += "  const int64_t " + name + " = " + expr + ";\n";
+        index_names_.rename(d, std::move(name));
+      }
+      emit(u, inner);
+    }
     scope.lines += compute_type(dtype(u)) + " " + r + ";\n{\n" + block + indent(inner.lines, "  ") + "  " + r + " = " +
                    var(u) + ";\n}\n";
     return r;
@@ -542,10 +537,10 @@ class KernelWriter {
       emit(v, scope);
       stores += buf + "[" + i + " - " + c + "] = " + store(dtype(v), var(v)) + ";\n";
       buffers += "alignas(64) " + T + " " + buf + "[" + std::to_string(chunk) + "];\n";
-      index_names_[d] = c;  // the output's offset at the chunk's first element
+      const auto restore = index_names_.keep();
+      index_names_.rename(d, c);  // the output's offset at the chunk's first element
       copies += "stream_bytes(&out" + std::to_string(k) + "[" + offset(v) + "], " + buf + ", (" + i + "_end - " + c +
                 ") * sizeof(" + T + "));\n";
-      index_names_[d] = i;
     }
     std::string text = buffers + "const int64_t " + i + "_end = kmath::min<int64_t>(" + c + " + " + std::to_string(chunk) +
                        ", " + n + ");\n#pragma omp simd\nfor (int64_t " + i + " = " + c + "; " + i + " < " + i +
@@ -701,9 +696,7 @@ class KernelWriter {
   std::optional<std::pair<int64_t, int64_t>> piece_;  // the innermost loop's range, in a split loop
   std::string* hoisted_ = nullptr;  // where tests invariant in the innermost loop go, when it has outer loops
   std::map<std::string, std::string> hoisted_names_;  // a hoisted test -> the variable holding it
-  std::vector<std::string> index_names_;  // per domain dim, the variable holding its index ("i2", or a remap's)
-  // The index names in effect where each enclosing block at other indices began, outermost first.
-  std::vector<std::vector<std::string>> enclosing_index_names_;
+  IndexNames index_names_;  // per domain dim, the variable holding its index ("i2", or a remap's)
   int next_remap_ = 0;
 
   const std::string& index(int d) const { return index_names_[d]; }

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "codegen/cuda_expressions.h"
+#include "codegen/index_names.h"
 
 namespace thunder::codegen {
 namespace {
@@ -95,8 +96,8 @@ class CudaWriter {
  public:
   CudaWriter(const ir::Trace& t, const KernelPlan& p, const GpuSchedule& s)
       : t_(t), p_(p), s_(s), sizes_(t, p),
+        index_names_(p.domain.size()),
         index_refs_(t, p, [this](ProxyId v) { return linear_ && dense_value(t_, p_, v); }) {
-    for (size_t d = 0; d < p.domain.size(); ++d) index_names_.push_back("i" + std::to_string(d));
     for (const ir::BoundSymbol& b : p.symbols) producer_[b.output.proxy()] = &b;
     for (size_t i = 0; i < p.inputs.size(); ++i) input_index_[p.inputs[i]] = i;
     linear_ = s.strategy == GpuStrategy::Elementwise && p.remaps.empty();
@@ -280,10 +281,11 @@ class CudaWriter {
     // Without a tail, the indices of the vector's elements: the innermost one is the first's plus j.
     std::string decomposition, element_index;
     if (!tail) {
-      std::vector<std::string> saved = index_names_;
-      index_names_[last] = base;
-      decomposition = decompose(all, "L0", "L0") + "(void)" + base + ";\n";
-      index_names_ = saved;
+      {
+        const auto restore = index_names_.keep();
+        index_names_.rename(last, base);
+        decomposition = decompose(all, "L0", "L0") + "(void)" + base + ";\n";
+      }
       element_index = "const int64_t " + index(last) + " = " + base + " + j;\n(void)" + index(last) + ";\n";
     }
     Scope body;
@@ -371,13 +373,8 @@ class CudaWriter {
     if (scope.parent && !p_.has_reduction() && index_refs_(v).empty()) {
       Scope* root = &scope;
       while (root->parent) root = root->parent;
-      if (enclosing_index_names_.empty()) return emit(v, *root);
-      // with the root's index names: a slice of it written there reads the loop's indices, not a block's
-      const std::vector<std::string> here = index_names_;
-      index_names_ = enclosing_index_names_.front();
-      emit(v, *root);
-      index_names_ = here;
-      return;
+      const auto restore = index_names_.at_loop_top();
+      return emit(v, *root);
     }
     if (scope.parent && p_.has_reduction() && !p_.element_level(v)) return emit(v, *scope.parent);
     const std::string T = compute_type(dtype(v));
@@ -437,18 +434,15 @@ class CudaWriter {
   std::pair<std::string, std::string> block_at(ProxyId u, const std::vector<std::pair<int, std::string>>& remaps,
                                                Scope& scope) {
     std::string block;
-    std::vector<std::string> saved = index_names_;
     const std::string r = "r" + std::to_string(next_remap_++);
-    enclosing_index_names_.push_back(saved);
+    const auto restore = index_names_.enter_block();
     for (const auto& [d, expr] : remaps) {
       std::string name = "i" + std::to_string(d) + "_" + r;
       block += "const int64_t " + name + " = " + expr + ";\n";
-      index_names_[d] = name;
+      index_names_.rename(d, std::move(name));
     }
     Scope inner{{}, &scope, {}, !remaps.empty()};
     emit(u, inner);
-    enclosing_index_names_.pop_back();
-    index_names_ = saved;
     return {block + inner.lines, var(u)};
   }
 
@@ -515,12 +509,14 @@ class CudaWriter {
     Scope inner{{}, two_stage_ ? nullptr : &scope, {}, false};
     emit(in, inner);
     std::string loop = r.acc_type + " " + acc + " = " + r.init + ";\n";
-    std::vector<std::string> saved = index_names_;
-    for (int d : s_.inner) index_names_[d] = "i" + std::to_string(d);
-    loop += "for (int64_t " + e + " = tid; " + e + " < length; " + e + " += threads) {\n" +
-            indent(decompose(s_.inner, e, e) + inner.lines + acc + " = " + combine_text(r.combine, acc, var(in)) + ";\n", "  ") +
-            "}\n";
-    index_names_ = saved;
+    {
+      const auto restore = index_names_.keep();
+      for (int d : s_.inner) index_names_.rename(d, "i" + std::to_string(d));
+      loop += "for (int64_t " + e + " = tid; " + e + " < length; " + e + " += threads) {\n" +
+              indent(decompose(s_.inner, e, e) + inner.lines + acc + " = " + combine_text(r.combine, acc, var(in)) + ";\n",
+                     "  ") +
+              "}\n";
+    }
     const bool block = s_.strategy != GpuStrategy::WarpPerRow;
     loop += combine_threads(r, acc, block);
     if (two_stage_) {
@@ -544,9 +540,7 @@ class CudaWriter {
   SizeTexts sizes_;
   std::map<ProxyId, const ir::BoundSymbol*> producer_;
   std::map<ProxyId, size_t> input_index_;
-  std::vector<std::string> index_names_;
-  // The index names in effect where each enclosing block at other indices began, outermost first.
-  std::vector<std::vector<std::string>> enclosing_index_names_;
+  IndexNames index_names_;  // per domain dim, the variable holding its index ("i2", or a block's)
   IndexRefs index_refs_;  // dense inputs read at the flat index L read dim -1
   std::map<ProxyId, std::string> vector_inputs_;  // in the vector path: dense input -> its element of the vector
   std::set<size_t> vector_outputs_;               // in the vector path: the dense outputs' slots
