@@ -570,6 +570,47 @@ def test_a_number_the_dtype_holds_stays_native(fn, dtype):
     assert not _fallback_reasons(jitted), _fallback_reasons(jitted)
 
 
+# masked_fill reads a 0-dim tensor value as a number and converts it with the same check: known only at run time,
+# a value whose dtype may not fit runs with torch, which raises (or not) as eager does; one that always fits fuses.
+@pytest.mark.parametrize("dtype,value,raises", [
+    (_i8, torch.tensor(300), True),
+    (_i8, torch.tensor(300.0), True),
+    (_i32, torch.tensor(float("nan")), True),
+    (_h, torch.tensor(1e6), True),
+    (_i8, torch.tensor(-129), True),
+    (_i8, torch.tensor(127), False),
+    (_u8, torch.tensor(-1), False),
+    (_i8, torch.tensor(1.5), False),
+    (_h, torch.tensor(float("inf")), False),
+], ids=["int8_300", "int8_300_float", "int32_nan", "half_1e6", "int8_minus_129", "int8_127", "uint8_wraps",
+        "int8_truncates", "half_inf"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_masked_fill_checks_a_tensor_value_at_run_time(dtype, value, raises, in_place):
+    def fn(x, v):
+        y = x * 1
+        return y.masked_fill_(y > 0, v) if in_place else y.masked_fill(y > 0, v)
+
+    x = _ones(dtype)
+    if raises:
+        eager, jitted = eager_and_jitted_errors(fn, x, value)
+        assert "without overflow" in str(eager), eager
+        assert type(jitted) is type(eager) and str(jitted) == str(eager)
+    else:
+        expected = fn(x, value)
+        actual = thunder.jit(fn)(x, value)
+        assert actual.dtype == expected.dtype and torch.equal(actual, expected)
+
+
+@pytest.mark.parametrize("dtype,value", [(_f32, torch.tensor(-1.0)), (_h, torch.tensor(2.0, dtype=_h)),
+                                         (_f32, torch.tensor(3)), (_i32, torch.tensor(3, dtype=_i8))])
+def test_masked_fill_with_a_tensor_value_that_always_fits_fuses(dtype, value):
+    fn = lambda x, v: x.masked_fill(x > 0, v) * 2  # noqa: E731
+    x = _ones(dtype)
+    jitted = thunder.jit(fn)
+    assert torch.equal(jitted(x, value), fn(x, value))
+    assert not _fallback_reasons(jitted), _fallback_reasons(jitted)
+
+
 @pytest.mark.parametrize("fn", [
     lambda x: x.masked_fill(x > 1, 2**63 - 1),
     lambda x: x.masked_fill(x > 1, 2**53 + 1) - 1,

@@ -46,7 +46,24 @@ DType result_type(const Builder& b, const Args& operands) {
   return *r;
 }
 
+double finfo_max(DType d) {
+  switch (d) {
+    case DType::Float16: return 65504.0;
+    case DType::BFloat16: return 3.3895313892515355e+38;
+    case DType::Float32: return 3.4028234663852886e+38;
+    default: return std::numeric_limits<double>::max();
+  }
+}
+
 namespace {
+
+// The range of an integer dtype as c10's checked conversion accepts it: [lo, hi], where uint8 also takes ints
+// down to -255 (they wrap, as c10::overflows allows).
+std::pair<double, double> integer_range(DType dtype) {
+  const int bits = ir::item_size(dtype) * 8;
+  if (dtype == DType::UInt8) return {-(std::ldexp(1.0, bits) - 1), std::ldexp(1.0, bits) - 1};
+  return {-std::ldexp(1.0, bits - 1), std::ldexp(1.0, bits - 1) - 1};
+}
 
 // require_convertible for a constant number (anything else passes).
 void require_constant_convertible(std::string_view op, const char* arg, const Value& v, DType dtype) {
@@ -55,23 +72,18 @@ void require_constant_convertible(std::string_view op, const char* arg, const Va
   if ((!f && !i) || dtype == DType::Bool || ir::is_complex(dtype)) return;
   bool overflows = false;
   if (ir::is_floating(dtype)) {
-    const double max = dtype == DType::Float16    ? 65504.0
-                       : dtype == DType::BFloat16 ? 3.3895313892515355e38
-                       : dtype == DType::Float32  ? static_cast<double>(std::numeric_limits<float>::max())
-                                                  : std::numeric_limits<double>::max();
     const double x = f ? *f : static_cast<double>(*i);
-    overflows = std::isfinite(x) && std::abs(x) > max;
+    overflows = std::isfinite(x) && std::abs(x) > finfo_max(dtype);
   } else {
-    const int bits = ir::item_size(dtype) * 8;
-    const bool is_unsigned = dtype == DType::UInt8;
-    const double hi = is_unsigned ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
-    const double lo = is_unsigned ? 0.0 : -std::ldexp(1.0, bits - 1);
+    const auto [lo, hi] = integer_range(dtype);
     if (f) {
-      // For int64 the bound 2^63 - 1 rounds up to 2^63, which does not convert: compare against 2^63 itself.
-      overflows = std::isnan(*f) || *f < lo || (dtype == DType::Int64 ? *f >= std::ldexp(1.0, 63) : *f > hi);
+      // A float converts to uint8 from 0 on. For int64 the bound 2^63 - 1 rounds up to 2^63, which does not
+      // convert: compare against 2^63 itself.
+      overflows = std::isnan(*f) || *f < (dtype == DType::UInt8 ? 0.0 : lo) ||
+                  (dtype == DType::Int64 ? *f >= std::ldexp(1.0, 63) : *f > hi);
     } else if (dtype != DType::Int64) {
       const auto x = static_cast<double>(*i);
-      overflows = x > hi || (is_unsigned ? x < -hi : x < lo);
+      overflows = x > hi || x < lo;
     }
   }
   if (!overflows) return;
@@ -96,6 +108,26 @@ void require_convertible(const Builder& b, std::string_view op, const char* arg,
   if (dtype == DType::Float16 || (ir::is_integer(dtype) && (dtype != DType::Int64 || is_float)))
     fail(op, std::string("argument '") + arg + "' is known only at run time (" +
                  (v.is_symbolic() ? "a size" : "a number of the graph") + ") and not every value of it converts to " +
+                 std::string(ir::dtype_name(dtype)) + " (torch checks it when the op runs)");
+}
+
+void require_item_convertible(const Builder& b, std::string_view op, const char* arg, const Value& v, DType dtype) {
+  const DType from = b.meta(v).dtype;
+  if (from == dtype || dtype == DType::Bool || ir::is_complex(dtype) || from == DType::Bool) return;
+  bool may_overflow;
+  if (ir::is_floating(dtype)) {
+    const double from_max = ir::is_integer(from) ? integer_range(from).second : finfo_max(from);
+    may_overflow = ir::is_complex(from) || from_max > finfo_max(dtype);
+  } else if (ir::is_floating(from) || ir::is_complex(from)) {
+    may_overflow = true;
+  } else {
+    const auto [lo, hi] = integer_range(dtype);
+    const double from_lo = from == DType::UInt8 ? 0.0 : integer_range(from).first;
+    may_overflow = integer_range(from).second > hi || from_lo < lo;
+  }
+  if (may_overflow)
+    fail(op, std::string("argument '") + arg + "' is a 0-dim " + std::string(ir::dtype_name(from)) +
+                 " tensor, known only at run time, and not every value of it converts to " +
                  std::string(ir::dtype_name(dtype)) + " (torch checks it when the op runs)");
 }
 

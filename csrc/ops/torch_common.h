@@ -30,6 +30,13 @@ DType result_type(const Builder& b, const Args& operands);
 /// where some value of it would not convert: to float16 or an integer dtype narrower than int64 (a float also to
 /// int64). Tensors, bools, and bool or complex dtypes pass.
 void require_convertible(const Builder& b, std::string_view op, const char* arg, const Value& v, DType dtype);
+/// As require_convertible, for a 0-dim tensor `v` an ATen kernel reads as a number (`item()`) and converts to
+/// `dtype` with the same check (masked_fill's value): its value is known only at run time, so it fails where some
+/// value of its dtype would not convert (int64 to int8, float32 to float16, any float to an integer dtype), and
+/// the op runs with torch, which checks the value.
+void require_item_convertible(const Builder& b, std::string_view op, const char* arg, const Value& v, DType dtype);
+/// The largest finite value of a floating dtype (torch.finfo(d).max); float64's for any other dtype.
+double finfo_max(DType d);
 /// A constant number as ATen converts it to an integer dtype: an int exactly (int64 values beyond 2^53 too, which
 /// a double would round), a float truncated toward zero, a bool as 0 or 1. OpError (require_convertible's) where
 /// it lies beyond int64; the caller checks the narrower dtype it converts to.

@@ -24,15 +24,6 @@ void require_float(Builder& b, const char* op, const Value& x) {
   if (!is_float(tensor(b, op, x).dtype)) fail(op, "expected a floating-point input");
 }
 
-double finfo_max(DType d) {
-  switch (d) {
-    case DType::Float16: return 65504.0;
-    case DType::BFloat16: return 3.3895313892515355e+38;
-    case DType::Float32: return 3.4028234663852886e+38;
-    default: return std::numeric_limits<double>::max();
-  }
-}
-
 void unary(const std::string& name, DecompFn f) { def_decomposed(name, kElementwise, {kInput}, std::move(f)); }
 
 // ---- elementwise ----
