@@ -570,8 +570,9 @@ def test_a_number_the_dtype_holds_stays_native(fn, dtype):
     assert not _fallback_reasons(jitted), _fallback_reasons(jitted)
 
 
-# masked_fill reads a 0-dim tensor value as a number and converts it with the same check: known only at run time,
-# a value whose dtype may not fit runs with torch, which raises (or not) as eager does; one that always fits fuses.
+# masked_fill reads a 0-dim tensor value as a number and converts it with the same check, known only at run time:
+# into an integer dtype prims.check_in_range checks it (the op stays native), into a floating one the op runs with
+# torch; either raises (or not) as eager does. A value whose dtype always fits fuses unchecked.
 @pytest.mark.parametrize("dtype,value,raises", [
     (_i8, torch.tensor(300), True),
     (_i8, torch.tensor(300.0), True),
@@ -597,8 +598,10 @@ def test_masked_fill_checks_a_tensor_value_at_run_time(dtype, value, raises, in_
         assert type(jitted) is type(eager) and str(jitted) == str(eager)
     else:
         expected = fn(x, value)
-        actual = thunder.jit(fn)(x, value)
+        jitted = thunder.jit(fn)
+        actual = jitted(x, value)
         assert actual.dtype == expected.dtype and torch.equal(actual, expected)
+        assert not _fallback_reasons(jitted) or dtype.is_floating_point, _fallback_reasons(jitted)
 
 
 @pytest.mark.parametrize("dtype,value", [(_f32, torch.tensor(-1.0)), (_h, torch.tensor(2.0, dtype=_h)),

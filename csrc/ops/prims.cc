@@ -237,15 +237,15 @@ void register_shape_prims() {
 }
 
 void register_other_prims() {
-  // check_in_range(a, low, high, name): a itself, once every element is checked to lie in [low, high] (NaN
-  // fails) -- RuntimeError "all elements of <name> should be between <low> and <high>" otherwise, as ATen's binary
-  // cross entropy checks its input and target. Not fusible: the torch executor runs it (a pass over a and a host
-  // sync), so it ends the kernel computing a. Its gradient passes through.
-  def("check_in_range", ir::kChecksValues, {req("a"), req("low"), req("high"), req("name")}, [](Builder& b, const Args& a) {
+  // check_in_range(a, low, high, message): a itself, once every element is checked to lie in [low, high] (NaN
+  // fails) -- RuntimeError(message) otherwise: ATen's binary cross entropy checks its input and target so, and
+  // masked_fill the value it converts. Not fusible: the torch executor runs it (a pass over a and a host sync), so
+  // it ends the kernel computing a. Its gradient passes through.
+  def("check_in_range", ir::kChecksValues, {req("a"), req("low"), req("high"), req("message")}, [](Builder& b, const Args& a) {
     const TensorMeta& m = tensor_arg(b, "check_in_range", a[0], "a");
     if (!a[1].is_number() || !a[2].is_number())
       fail("prims.check_in_range", "expected numbers for 'low' and 'high'");
-    a[3].as_str();  // the name the error gives the tensor
+    a[3].as_str();  // the error's message
     return new_tensor_like(b, m, m.shape);
   });
   def("convert_element_type", ir::kElementwise, {req("a"), req("dtype")}, [](Builder& b, const Args& a) {

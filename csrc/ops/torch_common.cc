@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -111,24 +112,29 @@ void require_convertible(const Builder& b, std::string_view op, const char* arg,
                  std::string(ir::dtype_name(dtype)) + " (torch checks it when the op runs)");
 }
 
-void require_item_convertible(const Builder& b, std::string_view op, const char* arg, const Value& v, DType dtype) {
+Value item_converted(Builder& b, std::string_view op, const char* arg, const Value& v, DType dtype) {
   const DType from = b.meta(v).dtype;
-  if (from == dtype || dtype == DType::Bool || ir::is_complex(dtype) || from == DType::Bool) return;
-  bool may_overflow;
+  if (from == dtype || dtype == DType::Bool || ir::is_complex(dtype) || from == DType::Bool) return cast(b, v, dtype);
   if (ir::is_floating(dtype)) {
     const double from_max = ir::is_integer(from) ? integer_range(from).second : finfo_max(from);
-    may_overflow = ir::is_complex(from) || from_max > finfo_max(dtype);
-  } else if (ir::is_floating(from) || ir::is_complex(from)) {
-    may_overflow = true;
-  } else {
-    const auto [lo, hi] = integer_range(dtype);
-    const double from_lo = from == DType::UInt8 ? 0.0 : integer_range(from).first;
-    may_overflow = integer_range(from).second > hi || from_lo < lo;
+    if (ir::is_complex(from) || from_max > finfo_max(dtype))
+      fail(op, std::string("argument '") + arg + "' is a 0-dim " + std::string(ir::dtype_name(from)) +
+                   " tensor, known only at run time, and not every value of it converts to " +
+                   std::string(ir::dtype_name(dtype)) + " (torch checks it when the op runs)");
+    return cast(b, v, dtype);
   }
-  if (may_overflow)
-    fail(op, std::string("argument '") + arg + "' is a 0-dim " + std::string(ir::dtype_name(from)) +
-                 " tensor, known only at run time, and not every value of it converts to " +
-                 std::string(ir::dtype_name(dtype)) + " (torch checks it when the op runs)");
+  auto [lo, hi] = integer_range(dtype);
+  const bool from_float = ir::is_floating(from) || ir::is_complex(from);
+  if (from_float && dtype == DType::UInt8) lo = 0.0;
+  // 2^63 - 1 is no double: the largest double below 2^63 bounds a float converted to int64.
+  if (dtype == DType::Int64) hi = std::nextafter(std::ldexp(1.0, 63), 0.0);
+  const double from_lo = from == DType::UInt8 ? 0.0 : integer_range(from).first;
+  if (!from_float && integer_range(from).second <= hi && from_lo >= lo) return cast(b, v, dtype);
+  static const std::map<DType, const char*> c10_names = {{DType::Int8, "int8_t"}, {DType::UInt8, "uint8_t"},
+                                                          {DType::Int16, "int16_t"}, {DType::Int32, "int"},
+                                                          {DType::Int64, "int64_t"}};
+  const std::string message = std::string("value cannot be converted to type ") + c10_names.at(dtype) + " without overflow";
+  return cast(b, b.prim("check_in_range", {v, Value(lo), Value(hi), Value(ir::Str{message})}), dtype);
 }
 
 Value count_divisor(const Dim& n) {

@@ -30,11 +30,12 @@ DType result_type(const Builder& b, const Args& operands);
 /// where some value of it would not convert: to float16 or an integer dtype narrower than int64 (a float also to
 /// int64). Tensors, bools, and bool or complex dtypes pass.
 void require_convertible(const Builder& b, std::string_view op, const char* arg, const Value& v, DType dtype);
-/// As require_convertible, for a 0-dim tensor `v` an ATen kernel reads as a number (`item()`) and converts to
-/// `dtype` with the same check (masked_fill's value): its value is known only at run time, so it fails where some
-/// value of its dtype would not convert (int64 to int8, float32 to float16, any float to an integer dtype), and
-/// the op runs with torch, which checks the value.
-void require_item_convertible(const Builder& b, std::string_view op, const char* arg, const Value& v, DType dtype);
+/// A 0-dim tensor `v` that an ATen kernel reads as a number (`item()`) and converts to `dtype` with
+/// require_convertible's check (masked_fill's value), converted: where some value of its dtype would not convert
+/// (int64 to int8, any float to an integer dtype, float32 to float16), checked when the op runs -- for an integer
+/// dtype by prims.check_in_range, which raises eager's RuntimeError; for a floating one the op fails (OpError) and
+/// runs with torch, which checks it.
+Value item_converted(Builder& b, std::string_view op, const char* arg, const Value& v, DType dtype);
 /// The largest finite value of a floating dtype (torch.finfo(d).max); float64's for any other dtype.
 double finfo_max(DType d);
 /// A constant number as ATen converts it to an integer dtype: an int exactly (int64 values beyond 2^53 too, which

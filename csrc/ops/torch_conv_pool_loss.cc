@@ -294,8 +294,8 @@ void register_losses() {
                                       "target and input must have the same shape");
                    DType d = b.meta(a[0]).dtype;
                    // ATen's kernel raises for an input or target outside [0, 1] (where the loss would be NaN).
-                   Value p = b.prim("check_in_range", {a[0], F(0.0), F(1.0), Value(ir::Str{"input"})});
-                   Value q = b.prim("check_in_range", {a[1], F(0.0), F(1.0), Value(ir::Str{"target"})});
+                   Value p = b.prim("check_in_range", {a[0], F(0.0), F(1.0), Value(ir::Str{"all elements of input should be between 0 and 1"})});
+                   Value q = b.prim("check_in_range", {a[1], F(0.0), F(1.0), Value(ir::Str{"all elements of target should be between 0 and 1"})});
                    Value x = cast(b, p, opmath(d)), y = cast(b, q, opmath(d));
                    Value logx = b.torch("clamp_min", {T(b, "log", {x}), F(-100.0)});
                    Value log1mx = b.torch("clamp_min", {T(b, "log", {T(b, "rsub", {x, Int(1)})}), F(-100.0)});

@@ -232,8 +232,7 @@ void register_activations() {
     Value value = a[2];
     if (b.is_tensor(value)) {
       if (b.meta(value).ndim() != 0) fail("ltorch.masked_fill", "expected argument 'value' to be a number or a 0-dim tensor");
-      require_item_convertible(b, "ltorch.masked_fill", "value", value, d);
-      value = cast(b, value, d);
+      value = item_converted(b, "ltorch.masked_fill", "value", value, d);
     } else if (value.is_number()) {
       require_convertible(b, "ltorch.masked_fill", "value", value, d);
       // torch converts the fill value to the input's dtype (1.7 fills an int tensor with 1): never promotes.

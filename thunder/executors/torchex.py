@@ -41,14 +41,14 @@ def _slice_index(start_indices, end_indices, strides):
     return tuple(slice(s, e, st) for s, e, st in zip(start_indices, end_indices, strides or (1,) * len(start_indices)))
 
 
-def _check_in_range(a, low, high, name):
+def _check_in_range(a, low, high, message):
     """prims.check_in_range: ``a`` itself once every element lies in [low, high] (NaN does not).
 
     Raises:
-        RuntimeError: an element does not, with the message ATen's binary cross entropy raises for its input
-            (``name``) or target."""
+        RuntimeError: an element does not, with ``message``: the one ATen's binary cross entropy raises for its input
+            or target, or masked_fill for a value beyond the input's dtype."""
     if a.numel() and not bool(((a >= low) & (a <= high)).all()):
-        raise RuntimeError(f"all elements of {name} should be between {low:g} and {high:g}")
+        raise RuntimeError(message)
     return a
 
 
