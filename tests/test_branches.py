@@ -3,6 +3,7 @@
 Every case compares with eager: values, gradients, and the inputs after the call."""
 import copy
 import operator
+import re
 
 import pytest
 import torch
@@ -138,6 +139,24 @@ def test_elif_else_nested_and_methods():
         torch.testing.assert_close(jitted(x), f(x))
     assert len(converted(jitted)) == 3
     assert len(jitted._thunder_state.graphs) == 1
+    # The trace's source comments name the user's function, not the arm functions thunder wrote.
+    comments = re.findall(r"# test_branches.py:\d+ in (\w+):", str(thunder.last_traces(jitted)[0]))
+    assert comments and set(comments) == {"f"}, comments
+
+
+def test_code_after_a_graph_break_is_commented_with_the_users_function():
+    def g(x):
+        y = x * 2
+        if y.sum().item() > 0:  # .item(): Dynamo breaks the graph; the rest runs in its resume function
+            y = y * 2
+        return y + 1
+
+    jitted = thunder.jit(g)
+    x = torch.ones(3)
+    torch.testing.assert_close(jitted(x), g(x))
+    texts = [str(thunder.last_traces(jitted, graph=i)[0]) for i in range(len(jitted._thunder_state.graphs))]
+    comments = re.findall(r"# test_branches.py:\d+ in (\w+):", "\n".join(texts))
+    assert len(texts) >= 2 and comments and set(comments) == {"g"}, comments
 
 
 def test_if_on_tensor_truthiness():

@@ -291,8 +291,26 @@ def source_of(node):
             if path.startswith("<thunder: calls "):  # the wrapper's call of one of torch's own modules or functions
                 return f"in {path[len('<thunder: calls '):-1]}"
             code = linecache.getline(path, lineno).strip() or (lines[i + 1].strip() if i + 1 < len(lines) else "")
-            return f"{os.path.basename(path)}:{lineno} in {fn}: {code}"
+            return f"{os.path.basename(path)}:{lineno} in {_user_function(fn, lines[:i])}: {code}"
     return ""
+
+
+_ARM_FUNCTION = re.compile(r"_thunder_(then|else)_\d+")
+_RESUME_FUNCTION = re.compile(r"torch_dynamo_resume_in_(\w+)_at_\d+")
+
+
+def _user_function(fn, outer_lines):
+    """The user's name for the function a frame runs: for an arm of a converted branch (``_thunder_then_3``, a
+    function thunder wrote) the one whose ``if`` it was, the nearest frame outside the arms in the stack trace's
+    ``outer_lines``; for the code after a graph break (Dynamo's ``torch_dynamo_resume_in_f_at_4``) ``f``."""
+    for line in reversed(outer_lines):
+        if not _ARM_FUNCTION.fullmatch(fn):
+            break
+        line = line.strip()
+        if line.startswith("File ") and " in " in line and line.split('"')[1:2] != [branches.__file__]:
+            fn = line.rsplit(" in ", 1)[1]
+    resumed = _RESUME_FUNCTION.fullmatch(fn)
+    return resumed[1] if resumed else fn
 
 
 class _AutocastNotExplicit(Exception):
