@@ -291,6 +291,33 @@ def test_gradient_traps(name):
         check_grads(f, torch.full((3,), value, requires_grad=True))
 
 
+@pytest.mark.parametrize("case", ["overwritten_slice", "overwritten_whole"])
+def test_a_value_overwritten_in_the_taken_arm_gets_eagers_gradient(case):
+    """A write overwritten in the arm taken still takes part in autograd, as in eager and as outside an arm: its
+    value's backward, given zero, gives w[0] 0 / 0 = NaN at w[0] = 0 (thunder gave 0: the overwritten write was dead
+    inside an arm)."""
+    def f(x, w):
+        y = x * w if case == "overwritten_slice" else (x * w).clone()
+        if x.sum() > 0:
+            if case == "overwritten_slice":
+                y[0] = torch.log(w[0])
+                y[0] = 2.0
+            else:
+                y.copy_(1 / w)
+                y.fill_(3.0)
+        return (y * x).sum()
+
+    for sign in (1.0, -1.0):
+        x = sign * torch.tensor([1.0, 2.0, 3.0])
+        grads = []
+        for fn in (f, thunder.jit(f)):
+            w = torch.tensor([0.0, -1.0, 2.0], requires_grad=True)
+            fn(x, w).backward()
+            grads.append(w.grad)
+        torch.testing.assert_close(grads[1], grads[0], equal_nan=True)
+        assert grads[0].isnan().any() == (sign > 0)
+
+
 def test_an_infinite_operand_of_the_arm_not_taken_leaves_no_nan_in_gradients():
     """x * w in the arm not taken, at x = -inf: its backward, given zero, gave w 0 * -inf = NaN (the arm was left
     unmasked, add/mul/sub having finite derivatives); every arm masks now, and the trained loop stays one kernel."""

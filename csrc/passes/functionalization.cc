@@ -898,9 +898,9 @@ class Functionalizer {
     // the importer marks such a value as requiring grad) still takes part, as in eager, and what it was gets a
     // zero gradient, not None (optimizers tell the two apart: weight decay skips a parameter whose .grad is None).
     // Its new value, which does not read what it was, is where(True, value, what it was), which passes that zero
-    // gradient. (Not inside a converted branch's arms, whose reads of earlier values are masked: there an input
-    // only one arm reaches gets zeros anyway, see docs/branches.md.)
-    if (frames_.empty() && requires_grad(r.value) && requires_grad(value) &&
+    // gradient -- and, as in eager, a NaN where the overwritten value's own backward makes one of it (y[0] =
+    // log(w[0]) then y[0] = 2 at w[0] = 0: 0 / 0), in a converted branch's arm too.
+    if (requires_grad(r.value) && requires_grad(value) &&
         !e_.computed_from(value.proxy(), r.value.proxy())) {
       const TensorMeta& m = e_.meta(value);
       const Value yes =
