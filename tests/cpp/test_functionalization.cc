@@ -374,7 +374,8 @@ TEST_F(Functionalization, ARootMadeInsideAnArmIsNotMerged) {
 }
 
 TEST_F(Functionalization, ArmsMaskGradientsOfWhatTheyReadFromBefore) {
-  // if c: y = sqrt(x) else: y = -x, with y a buffer written in both arms (written whole: not read, not masked)
+  // if c: y = sqrt(x) else: y = log(x), with y a buffer written whole in both arms. A write over a tensor that
+  // requires grad joins what it was (where(True, value, old), as outside arms): each arm reads y's old value too.
   Value c = pred();
   Value x = input({3}, true);
   Value y = b.torch("mul", {x, I(0)});
@@ -388,7 +389,7 @@ TEST_F(Functionalization, ArmsMaskGradientsOfWhatTheyReadFromBefore) {
   b.prim("branch_end", {c});
   trace.output = y;
   Trace out = run();
-  EXPECT_EQ(count(out, "ltorch.detach"), 2);  // once per arm
+  EXPECT_EQ(count(out, "ltorch.detach"), 4);  // x and y, once per arm
   const BoundSymbol& then_mask = producer(out, first(out, "ltorch.sqrt").args[0]);
   EXPECT_EQ(then_mask.printed_callee(), "ltorch.where");
   EXPECT_EQ(then_mask.args[1], x);
@@ -398,9 +399,11 @@ TEST_F(Functionalization, ArmsMaskGradientsOfWhatTheyReadFromBefore) {
   EXPECT_EQ(producer(out, else_mask.args[1]).printed_callee(), "ltorch.detach");
   EXPECT_EQ(else_mask.args[2], x);
   EXPECT_FALSE(out.tensor(first(out, "ltorch.detach").output.proxy()).requires_grad);
-  const BoundSymbol& merge = first(out, "ltorch.where", 2);
-  EXPECT_EQ(merge.args[1], r2);
-  EXPECT_EQ(out.output, merge.output);
+  const BoundSymbol& merge = producer(out, out.output);
+  EXPECT_EQ(merge.printed_callee(), "ltorch.where");
+  const BoundSymbol& joined = producer(out, merge.args[1]);  // the then-arm's last write, joined to what y was
+  EXPECT_EQ(joined.printed_callee(), "ltorch.where");
+  EXPECT_EQ(joined.args[1], r2);
 }
 
 TEST_F(Functionalization, ArmsOfFiniteDerivativesMaskToo) {
