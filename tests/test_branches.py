@@ -291,6 +291,57 @@ def test_gradient_traps(name):
         check_grads(f, torch.full((3,), value, requires_grad=True))
 
 
+def test_an_output_requires_grad_only_where_the_arm_taken_makes_it():
+    """`t` requires grad where the first arm runs, not where the second does (eager: no autograd history); the
+    select would require grad either way, so the branch is given up, and each call matches eager."""
+    def f(a, b):
+        if b.sum() > 0:
+            t = torch.maximum(a, b)
+        else:
+            t = b * 3
+        return t, a * 2
+
+    jitted = thunder.jit(f)
+    a = torch.randn(4, 5, requires_grad=True)
+    for b in (-torch.ones(4, 5), torch.ones(4, 5)):
+        expected, actual = f(a, b), jitted(a, b)
+        assert actual[0].requires_grad == expected[0].requires_grad
+        torch.testing.assert_close(actual[0], expected[0])
+    sites = thunder.compile_stats(jitted).branches
+    assert sites and "autograd history" in sites[0].reason, sites
+    # A trace of an arm run as a frame of its own names the user's function in its source comments.
+    texts = "\n".join(str(thunder.last_traces(jitted, graph=i)[-1]) for i in range(len(jitted._thunder_state.graphs)))
+    assert "in _thunder_" not in texts and re.search(r"# test_branches.py:\d+ in f:", texts)
+
+
+def test_a_write_after_nested_branches_reaches_the_input_an_inner_arm_left():
+    """`t1` is the input itself where the inner arm not rebinding it is taken; eager's `t1.mul_(2)` then writes the
+    caller's tensor. The outer select's arms are a new tensor and the inner select, whose arm is the input: the check
+    for writes through a select looked at the outer one's operands only, so thunder returned the input unwritten."""
+    def g(a, b, t1):
+        if a.sum() == 0:
+            t1 = a * a
+        else:
+            if a.sum() > -1:
+                a = t1.sum(0, keepdim=True) + t1
+            else:
+                t1 = b - b.mean(dim=1, keepdim=True)
+        t1.mul_(2)
+        return t1, a
+
+    for a in (torch.ones(4, 5), torch.zeros(4, 5), -torch.ones(4, 5) * 3):
+        results = []
+        for fn in (g, thunder.jit(g)):
+            t = torch.full((4, 5), 1.5)
+            out, a_out = fn(a.clone(), -torch.ones(4, 5), t)
+            results.append((out, a_out, t, out is t))
+        (e_out, e_a, e_t, e_is), (t_out, t_a, t_t, t_is) = results
+        torch.testing.assert_close(t_out, e_out)
+        torch.testing.assert_close(t_a, e_a)
+        torch.testing.assert_close(t_t, e_t)  # the caller's tensor, written where eager wrote it
+        assert t_is == e_is
+
+
 @pytest.mark.parametrize("case", ["overwritten_slice", "overwritten_whole"])
 def test_a_value_overwritten_in_the_taken_arm_gets_eagers_gradient(case):
     """A write overwritten in the arm taken still takes part in autograd, as in eager and as outside an arm: its

@@ -352,6 +352,10 @@ MARKERS = {_branch_begin: "begin", _branch_else: "else", _branch_end: "end", _br
            _branch_reject: "reject"}
 
 
+#: The arm functions a rewrite wrote (``_thunder_then_3``) -> the name of the function whose ``if`` they are: what
+#: a trace's source comments name for code of an arm that runs as a frame of its own (a branch given up).
+ARM_OWNERS = {}
+
 #: The name under which _thunder_if's callers pass the arms' return values (an ``if`` whose arms both return).
 RETURN = "return"
 
@@ -675,7 +679,9 @@ class _Purity:
             while isinstance(base, ast.Subscript):
                 base = base.value
             if not isinstance(base, ast.Name):
-                return "an assignment to an attribute's element (only local tensors' elements may be assigned)"
+                what = "an attribute's element" if isinstance(base, ast.Attribute) else \
+                    f"an element of `{ast.unparse(base)}`, a view or value an expression makes"
+                return f"an assignment to {what} (only local tensors' elements may be assigned)"
             return self._expr(t.slice)
         if isinstance(t, ast.Attribute):
             return f"an assignment to the attribute `{ast.unparse(t)}`"
@@ -964,6 +970,7 @@ class _Rewriter(ast.NodeTransformer):
         params = [n for n in stored if n in before and (n in names or n in read_inside)]
         then_name, else_name, result = f"_thunder_then_{site}", f"_thunder_else_{site}", f"_thunder_return_{site}"
         self.generated.update((then_name, else_name, result))
+        ARM_OWNERS[then_name] = ARM_OWNERS[else_name] = self.root.name
         labels, targets = (names + [RETURN], names + [result]) if returns else (names, names)
 
         def branch(fname, body):

@@ -301,14 +301,16 @@ _RESUME_FUNCTION = re.compile(r"torch_dynamo_resume_in_(\w+)_at_\d+")
 
 def _user_function(fn, outer_lines):
     """The user's name for the function a frame runs: for an arm of a converted branch (``_thunder_then_3``, a
-    function thunder wrote) the one whose ``if`` it was, the nearest frame outside the arms in the stack trace's
-    ``outer_lines``; for the code after a graph break (Dynamo's ``torch_dynamo_resume_in_f_at_4``) ``f``."""
+    function thunder wrote) the one whose ``if`` it was -- the nearest frame outside the arms in the stack trace's
+    ``outer_lines``, or where the arm runs as a frame of its own, the function it was written for; for the code
+    after a graph break (Dynamo's ``torch_dynamo_resume_in_f_at_4``) ``f``."""
     for line in reversed(outer_lines):
         if not _ARM_FUNCTION.fullmatch(fn):
             break
         line = line.strip()
         if line.startswith("File ") and " in " in line and line.split('"')[1:2] != [branches.__file__]:
             fn = line.rsplit(" in ", 1)[1]
+    fn = branches.ARM_OWNERS.get(fn, fn)  # an arm run as a frame of its own (its branch given up)
     resumed = _RESUME_FUNCTION.fullmatch(fn)
     return resumed[1] if resumed else fn
 
@@ -970,8 +972,6 @@ class _Importer:
         for site, joined in self.arm_writes:
             if joined - certainly:
                 reject(site, joined - certainly)
-        if not at_risk:
-            return
         arms = {s: [self._differentiable_leaves(n, selects) if isinstance(n, torch.fx.Node) else (frozenset(),) * 2
                     for n in s.args[1:3]] for s in selects}
         # The branch where an input at risk is certainly read in one arm only; else any whose arms read it.
@@ -979,6 +979,32 @@ class _Importer:
             for select, site, _ in self.selects:
                 if at_risk & blamed(arms[select]):
                     reject(site, at_risk & blamed(arms[select]))
+        self._check_outputs_require_grad_whichever_way(values, selects, conditions, arms)
+
+    def _check_outputs_require_grad_whichever_way(self, values, selects, conditions, arms):
+        """An output computed from a select requires grad whichever arm is taken where eager's requires it only if
+        the arm taken reads an input that does (`t = torch.maximum(a, b)` against `t = b * 3`: eager's `t` has no
+        autograd history when the second runs). Gives up a branch whose one arm reads such an input and the other
+        none, where some way the branches go leaves an output that requires grad reading none."""
+        def flips(n):
+            reached, certain = self._differentiable_leaves(n, selects)
+            if not reached or certain:
+                return False
+            if len(conditions) > 8 or len(self.order) << len(conditions) > 30_000:
+                return True  # conservatively
+            for taken in itertools.product((True, False), repeat=len(conditions)):
+                arm = {s: s.args[1 if taken[conditions.index(s.args[0])] else 2] for s in selects}
+                if not self._leaves_reached([n], arm):
+                    return True
+            return False
+
+        if any(flips(n) for n in values if isinstance(n, torch.fx.Node)):
+            for select, site, _ in self.selects:
+                (then_reached, _), (else_reached, _) = arms[select]
+                if bool(then_reached) != bool(else_reached):
+                    raise branches.BranchRejected(site, "one arm leaves a name computed from an input that requires "
+                                                        "grad and the other not: in eager an output computed from it "
+                                                        "would have no autograd history when the other is taken")
 
     def _leaves_reached(self, values, arm):
         """The graph inputs requiring grad that ``values`` are differentiably computed from when each select reads
@@ -1072,6 +1098,7 @@ class _Importer:
             name = _storage(self._example(select))
             if name is None:
                 continue
+            operands = self._arm_memory(operands)
             if written & operands and self._read_after(name, node):
                 raise branches.BranchRejected(site, f"after it, {source_of(node) or node.name} writes a tensor "
                                                     "that one arm leaves a name aliasing, and that name (a select, "
@@ -1084,6 +1111,20 @@ class _Importer:
                                                         "name an arm leaves aliasing a tensor that is read later "
                                                         "through another name (or is an input)")
 
+    def _arm_memory(self, operands):
+        """The memory of the tensors a select's arms may leave its name on: its operands' (``operands``), and where
+        an operand is itself a select (a nested branch), what that one's arms may leave, and so on."""
+        nested = {}
+        for select, _, o in self.selects:
+            nested.setdefault(_storage(self._example(select)), set()).update(o)
+        memory, pending = set(operands), list(operands)
+        while pending:
+            for m in nested.get(pending.pop(), ()):
+                if m not in memory:
+                    memory.add(m)
+                    pending.append(m)
+        return memory
+
     def _check_selected_outputs(self, output):
         """The graph returns a name a converted branch selects and also a tensor an arm may leave that name on
         (another name bound to it, or a view of it): code after the graph (after a graph break) could write through
@@ -1094,6 +1135,7 @@ class _Importer:
             name = _storage(self._example(select))
             if name not in returned:
                 continue
+            operands = self._arm_memory(operands)
             shared = set(operands) | {_storage(self._example(s)) for s, _, o in self.selects
                                       if s is not select and o & operands}
             if shared & returned and not (select in outputs and self._selects_inputs_or_new(select, returned)):
