@@ -336,6 +336,21 @@ def test_calls_whose_cached_code_runs_no_graph_are_counted_uncompiled_not_as_hit
     assert "cache 0 hits / 0 misses, 4 calls ran UNCOMPILED" in thunder.summary(jitted)
 
 
+def test_a_call_that_runs_no_op_does_not_stop_later_calls_compiling():
+    """An empty batch returned as it came runs no tensor op: Dynamo skipped such a frame's code from then on, so every
+    later call (any shape) ran uncompiled, silently. Dynamo now makes it an empty graph, guarded, which runs as it is
+    (that call alone is counted uncompiled: no graph ran), and later shapes compile."""
+    f = lambda x: x.softmax(-1) * 2 if x.shape[0] else x  # noqa: E731
+    jitted = thunder.jit(f)
+    with capture_thunder_log() as log:
+        for n in (4, 0, 5, 6, 7):
+            x = torch.randn(n, 3)
+            assert_same(jitted(x), f(x))
+    stats = thunder.compile_stats(jitted)
+    assert stats.eager_calls == 1 and stats.cache_hits + stats.cache_misses == 4 and not stats.dynamo_stopped, stats
+    assert _stops(log) == []
+
+
 def test_calls_that_raise_are_counted_and_not_called_eager():
     """A call that raises is neither a hit, a miss nor an uncompiled call; the summary said "every call ran
     eagerly" when the only call had raised."""

@@ -200,6 +200,11 @@ class _Jitted:
                 torch._dynamo.config.suppress_errors = True
         left_out = skipped_logging.leave_out()
         retry, excluded = None, len(self._thunder_excluded)
+        # A frame that runs no tensor op (an empty batch returned as it came) is given an empty graph, guarded
+        # (thunder_backend runs it as it is): without one Dynamo skips the frame's code from then on, and every
+        # later call ran uncompiled, silently.
+        allow_empty = torch._dynamo.config.allow_empty_graphs
+        torch._dynamo.config.allow_empty_graphs = True
         try:
             out = self._thunder_call(*args, **kwargs)
         except Exception as e:
@@ -221,6 +226,7 @@ class _Jitted:
             state.raised_calls += 1
             raise
         finally:
+            torch._dynamo.config.allow_empty_graphs = allow_empty
             skipped_logging.restore(left_out)
             current_state.reset(token)
             if state.graphs_made > graphs:

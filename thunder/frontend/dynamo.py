@@ -648,6 +648,10 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     """
     if options:
         _warn_ignored_options(options)
+    if not any(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes):
+        # A graph that runs no op (thunder.jit lets Dynamo make one: see ThunderFunction._run) returns its inputs
+        # as they came: nothing to compile, and no graph to count.
+        return gm.forward
     also = None  # a torch.compile result's graphs are also listed in GLOBAL_STATE
     if state is None:
         state = current_state.get()
