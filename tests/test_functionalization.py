@@ -2703,6 +2703,21 @@ def test_a_layout_eager_copies_with_is_cloned_before_an_opaque_write():
     assert_same(thunder.jit(fn)(make()), fn(make()))
 
 
+def test_an_opaque_write_through_a_view_after_a_write_through_a_transpose():
+    """`x.t().mul_(2)` leaves x's value a transpose, which the opaque masked write moves into memory of its own as a
+    contiguous copy; the write's view of x was still made on the transpose, so the zeros went to a temporary and x
+    came back without them."""
+    def fn(a, m):
+        x = a * 1
+        x.t().mul_(2)
+        x.expand(2, 4, 6)[0][m] = 0.0
+        return x
+
+    m = torch.zeros(4, 6, dtype=torch.bool)
+    m[0, :3] = True
+    assert_same(thunder.jit(fn)(torch.ones(4, 6), m), fn(torch.ones(4, 6), m))
+
+
 def test_an_augmented_assignment_of_a_whole_region_after_an_opaque_view():
     """`t5[0:1:2] += 3` ends with `t5[0:1:2] = <the region>`. After an opaque view (unfold) the write runs in place;
     thunder's region is t5 itself (the key takes everything), with other strides than eager's, and torch raised

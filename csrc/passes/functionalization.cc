@@ -981,8 +981,12 @@ class Functionalizer {
     for (ProxyId root : moved) {
       RootState& state = roots_.at(root);
       // A transpose (written through `h.t()`) moves as a contiguous copy, laid out as the root: a store would have
-      // cost the same copy, and bumped the version of the view autograd saved.
-      if (e_.transpose_of(state.value.proxy())) state.value = e_.torch("contiguous", {state.value});
+      // cost the same copy, and bumped the version of the view autograd saved. The root's views made on the
+      // transpose are made again on the copy (a new version): the effect writes through them into its memory.
+      if (e_.transpose_of(state.value.proxy())) {
+        state.value = e_.torch("contiguous", {state.value});
+        state.version = ++clock_;
+      }
       memory_[root] = state.value.proxy();
       e_.forget_made(memory_[root]);
     }
