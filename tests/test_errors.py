@@ -846,3 +846,32 @@ def test_layer_norm_with_parameters_of_another_dtype_raises_as_in_eager(x_dtype,
     assert type(jitted) is type(eager) and str(jitted) == str(eager), (eager, jitted)
     x, w = torch.randn(3, 4, dtype=torch.bfloat16), torch.randn(4)  # a half input with float32 ones: native
     torch.testing.assert_close(thunder.jit(f)(x, w), f(x, w))
+
+
+@pytest.mark.parametrize("fn", [F.silu, F.gelu], ids=["silu", "gelu"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.bool])
+def test_activations_of_non_floating_tensors_raise_as_in_eager(fn, dtype):
+    """ATen's silu and gelu kernels are floating only; the decompositions computed values for ints and bools."""
+    eager, jitted = eager_and_jitted_errors(lambda x: fn(x), torch.tensor([1, 0, 3]).to(dtype))
+    assert type(jitted) is type(eager) is NotImplementedError
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.mul(70000, x), lambda x: torch.div(70000, x),
+                                lambda x: torch.true_divide(1e-8, x), lambda x: torch.mul(x, 70000)],
+                         ids=["mul", "div", "true_divide", "number_second"])
+def test_a_number_first_operand_is_rounded_to_a_half_dtype_as_in_eager(fn):
+    """torch.mul(70000, x) of a float16 x: ATen wraps the number in a tensor cast to float16 (inf); a number second
+    operand is read in float32 (x * 70000 is finite where x < 0.94)."""
+    x = torch.tensor([0.5, 0.0, 3.75], dtype=torch.float16)
+    expected, actual = fn(x), thunder.jit(fn)(x)
+    assert actual.dtype == expected.dtype and torch.equal(actual.nan_to_num(), expected.nan_to_num())
+    assert torch.equal(actual.isnan(), expected.isnan())
+
+
+def test_a_number_base_of_an_integer_power_wraps_as_in_eager():
+    x = torch.tensor([3, 2, 0, 1], dtype=torch.uint8)
+    for base in (300, -1, 70000):
+        fn = lambda x: torch.pow(base, x)  # noqa: E731
+        assert torch.equal(thunder.jit(fn)(x), fn(x))
+    y = torch.tensor([3, 2, 0, 1], dtype=torch.int8)
+    assert torch.equal(thunder.jit(lambda y: torch.pow(200, y))(y), torch.pow(200, y))

@@ -63,8 +63,14 @@ bool second_operand_in_opmath(Builder& b, const Args& a) {
 
 // op(a), or, where ATen reads the second operand as a float32 scalar (second_operand_in_opmath), op of both operands
 // cast to float32, rounded once to the result dtype.
+// A number as the *first* operand is not read so: ATen wraps it in a tensor, which the iterator casts to the result
+// dtype (torch.mul(70000, half) is inf * x, where x * 70000 multiplies in float32).
 template <class Op>
 Value with_scalar_rule(Builder& b, const Args& a, Op op) {
+  if (b.is_tensor(a[1]) && (std::holds_alternative<double>(a[0].v) || std::holds_alternative<int64_t>(a[0].v))) {
+    const DType d = result_type(b, {a[0], a[1]});
+    if (is_half(d)) return op(Args{Value(ir::round_to(a[0].as_double(), d)), a[1]});
+  }
   if (!second_operand_in_opmath(b, a)) return op(a);
   const DType d = result_type(b, {a[0], a[1]});
   return cast(b, op(Args{cast(b, a[0], DType::Float32), cast(b, a[1], DType::Float32)}), d);
@@ -133,6 +139,8 @@ void add_like(const std::string& name) {
 // (rounding erf(x / sqrt 2) to float16 before adding 1 would cancel to 0 below x = -3); so do these.
 Value gelu(Builder& b, const Args& a) {
   const DType d = tensor(b, "ltorch.gelu", a[0]).dtype;
+  // ATen's kernels are floating only (NotImplementedError for an integer or bool tensor, raised by torch).
+  if (!is_float(d)) throw NotNative("gelu of a non-floating tensor, which torch does not implement");
   const Value x = cast(b, a[0], opmath(d));
   const std::string& approximate = a[1].as_str();
   if (approximate == "none") {  // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
@@ -173,6 +181,13 @@ void register_math() {
     // ATen refuses a negative number exponent of an integer tensor before computing anything.
     if (b.is_tensor(a[0]) && ir::is_integer(d) && a[1].is_number() && !a[1].is_proxy() && a[1].as_double() < 0)
       fail("ltorch.pow", "Integers to negative integer powers are not allowed.");
+    // A number base is wrapped in a tensor and cast to an integer result dtype without a check: 300 is 44 in uint8.
+    if (std::holds_alternative<int64_t>(a[0].v) && ir::is_integer(d) && d != DType::Int64) {
+      const int bits = ir::item_size(d) * 8;
+      auto v = static_cast<int64_t>(static_cast<uint64_t>(a[0].as_int()) & ((uint64_t{1} << bits) - 1));
+      if (d != DType::UInt8 && v >= (int64_t{1} << (bits - 1))) v -= int64_t{1} << bits;
+      return elementwise(b, "pow", {Value(v), a[1]}, Promotion::Default);
+    }
     return elementwise(b, "pow", {a[0], a[1]}, Promotion::Default);
   });
   binary("copysign", Promotion::IntToFloat, "copysign");
@@ -209,6 +224,7 @@ void register_activations() {
   def_decomposed("silu", kElementwise, {kInput, opt("inplace", Value(false))}, [](Builder& b, const Args& a) {
     if (a[1].as_bool()) throw NotNative("in-place silu");
     const DType d = tensor(b, "ltorch.silu", a[0]).dtype;
+    if (!is_float(d)) throw NotNative("silu of a non-floating tensor, which torch does not implement");
     const Value x = cast(b, a[0], opmath(d));
     return cast(b, b.torch("mul", {x, b.torch("sigmoid", {x})}), d);
   });
