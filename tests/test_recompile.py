@@ -351,6 +351,23 @@ def test_a_call_that_runs_no_op_does_not_stop_later_calls_compiling():
     assert _stops(log) == []
 
 
+def test_a_function_that_runs_no_op_is_not_said_to_be_skipped():
+    """Calls that run no tensor op have empty graphs, which keep Dynamo compiling the code: no warning that Dynamo
+    skips it, and a later call that computes compiles."""
+    def g(x, n):
+        return x if n == 0 else x * n
+
+    jitted = thunder.jit(g)
+    with capture_thunder_log() as log:
+        for n in (0, 0, 2):
+            assert_same(jitted(torch.ones(2), n), g(torch.ones(2), n))
+    assert _stops(log) == [] and len(thunder.compile_stats(jitted).graphs) == 1
+    noop = thunder.jit(lambda x: x)
+    for _ in range(2):
+        noop(torch.ones(2))
+    assert "the calls ran no tensor op" in thunder.summary(noop)
+
+
 def test_calls_that_raise_are_counted_and_not_called_eager():
     """A call that raises is neither a hit, a miss nor an uncompiled call; the summary said "every call ran
     eagerly" when the only call had raised."""

@@ -328,7 +328,8 @@ class _Jitted:
                                 "then on, as torch.compile does", "call the jitted function outside the transform "
                                 "(or thunder.jit a new wrapper for the calls inside it)")
             return
-        if state.eager_calls == 2 and not state.graphs and not state.graph_breaks and not state.dynamo_stopped:
+        if state.eager_calls == 2 and not state.graphs and not state.graph_breaks and not state.dynamo_stopped and \
+                not state.empty_graphs:  # (an empty graph, guarded, keeps Dynamo compiling the code)
             if code.co_flags & inspect.CO_GENERATOR:
                 note_dynamo_stopped(state, "skip", code.co_name, f"'{code.co_name}' is a generator function: a call "
                                     "makes a generator, and its body runs as the generator is iterated, uncompiled",
@@ -484,6 +485,8 @@ def _no_graph_reason(s):
     if s.raised_calls and not s.eager_calls and not s.cache_hits:
         return "every call raised before a graph was captured (the error is the call's)"
     breaks = s.dynamo_stopped or s.graph_breaks
+    if not breaks and s.empty_graphs:
+        return "the calls ran no tensor op (Dynamo's graphs of them were empty: nothing to compile)"
     return "every call ran eagerly (" + ("see why above)" if breaks else
                                          "Dynamo compiled nothing at the first call -- no tensor op ran, or it "
                                          "gave up on the frame without a graph break -- and, as torch.compile "

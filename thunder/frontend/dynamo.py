@@ -85,6 +85,7 @@ class JitState:
     cache_hits: int = 0
     cache_misses: int = 0
     eager_calls: int = 0                              # calls that ran no graph: Dynamo ran the function uncompiled
+    empty_graphs: int = 0                             # graphs Dynamo handed over that run no op (run as they are)
     partly_uncompiled_calls: int = 0                  # calls that ran graphs, but none of a frame in limited_frames
     #: Dynamo's id of each frame of the function that reached a recompile limit (its calls that need a new graph
     #: run uncompiled) -> the calls of its graphs when last counted (see count_limited_frames).
@@ -648,16 +649,17 @@ def thunder_backend(gm: torch.fx.GraphModule, example_inputs, *, state: JitState
     """
     if options:
         _warn_ignored_options(options)
-    if not any(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes):
-        # A graph that runs no op (thunder.jit lets Dynamo make one: see ThunderFunction._run) returns its inputs
-        # as they came: nothing to compile, and no graph to count.
-        return gm.forward
     also = None  # a torch.compile result's graphs are also listed in GLOBAL_STATE
     if state is None:
         state = current_state.get()
     if state is None:
         state = torch_compile_state() or GLOBAL_STATE
         also = GLOBAL_STATE if state is not GLOBAL_STATE else None
+    if not any(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes):
+        # A graph that runs no op (thunder.jit lets Dynamo make one: see ThunderFunction._run) returns its inputs
+        # as they came: nothing to compile, and no graph to count.
+        state.empty_graphs += 1
+        return gm.forward
     note_input_sources(gm)
     modes = _fake_modes(gm)
     forget_converted_tensors(keep=modes)
