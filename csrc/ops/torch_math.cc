@@ -424,10 +424,9 @@ void register_activation_backwards() {
   });
   // The gradient where min_val < self < max_val, as torch's vectorized CPU kernel (a NaN takes none; its scalar
   // loop, which serves a tensor's last few elements, gives a NaN the gradient).
-  // grad unless self <= min_val or self >= max_val, as ATen's kernel tests (a NaN self takes the gradient).
   backward("hardtanh_backward", {req("min_val"), req("max_val")}, [](Builder& b, const Args& a) {
-    Value outside = T(b, "logical_or", {T(b, "le", {a[1], a[2]}), T(b, "ge", {a[1], a[3]})});
-    return T(b, "where", {outside, F(0.0), a[0]});
+    Value inside = T(b, "logical_and", {T(b, "gt", {a[1], a[2]}), T(b, "lt", {a[1], a[3]})});
+    return T(b, "where", {inside, a[0], F(0.0)});
   });
   // The gradient where |self| > lambd, as torch's vectorized CPU kernels (a NaN takes none).
   for (const char* name : {"hardshrink_backward", "softshrink_backward"}) {

@@ -504,9 +504,8 @@ std::unordered_map<std::string, Rule> torch_rules() {
   r["leaky_relu"] = [](Ctx& c) {
     return Grads{c.b.torch("leaky_relu_backward", {c.g, c.arg(0), c.arg(1), Value(false)})};
   };
-  // The ELU family, as torch's elu_backward: g * alpha * scale * exp(x * input_scale) * input_scale for x <= 0, else
-  // g * scale (a NaN x too, as ATen's test takes it). Through the decompositions, expm1 of a large x overflowed and
-  // the untaken side made it NaN.
+  // The ELU family, as torch's elu_backward: g * scale for x > 0, else g * alpha * scale * exp(x * input_scale) *
+  // input_scale. Through the decompositions, expm1 of a large x overflowed and the untaken side made it NaN.
   auto elu_family = [=](Ctx& c, const Value& alpha, double scale, bool celu) {
     return in_opmath(c, [&](const Value& x, const Value& g) {
       Value e = c.b.torch("exp", {celu ? c.b.torch("div", {x, alpha}) : x});
@@ -516,7 +515,7 @@ std::unordered_map<std::string, Rule> torch_rules() {
         negative = c.b.torch("mul", {negative, scale});
         positive = c.b.torch("mul", {g, scale});
       }
-      return c.b.torch("where", {cmp(c, "le", x, 0.0), negative, positive});
+      return c.b.torch("where", {cmp(c, "gt", x, 0.0), positive, negative});
     });
   };
   r["elu"] = [=](Ctx& c) { return elu_family(c, c.arg(1), 1.0, false); };
