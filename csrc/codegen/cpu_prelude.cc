@@ -93,10 +93,15 @@ template <class T> static inline T nan_min(T a, T b) { return (a != a || a <= b)
 // The sign bit, NaN's included (std::signbit inside an omp simd loop over bfloat16 crashes GCC 12).
 static inline bool sign_bit(float x) { uint32_t b; std::memcpy(&b, &x, 4); return b >> 31; }
 static inline bool sign_bit(double x) { uint64_t b; std::memcpy(&b, &x, 8); return b >> 63; }
-// erf for float, within 2.5 ulp: |x| * P(x^2) below 1, Q(|x| - 2.46) up to 3.9277, 1 above (where eager's erff
-// reaches 1.0f); the coefficients are least-squares fits made by tools/fit_erf.py. Branch-free, so loops calling
+// erf for float, within 2.5 ulp: |x| * P(x^2) below 1, Q(|x| - 2.46) up to THUNDER_ERF_ONE, 1 above (where eager's
+// erff reaches 1.0f: ATen's AVX-512 kernels from x = 3.8325069, its AVX2 ones from 3.9277348); the coefficients are least-squares fits made by tools/fit_erf.py. Branch-free, so loops calling
 // it vectorize: both polynomials are evaluated (18 FMAs), about 0.34 ns per element here, where glibc's
 // libmvec erff takes 0.53 ns (GELU spends most of its time in erf). NaN stays NaN; erf(+-inf) = +-1.
+#if defined(__AVX512F__)
+#define THUNDER_ERF_ONE 3.8325069f
+#else
+#define THUNDER_ERF_ONE 3.9277348f
+#endif
 static inline float thunder_erff(float x) {
   const float a = kmath::fabs(x), s = a * a, t = a - 2.46f;
   float p = 7.882497448e-05f;  // Horner's rule, written out: a loop here would not vectorize
@@ -107,10 +112,10 @@ static inline float thunder_erff(float x) {
   q = kmath::fma(q, t, 3.906787315e-04f); q = kmath::fma(q, t, 4.615696962e-04f); q = kmath::fma(q, t, -2.963119885e-03f);
   q = kmath::fma(q, t, 6.798153743e-03f); q = kmath::fma(q, t, -9.904964827e-03f); q = kmath::fma(q, t, 9.832828306e-03f);
   q = kmath::fma(q, t, -6.535748485e-03f); q = kmath::fma(q, t, 2.656208817e-03f); q = kmath::fma(q, t, 9.994966984e-01f);
-  // Below 1 by at most 1 ulp up to where eager's erff reaches 1 (x = 3.9277348): q rounded to 1 from about 3.833,
-  // where eager's gives 0.99999994, and floor(erf(x)) or erf(x) == 1 then differed. Every comparison is false for
+  // Below 1 by at most 1 ulp up to where eager's erff reaches 1 (THUNDER_ERF_ONE): q rounds to 1 from about 3.833,
+  // where eager's AVX2 kernels give 0.99999994, and floor(erf(x)) or erf(x) == 1 then differed. Every comparison is false for
   // NaN, whose q is NaN: the last select keeps q then (written `q < 0.99999994f ? q : ...`, it gave 0.99999994).
-  const float y = a < 1.0f ? p * a : (a >= 3.9277348f ? 1.0f : (q >= 0.99999994f ? 0.99999994f : q));
+  const float y = a < 1.0f ? p * a : (a >= THUNDER_ERF_ONE ? 1.0f : (q >= 0.99999994f ? 0.99999994f : q));
   return kmath::copysign(y, x);
 }
 // Copies `bytes` to dst with non-temporal stores (straight to memory, no read of the destination's lines);
