@@ -875,3 +875,6 @@ def test_a_number_base_of_an_integer_power_wraps_as_in_eager():
         assert torch.equal(thunder.jit(fn)(x), fn(x))
     y = torch.tensor([3, 2, 0, 1], dtype=torch.int8)
     assert torch.equal(thunder.jit(lambda y: torch.pow(200, y))(y), torch.pow(200, y))
+    # The same conversion wherever the torch executor runs a prim with a number first (remainder raised too).
+    fn = lambda x: torch.remainder(300, x + 1)  # noqa: E731
+    assert torch.equal(thunder.jit(fn)(x), fn(x))

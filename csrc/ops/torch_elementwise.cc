@@ -181,13 +181,6 @@ void register_math() {
     // ATen refuses a negative number exponent of an integer tensor before computing anything.
     if (b.is_tensor(a[0]) && ir::is_integer(d) && a[1].is_number() && !a[1].is_proxy() && a[1].as_double() < 0)
       fail("ltorch.pow", "Integers to negative integer powers are not allowed.");
-    // A number base is wrapped in a tensor and cast to an integer result dtype without a check: 300 is 44 in uint8.
-    if (std::holds_alternative<int64_t>(a[0].v) && ir::is_integer(d) && d != DType::Int64) {
-      const int bits = ir::item_size(d) * 8;
-      auto v = static_cast<int64_t>(static_cast<uint64_t>(a[0].as_int()) & ((uint64_t{1} << bits) - 1));
-      if (d != DType::UInt8 && v >= (int64_t{1} << (bits - 1))) v -= int64_t{1} << bits;
-      return elementwise(b, "pow", {Value(v), a[1]}, Promotion::Default);
-    }
     return elementwise(b, "pow", {a[0], a[1]}, Promotion::Default);
   });
   binary("copysign", Promotion::IntToFloat, "copysign");

@@ -294,14 +294,17 @@ def _number_or_tensor(tensor_fn, number_fn, tensors_only=False):
     """A binary prim over tensors or numbers. Where torch takes no number in that position (torch.maximum,
     torch.atan2, torch.logical_and, ...; any function with a number first), a number becomes a 0-dim tensor
     of the dtype torch would promote the pair to (torch.result_type), so that the result's dtype is the one a
-    Python number gives, also against a 0-dim tensor."""
+    Python number gives, also against a 0-dim tensor. The number is converted as ATen converts a wrapped one (a
+    0-dim int64 or float64 tensor cast to that dtype): without a check, so 300 is 44 in uint8, as eager's
+    ``torch.remainder(300, x)``."""
     def impl(*args):
         tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if tensor is None:
             return number_fn(*args)
         if tensors_only or not isinstance(args[0], torch.Tensor):
             args = [a if isinstance(a, torch.Tensor) else
-                    torch.as_tensor(a, dtype=torch.result_type(tensor, a), device=tensor.device) for a in args]
+                    torch.tensor(a, dtype=torch.float64 if isinstance(a, float) else None, device=tensor.device)
+                    .to(torch.result_type(tensor, a)) for a in args]
         return tensor_fn(*args)
     return impl
 
