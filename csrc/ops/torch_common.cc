@@ -128,8 +128,10 @@ Value item_converted(Builder& b, std::string_view op, const char* arg, const Val
   if (from_float && dtype == DType::UInt8) lo = 0.0;
   // 2^63 - 1 is no double: the largest double below 2^63 bounds a float converted to int64.
   if (dtype == DType::Int64) hi = std::nextafter(std::ldexp(1.0, 63), 0.0);
-  const double from_lo = from == DType::UInt8 ? 0.0 : integer_range(from).first;
-  if (!from_float && integer_range(from).second <= hi && from_lo >= lo) return cast(b, v, dtype);
+  if (!from_float) {  // an integer dtype whose every value converts (a uint8 tensor holds no negative value)
+    const auto [from_lo, from_hi] = integer_range(from);
+    if (from_hi <= hi && (from == DType::UInt8 ? 0.0 : from_lo) >= lo) return cast(b, v, dtype);
+  }
   static const std::map<DType, const char*> c10_names = {{DType::Int8, "int8_t"}, {DType::UInt8, "uint8_t"},
                                                           {DType::Int16, "int16_t"}, {DType::Int32, "int"},
                                                           {DType::Int64, "int64_t"}};

@@ -951,14 +951,12 @@ class _Importer:
         values = _argument_nodes(output.args)
         reached = set().union(*(self._differentiable_leaves(n, selects)[0] for n in values))
         certainly = set().union(*(self._differentiable_leaves(n, selects)[1] for n in values))
-        conditions = list(dict.fromkeys(s.args[0] for s in selects))
-        if reached - certainly and len(conditions) <= 8 and len(self.order) << len(conditions) <= 30_000:
+        ways = self._ways(selects)
+        if reached - certainly and ways is not None:
             # The outputs may read an input under opposite conditions (`return (y, x) if c else (x, y)`): exactly,
-            # the inputs they read whichever way the branches go (a walk of the graph per way: bounded, beyond
-            # that the conservative answer stands).
+            # the inputs they read whichever way the branches go.
             certainly = set(reached)
-            for taken in itertools.product((True, False), repeat=len(conditions)):
-                arm = {s: s.args[1 if taken[conditions.index(s.args[0])] else 2] for s in selects}
+            for arm in ways:
                 certainly &= self._leaves_reached(values, arm)
         at_risk = reached - certainly
 
@@ -979,9 +977,19 @@ class _Importer:
             for select, site, _ in self.selects:
                 if at_risk & blamed(arms[select]):
                     reject(site, at_risk & blamed(arms[select]))
-        self._check_outputs_require_grad_whichever_way(values, selects, conditions, arms)
+        self._check_outputs_require_grad_whichever_way(values, selects, ways, arms)
 
-    def _check_outputs_require_grad_whichever_way(self, values, selects, conditions, arms):
+    def _ways(self, selects):
+        """Each way the converted branches may go, as the arm each select reads ({select: its operand}); None where
+        there are too many to walk the graph once per way (more than 8 conditions, or a large graph): the callers'
+        conservative answer stands then."""
+        conditions = list(dict.fromkeys(s.args[0] for s in selects))
+        if len(conditions) > 8 or len(self.order) << len(conditions) > 30_000:
+            return None
+        return [{s: s.args[1 if taken[conditions.index(s.args[0])] else 2] for s in selects}
+                for taken in itertools.product((True, False), repeat=len(conditions))]
+
+    def _check_outputs_require_grad_whichever_way(self, values, selects, ways, arms):
         """An output computed from a select requires grad whichever arm is taken where eager's requires it only if
         the arm taken reads an input that does (`t = torch.maximum(a, b)` against `t = b * 3`: eager's `t` has no
         autograd history when the second runs). Gives up a branch whose one arm reads such an input and the other
@@ -990,13 +998,7 @@ class _Importer:
             reached, certain = self._differentiable_leaves(n, selects)
             if not reached or certain:
                 return False
-            if len(conditions) > 8 or len(self.order) << len(conditions) > 30_000:
-                return True  # conservatively
-            for taken in itertools.product((True, False), repeat=len(conditions)):
-                arm = {s: s.args[1 if taken[conditions.index(s.args[0])] else 2] for s in selects}
-                if not self._leaves_reached([n], arm):
-                    return True
-            return False
+            return ways is None or any(not self._leaves_reached([n], arm) for arm in ways)
 
         if any(flips(n) for n in values if isinstance(n, torch.fx.Node)):
             for select, site, _ in self.selects:
@@ -1093,12 +1095,12 @@ class _Importer:
         else:
             return
         written = {_storage(self._example(d)) for d in destinations if isinstance(d, torch.fx.Node)} - {None}
-        inputs = self._input_memory()
+        inputs, nested = self._input_memory(), self._select_operands()
         for select, site, operands in self.selects:
             name = _storage(self._example(select))
             if name is None:
                 continue
-            operands = self._arm_memory(operands)
+            operands = self._arm_memory(operands, nested)
             if written & operands and self._read_after(name, node):
                 raise branches.BranchRejected(site, f"after it, {source_of(node) or node.name} writes a tensor "
                                                     "that one arm leaves a name aliasing, and that name (a select, "
@@ -1111,12 +1113,18 @@ class _Importer:
                                                         "name an arm leaves aliasing a tensor that is read later "
                                                         "through another name (or is an input)")
 
-    def _arm_memory(self, operands):
-        """The memory of the tensors a select's arms may leave its name on: its operands' (``operands``), and where
-        an operand is itself a select (a nested branch), what that one's arms may leave, and so on."""
+    def _select_operands(self):
+        """The memory of each select's name -> the memory of its operands (for _arm_memory)."""
         nested = {}
         for select, _, o in self.selects:
             nested.setdefault(_storage(self._example(select)), set()).update(o)
+        return nested
+
+    @staticmethod
+    def _arm_memory(operands, nested):
+        """The memory of the tensors a select's arms may leave its name on: its operands' (``operands``), and where
+        an operand is itself a select (a nested branch: ``nested``, _select_operands), what that one's arms may
+        leave, and so on."""
         memory, pending = set(operands), list(operands)
         while pending:
             for m in nested.get(pending.pop(), ()):
@@ -1131,11 +1139,12 @@ class _Importer:
         one and read the other. Gives the branch up."""
         returned = {_storage(self._example(n)) for n in _argument_nodes(output.args)} - {None}
         outputs = output.args[0] if isinstance(output.args[0], (tuple, list)) else ()
+        nested = self._select_operands()
         for select, site, operands in self.selects:
             name = _storage(self._example(select))
             if name not in returned:
                 continue
-            operands = self._arm_memory(operands)
+            operands = self._arm_memory(operands, nested)
             shared = set(operands) | {_storage(self._example(s)) for s, _, o in self.selects
                                       if s is not select and o & operands}
             if shared & returned and not (select in outputs and self._selects_inputs_or_new(select, returned)):
