@@ -314,6 +314,30 @@ def test_an_output_requires_grad_only_where_the_arm_taken_makes_it():
     assert "in _thunder_" not in texts and re.search(r"# test_branches.py:\d+ in f:", texts)
 
 
+def test_an_input_one_arm_writes_and_the_other_differentiates_is_not_converted():
+    """The first arm's maximum saves `t1` for its backward; the second writes `t1`. Eager runs one arm: no error.
+    Converted, both arms run and the taken one's copy-back wrote the tensor the other saved: the backward raised
+    "modified by an inplace operation". Such a branch is given up."""
+    def f(a, t1, c):
+        if t1.sum() != t1.sum():
+            a = torch.maximum(t1, a)
+        else:
+            t1[0] = c[2]
+            a = a * 3
+        return t1, a
+
+    jitted = thunder.jit(f)
+    a0, t0, results = torch.randn(4, 5), torch.randn(4, 5), []
+    for fn in (f, jitted):
+        a, t1 = a0.clone().requires_grad_(), t0.clone()
+        out_t1, out = fn(a, t1, torch.arange(20.0).view(4, 5))
+        out.sum().backward()
+        results.append((out_t1, out, t1, a.grad))
+    for expected, actual in zip(*results):
+        torch.testing.assert_close(actual, expected)
+    assert any("overwritten" in s.reason for s in thunder.compile_stats(jitted).branches)
+
+
 def test_a_write_after_nested_branches_reaches_the_input_an_inner_arm_left():
     """`t1` is the input itself where the inner arm not rebinding it is taken; eager's `t1.mul_(2)` then writes the
     caller's tensor. The outer select's arms are a new tensor and the inner select, whose arm is the input: the check

@@ -374,6 +374,9 @@ class _Importer:
             self.autocast += [(d, torch.get_autocast_dtype(d), None) for d in outer]
         self.opaque_calls = 0    # ops imported as opaque torch calls
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
+        # Per open converted branch (as regions): the arm being imported (0: then, 1: else), and per arm the memory
+        # of the graph inputs it writes and the memory it reads into a value that requires grad (_note_arm_access).
+        self.arm_access = []
         # The memory each opaque view op views (None: not known): later writes into it are not lowered (_opaque).
         self.opaque_views = []
         self.writes = None  # whether any node of the graph may write into a tensor (_may_write), once asked
@@ -921,6 +924,7 @@ class _Importer:
             self.builder.call("prims", "branch_begin", [cond], {})
             self.region_sites[node] = site
             self.regions.append((site, cond))
+            self.arm_access.append([0, (set(), set()), (set(), set())])
             if site not in self.branch_sites:
                 self.branch_sites.append(site)
             return cond
@@ -928,8 +932,16 @@ class _Importer:
             raise branches.BranchRejected(site, "a graph break splits the branch")
         cond = self.regions[-1][1]
         self.builder.call("prims", "branch_" + kind, [cond], {})
+        if kind == "else":
+            self.arm_access[-1][0] = 1
         if kind == "end":
             self.regions.pop()
+            _, (written_then, read_then), (written_else, read_else) = self.arm_access.pop()
+            if written_then & read_else or written_else & read_then:
+                raise branches.BranchRejected(site, "one arm writes into an input that the other reads into a value "
+                                                    "that requires grad: converted, the backward could save the "
+                                                    "input for the arm not taken and find it overwritten (eager "
+                                                    "runs one arm and raises no error)")
         return None
 
     def _example(self, node):
@@ -1219,10 +1231,34 @@ class _Importer:
         finally:
             self.gm = saved_gm
 
+    def _note_arm_access(self, node, lowering):
+        """Records, for each open converted branch, the graph inputs ``node`` writes (``lowering``: its
+        _write_lowering) and the memory it reads into a value that requires grad, under the arm being imported
+        (checked where the branch ends, _marker): both arms run converted, and a VJP of one arm may save an input
+        the other arm writes -- the write's copy-back would then fail the backward's check for saved tensors
+        written since the forward."""
+        if lowering is not None:
+            destinations = [lowering[0]]
+        elif _has_effect(node, _target_name(node)):
+            destinations = _argument_nodes((node.args, node.kwargs))
+        else:
+            destinations = []
+        written = {_storage(self._example(d)) for d in destinations if isinstance(d, torch.fx.Node)}
+        written &= self._input_memory()
+        read = set()
+        if self.grad_enabled is not False and _requires_grad(self._example(node)):
+            read = {_storage(self._example(m)) for m in node.all_input_nodes}
+        for access in self.arm_access:
+            arm = access[1 + access[0]]
+            arm[0].update(written - {None})
+            arm[1].update(read - {None})
+
     def _check_in_branch(self, node):
         """Inside a converted branch both arms run: what could act or fail only when its arm is taken is refused."""
         site = self.regions[-1][0]
         name = _target_name(node).rsplit(".", 1)[-1].lower()
+        lowering = _write_lowering(node)
+        self._note_arm_access(node, lowering)
         if _draws_random(node, name):
             raise branches.BranchRejected(site, f"{_target_name(node)} draws random numbers")
         # Not an effect elsewhere (a BatchNorm in training keeps thunder's autodiff: the generic VJP rule runs it on
@@ -1230,7 +1266,6 @@ class _Importer:
         if _probed(node)[2]:
             raise branches.BranchRejected(site, f"{_target_name(node)} writes into an argument (batch_norm's running "
                                                 "statistics in training), which the arm not taken would write too")
-        lowering = _write_lowering(node)
         if lowering is not None and isinstance(lowering[0], torch.fx.Node):
             # The write is selected: whichever arm is taken, the tensor is joined to what the written value reads.
             selects = {s for s, _, _ in self.selects}
