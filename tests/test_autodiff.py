@@ -1634,3 +1634,20 @@ def test_outputs_sharing_no_computed_value_are_autograd_nodes_of_their_own():
         out.sum().backward()
         assert_same(p.grad, torch.full((3,), 2.0))
     assert thunder.compile_stats(jitted).graphs[0]["backward"] == "thunder"
+
+
+@pytest.mark.parametrize("op", ["heaviside", "floor_divide"])
+def test_an_op_autograd_cannot_differentiate_raises_in_the_backward_as_eagers(op):
+    """Autograd has no derivative for heaviside or floor_divide: eager's backward through them raises "derivative
+    for aten::heaviside is not implemented". thunder's VJP tables gave None (heaviside) or zeros (floor_divide)."""
+    def f(x, w):
+        y = torch.heaviside(w, torch.tensor(0.5)) if op == "heaviside" else torch.floor_divide(w, 0.7)
+        return (x * y).sum(), (x * w).sum()
+
+    for fn in (f, thunder.jit(f)):
+        x, w = torch.rand(3, 4), torch.randn(4, requires_grad=True)
+        out, other = fn(x, w)
+        with pytest.raises(RuntimeError, match=f"derivative for aten::{op} is not implemented"):
+            out.backward()
+        other.backward()  # an output whose backward does not reach the op differentiates
+        torch.testing.assert_close(w.grad, x.sum(0))

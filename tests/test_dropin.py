@@ -462,3 +462,22 @@ def test_parameters_can_be_swapped_after_a_call(kind):
         torch.__future__.set_swap_module_params_on_conversion(previous)
     with torch.no_grad():
         assert_same(jitted(x.double()), model(x.double()))
+
+
+def test_a_call_under_fake_tensor_mode_propagates_shapes_as_eager():
+    """Under FakeTensorMode (shape propagation: torch.export, meta-init tools) a jitted function or module returns
+    fake tensors, as eager does; thunder's kernels were launched with a real tensor and raised. Under any
+    TorchDispatchMode the graphs run as captured, and the fast path misses."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    fn = thunder.jit(lambda x: x.sin() * 2)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    jitted = thunder.jit(model)
+    for _ in range(2):  # compiled (the second call takes the fast path)
+        fn(torch.randn(3))
+        jitted(torch.randn(2, 4))
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        out, y = fn(torch.randn(3)), jitted(torch.randn(2, 4))
+    assert isinstance(out, FakeTensor) and out.shape == (3,)
+    assert isinstance(y, FakeTensor) and y.shape == (2, 3)
+    torch.testing.assert_close(fn(torch.ones(3)), torch.ones(3).sin() * 2)  # real tensors again: compiled

@@ -913,6 +913,11 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
         _count_graph_call(state, also)
         if forward_ad_active():
             return _run_with_forward_ad(state, gm, args)
+        if torch._C._len_torch_dispatch_stack():
+            # Under a TorchDispatchMode (FakeTensorMode's shape propagation, torch.export's and meta-init tools'):
+            # the graph as captured, its torch ops dispatched to the mode, as eager's are (the kernels would
+            # read a fake tensor's memory).
+            return _as_captured(gm)(*args)
         try:
             return fn(*args)
         except Exception as e:

@@ -694,7 +694,7 @@ class FastPath:
 
         namespace = {"MISS": MISS, "instance": self.instance, "state": self.state, "annotate": debug.annotate,
                      "count_limited_frames": count_limited_frames, "eval_frame": eval_frame,
-                     "forward_ad": torch.autograd.forward_ad}
+                     "forward_ad": torch.autograd.forward_ad, "dispatch_modes": torch._C._len_torch_dispatch_stack}
         positional = len(self.names) - self.bound
         values = {name: "instance" for name in self.names[:self.bound]}  # each local of the frame, as source
         values.update((name, f"args[{i}]") for i, name in enumerate(self.names[self.bound:]))
@@ -704,9 +704,10 @@ class FastPath:
             values[self.varkw] = "{}"
         test = f"len(args) < {positional}" if self.varargs else f"len(args) != {positional}"
         # torch.compiler.set_stance("force_eager"): the ordinary path runs the function eagerly, as torch.compile;
-        # inside a forward-AD dual level, it runs the graphs with torch (dynamo.forward_ad_active).
+        # inside a forward-AD dual level, it runs the graphs with torch (dynamo.forward_ad_active); under a
+        # TorchDispatchMode (FakeTensorMode: shape propagation), Dynamo runs the frame with its tensors as they are.
         lines = ["def call(args):", f"    if {test} or eval_frame._stance.stance == 'force_eager' or "
-                 "forward_ad._current_level >= 0:",
+                 "forward_ad._current_level >= 0 or dispatch_modes():",
                  "        return MISS"]
         if self.cells:  # an empty cell (a closure variable not yet assigned) is a miss
             lines.append("    try:")

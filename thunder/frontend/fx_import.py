@@ -697,6 +697,15 @@ class _Importer:
             self.fallbacks.append((node.name, _target_name(node), "x.data written through in a graph that computes "
                                    "values requiring grad: the write must bump no version of x"))
             native = None
+        if native is not None and type(getattr(node.meta.get("example_value"), "grad_fn", None)).__name__ == \
+                "NotImplemented":
+            # Autograd has no derivative for it (heaviside, floor_divide of a tensor that requires grad): eager's
+            # output requires grad and a backward through it raises "derivative for aten::heaviside is not
+            # implemented". Native, thunder's rules made it non-differentiable (None or zero gradients). torch runs
+            # it, and its autograd raises the same.
+            self.fallbacks.append((node.name, _target_name(node), "autograd has no derivative for it: a backward "
+                                   "through it raises, as eager's"))
+            native = None
         if native is not None and _aliasing_decided_at_run_time(node) and \
                 node.kwargs.get("training", node.args[2] if len(node.args) > 2 else None) is not False and \
                 any(isinstance(a, torch.fx.Node) for a in (*node.args[1:], *node.kwargs.values())) and \
