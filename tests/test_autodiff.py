@@ -1651,3 +1651,30 @@ def test_an_op_autograd_cannot_differentiate_raises_in_the_backward_as_eagers(op
             out.backward()
         other.backward()  # an output whose backward does not reach the op differentiates
         torch.testing.assert_close(w.grad, x.sum(0))
+
+
+def _relu_then_masked_write(x, w):
+    h = x @ w
+    h.relu_()
+    h[:, 0].mul_(3)
+    h[h > 1] = 0.5  # an opaque write: the graph's backward is torch's
+    return h
+
+
+def _softmax_written_with_an_opaque_view(x, w):
+    t = (x @ w).softmax(-1)
+    t.add_(x[:, :3])
+    d = x.diagonal()  # noqa: F841 -- an opaque view: the graph's backward is torch's
+    return t
+
+
+@pytest.mark.parametrize("f", [_relu_then_masked_write, _softmax_written_with_an_opaque_view])
+def test_a_write_into_a_saved_value_raises_in_a_backward_torch_runs(f):
+    """A write into a value an op saved (relu_'s result, softmax's) makes eager's backward raise "modified by an
+    inplace operation". thunder raised only where its own autodiff ran the backward; in a graph whose backward is
+    torch's (an opaque write or view in it), torch's autograd over the functional trace ran and gave gradients."""
+    for fn in (f, thunder.jit(f)):
+        torch.manual_seed(0)
+        x, w = torch.randn(4, 5), torch.randn(5, 3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            fn(x, w).sum().backward()

@@ -3042,3 +3042,36 @@ def test_a_written_value_another_root_reads_is_not_taken_as_memory(write):
 
     x, y = torch.tensor([[0.5], [-1.0], [2.0]]), torch.tensor(1.5)
     assert_same(thunder.jit(f)(x, y), f(x, y))
+
+
+def test_a_value_read_before_a_write_of_a_value_requiring_grad_has_no_autograd_history():
+    """Dynamo's example of `t` is the one fake tensor the later `t.fill_(x.sum())` made require grad: the importer
+    took `t = m.double()` as requiring grad, and with it `r = t * 1`, read before the write (eager's `r` has no
+    autograd history: `r.sum().backward()` raises). A value none of whose arguments requires grad does not, where
+    its memory is written in the graph; a write of a value that does marks the memory for later reads."""
+    def f(x, m):
+        t = m.double()
+        t.mul_(2)
+        r = t * 1
+        t.fill_(x.sum())
+        return r, t * 3
+
+    def g(x):
+        t = torch.zeros(3)
+        t[0] = x.sum()
+        y = t * 2  # read after the write: requires grad
+        y.add_(1)
+        return y
+
+    for fn, extra in ((f, (torch.tensor([True, False, True]),)), (g, ())):
+        results = []
+        for call in (fn, thunder.jit(fn)):
+            x = torch.randn(3, requires_grad=True)
+            with torch.no_grad():
+                x.copy_(torch.arange(3.0))
+            out = call(x, *extra)
+            out = out if isinstance(out, tuple) else (out,)
+            sum(o.sum() for o in out if o.requires_grad).backward()
+            results.append(([o.requires_grad for o in out], [o.detach() for o in out], x.grad))
+        assert results[1][0] == results[0][0]
+        torch.testing.assert_close(results[1][1:], results[0][1:])

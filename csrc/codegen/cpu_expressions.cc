@@ -70,12 +70,15 @@ std::string number_operand(PrimId op, const std::string& e, DType in) {
 std::string small_power(const std::string& a, double e, ir::DType d, const std::string& T) {
   if (e == 1) return a;
   if (e == 2) return "(" + a + " * " + a + ")";
-  if (e == 3) return "(" + a + " * " + a + " * " + a + ")";
+  // ATen's bfloat16 kernels multiply in bfloat16: the square is rounded before the third factor or the reciprocal
+  // (float16's, whose vectors compute in float32, and bfloat16's rsqrt round once).
+  const std::string square = d == ir::DType::BFloat16 ? round_to(d, "(" + a + " * " + a + ")") : a + " * " + a;
+  if (e == 3) return "(" + square + " * " + a + ")";
   // ATen takes x ** 0.5 and x ** -0.5 as sqrt and rsqrt except in float16 (pow(-inf, 0.5) = inf, sqrt(-inf) NaN).
   if (e == 0.5 && d != ir::DType::Float16) return "kmath::sqrt(" + a + ")";
   if (e == -0.5 && d != ir::DType::Float16) return "((" + T + ")1 / kmath::sqrt(" + a + "))";
   if (e == -1) return "((" + T + ")1 / " + a + ")";
-  if (e == -2) return "((" + T + ")1 / (" + a + " * " + a + "))";
+  if (e == -2) return "((" + T + ")1 / (" + square + "))";
   return "";
 }
 

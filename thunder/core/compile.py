@@ -490,6 +490,8 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
                                      reaches=passed.reaches, specialize=specialize, zero_fill=zero_fill,
                                      groups=groups, written_saved=written_saved_inputs(views[-1].trace),
                                      backward_errors=getattr(imported, "backward_errors", {}))
+    elif lower and getattr(imported, "backward_errors", None):
+        graph.fn = _raising_in_backward(graph.fn, imported.backward_errors)
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
     if sizes is not None:
@@ -796,6 +798,33 @@ class _TrainingProgram(torch.autograd.Function):
         except Exception as e:
             debug.annotate(e)  # the backward trace's line and the user's line it came from
             raise
+
+
+class _RaiseInBackward(torch.autograd.Function):
+    """The identity (an alias, not a view), whose backward raises ``message``."""
+
+    @staticmethod
+    def forward(ctx, x, message):
+        ctx.message = message
+        return x.detach()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError(ctx.message)
+
+
+def _raising_in_backward(fn, errors):
+    """A graph's function whose backward is torch's autograd, each output in ``errors`` (ImportedGraph.
+    backward_errors: position -> message) made to raise its message in a backward through it: the trace is
+    functional, so torch's autograd over it does not see the write eager's backward raises for."""
+    def run(*args):
+        result = fn(*args)
+        outputs = list(result)
+        for k, message in errors.items():
+            if k < len(outputs) and isinstance(outputs[k], torch.Tensor) and outputs[k].requires_grad:
+                outputs[k] = _RaiseInBackward.apply(outputs[k], message)
+        return type(result)(outputs) if isinstance(result, (tuple, list)) else outputs
+    return run
 
 
 def _not_views(outputs, grad_outputs, args, saved):

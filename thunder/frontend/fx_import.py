@@ -381,6 +381,8 @@ class _Importer:
         self.opaque_views = []
         self.writes = None  # whether any node of the graph may write into a tensor (_may_write), once asked
         self.written_memory = None  # the memory (_storage) of every argument of such a node, once asked
+        self.lowered_write_memory = None  # the same for the writes told by names and schemas (_records_grad)
+        self.grad_written = set()  # the memory of the arguments of each write so far that read a value requiring grad
         self.computes_grad = None  # whether an op of the graph makes a tensor that requires grad, once asked
         self.region_sites = {}   # branch_begin node -> its site
         # The outputs that are inputs a converted branch may select and the branch_begin nodes whose conditions
@@ -550,6 +552,8 @@ class _Importer:
             elif node.op in ("call_function", "call_method"):
                 self.env[node] = self._call(node)
                 self._note_eager_layout(self.env[node], node.meta.get("example_value"))
+                if self.grad_enabled is not False and _may_write(node, probe=False) and self._reads_grad(node):
+                    self.grad_written |= _storages(self._example(m) for m in node.all_input_nodes)
             elif node.op == "output":
                 if self.regions:
                     raise branches.BranchRejected(self.regions[-1][0], "a graph break splits the branch")
@@ -1342,13 +1346,30 @@ class _Importer:
             if (dtype, list(shape), device) != want:
                 self.builder.pop_symbol()
                 raise _core.NotNative(f"metadata mismatch: core says {(dtype, shape, device)}, Dynamo says {want}")
-            self.builder.set_requires_grad(proxy, self._records_grad(e))
+            self.builder.set_requires_grad(proxy, self._records_grad(e, node))
 
-    def _records_grad(self, example):
+    def _records_grad(self, example, node=None):
         """Whether a value an op makes requires grad: Dynamo's example says, but under ``no_grad`` nothing an op
         makes does -- Dynamo's example of a tensor later written in place is that one object, changed by the write
-        (``t = w * 2`` under no_grad, then ``t.copy_(w)``: the example of ``t`` requires grad from the start)."""
-        return bool(example.requires_grad) and self.grad_enabled is not False
+        (``t = w * 2`` under no_grad, then ``t.copy_(w)``: the example of ``t`` requires grad from the start). For
+        the same reason, a value of ``node`` none of whose tensor arguments requires grad does not either where the
+        graph may write its memory (``t = m.double(); t.mul_(2); r = t * 1; t.fill_(x.sum())``: eager's ``r`` has no
+        autograd history)."""
+        if not example.requires_grad or self.grad_enabled is False:
+            return False
+        if node is None or node.kwargs.get("requires_grad"):
+            return True
+        if self.lowered_write_memory is None:  # named writes only: probing every op on fake tensors is slow
+            self.lowered_write_memory = _storages(a.meta.get("example_value") for n in self.order
+                                                  if n.op in ("call_function", "call_method") and
+                                                  _may_write(n, probe=False) for a in n.all_input_nodes)
+        return _storage(example) not in self.lowered_write_memory or self._reads_grad(node)
+
+    def _reads_grad(self, node):
+        """Whether ``node`` reads a tensor that requires grad: a proxy that does, or memory a write made before it
+        wrote a value that does into (``grad_written``: the proxy read may be the tensor's before the write)."""
+        return any(_requires_grad_proxy(self.builder, self.env.get(m)) or
+                   _storage(self._example(m)) in self.grad_written for m in node.all_input_nodes)
 
     def _meta_pairs(self, v, e, pairs):
         """Appends to ``pairs`` each (proxy, Dynamo's example tensor) of the output ``v`` and its example ``e``;
@@ -1768,6 +1789,14 @@ def _selected_inputs(outputs, placeholders, views):
 
     selected = [SelectedInput(i, renumbered(c)) for i, c in choices]
     return selected, [nodes[old] for old in sorted(used, key=used.get)]
+
+
+def _requires_grad_proxy(builder, v):
+    """Whether ``v`` (a core value: a proxy, or nested tuples/lists of them) holds a tensor proxy that requires
+    grad."""
+    if isinstance(v, (list, tuple)):
+        return any(_requires_grad_proxy(builder, x) for x in v)
+    return isinstance(v, _core.Proxy) and builder.meta(v)[0] != "number" and bool(builder.meta(v)[3])
 
 
 def _has_proxy(v):
