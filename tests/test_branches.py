@@ -314,20 +314,31 @@ def test_an_output_requires_grad_only_where_the_arm_taken_makes_it():
     assert "in _thunder_" not in texts and re.search(r"# test_branches.py:\d+ in f:", texts)
 
 
-def test_an_input_one_arm_writes_and_the_other_differentiates_is_not_converted():
-    """The first arm's maximum saves `t1` for its backward; the second writes `t1`. Eager runs one arm: no error.
-    Converted, both arms run and the taken one's copy-back wrote the tensor the other saved: the backward raised
-    "modified by an inplace operation". Such a branch is given up."""
-    def f(a, t1, c):
-        if t1.sum() != t1.sum():
-            a = torch.maximum(t1, a)
-        else:
-            t1[0] = c[2]
-            a = a * 3
-        return t1, a
+def _one_arm_saves_the_other_writes(a, t1, c):
+    if t1.sum() != t1.sum():
+        a = torch.maximum(t1, a)  # saves t1
+    else:
+        t1[0] = c[2]
+        a = a * 3
+    return t1, a
 
+
+def _an_arm_saves_a_write_after_writes(a, t1, c):
+    if a.sum() > 0:
+        t = t1 * a  # saves t1
+    else:
+        t = a * 2
+    t1.add_(c[0])
+    return t1, t
+
+
+@pytest.mark.parametrize("f", [_one_arm_saves_the_other_writes, _an_arm_saves_a_write_after_writes])
+def test_an_input_an_arm_saves_and_a_later_write_overwrites_is_not_converted(f):
+    """An arm's VJP saves `t1`; the other arm, or the code after the branch, writes it. Eager runs one arm: where
+    it is not the saving one, no error. Converted, both arms run and the write's copy-back overwrote the tensor the
+    arm not taken saved: the backward raised "modified by an inplace operation". Such a branch is given up."""
     jitted = thunder.jit(f)
-    a0, t0, results = torch.randn(4, 5), torch.randn(4, 5), []
+    a0, t0, results = -torch.rand(4, 5), torch.randn(4, 5), []
     for fn in (f, jitted):
         a, t1 = a0.clone().requires_grad_(), t0.clone()
         out_t1, out = fn(a, t1, torch.arange(20.0).view(4, 5))

@@ -3063,7 +3063,27 @@ def test_a_value_read_before_a_write_of_a_value_requiring_grad_has_no_autograd_h
         y.add_(1)
         return y
 
-    for fn, extra in ((f, (torch.tensor([True, False, True]),)), (g, ())):
+    def overwritten(x, m):  # requires grad after `add_(x)`, still after the fill (eager: x.grad zeros)
+        t = m.float()
+        t.add_(x)
+        t.fill_(2)
+        return t
+
+    def zeroed(x, m):
+        t = m.float()
+        t.add_(x)
+        t.zero_()
+        return t * 3
+
+    def made_like(x):  # ones_like reads none of x's values: `r` has no autograd history
+        t = torch.ones_like(x)
+        t.fill_(1.0)
+        r = t * 3
+        t.mul_(x)
+        return r, t
+
+    mask = torch.tensor([True, False, True])
+    for fn, extra in ((f, (mask,)), (g, ()), (overwritten, (mask,)), (zeroed, (mask,)), (made_like, ())):
         results = []
         for call in (fn, thunder.jit(fn)):
             x = torch.randn(3, requires_grad=True)

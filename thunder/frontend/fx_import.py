@@ -374,9 +374,10 @@ class _Importer:
             self.autocast += [(d, torch.get_autocast_dtype(d), None) for d in outer]
         self.opaque_calls = 0    # ops imported as opaque torch calls
         self.regions = []        # open converted branches: (site, predicate proxy), innermost last
-        # Per open converted branch (as regions): the arm being imported (0: then, 1: else), and per arm the memory
-        # of the graph inputs it writes and the memory it reads into a value that requires grad (_note_arm_access).
-        self.arm_access = []
+        # Per open converted branch (as regions): [its site, the arm being imported (0: then, 1: else)]; and the
+        # memory each arm read into a value that requires grad -> [(that branch's entry, the arm)] (_note_arm_reads)
+        self.open_arms = []
+        self.arm_reads = {}
         # The memory each opaque view op views (None: not known): later writes into it are not lowered (_opaque).
         self.opaque_views = []
         self.writes = None  # whether any node of the graph may write into a tensor (_may_write), once asked
@@ -659,6 +660,8 @@ class _Importer:
             if self._autocast_call(node):
                 return None
             return self._global_state(node)
+        if self.arm_reads:
+            self._check_writes_after_arm_reads(node)
         if self.regions:
             self._check_in_branch(node)
         if self.selects:
@@ -827,9 +830,11 @@ class _Importer:
                 if self.builder.meta(value)[3] and any(isinstance(v, _core.Proxy) and v.id == value.id for v in read):
                     value = self.builder.call("ltorch", "detach", [value], {})
                 self.builder.set_requires_grad(value, False)
-            elif self.grad_enabled is not False and self.builder.meta(dst)[3]:
-                # Grad mode is on and the tensor written requires grad: it still does after the write, whatever
-                # is written (x.zero_(), a number), as in eager. (The functionalization joins it to what it was.)
+            elif self.grad_enabled is not False and (self.builder.meta(dst)[3] or
+                                                     _storage(self._example(destination)) in self.grad_written):
+                # Grad mode is on and the tensor written requires grad (or an earlier write made it: grad_written):
+                # it still does after the write, whatever is written (x.zero_(), a number), as in eager. (The
+                # functionalization joins it to what it was.)
                 if not tensor_value:
                     dtype, shape, device, _ = self.builder.meta(target)
                     value = self.builder.call("ltorch", "full", [list(shape), value], {"dtype": dtype,
@@ -937,7 +942,7 @@ class _Importer:
             self.builder.call("prims", "branch_begin", [cond], {})
             self.region_sites[node] = site
             self.regions.append((site, cond))
-            self.arm_access.append([0, (set(), set()), (set(), set())])
+            self.open_arms.append([site, 0])
             if site not in self.branch_sites:
                 self.branch_sites.append(site)
             return cond
@@ -946,15 +951,10 @@ class _Importer:
         cond = self.regions[-1][1]
         self.builder.call("prims", "branch_" + kind, [cond], {})
         if kind == "else":
-            self.arm_access[-1][0] = 1
+            self.open_arms[-1][1] = 1
         if kind == "end":
             self.regions.pop()
-            _, (written_then, read_then), (written_else, read_else) = self.arm_access.pop()
-            if written_then & read_else or written_else & read_then:
-                raise branches.BranchRejected(site, "one arm writes into an input that the other reads into a value "
-                                                    "that requires grad: converted, the backward could save the "
-                                                    "input for the arm not taken and find it overwritten (eager "
-                                                    "runs one arm and raises no error)")
+            self.open_arms.pop()
         return None
 
     def _example(self, node):
@@ -1112,14 +1112,9 @@ class _Importer:
         difference would show -- a write after the branch (``node``) to an arm's tensor other than through the
         name, with the name read after it; or a write through the name, with an arm's tensor read after it (through
         another name, or a name the same branch bound to the same tensor), or the graph's input."""
-        lowering = _write_lowering(node)
-        if lowering is not None:
-            destinations = [lowering[0]]
-        elif _has_effect(node, _target_name(node)):  # an opaque effect: any tensor argument may be written
-            destinations = _argument_nodes((node.args, node.kwargs))
-        else:
+        written = self._written_memory_of(node)
+        if not written:
             return
-        written = {_storage(self._example(d)) for d in destinations if isinstance(d, torch.fx.Node)} - {None}
         inputs, nested = self._input_memory(), self._select_operands()
         for select, site, operands in self.selects:
             name = _storage(self._example(select))
@@ -1137,6 +1132,18 @@ class _Importer:
                     raise branches.BranchRejected(site, f"after it, {source_of(node) or node.name} writes through a "
                                                         "name an arm leaves aliasing a tensor that is read later "
                                                         "through another name (or is an input)")
+
+    def _written_memory_of(self, node):
+        """The memory (_storage) ``node`` writes: a lowered write's destination's, or for an opaque effect, any
+        tensor argument's."""
+        lowering = _write_lowering(node)
+        if lowering is not None:
+            destinations = [lowering[0]]
+        elif _has_effect(node, _target_name(node)):  # an opaque effect: any tensor argument may be written
+            destinations = _argument_nodes((node.args, node.kwargs))
+        else:
+            return set()
+        return {_storage(self._example(d)) for d in destinations if isinstance(d, torch.fx.Node)} - {None}
 
     def _select_operands(self):
         """The memory of each select's name -> the memory of its operands (for _arm_memory)."""
@@ -1244,34 +1251,32 @@ class _Importer:
         finally:
             self.gm = saved_gm
 
-    def _note_arm_access(self, node, lowering):
-        """Records, for each open converted branch, the graph inputs ``node`` writes (``lowering``: its
-        _write_lowering) and the memory it reads into a value that requires grad, under the arm being imported
-        (checked where the branch ends, _marker): both arms run converted, and a VJP of one arm may save an input
-        the other arm writes -- the write's copy-back would then fail the backward's check for saved tensors
-        written since the forward."""
-        if lowering is not None:
-            destinations = [lowering[0]]
-        elif _has_effect(node, _target_name(node)):
-            destinations = _argument_nodes((node.args, node.kwargs))
-        else:
-            destinations = []
-        written = {_storage(self._example(d)) for d in destinations if isinstance(d, torch.fx.Node)}
-        written &= self._input_memory()
-        read = set()
+    def _note_arm_reads(self, node):
+        """Records the memory ``node``, in the arms being imported, reads into a value that requires grad: its VJP
+        may save it (_check_writes_after_arm_reads)."""
         if self.grad_enabled is not False and _requires_grad(self._example(node)):
-            read = {_storage(self._example(m)) for m in node.all_input_nodes}
-        for access in self.arm_access:
-            arm = access[1 + access[0]]
-            arm[0].update(written - {None})
-            arm[1].update(read - {None})
+            for memory in _storages(self._example(m) for m in node.all_input_nodes):
+                self.arm_reads.setdefault(memory, []).extend((entry, entry[1]) for entry in self.open_arms)
+
+    def _check_writes_after_arm_reads(self, node):
+        """Converted, both arms run: a VJP of an arm may save an input (`t1 * a` saves `t1`) that a later write into
+        it -- in the other arm, or after the branch -- overwrites (the copy-back), and the backward's check for
+        saved tensors written since the forward raises where eager, which did not run that arm, raises nothing.
+        Gives up such a branch. (A write in the same arm, which eager makes after the same read, is checked by
+        the backward as eager's autograd checks it.)"""
+        for memory in self._written_memory_of(node) & self._input_memory():
+            for entry, arm in self.arm_reads.get(memory, ()):
+                if not any(open_entry is entry for open_entry in self.open_arms) or entry[1] != arm:
+                    raise branches.BranchRejected(entry[0], f"{source_of(node) or node.name} writes into an input "
+                                                  "that an arm reads into a value that requires grad: converted, the "
+                                                  "backward could find the input saved for that arm overwritten "
+                                                  "where the arm is not taken (eager raises no error then)")
 
     def _check_in_branch(self, node):
         """Inside a converted branch both arms run: what could act or fail only when its arm is taken is refused."""
         site = self.regions[-1][0]
         name = _target_name(node).rsplit(".", 1)[-1].lower()
-        lowering = _write_lowering(node)
-        self._note_arm_access(node, lowering)
+        self._note_arm_reads(node)
         if _draws_random(node, name):
             raise branches.BranchRejected(site, f"{_target_name(node)} draws random numbers")
         # Not an effect elsewhere (a BatchNorm in training keeps thunder's autodiff: the generic VJP rule runs it on
@@ -1279,6 +1284,7 @@ class _Importer:
         if _probed(node)[2]:
             raise branches.BranchRejected(site, f"{_target_name(node)} writes into an argument (batch_norm's running "
                                                 "statistics in training), which the arm not taken would write too")
+        lowering = _write_lowering(node)
         if lowering is not None and isinstance(lowering[0], torch.fx.Node):
             # The write is selected: whichever arm is taken, the tensor is joined to what the written value reads.
             selects = {s for s, _, _ in self.selects}
@@ -1363,7 +1369,11 @@ class _Importer:
             self.lowered_write_memory = _storages(a.meta.get("example_value") for n in self.order
                                                   if n.op in ("call_function", "call_method") and
                                                   _may_write(n, probe=False) for a in n.all_input_nodes)
-        return _storage(example) not in self.lowered_write_memory or self._reads_grad(node)
+        if _storage(example) not in self.lowered_write_memory:
+            return True
+        # A tensor made like another (`torch.ones_like(w)`, `w.new_zeros(...)`) reads none of its values.
+        name = _target_name(node).rsplit(".", 1)[-1]
+        return not (name.endswith("_like") or name.startswith("new_")) and self._reads_grad(node)
 
     def _reads_grad(self, node):
         """Whether ``node`` reads a tensor that requires grad: a proxy that does, or memory a write made before it
