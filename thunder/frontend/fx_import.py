@@ -381,8 +381,7 @@ class _Importer:
         # The memory each opaque view op views (None: not known): later writes into it are not lowered (_opaque).
         self.opaque_views = []
         self.writes = None  # whether any node of the graph may write into a tensor (_may_write), once asked
-        self.written_memory = None  # the memory (_storage) of every argument of such a node, once asked
-        self.lowered_write_memory = None  # the same for the writes told by names and schemas (_records_grad)
+        self.written_memory = {}  # probe -> _written_memory(probe), once asked
         self.grad_written = set()  # the memory of the arguments of each write so far that read a value requiring grad
         self.computes_grad = None  # whether an op of the graph makes a tensor that requires grad, once asked
         self.region_sites = {}   # branch_begin node -> its site
@@ -748,13 +747,16 @@ class _Importer:
         fresh mask, is none: as an effect, it sent the graph's backward to torch.) True where that memory is not
         known (_viewed_memory)."""
         base = _viewed_memory(view)
-        if base is None:
-            return True
-        if self.written_memory is None:
-            self.written_memory = _storages(a.meta.get("example_value") for n in self.order
-                                            if n.op in ("call_function", "call_method") and _may_write(n)
-                                            for a in n.all_input_nodes)
-        return base in self.written_memory
+        return base is None or base in self._written_memory()
+
+    def _written_memory(self, probe=True):
+        """The memory (_storage) of every argument of a node of the graph that may write (_may_write; ``probe``
+        False: the writes its names and schemas tell, without running every op on fake tensors, which is slow)."""
+        if probe not in self.written_memory:
+            self.written_memory[probe] = _storages(a.meta.get("example_value") for n in self.order
+                                                   if n.op in ("call_function", "call_method") and
+                                                   _may_write(n, probe=probe) for a in n.all_input_nodes)
+        return self.written_memory[probe]
 
     def _into_an_opaque_view(self, destination):
         """Whether a write into ``destination`` (an FX node) may write memory an opaque view op views: the write is
@@ -1365,11 +1367,7 @@ class _Importer:
             return False
         if node is None or node.kwargs.get("requires_grad"):
             return True
-        if self.lowered_write_memory is None:  # named writes only: probing every op on fake tensors is slow
-            self.lowered_write_memory = _storages(a.meta.get("example_value") for n in self.order
-                                                  if n.op in ("call_function", "call_method") and
-                                                  _may_write(n, probe=False) for a in n.all_input_nodes)
-        if _storage(example) not in self.lowered_write_memory:
+        if _storage(example) not in self._written_memory(probe=False):
             return True
         # A tensor made like another (`torch.ones_like(w)`, `w.new_zeros(...)`) reads none of its values.
         name = _target_name(node).rsplit(".", 1)[-1]
