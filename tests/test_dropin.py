@@ -481,3 +481,6 @@ def test_a_call_under_fake_tensor_mode_propagates_shapes_as_eager():
     assert isinstance(out, FakeTensor) and out.shape == (3,)
     assert isinstance(y, FakeTensor) and y.shape == (2, 3)
     torch.testing.assert_close(fn(torch.ones(3)), torch.ones(3).sin() * 2)  # real tensors again: compiled
+    # Said: counted per graph, in the summary, and once at WARNING (the caplog of the test's own logger).
+    assert sum(g["captured_calls"] for g in thunder.compile_stats(fn).graphs) == 1
+    assert "1 calls run UNCOMPILED, as captured" in thunder.summary(fn)

@@ -184,7 +184,8 @@ def compile_stats(jitted) -> CompileStats:
     ``"bind sizes"``, the passes, then per fusion executor ``"<executor> codegen"``
     and ``"<executor> compile"`` (the compiler or the kernel cache; the backward's prefixed ``"backward "``) and
     ``"python"``, the execution traces made Python functions), ``aliased_calls`` (calls run as captured because an input
-    aliased one the graph writes), ``symbolic`` and ``shapes`` (for the specialization of a graph Dynamo captured
+    aliased one the graph writes), ``captured_calls`` (calls run as captured, with torch, inside a forward-AD dual
+    level or under a TorchDispatchMode such as FakeTensorMode), ``symbolic`` and ``shapes`` (for the specialization of a graph Dynamo captured
     with symbolic sizes: that graph's number, 1, 2, ..., and the shapes it was compiled for; None for a graph
     captured with static shapes; ``dynamo_graphs`` counts the graphs Dynamo captured, ``symbolic_graphs`` those
     with symbolic sizes), ``retraced`` (None where the specialization is that graph's one trace with symbolic
@@ -218,6 +219,7 @@ def compile_stats(jitted) -> CompileStats:
                        "pass_seconds": dict(g.pass_seconds) if compiled else {},
                        "stage_seconds": g.stage_seconds if compiled else {},
                        "aliased_calls": g.aliased_calls if compiled else 0,
+                       "captured_calls": g.captured_calls if compiled else 0,
                        "backward": g.autodiff if compiled else None,
                        "vjp": _compile.vjp_rules(getattr(g, "vjp", [])) if compiled else {},
                        "symbolic": g.shapes[0] if g.shapes else None, "shapes": g.shapes[1] if g.shapes else None,

@@ -530,6 +530,9 @@ def report(s):
                          f"released: {g.released}{_specializes(g)}")
             continue
         opaque = f", {g.opaque_ops()} ops opaque" if g.opaque_ops() else ""
+        if g.captured_calls:
+            opaque += (f", {g.captured_calls} calls run UNCOMPILED, as captured (forward AD or a "
+                       "TorchDispatchMode)")
         lines.append(f"graph {g.index}: compiled in {g.compile_seconds * 1e3:.1f} ms, called {g.calls} times, "
                      f"executors {', '.join(g.executors()) or 'none'}{opaque}{_specializes(g)}")
         lines += ["    " + l for l in str(g.execution_trace).rstrip().splitlines()]

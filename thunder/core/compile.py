@@ -87,6 +87,7 @@ class CompiledGraph:
     fallbacks: list               # (node, target, reason) of ops imported as opaque
     calls: int = 0
     aliased_calls: int = 0        # calls whose inputs aliased a tensor the graph writes: run as captured instead
+    captured_calls: int = 0       # calls run as captured under forward AD or a TorchDispatchMode (dynamo.py)
     kernels: dict = field(default_factory=dict)  # fusion executor name -> [(KernelModule, C++ source)], one per unit
     # Training: the backward's traces (the split's backward, then one per pass) when thunder differentiates this
     # graph; `autodiff` says who runs its backward: "thunder", "torch (<reason>)", or None (nothing requires grad).

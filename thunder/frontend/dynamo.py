@@ -100,7 +100,8 @@ class JitState:
     debug: str = None                                 # thunder.jit's debug mode (None, "pdb")
     plan_only: bool = False                           # thunder.examine: graphs are planned, not compiled; they run
                                                       # as captured
-    forward_ad_warned: bool = False                   # a call ran its graphs with torch in a forward-AD dual level
+    #: why calls ran graphs as captured, with torch, each said once at WARNING (forward AD, a TorchDispatchMode)
+    captured_warned: set = field(default_factory=set)
     #: The kernels its graphs compiled, per fusion executor, which its later graphs reuse (the ``compiled`` of
     #: thunder.executors.cpuex.lower and cudaex.lower).
     compiled_kernels: dict = field(default_factory=dict, repr=False)
@@ -533,14 +534,24 @@ def forward_ad_active():
     return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
 
 
-def _run_with_forward_ad(state, gm, args):
-    """A compiled graph called inside a forward-AD dual level: run as captured, with torch, whose ops carry the
-    inputs' tangents to the outputs (thunder's dropped them: ``unpack_dual(out).tangent`` was None). Said once per
-    wrapper, at WARNING."""
-    if not state.forward_ad_warned:
-        state.forward_ad_warned = True
-        logger.warning("thunder: %s is called inside a forward-mode AD dual level (torch.autograd.forward_ad): its "
-                       "graphs run with torch there, uncompiled, so that tangents reach the outputs", state.name)
+#: Why a graph's call runs as captured, with torch (_run_as_captured): what the WARNING says.
+_CAPTURED_BECAUSE = {
+    "forward_ad": "is called inside a forward-mode AD dual level (torch.autograd.forward_ad): its graphs run with "
+                  "torch there, uncompiled, so that tangents reach the outputs",
+    "dispatch_mode": "is called under a TorchDispatchMode (FakeTensorMode's shape propagation, a logging mode): its "
+                     "graphs run with torch there, uncompiled, their ops dispatched to the mode as eager's are",
+}
+
+
+def _run_as_captured(state, compiled, gm, args, why):
+    """A compiled graph's call run as captured, with torch: inside a forward-AD dual level (thunder's programs
+    drop the inputs' tangents: ``unpack_dual(out).tangent`` was None) or under a TorchDispatchMode (the kernels
+    would read a fake tensor's memory). Counted in the graph's ``captured_calls``; said once per wrapper and
+    reason (``why``, a key of _CAPTURED_BECAUSE), at WARNING."""
+    compiled.captured_calls += 1
+    if why not in state.captured_warned:
+        state.captured_warned.add(why)
+        logger.warning("thunder: %s %s", state.name, _CAPTURED_BECAUSE[why])
     return _as_captured(gm)(*args)
 
 
@@ -912,12 +923,9 @@ def _compile_graph(state, gm, example_inputs, also, shapes=None, imported=None, 
         compiled.calls += 1
         _count_graph_call(state, also)
         if forward_ad_active():
-            return _run_with_forward_ad(state, gm, args)
+            return _run_as_captured(state, compiled, gm, args, "forward_ad")
         if torch._C._len_torch_dispatch_stack():
-            # Under a TorchDispatchMode (FakeTensorMode's shape propagation, torch.export's and meta-init tools'):
-            # the graph as captured, its torch ops dispatched to the mode, as eager's are (the kernels would
-            # read a fake tensor's memory).
-            return _as_captured(gm)(*args)
+            return _run_as_captured(state, compiled, gm, args, "dispatch_mode")
         try:
             return fn(*args)
         except Exception as e:
