@@ -1653,6 +1653,32 @@ def test_an_op_autograd_cannot_differentiate_raises_in_the_backward_as_eagers(op
         torch.testing.assert_close(w.grad, x.sum(0))
 
 
+@pytest.mark.parametrize("form", ["written_later", "in_place", "augmented"])
+def test_an_op_autograd_cannot_differentiate_raises_when_its_output_is_written_later(form):
+    """Dynamo's example of the op's output is the tensor a later in-place op changed, whose autograd node is that
+    op's (``h = torch.heaviside(x, y); h.mul_(2)``: MulBackward0): the op runs once more on meta tensors to tell.
+    Eager's backward raises; thunder's gave x.grad None (review repro_01)."""
+    def f(x, y):
+        if form == "written_later":
+            h = torch.heaviside(x, y)
+        elif form == "in_place":
+            h = x * 1
+            h.heaviside_(y)
+        else:
+            h = x * 1
+            h //= y
+        h.mul_(2)
+        return h * x
+
+    for fn in (f, thunder.jit(f)):
+        x, y = torch.randn(5, requires_grad=True), torch.randn(5)
+        out = fn(x, y)
+        with pytest.raises(RuntimeError, match="derivative for aten::.* is not implemented"):
+            out.sum().backward()
+        out = fn(x.detach(), y)  # nothing requires grad: the op is native
+        torch.testing.assert_close(out, f(x.detach(), y))
+
+
 def _relu_then_masked_write(x, w):
     h = x @ w
     h.relu_()

@@ -703,8 +703,7 @@ class _Importer:
             self.fallbacks.append((node.name, _target_name(node), "x.data written through in a graph that computes "
                                    "values requiring grad: the write must bump no version of x"))
             native = None
-        if native is not None and type(getattr(node.meta.get("example_value"), "grad_fn", None)).__name__ == \
-                "NotImplemented":
+        if native is not None and self._derivative_not_implemented(node):
             # Autograd has no derivative for it (heaviside, floor_divide of a tensor that requires grad): eager's
             # output requires grad and a backward through it raises "derivative for aten::heaviside is not
             # implemented". Native, thunder's rules made it non-differentiable (None or zero gradients). torch runs
@@ -748,6 +747,35 @@ class _Importer:
         known (_viewed_memory)."""
         base = _viewed_memory(view)
         return base is None or base in self._written_memory()
+
+    def _derivative_not_implemented(self, node):
+        """Whether autograd has no derivative for ``node``'s op with the arguments it has here (its output's autograd
+        node is ``NotImplemented``). Dynamo's example says so, unless a later in-place op replaced that node (``h =
+        torch.heaviside(x, y); h.mul_(2)``: the example's is MulBackward0): where the graph writes the output's
+        memory, the op runs once more on meta tensors of one element per dim, with the arguments that read a value
+        requiring grad requiring grad (an op that fails there is taken to have a derivative)."""
+        example = node.meta.get("example_value")
+        if type(getattr(example, "grad_fn", None)).__name__ == "NotImplemented":
+            return True
+        if not isinstance(example, torch.Tensor) or self.grad_enabled is False or \
+                _storage(example) not in self._written_memory(probe=False) or not self._reads_grad(node):
+            return False
+
+        def meta(a):
+            e = self._example(a) if isinstance(a, torch.fx.Node) else None
+            if not isinstance(e, torch.Tensor):
+                return a
+            grad = (e.dtype.is_floating_point or e.dtype.is_complex) and self._holds_grad(a)
+            t = torch.empty((1,) * e.dim(), dtype=e.dtype, device="meta")
+            return t.requires_grad_().clone() if grad else t  # not a leaf: an in-place op may write it
+        try:
+            with torch.enable_grad():
+                args, kwargs = torch.fx.node.map_aggregate((node.args, node.kwargs), meta)
+                out = getattr(args[0], node.target)(*args[1:], **kwargs) if node.op == "call_method" else \
+                    node.target(*args, **kwargs)
+        except Exception:  # noqa: BLE001 -- an op meta tensors cannot run: the example's node stands
+            return False
+        return type(getattr(out, "grad_fn", None)).__name__ == "NotImplemented"
 
     def _written_memory(self, probe=True):
         """The memory (_storage) of every argument of a node of the graph that may write (_may_write; ``probe``
@@ -798,8 +826,8 @@ class _Importer:
         ``ltorch.copy_(destination, value)``; returns the destination proxy (what the node evaluates to), or
         _NOT_A_WRITE if the node is not a write this can lower (it is then imported as usual: an opaque effect)."""
         lowering = _write_lowering(node)
-        if lowering is None or self._into_an_opaque_view(lowering[0]):
-            return _NOT_A_WRITE
+        if lowering is None or self._into_an_opaque_view(lowering[0]) or self._derivative_not_implemented(node):
+            return _NOT_A_WRITE  # (an op autograd cannot differentiate runs with torch: _call_op says why)
         destination, compute = lowering
         if self.regions and self._writes_a_grad_input(destination):
             raise branches.BranchRejected(self.regions[-1][0], "it writes into an input that requires grad: the "
@@ -1376,8 +1404,12 @@ class _Importer:
     def _reads_grad(self, node):
         """Whether ``node`` reads a tensor that requires grad: a proxy that does, or memory a write made before it
         wrote a value that does into (``grad_written``: the proxy read may be the tensor's before the write)."""
-        return any(_requires_grad_proxy(self.builder, self.env.get(m)) or
-                   _storage(self._example(m)) in self.grad_written for m in node.all_input_nodes)
+        return any(self._holds_grad(m) for m in node.all_input_nodes)
+
+    def _holds_grad(self, m):
+        """Whether the value of node ``m`` read here requires grad: its proxy does, or its memory holds a value
+        that does (``grad_written``)."""
+        return _requires_grad_proxy(self.builder, self.env.get(m)) or _storage(self._example(m)) in self.grad_written
 
     def _meta_pairs(self, v, e, pairs):
         """Appends to ``pairs`` each (proxy, Dynamo's example tensor) of the output ``v`` and its example ``e``;
