@@ -489,9 +489,8 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
         graph.fn = training_callable(fn, backward_fn, passed.grad_outputs, differentiable,
                                      random=any(b.draws_random_numbers for b in split.symbols),
                                      reaches=passed.reaches, specialize=specialize, zero_fill=zero_fill,
-                                     groups=groups, written_saved=written_saved_inputs(views[-1].trace),
-                                     backward_errors=getattr(imported, "backward_errors", {}))
-    elif lower and getattr(imported, "backward_errors", None):
+                                     groups=groups, written_saved=written_saved_inputs(views[-1].trace))
+    if lower and getattr(imported, "backward_errors", None):
         graph.fn = _raising_in_backward(graph.fn, imported.backward_errors)
     if lower:
         lowering_seconds["python"] = time.perf_counter() - python_start
@@ -741,9 +740,6 @@ class _TrainingProgram(torch.autograd.Function):
         # installed, which traced this frame (warning that it skipped it) and compiled graphs of the backward trace.
         program = ctx.program
         grads = [grads[i] for i in program.grad_outputs]
-        for k, g in zip(program.grad_outputs, grads):
-            if g is not None and k in program.backward_errors:
-                raise RuntimeError(program.backward_errors[k])
         reached = None  # the arguments some given gradient reaches (None: all of them)
         reads = None  # the positions of the saved values the backward reads (None: all of them)
         compiled_backward = program.backward
@@ -815,9 +811,9 @@ class _RaiseInBackward(torch.autograd.Function):
 
 
 def _raising_in_backward(fn, errors):
-    """A graph's function whose backward is torch's autograd, each output in ``errors`` (ImportedGraph.
-    backward_errors: position -> message) made to raise its message in a backward through it: the trace is
-    functional, so torch's autograd over it does not see the write eager's backward raises for."""
+    """A graph's function, each output in ``errors`` (ImportedGraph.backward_errors: position -> message) made to
+    raise its message in a backward through it: the trace is functional, so neither thunder's backward nor torch's
+    autograd over it sees the write eager's backward raises for."""
     def run(*args):
         result = fn(*args)
         outputs = list(result)
@@ -1054,10 +1050,10 @@ def gradient_groups(joint_trace, grad_outputs, reaches):
 
 class _Program:
     __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward", "random", "returned_args",
-                 "reaches", "specialize", "specializations", "zero_fill", "groups", "written_saved", "backward_errors")
+                 "reaches", "specialize", "specializations", "zero_fill", "groups", "written_saved")
 
     def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False, reaches=None,
-                 specialize=None, zero_fill=(), groups=None, written_saved=None, backward_errors=None):
+                 specialize=None, zero_fill=(), groups=None, written_saved=None):
         self.forward, self.backward, self.grad_outputs = forward, backward, list(grad_outputs)
         self.differentiable_backward, self.random = differentiable_backward, random
         # Per output gradient, the arguments it reaches (gradient_reaches).
@@ -1069,7 +1065,6 @@ class _Program:
         self.zero_fill = list(zero_fill)  # see training_callable
         self.groups = groups  # see gradient_groups
         self.written_saved = written_saved  # see written_saved_inputs
-        self.backward_errors = backward_errors or {}  # see ImportedGraph.backward_errors
 
     def specialized(self, given):
         """(compiled backward, uncompiled backward, positions of the saved values it reads or None for all) for a
@@ -1081,7 +1076,7 @@ class _Program:
 
 
 def training_callable(forward, backward, grad_outputs, differentiable_backward=None, random=False, reaches=None,
-                      specialize=None, zero_fill=(), groups=None, written_saved=None, backward_errors=None):
+                      specialize=None, zero_fill=(), groups=None, written_saved=None):
     """The graph's callable in training: the compiled forward and backward run as one torch.autograd.Function.
 
     ``differentiable_backward``: (forward, backward) callables that run with torch ops, for create_graph=True
@@ -1095,10 +1090,9 @@ def training_callable(forward, backward, grad_outputs, differentiable_backward=N
     ``groups``: gradient_groups' (None: one group): the forward runs once, and each group's outputs come from an
     autograd node of their own, joined only to the arguments they reach (the others passed to it detached); its
     backward is the backward for those output gradients alone. ``written_saved``: written_saved_inputs' for a
-    forward that writes into its arguments (None: it writes none). ``backward_errors``: output position -> the error
-    eager's backward through that output raises (ImportedGraph.backward_errors), raised where it is given."""
+    forward that writes into its arguments (None: it writes none)."""
     program = _Program(forward, backward, grad_outputs, differentiable_backward, random, reaches, specialize,
-                       zero_fill, groups, written_saved, backward_errors)
+                       zero_fill, groups, written_saved)
     apply = _TrainingProgram.apply
 
     def grouped(args):

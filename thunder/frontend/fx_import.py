@@ -124,7 +124,8 @@ class ImportedGraph:
     #: for them, whose write bumps no version of x, as eager's does (a tensor autograd saved stays readable).
     data_inputs: list = field(default_factory=list)
     #: Output position -> the error eager's backward through that output raises (a write into a value an op saved
-    #: for its backward: _backward_errors); thunder's backward raises it where given that output's gradient.
+    #: for its backward: _backward_errors); an identity autograd node on that output raises it
+    #: (compile._raising_in_backward), whichever backward the graph has.
     backward_errors: dict = field(default_factory=dict)
     #: {input proxy id: what the input is in the user's program} (``x``, ``self.fc1.weight``: _input_source),
     #: printed after the input's comment in the trace (its inputs are in the order Dynamo first used them).
@@ -2017,8 +2018,8 @@ def _backward_errors(gm):
     """{output position: the error eager's backward through that output raises} for a graph that writes into a
     value an op before the write saved for its backward (``x = h * 1; x[0] = x[0].sin()``: sin saved ``x[0]``):
     eager's autograd raises "modified by an inplace operation" in a ``backward()`` that reaches that output.
-    thunder's trace is functional and would differentiate the program as written; its backward raises the same
-    error where it is given that output's gradient (_TrainingProgram.backward). Told by Dynamo's example values,
+    thunder's trace is functional and would differentiate the program as written; a backward through that output
+    raises the same error (compile._raising_in_backward). Told by Dynamo's example values,
     whose fake tensors carry the autograd graph eager would build: their backward raises the same error. Checked
     only in graphs that write and compute values that require grad, and hold no converted branch: Dynamo traced
     both of its arms, whose writes eager never makes together (the functionalization selects them)."""
