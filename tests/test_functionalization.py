@@ -2215,6 +2215,23 @@ def test_an_error_of_a_graph_run_as_captured_prints_nothing_to_stderr(capfd):
     assert "FX-traced Module" not in capfd.readouterr().err
 
 
+def test_an_in_place_op_run_by_torch_into_a_slice_of_a_region_written_earlier_writes_that_tensor():
+    """`y[1:3].sub_(y[0:2])` overlaps unevenly, so torch runs it in place (eager raises for it). After `y[1:] =
+    c[:-1]`, the functionalization's peephole read `y[1:3]` as a slice of c's slice (the update's source): the write
+    went into the caller's c, no error was raised and y came back unwritten (grad repro_03)."""
+    def f(x, c):
+        y = x * 1
+        y[1:] = c[:-1]
+        y[1:3].sub_(y[0:2])
+        return y
+
+    c = torch.ones(4)
+    for fn in (f, thunder.jit(f)):
+        with pytest.raises(RuntimeError, match="refer to a single memory location"):
+            fn(torch.arange(4.0), c)
+        torch.testing.assert_close(c, torch.ones(4))
+
+
 def _copied(x, y):
     v = x * 2
     v.copy_(y)

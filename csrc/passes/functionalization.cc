@@ -983,10 +983,10 @@ class Functionalizer {
       // A transpose (written through `h.t()`) moves as a contiguous copy, laid out as the root: a store would have
       // cost the same copy, and bumped the version of the view autograd saved. The root's views made on the
       // transpose are made again on the copy (a new version): the effect writes through them into its memory.
-      if (e_.transpose_of(state.value.proxy())) {
-        state.value = e_.torch("contiguous", {state.value});
-        state.version = ++clock_;
-      }
+      if (e_.transpose_of(state.value.proxy())) state.value = e_.torch("contiguous", {state.value});
+      // A new version: the root's views are made again on its memory, without the peepholes that saw through it
+      // (a slice of the slice_update read the update's source: `y[1:] = c[:-1]; y[1:3].sub_(...)` wrote into c).
+      state.version = ++clock_;
       memory_[root] = state.value.proxy();
       e_.forget_made(memory_[root]);
     }
