@@ -453,8 +453,9 @@ class _Jitted:
 def _headline(s):
     """The first line of a report: calls, graphs, cache hits and misses."""
     uncompiled = sum(isinstance(g, EagerGraph) for g in s.graphs)
-    graphs = f"{len(s.graphs)} graphs compiled" if not uncompiled else \
-        f"{len(s.graphs)} graphs captured, {len(s.graphs) - uncompiled} compiled, {uncompiled} run UNCOMPILED"
+    made = len(s.graphs) + sum(count for count, _, _ in s.folded.values())  # (released specializations too)
+    graphs = f"{made} graphs compiled" if not uncompiled else \
+        f"{made} graphs captured, {made - uncompiled} compiled, {uncompiled} run UNCOMPILED"
     eager = f", {s.eager_calls} calls ran UNCOMPILED (no graph ran)" if s.eager_calls else ""
     eager += (f", {s.partly_uncompiled_calls} calls ran part of the function UNCOMPILED (a frame past Dynamo's "
               "recompile limit ran no graph)" if s.partly_uncompiled_calls else "")
