@@ -1,6 +1,7 @@
 """Data-dependent branches (thunder.frontend.branches): converted to selects when sound, left as Python otherwise.
 
 Every case compares with eager: values, gradients, and the inputs after the call."""
+import contextlib
 import copy
 import operator
 import re
@@ -347,6 +348,130 @@ def test_an_input_an_arm_saves_and_a_later_write_overwrites_is_not_converted(f):
     for expected, actual in zip(*results):
         torch.testing.assert_close(actual, expected)
     assert any("overwritten" in s.reason for s in thunder.compile_stats(jitted).branches)
+
+
+def _an_arm_writes_a_saved_value(x, w):
+    e = (x @ w).exp()  # exp saves its output
+    if x.sum() > 0:
+        e.add_(1)
+    return e
+
+
+def _a_write_after_the_branch_into_a_saved_value(x, w):
+    e = (x @ w).exp()
+    if x.sum() > 0:
+        r = e * 2
+    else:
+        r = e * 3
+    e.add_(1)
+    return r + e
+
+
+@pytest.mark.parametrize("f", [_an_arm_writes_a_saved_value, _a_write_after_the_branch_into_a_saved_value])
+def test_a_write_into_a_saved_value_raises_in_the_backward_as_eagers_whichever_arm_runs(f):
+    """Eager's backward raises "modified by an inplace operation" where the write ran: after the branch, every
+    call; in one arm, only where that arm ran. The graph holds both arms: it runs on fake tensors once per way the
+    branch goes; errors the same both ways are the graph's, errors that differ give the branch up (before, the
+    backward ran with the gradient of the program as written, both ways)."""
+    jitted = thunder.jit(f)
+    w0 = torch.randn(4, 5)
+    for sign in (1, -1):
+        outcomes, x = [], sign * torch.rand(3, 4)
+        for fn in (f, jitted):
+            w = w0.clone().requires_grad_()
+            try:
+                fn(x, w).sum().backward()
+                outcomes.append(w.grad)
+            except RuntimeError as e:
+                assert "modified by an inplace operation" in str(e)
+                outcomes.append("raised")
+        if isinstance(outcomes[0], str):
+            assert outcomes[1] == "raised"
+        else:
+            torch.testing.assert_close(outcomes[1], outcomes[0])
+    (site,) = thunder.compile_stats(jitted).branches
+    assert site.converted == (f is _a_write_after_the_branch_into_a_saved_value)
+    assert site.converted or "saved for its backward" in site.reason
+
+
+def _unused_output_reaches_w_whichever_way(x, w, v):
+    a = w * v  # returned, unused by the loss: the graph reaches w and v whichever way
+    if x.sum() > 0:
+        r = x * v
+    else:
+        r = x * a
+    if x[0] > 0.5:
+        q = r * 2
+    else:
+        q = r * w
+    return q, a
+
+
+def test_an_input_the_used_output_reaches_only_through_untaken_arms_gets_none():
+    """Only `q`'s gradient is given: where the arms taken do not read w, eager's w.grad stays None (the select's
+    backward would give zeros, and Adam would move w). The trace returns the conditions, and the backward reaches
+    the inputs the way taken leads to (fx_import.WayReaches); given both outputs' gradients, every input."""
+    f, jitted = _unused_output_reaches_w_whichever_way, thunder.jit(_unused_output_reaches_w_whichever_way)
+    v0, w0 = torch.randn(3), torch.randn(3)
+    for x in (torch.tensor([0.9, 0.1, 0.2]), torch.tensor([0.1, 0.1, 0.2]), -torch.rand(3),
+              torch.tensor([-0.9, 0.1, 0.2])):
+        for both in (False, True):
+            results = []
+            for fn in (f, jitted):
+                w, v = w0.clone().requires_grad_(), v0.clone().requires_grad_()
+                q, a = fn(x, w, v)
+                (q.sum() + a.sum() if both else q.sum()).backward()
+                results.append((q, a, w.grad, v.grad))
+            for expected, actual in zip(*results):
+                torch.testing.assert_close(actual, expected)
+    assert all(site.converted for site in thunder.compile_stats(jitted).branches)
+
+
+def test_an_input_an_arm_writes_into_a_tensor_read_after_the_branch_keeps_grad_none_when_not_taken():
+    """`v.add_(b)` in an arm, `v` read after the branch (no select: the arm left `v` the same object): the
+    reach of the graph's outputs counted the write whichever way, so b seemed reached for certain and the branch
+    was converted; when not taken, eager's b.grad is None, thunder's was zeros (grad repro_01). A write in an arm
+    now counts only where that arm runs."""
+    def f(a, b, d):
+        v = a * 2
+        if d.sum() > 0:
+            v.add_(b)
+        return v * 1
+
+    jitted = thunder.jit(f)
+    for d in (-torch.ones(3), torch.ones(3)):
+        grads = []
+        for fn in (f, jitted):
+            a, b = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+            fn(a, b, d).sum().backward()
+            grads.append((a.grad, b.grad))
+        for expected, actual in zip(*grads):
+            assert (actual is None) == (expected is None)
+            if expected is not None:
+                torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("no_grad", [False, True])
+def test_requires_grad_called_in_an_arm_gives_the_branch_up(no_grad):
+    """`v.requires_grad_()` in one arm: eager's `v` requires grad only where that arm ran; a select's requires
+    grad by both arms (under no_grad, by neither: grad repro_02 returned a tensor that did not)."""
+    def f(a):
+        with torch.no_grad() if no_grad else contextlib.nullcontext():
+            if a.sum() > 0:
+                v = a * 2
+                v.requires_grad_()
+            else:
+                v = a * 3
+        return v
+
+    jitted = thunder.jit(f)
+    for sign in (1, -1):
+        a = sign * torch.ones(3)
+        expected, actual = f(a), jitted(a)
+        assert actual.requires_grad == expected.requires_grad
+        torch.testing.assert_close(actual.detach(), expected.detach())
+    (site,) = thunder.compile_stats(jitted).branches
+    assert not site.converted and (not no_grad or "requires_grad_()" in site.reason), site.reason
 
 
 def test_a_write_after_nested_branches_reaches_the_input_an_inner_arm_left():

@@ -489,7 +489,8 @@ def _graph_of(passed, imported, executors, index, debug_mode, lower, sizes=None,
         graph.fn = training_callable(fn, backward_fn, passed.grad_outputs, differentiable,
                                      random=any(b.draws_random_numbers for b in split.symbols),
                                      reaches=passed.reaches, specialize=specialize, zero_fill=zero_fill,
-                                     groups=groups, written_saved=written_saved_inputs(views[-1].trace))
+                                     groups=groups, written_saved=written_saved_inputs(views[-1].trace),
+                                     way_reaches=getattr(imported, "way_reaches", None))
     if lower and getattr(imported, "backward_errors", None):
         graph.fn = _raising_in_backward(graph.fn, imported.backward_errors)
     if lower:
@@ -721,6 +722,8 @@ class _TrainingProgram(torch.autograd.Function):
         tensors = [v for v in saved if isinstance(v, torch.Tensor)]
         ctx.save_for_backward(*tensors)
         ctx.program = program
+        # The conditions WayReaches reads: the trace returns them last.
+        ctx.conditions = None if program.way_reaches is None else outputs[len(outputs) - program.way_reaches.count:]
         ctx.saved_layout = [None if isinstance(v, torch.Tensor) else v for v in saved]
         returned = {id(o) for o in outputs}
         ctx.saved_outputs = [k for k, v in enumerate(saved) if id(v) in returned]
@@ -747,6 +750,10 @@ class _TrainingProgram(torch.autograd.Function):
         if any(g is None for g in grads):
             if program.reaches is not None:
                 reached = set().union(*(program.reaches[k] for k, g in enumerate(grads) if g is not None))
+            if program.way_reaches is not None:  # the arms taken: what untaken arms alone reach gets None
+                on_way = program.way_reaches.reached(ctx.conditions, [program.grad_outputs[k] for k, g in
+                                                                      enumerate(grads) if g is not None])
+                reached = on_way if reached is None else reached & on_way
             # The backward for these gradients, in which what only the missing ones reach is not computed: eager's
             # autograd does not run the nodes they would flow through. Zeros in their place made 0 * inf = NaN
             # where a VJP reads an infinite forward value (the log of 0 in an unused output).
@@ -1050,10 +1057,11 @@ def gradient_groups(joint_trace, grad_outputs, reaches):
 
 class _Program:
     __slots__ = ("forward", "backward", "grad_outputs", "differentiable_backward", "random", "returned_args",
-                 "reaches", "specialize", "specializations", "zero_fill", "groups", "written_saved")
+                 "reaches", "specialize", "specializations", "zero_fill", "groups", "written_saved",
+                 "way_reaches")
 
     def __init__(self, forward, backward, grad_outputs, differentiable_backward, random=False, reaches=None,
-                 specialize=None, zero_fill=(), groups=None, written_saved=None):
+                 specialize=None, zero_fill=(), groups=None, written_saved=None, way_reaches=None):
         self.forward, self.backward, self.grad_outputs = forward, backward, list(grad_outputs)
         self.differentiable_backward, self.random = differentiable_backward, random
         # Per output gradient, the arguments it reaches (gradient_reaches).
@@ -1065,6 +1073,7 @@ class _Program:
         self.zero_fill = list(zero_fill)  # see training_callable
         self.groups = groups  # see gradient_groups
         self.written_saved = written_saved  # see written_saved_inputs
+        self.way_reaches = way_reaches  # see fx_import.WayReaches
 
     def specialized(self, given):
         """(compiled backward, uncompiled backward, positions of the saved values it reads or None for all) for a
@@ -1076,7 +1085,7 @@ class _Program:
 
 
 def training_callable(forward, backward, grad_outputs, differentiable_backward=None, random=False, reaches=None,
-                      specialize=None, zero_fill=(), groups=None, written_saved=None):
+                      specialize=None, zero_fill=(), groups=None, written_saved=None, way_reaches=None):
     """The graph's callable in training: the compiled forward and backward run as one torch.autograd.Function.
 
     ``differentiable_backward``: (forward, backward) callables that run with torch ops, for create_graph=True
@@ -1090,9 +1099,12 @@ def training_callable(forward, backward, grad_outputs, differentiable_backward=N
     ``groups``: gradient_groups' (None: one group): the forward runs once, and each group's outputs come from an
     autograd node of their own, joined only to the arguments they reach (the others passed to it detached); its
     backward is the backward for those output gradients alone. ``written_saved``: written_saved_inputs' for a
-    forward that writes into its arguments (None: it writes none)."""
+    forward that writes into its arguments (None: it writes none). ``way_reaches``: fx_import.WayReaches, where
+    which arguments an output reaches depends on the way converted branches go (the forward returns their
+    conditions after its outputs): a backward given only some output gradients reaches those the way taken
+    leads to."""
     program = _Program(forward, backward, grad_outputs, differentiable_backward, random, reaches, specialize,
-                       zero_fill, groups, written_saved)
+                       zero_fill, groups, written_saved, way_reaches)
     apply = _TrainingProgram.apply
 
     def grouped(args):

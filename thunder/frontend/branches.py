@@ -1397,10 +1397,12 @@ def _makes_a_number(node):
     return number and pure
 
 
-def run_exactly(gm, *args):
+def run_exactly(gm, *args, ways=None):
     """Runs ``gm`` taking only the arm of each converted branch its predicate selects, as the original ``if``
     did (calling ``gm`` itself would run both arms, and their in-place writes, for real). Used when a compiled
-    graph's assumptions do not hold for a call (inputs that alias a tensor the graph writes).
+    graph's assumptions do not hold for a call (inputs that alias a tensor the graph writes). ``ways``: {begin
+    marker node: bool}, the arms to take whatever the predicates are (a run on fake tensors, whose predicates have
+    no value).
 
     A node of the arm not taken that code after the region reads (Dynamo found that both arms leave the name bound
     to one object, so there is no select: ``a -= 1`` in one arm) is the tensor that node would have written, as it
@@ -1428,7 +1430,7 @@ def run_exactly(gm, *args):
         if kind == "begin":
             taken = active()
             env[node] = _condition(env[node.args[0]]) if taken else None
-            arms.append((bool(env[node]) if taken else None, False))
+            arms.append(((ways[node] if ways is not None else bool(env[node])) if taken else None, False))
         elif kind == "else":
             arms[-1] = (arms[-1][0], True)
         elif kind == "end":
@@ -1436,7 +1438,7 @@ def run_exactly(gm, *args):
         elif kind == "select":
             if active():
                 cond, a, b = node.args
-                env[node] = env[a] if bool(env[cond]) else env[b]
+                env[node] = env[a] if (ways[cond] if ways is not None and cond in ways else bool(env[cond])) else env[b]
         elif node.op == "output":
             return interpreter.run_node(node)
         elif active():

@@ -369,9 +369,9 @@ def _remake_output_views(fn, groups):
 
 def _return_selected_inputs(fn, selected, count):
     """fn, whose trace returns ``count`` conditions of converted branches after the graph's outputs, returning the
-    graph's outputs with each one eager returns as an input itself, where the conditions lead to it, that input
-    (fx_import.SelectedInput)."""
-    if not selected:
+    graph's outputs -- without the conditions -- with each one eager returns as an input itself, where the
+    conditions lead to it, that input (fx_import.SelectedInput)."""
+    if not count:
         return fn
 
     def selected_inputs(*args):

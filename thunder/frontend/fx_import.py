@@ -116,6 +116,10 @@ class ImportedGraph:
     #: returns the conditions they read, ``selected_conditions`` of them, after the graph's own outputs.
     selected_inputs: list = field(default_factory=list)
     selected_conditions: int = 0
+    #: In training, where an output reaches other inputs requiring grad depending on the way the converted branches
+    #: go (WayReaches): the trace also returns those branches' conditions, after the selected inputs' (counted in
+    #: ``selected_conditions``).
+    way_reaches: object = None
     #: The trace inputs that are non-leaf tensors requiring grad (an earlier graph's or eager code's results), which
     #: code after the graph may write in place before the backward: not free to save (split_forward_backward).
     activation_inputs: list = field(default_factory=list)
@@ -158,6 +162,26 @@ class OutputViews:
     base_output: int    # the output the compiled program returns the base in (-1 when the base is an input)
     members: list       # (output index, replay): replay(base, inputs) is that output, a view of base or base itself
     root: object = field(default=None, repr=False)  # the FX node that makes the base
+
+
+@dataclass(frozen=True)
+class WayReaches:
+    """Per way the converted branches of a graph go, the inputs requiring grad each output reaches, for a backward
+    given only some outputs' gradients: an input the given outputs reach only through an arm not taken gets None,
+    as in eager, not the select's zeros (an unused output -- an intermediate Dynamo returns -- may reach it
+    whichever way, so the graph as a whole reaches it: _check_arms_reach_the_same_leaves keeps the branch).
+    ``table[way][k]``: the trace input positions output ``k`` reaches, the ways in ``itertools.product((True,
+    False), repeat=count)``'s order; the conditions are the last ``count`` values the trace returns."""
+    count: int
+    table: tuple
+
+    def reached(self, conditions, outputs):
+        """The input positions ``outputs`` (output positions) reach, the branches going as ``conditions`` (the
+        ``count`` conditions the trace returned, 0-d bool tensors) say."""
+        way = 0
+        for c in conditions:
+            way = 2 * way + (0 if bool(c) else 1)
+        return set().union(*(self.table[way][k] for k in outputs))
 
 
 @dataclass
@@ -390,6 +414,7 @@ class _Importer:
         # pick them (_selected_inputs), once the first branch begins; and a copy of each such condition, made where
         # its branch begins (a condition written later, `if flag: ...; flag.logical_not_()`, keeps its value).
         self.selected = None
+        self.way_reaches = None  # (the condition nodes, per way: per output position, the inputs it reaches)
         self.condition_copies = {}
         self.output_views = None  # (_output_views of the graph's outputs, the UnsupportedGraph it raised), once
         self.selects = []        # (select node, site, memory of its operands) of each name converted branches bind
@@ -580,6 +605,8 @@ class _Importer:
                         for i, _ in group.members:
                             out[i] = self.env[base]
                     selected, conditions = self.selected or ([], [])
+                    if self.way_reaches is not None:
+                        conditions = list(conditions) + list(self.way_reaches[0])
                     out = tuple(out) + tuple(self.condition_copies[c] for c in conditions)
                     selected_conditions = len(conditions)
                 if self.explicit_autocast and self.outer_autocast:
@@ -595,6 +622,7 @@ class _Importer:
                                      autocast_written_out=bool(self.outer_autocast) and self.explicit_autocast,
                                      fresh_outputs=fresh, output_memory=memory, selected_inputs=selected,
                                      selected_conditions=selected_conditions,
+                                     way_reaches=self._way_reaches_of(trace),
                                      activation_inputs=[self._unwrap(self.env[n]) for n, e in placeholders
                                                         if isinstance(e, torch.Tensor) and e.requires_grad
                                                         and not e.is_leaf],
@@ -968,7 +996,7 @@ class _Importer:
                 returned = list(output.args[0]) if isinstance(output.args[0], (tuple, list)) else []
                 views, _ = self._views_of_outputs(returned, list(self.examples.items()))  # an error: at the output
                 self.selected = _selected_inputs(returned, list(self.examples.items()), views)
-            if node in self.selected[1]:
+            if node in self.selected[1] or self._computes_grad():  # (for WayReaches; unused, DCE drops it)
                 self.condition_copies[node] = self.builder.call("ltorch", "clone", [cond], {})
             self.builder.call("prims", "branch_begin", [cond], {})
             self.region_sites[node] = site
@@ -1034,15 +1062,45 @@ class _Importer:
                 if at_risk & blamed(arms[select]):
                     reject(site, at_risk & blamed(arms[select]))
         self._check_outputs_require_grad_whichever_way(values, selects, ways, arms)
+        returned = output.args[0] if isinstance(output.args[0], (tuple, list)) else None
+        if ways is not None and returned is not None:
+            table = [[frozenset(memo[n]) if isinstance(n, torch.fx.Node) else frozenset() for n in returned]
+                     for memo in (self._leaves_by_node(values, arm) for arm in ways)]
+            if any(row != table[0] for row in table):
+                self.way_reaches = (self._way_conditions(selects), table)
+
+    def _way_reaches_of(self, trace):
+        """The WayReaches of the finished ``trace`` (None where no output's reach depends on the way, or an input it
+        reaches is not a trace input)."""
+        if self.way_reaches is None:
+            return None
+        conditions, table = self.way_reaches
+        position = {p.id: i for i, p in enumerate(trace.inputs)}
+        index = {}
+        for node in {n for row in table for reached in row for n in reached}:
+            proxy = self.env.get(node)
+            if not isinstance(proxy, _core.Proxy) or proxy.id not in position:
+                return None
+            index[node] = position[proxy.id]
+        return WayReaches(len(conditions), tuple(tuple(frozenset(index[n] for n in reached) for reached in row)
+                                                 for row in table))
+
+    def _way_conditions(self, selects):
+        """The conditions (begin markers) the ways of _ways go by: the selects' and those of the arms that hold a
+        write (a write in an arm may be read after the branch through the tensor it wrote: no select)."""
+        return list(dict.fromkeys([s.args[0] for s in selects] +
+                                  [begin for writes in self._writes().values() for _, _, arms in writes
+                                   for begin, _ in arms]))
 
     def _ways(self, selects):
-        """Each way the converted branches may go, as the arm each select reads ({select: its operand}); None where
-        there are too many to walk the graph once per way (more than 8 conditions, or a large graph): the callers'
-        conservative answer stands then."""
-        conditions = list(dict.fromkeys(s.args[0] for s in selects))
+        """Each way the converted branches may go, as the arm each select reads ({select: its operand}) and, under
+        ``("taken", begin marker)``, whether each condition holds; None where there are too many to walk the graph
+        once per way (more than 8 conditions, or a large graph): the callers' conservative answer stands then."""
+        conditions = self._way_conditions(selects)
         if len(conditions) > 8 or len(self.order) << len(conditions) > 30_000:
             return None
-        return [{s: s.args[1 if taken[conditions.index(s.args[0])] else 2] for s in selects}
+        return [{**{s: s.args[1 if taken[conditions.index(s.args[0])] else 2] for s in selects},
+                 **{("taken", c): t for c, t in zip(conditions, taken)}}
                 for taken in itertools.product((True, False), repeat=len(conditions))]
 
     def _check_outputs_require_grad_whichever_way(self, values, selects, ways, arms):
@@ -1067,8 +1125,18 @@ class _Importer:
     def _leaves_reached(self, values, arm):
         """The graph inputs requiring grad that ``values`` are differentiably computed from when each select reads
         only the arm ``arm`` maps it to."""
+        memo = self._leaves_by_node(values, arm)
+        return set().union(*(memo[n] for n in values))
+
+    def _leaves_by_node(self, values, arm):
+        """{node: the graph inputs requiring grad it is differentiably computed from} for ``values`` and the nodes
+        they read, each select reading only the arm ``arm`` maps it to."""
+        def taken(region):  # (begin marker, in its else-arm)
+            return arm.get(("taken", region[0]), True) != region[1]
+
         def reads(n):
-            return [m for m in ([arm[n]] if n in arm else self._reads_with_writes(n)) if isinstance(m, torch.fx.Node)]
+            return [m for m in ([arm[n]] if n in arm else self._reads_with_writes(n, taken))
+                    if isinstance(m, torch.fx.Node)]
 
         memo = {}
         for n in _dependency_order(values, reads, memo):
@@ -1077,7 +1145,7 @@ class _Importer:
             else:
                 memo[n] = frozenset().union(*(memo[m] for m in reads(n))) if _requires_grad(self._example(n)) \
                     else frozenset()
-        return set().union(*(memo[n] for n in values))
+        return memo
 
     def _input_leaf(self, node):
         """{node} for a graph input (placeholder or attribute) that requires grad, else the empty set."""
@@ -1098,17 +1166,36 @@ class _Importer:
                 arms = [memo[m] for m in n.args[1:3] if isinstance(m, torch.fx.Node)]
                 memo[n] = (frozenset().union(*(a[0] for a in arms)),
                            arms[0][1] & arms[1][1] if len(arms) == 2 else frozenset())
-            else:
+            else:  # (a write in an arm that ``n`` is not in is read only where that arm runs: not certainly)
                 ins = [memo[m] for m in self._reads_with_writes(n)]
-                memo[n] = (frozenset().union(*(a[0] for a in ins)), frozenset().union(*(a[1] for a in ins)))
+                sure = [memo[m] for m in self._reads_with_writes(n, lambda region: False)]
+                memo[n] = (frozenset().union(*(a[0] for a in ins)), frozenset().union(*(a[1] for a in sure)))
         return memo[node]
 
-    def _reads_with_writes(self, node):
+    def _reads_with_writes(self, node, taken=None):
         """The nodes ``node`` reads, and the values written before it into the memory of what it reads (`v1.add_(x1)`
         then `v1 * 2`: the product reads x1, though its FX input is v1's node). Each such value comes before the
-        write, which comes before ``node``: the walk stays acyclic."""
+        write, which comes before ``node``: the walk stays acyclic. ``taken(region)`` (a (begin marker, in its
+        else-arm) pair): whether that arm of a converted branch runs; a write in an arm ``node`` is not in counts
+        only where every such arm it is in runs (None: every write counts)."""
+        writes = self._writes()
+        at = self.order.get(node)
+        reads = list(node.all_input_nodes)
+        if at is None or not writes:
+            return reads
+        inside = self._arms()[node] if taken is not None else ()
+        for m in node.all_input_nodes:
+            for position, sources, arms in writes.get(_storage(self._example(m)), ()):
+                if position < at and (taken is None or all(taken(a) for a in arms[len(_common_prefix(arms, inside)):])):
+                    reads += [w for w in sources if w not in reads]
+        return reads
+
+    def _writes(self):
+        """{memory: [(position, the nodes it writes there, the arms of converted branches it is in (_arms)) of each
+        write lowered into it]}, once."""
         if self.__dict__.get("_writes_by_memory") is None:
             self._writes_by_memory = {}
+            arms = self._arms()
             for n in self.order:
                 lowering = _write_lowering(n) if n.op in ("call_function", "call_method") else None
                 if lowering is None or not isinstance(lowering[0], torch.fx.Node):
@@ -1116,16 +1203,24 @@ class _Importer:
                 memory = _storage(self._example(lowering[0]))
                 if memory is not None:
                     self._writes_by_memory.setdefault(memory, []).append(
-                        (self.order[n], [m for m in n.all_input_nodes if m is not lowering[0]]))
-        at = self.order.get(node)
-        reads = list(node.all_input_nodes)
-        if at is None or not self._writes_by_memory:
-            return reads
-        for m in node.all_input_nodes:
-            for position, sources in self._writes_by_memory.get(_storage(self._example(m)), ()):
-                if position < at:
-                    reads += [w for w in sources if w not in reads]
-        return reads
+                        (self.order[n], [m for m in n.all_input_nodes if m is not lowering[0]], arms[n]))
+        return self._writes_by_memory
+
+    def _arms(self):
+        """{node: the arms of converted branches it is in, outermost first, each (begin marker, in its else-arm)},
+        once."""
+        if self.__dict__.get("_arms_of") is None:
+            self._arms_of, open_arms = {}, []
+            for n in self.order:
+                kind = branches.MARKERS.get(n.target) if n.op == "call_function" else None
+                self._arms_of[n] = tuple(open_arms)
+                if kind == "begin":
+                    open_arms.append((n, False))
+                elif kind == "else" and open_arms:
+                    open_arms[-1] = (open_arms[-1][0], True)
+                elif kind == "end" and open_arms:
+                    open_arms.pop()
+        return self._arms_of
 
     def _read_after(self, memory, node):
         """Whether a node after ``node`` reads a tensor that lives in ``memory`` (the graph's output included)."""
@@ -1310,6 +1405,10 @@ class _Importer:
         self._note_arm_reads(node)
         if _draws_random(node, name):
             raise branches.BranchRejected(site, f"{_target_name(node)} draws random numbers")
+        if (node.op == "call_method" and node.target == "requires_grad_") or node.target is \
+                _SET_INPLACE_REQUIRES_GRAD_ALLOWED:
+            raise branches.BranchRejected(site, "it calls requires_grad_(): whether the tensor the name is left on "
+                                                "requires grad would depend on the arm taken, a select's on both")
         # Not an effect elsewhere (a BatchNorm in training keeps thunder's autodiff: the generic VJP rule runs it on
         # copies), but both arms run: the arm not taken would update the running statistics.
         if _probed(node)[2]:
@@ -1832,6 +1931,14 @@ def _selected_inputs(outputs, placeholders, views):
     return selected, [nodes[old] for old in sorted(used, key=used.get)]
 
 
+def _common_prefix(a, b):
+    """The longest common prefix of sequences ``a`` and ``b``."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
 def _requires_grad_proxy(builder, v):
     """Whether ``v`` (a core value: a proxy, or nested tuples/lists of them) holds a tensor proxy that requires
     grad."""
@@ -2019,13 +2126,18 @@ def _backward_errors(gm):
     value an op before the write saved for its backward (``x = h * 1; x[0] = x[0].sin()``: sin saved ``x[0]``):
     eager's autograd raises "modified by an inplace operation" in a ``backward()`` that reaches that output.
     thunder's trace is functional and would differentiate the program as written; a backward through that output
-    raises the same error (compile._raising_in_backward). Told by Dynamo's example values,
-    whose fake tensors carry the autograd graph eager would build: their backward raises the same error. Checked
-    only in graphs that write and compute values that require grad, and hold no converted branch: Dynamo traced
-    both of its arms, whose writes eager never makes together (the functionalization selects them)."""
+    raises the same error (compile._raising_in_backward). Told by Dynamo's example values, whose fake tensors carry
+    the autograd graph eager would build: their backward raises the same error.
+
+    In a graph with converted branches Dynamo traced both arms, whose writes eager never makes together: the graph
+    runs again on fake tensors once per way its branches can go (branches.run_exactly; up to 3 branches). Where
+    the errors are the same every way (a write after the branch), they are the graph's; where they differ (a write
+    in one arm into a value an op saved), the backward would have to know the arm taken: the branch is given up
+    (BranchRejected, the first branch whose arms alone make the difference).
+
+    Raises:
+        branches.BranchRejected: as above."""
     nodes = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
-    if any(n.target in branches.MARKERS for n in nodes if n.op == "call_function"):
-        return {}
     # Only where a write reaches memory that an earlier op making a value that requires grad read or wrote (which
     # it may have saved): a cheap test first (writes told by names and schemas; probing every op of a model's
     # graph on fake tensors took 0.2-0.3 s).
@@ -2045,11 +2157,40 @@ def _backward_errors(gm):
         return {}
     (output,) = [n for n in gm.graph.nodes if n.op == "output"]
     returned = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
-    inputs = [e for n in gm.graph.nodes if n.op == "placeholder"
-              for e in [n.meta.get("example_value")] if isinstance(e, torch.Tensor) and e.requires_grad]
+    placeholders = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    begins = [n for n in nodes if n.op == "call_function" and branches.MARKERS.get(n.target) == "begin"]
+    if not begins:
+        inputs = [e for e in placeholders if isinstance(e, torch.Tensor) and e.requires_grad]
+        return _errors_of_backwards([n.meta.get("example_value") if isinstance(n, torch.fx.Node) else None
+                                     for n in returned], inputs)
+    fake_mode = next((e.fake_mode for e in placeholders if hasattr(e, "fake_mode")), None)
+    if len(begins) > 3 or fake_mode is None:
+        return {}
     errors = {}
-    for k, node in enumerate(returned):
-        example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+    for way in itertools.product((True, False), repeat=len(begins)):
+        try:
+            with fake_mode, torch.enable_grad():
+                leaves = [e.detach().clone().requires_grad_() if _requires_grad(e) else e for e in placeholders]
+                args = [v.clone() if _requires_grad(v) else v for v in leaves]  # not leaves: writable
+                outputs = branches.run_exactly(gm, *args, ways=dict(zip(begins, way)))
+        except Exception:  # noqa: BLE001 -- a graph fake tensors cannot run one way: tells nothing
+            return {}
+        outputs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
+        with fake_mode:
+            errors[way] = _errors_of_backwards(outputs, [v for v in leaves if _requires_grad(v)])
+    for i, begin in enumerate(begins):
+        for way, found in errors.items():
+            if found.keys() != errors[(*way[:i], not way[i], *way[i + 1:])].keys():
+                raise branches.BranchRejected(begin.args[1], "an arm writes into a value an op saved for its "
+                                              "backward: eager's backward raises only where that arm runs")
+    return errors[(True,) * len(begins)]
+
+
+def _errors_of_backwards(outputs, inputs):
+    """{position: message} of each tensor in ``outputs`` whose backward to ``inputs`` (fake tensors) raises
+    "modified by an inplace operation"."""
+    errors = {}
+    for k, example in enumerate(outputs):
         if not inputs or not isinstance(example, torch.Tensor) or example.grad_fn is None:
             continue
         fake_mode = getattr(example, "fake_mode", None)  # the example values' (the tracing context's may differ)
