@@ -2170,14 +2170,15 @@ def _backward_errors(gm):
     for way in itertools.product((True, False), repeat=len(begins)):
         try:
             with fake_mode, torch.enable_grad():
-                leaves = [e.detach().clone().requires_grad_() if _requires_grad(e) else e for e in placeholders]
+                # Copies: the runs write into them (Dynamo's examples stay as they are).
+                leaves = [e.detach().clone().requires_grad_() if _requires_grad(e) else
+                          e.clone() if isinstance(e, torch.Tensor) else e for e in placeholders]
                 args = [v.clone() if _requires_grad(v) else v for v in leaves]  # not leaves: writable
                 outputs = branches.run_exactly(gm, *args, ways=dict(zip(begins, way)))
         except Exception:  # noqa: BLE001 -- a graph fake tensors cannot run one way: tells nothing
             return {}
         outputs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
-        with fake_mode:
-            errors[way] = _errors_of_backwards(outputs, [v for v in leaves if _requires_grad(v)])
+        errors[way] = _errors_of_backwards(outputs, [v for v in leaves if _requires_grad(v)])
     for i, begin in enumerate(begins):
         for way, found in errors.items():
             if found.keys() != errors[(*way[:i], not way[i], *way[i + 1:])].keys():
