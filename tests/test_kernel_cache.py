@@ -4,6 +4,7 @@ Every test that compiles through thunder.jit runs in a subprocess with a cache d
 ($THUNDER_CACHE_DIR), so a crash is a failed test, not a dead test run, and no test sees another's entries.
 """
 import ctypes
+import hashlib
 import os
 import pwd
 import re
@@ -172,6 +173,35 @@ def test_an_entry_that_is_not_a_private_regular_file_or_fails_its_hash_is_rebuil
     st = os.lstat(path)
     assert stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
     assert _core.load_module(_tiny(1), cache, TINY_FLAGS).cache_hit
+
+
+def _sealed(payload, key):
+    """An entry's bytes as the cache writes them (kernel_cache.cc, entry_trailer): the payload, then magic, the key's
+    first 16 characters, the payload's length and the SHA-256 of payload and key."""
+    trailer = b"THKENTR1" + key.encode()[:16].ljust(16, b"\0") + len(payload).to_bytes(8, "little")
+    return payload + trailer + hashlib.sha256(payload + key.encode()).digest()
+
+
+def test_an_entry_exporting_its_key_as_a_variable_is_rebuilt_not_called(tmp_path):
+    """A file in our own cache, with the right mode and a valid trailer (written by this user, not by thunder),
+    whose `thunder_cache_key` is a variable: the loader called it as a function (a jump into data: SIGSEGV). A
+    symbol that is not a function is no key: the entry is rebuilt."""
+    cache = str(tmp_path / "k")
+    path = _core.load_module(_tiny(1), cache, TINY_FLAGS).path
+    key = os.path.basename(path)[:-len(".so")]
+    src = tmp_path / "variable.cc"
+    src.write_text(f'extern "C" const char thunder_cache_key[] = "{key}";\n' + _tiny(2))
+    out = tmp_path / "variable.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(out), str(src)], check=True)
+    with open(path, "wb") as f:
+        f.write(_sealed(out.read_bytes(), key))
+    os.chmod(path, 0o700)
+    code = ("from thunder import _core\nimport ctypes\n"
+            f"m = _core.load_module({_tiny(1)!r}, {cache!r}, {TINY_FLAGS!r})\n"
+            "print(m.cache_hit, ctypes.CFUNCTYPE(ctypes.c_int)(m.symbol('value'))())\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["False", "1"]
 
 
 def test_cache_files_are_private_whatever_the_umask(tmp_path):

@@ -1,6 +1,7 @@
 #include "runtime/compiler.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,10 +60,16 @@ bool directory_unusable(int err) {
   return err == EROFS || err == EACCES || err == EPERM || err == ENOSPC || err == EDQUOT;
 }
 
-// The key a loaded module exports ("" if none).
+// The key a loaded module exports ("" if none, or if its `thunder_cache_key` is not a function: an object that
+// exports a variable by that name is not one of ours, and calling it would jump into data).
 std::string exported_key(void* handle) {
-  auto fn = reinterpret_cast<const char* (*)()>(dlsym(handle, "thunder_cache_key"));
-  return fn ? fn() : "";
+  void* symbol = dlsym(handle, "thunder_cache_key");
+  Dl_info info;
+  ElfW(Sym)* entry = nullptr;
+  if (!symbol || !dladdr1(symbol, &info, reinterpret_cast<void**>(&entry), RTLD_DL_SYMENT) || !entry ||
+      ELF64_ST_TYPE(entry->st_info) != STT_FUNC)
+    return "";
+  return reinterpret_cast<const char* (*)()>(symbol)();
 }
 
 // dlopens the file open at `fd`, the entry for `key` (through /proc/self/fd, so the file loaded is the file
