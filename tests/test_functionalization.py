@@ -2232,6 +2232,47 @@ def test_an_in_place_op_run_by_torch_into_a_slice_of_a_region_written_earlier_wr
         torch.testing.assert_close(c, torch.ones(4))
 
 
+def _addmm_into_itself(a):
+    a.addmm_(a, a)
+    return a
+
+
+def _matmul_out_itself(a):
+    torch.matmul(a, a, out=a)
+    return a
+
+
+def _index_copy_from_itself(a):
+    a.index_copy_(0, torch.tensor([2, 1, 0]), a)
+    return a
+
+
+def _scatter_add_from_itself(a):
+    a.scatter_add_(0, torch.zeros(3, 3, dtype=torch.long), a)
+    return a
+
+
+@pytest.mark.parametrize("f", [_addmm_into_itself, _matmul_out_itself, _index_copy_from_itself,
+                               _scatter_add_from_itself])
+def test_a_write_reading_other_elements_of_its_destination_runs_as_eagers(f):
+    """An argument that is the destination itself was exempt from the overlap check (the same elements in the
+    same layout are read before they are written: exact for elementwise ops only). `a.addmm_(a, a)` reads rows
+    eager's kernel has written already (thunder gave the mathematical a + a @ a), and index_copy_/scatter_add_
+    raise in eager (thunder raised nothing): such a write runs in place with torch (alias repro_02, repro_03)."""
+    outcomes = []
+    for fn in (f, thunder.jit(f)):
+        a = torch.arange(9.0).reshape(3, 3) / 10
+        try:
+            outcomes.append(fn(a).clone())
+        except RuntimeError as e:
+            assert "refer to a single memory location" in str(e)
+            outcomes.append("raised")
+    if isinstance(outcomes[0], str):
+        assert outcomes[1] == "raised"
+    else:
+        torch.testing.assert_close(outcomes[1], outcomes[0])
+
+
 def _copied(x, y):
     v = x * 2
     v.copy_(y)

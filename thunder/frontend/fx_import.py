@@ -869,7 +869,8 @@ class _Importer:
         overlap = _overlapping_source(node, destination)
         if overlap is not None:  # eager decides (it raises where the overlap is partial): the write runs in place
             self.fallbacks.append((node.name, _target_name(node), f"write not lowered: its destination and "
-                                   f"{overlap.name} share memory, not element for element"))
+                                   f"{overlap.name} share memory, not element for element or for an op reading other elements "
+                                   "than it writes"))
             return _NOT_A_WRITE
         dst = self.env.get(destination) if isinstance(destination, torch.fx.Node) else None
         if not isinstance(dst, _core.Proxy) or self.builder.meta(dst)[0] == "number":

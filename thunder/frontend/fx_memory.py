@@ -60,10 +60,43 @@ def _overlapping_source(node, destination):
             pass
     elif isinstance(node.kwargs.get("out"), torch.fx.Node):
         sources = list(node.args) + [v for k, v in node.kwargs.items() if k != "out"]
+    elementwise = _writes_elementwise(node)
     for source in _tensor_nodes(sources):
         if source is not destination and _shares_memory_unevenly(example, source.meta["example_value"]):
             return source
+        # An op that reads elements other than the one it writes (`a.addmm_(a, a)`, `a.index_copy_(0, i, a)`):
+        # eager reads them as it writes, or raises; even the same elements in the same layout.
+        if not elementwise and _shares_memory_unevenly(example, source.meta["example_value"], same_elements=False):
+            return source
     return None
+
+
+#: In-place ops that write each element from the elements at its own position only, though aten does not tag
+#: them pointwise.
+_ELEMENTWISE_UNTAGGED = frozenset({
+    "copy_", "fill_", "zero_", "masked_fill_", "abs_", "copysign_", "heaviside_", "threshold_", "floor_divide_",
+    "lt_", "le_", "gt_", "ge_", "eq_", "ne_", "where", "clamp", "clamp_", "clip_", "float_power_", "sgn_"})
+
+
+def _writes_elementwise(node):
+    """Whether the write ``node`` makes each element from the elements of its arguments at that element's position
+    only (``x.add_(y)``, ``x[1:] = v``): an argument sharing the destination's elements in the same layout is then
+    read before it is written. Not for `addmm_`, index and scatter ops, scans, ``out=`` of products and sorts:
+    unknown ops count as not."""
+    if node.op == "call_function" and node.target is operator.setitem:
+        return not any(True for _ in _tensor_nodes([node.args[1]]))
+    if node.op == "call_function" and getattr(node.target, "__module__", None) == "_operator":
+        return node.target is not operator.imatmul  # (x += y, x *= y, ...)
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if not isinstance(name, str):
+        return False
+    if name in _ELEMENTWISE_UNTAGGED:
+        return True
+    packet = getattr(torch.ops.aten, name, None)
+    try:
+        return any(torch.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads())
+    except Exception:  # noqa: BLE001 -- not an aten op
+        return False
 
 
 def _tensor_nodes(args):
@@ -75,9 +108,9 @@ def _tensor_nodes(args):
             yield a
 
 
-def _shares_memory_unevenly(a, b):
+def _shares_memory_unevenly(a, b, same_elements=True):
     """Whether tensors a and b (example values) may share memory, other than as the same elements in the same
-    layout: their storages are one and the byte ranges they span meet."""
+    layout (``same_elements`` False: in any way): their storages are one and the byte ranges they span meet."""
     try:
         if a.untyped_storage()._cdata != b.untyped_storage()._cdata:
             return False
@@ -85,7 +118,8 @@ def _shares_memory_unevenly(a, b):
         return True
     if a.numel() == 0 or b.numel() == 0:
         return False
-    if (a.storage_offset(), a.shape, a.stride(), a.dtype) == (b.storage_offset(), b.shape, b.stride(), b.dtype):
+    if same_elements and (a.storage_offset(), a.shape, a.stride(), a.dtype) == \
+            (b.storage_offset(), b.shape, b.stride(), b.dtype):
         return False
 
     def span(t):
