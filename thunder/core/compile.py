@@ -805,11 +805,15 @@ class _TrainingProgram(torch.autograd.Function):
 
 
 class _RaiseInBackward(torch.autograd.Function):
-    """The identity (an alias, not a view), whose backward raises ``message``."""
+    """The identity (an alias, not a view; ``in_place``: ``x`` itself, its autograd history replaced, for an output
+    that is the caller's tensor), whose backward raises ``message``."""
 
     @staticmethod
-    def forward(ctx, x, message):
+    def forward(ctx, x, message, in_place=False):
         ctx.message = message
+        if in_place:
+            ctx.mark_dirty(x)
+            return x
         return x.detach()
 
     @staticmethod
@@ -826,7 +830,8 @@ def _raising_in_backward(fn, errors):
         outputs = list(result)
         for k, message in errors.items():
             if k < len(outputs) and isinstance(outputs[k], torch.Tensor) and outputs[k].requires_grad:
-                outputs[k] = _RaiseInBackward.apply(outputs[k], message)
+                # An input written in place and returned (`b.relu_(); b.mul_(2); return b`): the caller holds it.
+                outputs[k] = _RaiseInBackward.apply(outputs[k], message, any(outputs[k] is a for a in args))
         return type(result)(outputs) if isinstance(result, (tuple, list)) else outputs
     return run
 

@@ -2131,7 +2131,7 @@ def _backward_errors(gm):
     the autograd graph eager would build: their backward raises the same error.
 
     In a graph with converted branches Dynamo traced both arms, whose writes eager never makes together: the graph
-    runs again on fake tensors once per way its branches can go (branches.run_exactly; up to 3 branches). Where
+    runs again on fake tensors (as where it writes into an input that requires grad) once per way its branches go (branches.run_exactly; up to 3 branches). Where
     the errors are the same every way (a write after the branch), they are the graph's; where they differ (a write
     in one arm into a value an op saved), the backward would have to know the arm taken: the branch is given up
     (BranchRejected, the first branch whose arms alone make the difference).
@@ -2160,10 +2160,14 @@ def _backward_errors(gm):
     returned = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
     placeholders = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
     begins = [n for n in nodes if n.op == "call_function" and branches.MARKERS.get(n.target) == "begin"]
-    if not begins:
-        inputs = [e for e in placeholders if isinstance(e, torch.Tensor) and e.requires_grad]
+    inputs = [e for e in placeholders if isinstance(e, torch.Tensor) and e.requires_grad]
+    written = _storages(a.meta.get("example_value") for n in nodes if _may_write(n, probe=False)
+                        for a in n.all_input_nodes)
+    if not begins and not _storages(inputs) & written:
         return _errors_of_backwards([n.meta.get("example_value") if isinstance(n, torch.fx.Node) else None
                                      for n in returned], inputs)
+    # (An input that requires grad written in place: its example is the tensor after the writes, whose backward
+    # to itself reads nothing. The run below starts from a copy of it made from a leaf.)
     fake_mode = next((e.fake_mode for e in placeholders if hasattr(e, "fake_mode")), None)
     if len(begins) > 3 or fake_mode is None:
         return {}
