@@ -76,6 +76,23 @@ def assert_same(actual, expected, rtol=None, atol=None, path="result"):
         assert type(actual) is type(expected) and actual == expected, f"{path}: {actual!r} != {expected!r}"
 
 
+def outcome(run, raises):
+    """``run()``'s result, or "raised" where it raises a RuntimeError whose message holds ``raises``."""
+    try:
+        return run()
+    except RuntimeError as e:
+        assert raises in str(e), e
+        return "raised"
+
+
+def assert_same_outcome(actual, expected):
+    """Both "raised" (outcome), or both values, equal."""
+    if isinstance(expected, str) or isinstance(actual, str):
+        assert actual == expected
+    else:
+        torch.testing.assert_close(actual, expected)
+
+
 def clone(x):
     """A deep copy of a call's inputs: tensors cloned (keeping requires_grad), modules deep-copied."""
     if isinstance(x, torch.Tensor):

@@ -27,7 +27,7 @@ import thunder
 from thunder import testing_opinfo as T
 from thunder.core.compile import CompiledGraph
 
-from conftest import assert_same
+from conftest import assert_same, assert_same_outcome, outcome
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2259,18 +2259,9 @@ def test_a_write_reading_other_elements_of_its_destination_runs_as_eagers(f):
     same layout are read before they are written: exact for elementwise ops only). `a.addmm_(a, a)` reads rows
     eager's kernel has written already (thunder gave the mathematical a + a @ a), and index_copy_/scatter_add_
     raise in eager (thunder raised nothing): such a write runs in place with torch (alias repro_02, repro_03)."""
-    outcomes = []
-    for fn in (f, thunder.jit(f)):
-        a = torch.arange(9.0).reshape(3, 3) / 10
-        try:
-            outcomes.append(fn(a).clone())
-        except RuntimeError as e:
-            assert "refer to a single memory location" in str(e)
-            outcomes.append("raised")
-    if isinstance(outcomes[0], str):
-        assert outcomes[1] == "raised"
-    else:
-        torch.testing.assert_close(outcomes[1], outcomes[0])
+    expected, actual = (outcome(lambda: fn(torch.arange(9.0).reshape(3, 3) / 10).clone(),
+                                "refer to a single memory location") for fn in (f, thunder.jit(f)))
+    assert_same_outcome(actual, expected)
 
 
 def _copied(x, y):
