@@ -94,12 +94,11 @@ template <class T> static inline T nan_min(T a, T b) { return (a != a || a <= b)
 static inline bool sign_bit(float x) { uint32_t b; std::memcpy(&b, &x, 4); return b >> 31; }
 static inline bool sign_bit(double x) { uint64_t b; std::memcpy(&b, &x, 8); return b >> 63; }
 // erf for float, within 2.5 ulp: |x| * P(x^2) below 1, Q(|x| - 2.46) up to THUNDER_ERF_ONE, 1 above (where eager's
-// erff reaches 1.0f: ATen's AVX-512 kernels from x = 3.8325069, its AVX2 ones from 3.9277348); the coefficients are least-squares fits made by tools/fit_erf.py. Branch-free, so loops calling
+// erff reaches 1.0f, which differs between machines: the executor passes it, read from torch, cpuex.erf_one);
+// the coefficients are least-squares fits made by tools/fit_erf.py. Branch-free, so loops calling
 // it vectorize: both polynomials are evaluated (18 FMAs), about 0.34 ns per element here, where glibc's
 // libmvec erff takes 0.53 ns (GELU spends most of its time in erf). NaN stays NaN; erf(+-inf) = +-1.
-#if defined(__AVX512F__)
-#define THUNDER_ERF_ONE 3.8325069f
-#else
+#ifndef THUNDER_ERF_ONE
 #define THUNDER_ERF_ONE 3.9277348f
 #endif
 static inline float thunder_erff(float x) {

@@ -58,10 +58,28 @@ def compile_timeout():
 _cache_warnings = set()
 
 
+@functools.cache
+def erf_one():
+    """The least float32 x whose ``torch.erf(x)`` is 1.0 on this machine: where the prelude's float erf reaches 1
+    (``THUNDER_ERF_ONE``, so that ``floor(erf(x))`` and ``erf(x) == 1`` agree with eager's). ATen's vectorized erf
+    differs between CPUs of one capability (3.8325069 on an AMD EPYC with AVX-512, 3.9277348 on an Intel Xeon with
+    AVX-512 and on AVX2): read from torch itself, over every float32 in [3.5, 4.5)."""
+    bits = torch.arange(0x40600000, 0x40900000, dtype=torch.int32).view(torch.float32)  # 3.5 .. 4.5
+    ones = (torch.erf(bits) == 1.0).nonzero()
+    return float(bits[ones[0, 0]]) if len(ones) else 4.5
+
+
+def compile_flags():
+    """The flags kernels compile with: the core's defaults, and ``-DTHUNDER_ERF_ONE`` (erf_one, as an exact
+    hexadecimal literal)."""
+    return [*_core.default_compile_flags(), f"-DTHUNDER_ERF_ONE={erf_one().hex()}f"]
+
+
 def load_module(source, directory=None):
-    """Compiles a translation unit (or loads it from the kernel cache) with the executor's settings; logs once
-    why the cache directory asked for was not used, if it was not. Returns a ``thunder._core.KernelModule``."""
-    module = _core.load_module(source, directory or cache_dir(), timeout=compile_timeout())
+    """Compiles a translation unit (or loads it from the kernel cache) with the executor's settings
+    (compile_flags); logs once why the cache directory asked for was not used, if it was not. Returns a
+    ``thunder._core.KernelModule``."""
+    module = _core.load_module(source, directory or cache_dir(), flags=compile_flags(), timeout=compile_timeout())
     if module.warning and module.warning not in _cache_warnings:
         _cache_warnings.add(module.warning)
         logger.warning("%s", module.warning)
