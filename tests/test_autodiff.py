@@ -1698,19 +1698,24 @@ def test_a_write_into_a_saved_value_of_an_input_written_in_place_raises_as_eager
     """`b.relu_()` saves its result, `b.mul_(2)` writes it, on the caller's non-leaf `b`: eager's backward raises.
     Dynamo's example of `b` is the tensor after both writes, whose backward to itself read nothing (no error was
     found); the graph now runs again from a copy made from a leaf, and the error is attached to `b` itself (alias
-    repro_04)."""
+    repro_04), whether the graph returns it or not (review repro_01)."""
     def f(b):
         b.relu_()
         b.mul_(2)
         return b
 
-    for fn in (f, thunder.jit(f)):
+    def g(b):  # not returned by the graph: Dynamo's wrapper returns it, or nothing does
+        b.relu_()
+        b.mul_(2)
+        return b, b
+
+    for fn in (f, thunder.jit(f), g, thunder.jit(g)):
         leaf = torch.tensor([-1.0, 2.0, 3.0], requires_grad=True)
         b = leaf * 1
         out = fn(b)
-        assert out is b
+        assert (out[0] if isinstance(out, tuple) else out) is b
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
-            out.sum().backward()
+            b.sum().backward()
 
 
 @pytest.mark.parametrize("f", [_relu_then_masked_write, _softmax_written_with_an_opaque_view])

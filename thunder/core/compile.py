@@ -822,15 +822,22 @@ class _RaiseInBackward(torch.autograd.Function):
 
 
 def _raising_in_backward(fn, errors):
-    """A graph's function, each output in ``errors`` (ImportedGraph.backward_errors: position -> message) made to
-    raise its message in a backward through it: the trace is functional, so neither thunder's backward nor torch's
-    autograd over it sees the write eager's backward raises for."""
+    """A graph's function, each output in ``errors`` (ImportedGraph.backward_errors: position, or ("input",
+    position) for an input the graph writes -> message) made to raise its message in a backward through it: the
+    trace is functional, so neither thunder's backward nor torch's autograd over it sees the write eager's backward
+    raises for."""
+    inputs = {k[1]: message for k, message in errors.items() if isinstance(k, tuple)}
+
     def run(*args):
         result = fn(*args)
         outputs = list(result)
+        # An input written in place (`b.relu_(); b.mul_(2)`), which the caller holds: its history is replaced.
+        for i, message in inputs.items():
+            if i < len(args) and isinstance(args[i], torch.Tensor) and args[i].requires_grad:
+                _RaiseInBackward.apply(args[i], message, True)
         for k, message in errors.items():
-            if k < len(outputs) and isinstance(outputs[k], torch.Tensor) and outputs[k].requires_grad:
-                # An input written in place and returned (`b.relu_(); b.mul_(2); return b`): the caller holds it.
+            if isinstance(k, int) and k < len(outputs) and isinstance(outputs[k], torch.Tensor) and \
+                    outputs[k].requires_grad and not any(outputs[k] is args[i] for i in inputs if i < len(args)):
                 outputs[k] = _RaiseInBackward.apply(outputs[k], message, any(outputs[k] is a for a in args))
         return type(result)(outputs) if isinstance(result, (tuple, list)) else outputs
     return run

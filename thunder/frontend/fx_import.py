@@ -127,9 +127,10 @@ class ImportedGraph:
     #: that computes nothing requiring grad (an optimizer's ``p.data.add_(...)``): the call passes ``x.data``
     #: for them, whose write bumps no version of x, as eager's does (a tensor autograd saved stays readable).
     data_inputs: list = field(default_factory=list)
-    #: Output position -> the error eager's backward through that output raises (a write into a value an op saved
-    #: for its backward: _backward_errors); an identity autograd node on that output raises it
-    #: (compile._raising_in_backward), whichever backward the graph has.
+    #: Output position (or ("input", input position) for an input the graph writes) -> the error eager's backward
+    #: through that output raises (a write into a value an op saved for its backward: _backward_errors); an
+    #: identity autograd node on that output raises it (compile._raising_in_backward), whichever backward the
+    #: graph has.
     backward_errors: dict = field(default_factory=dict)
     #: {input proxy id: what the input is in the user's program} (``x``, ``self.fc1.weight``: _input_source),
     #: printed after the input's comment in the trace (its inputs are in the order Dynamo first used them).
@@ -869,8 +870,8 @@ class _Importer:
         overlap = _overlapping_source(node, destination)
         if overlap is not None:  # eager decides (it raises where the overlap is partial): the write runs in place
             self.fallbacks.append((node.name, _target_name(node), f"write not lowered: its destination and "
-                                   f"{overlap.name} share memory, not element for element or for an op reading other elements "
-                                   "than it writes"))
+                                   f"{overlap.name} share memory, not element for element or for an op reading "
+                                   "other elements than it writes"))
             return _NOT_A_WRITE
         dst = self.env.get(destination) if isinstance(destination, torch.fx.Node) else None
         if not isinstance(dst, _core.Proxy) or self.builder.meta(dst)[0] == "number":
@@ -2131,10 +2132,12 @@ def _backward_errors(gm):
     the autograd graph eager would build: their backward raises the same error.
 
     In a graph with converted branches Dynamo traced both arms, whose writes eager never makes together: the graph
-    runs again on fake tensors (as where it writes into an input that requires grad) once per way its branches go (branches.run_exactly; up to 3 branches). Where
-    the errors are the same every way (a write after the branch), they are the graph's; where they differ (a write
-    in one arm into a value an op saved), the backward would have to know the arm taken: the branch is given up
-    (BranchRejected, the first branch whose arms alone make the difference).
+    runs again on fake tensors (as where it writes into an input that requires grad) once per way its branches go
+    (branches.run_exactly; up to 3 branches). Where the errors are the same every way (a write after the branch),
+    they are the graph's; where they differ (a write in one arm into a value an op saved), the backward would have
+    to know the arm taken: the branch is given up (BranchRejected, the first branch whose arms alone make the
+    difference). An input that requires grad the graph writes gets the errors of a backward from it, under
+    ``("input", position)`` (the caller holds it, returned or not).
 
     Raises:
         branches.BranchRejected: as above."""
@@ -2183,7 +2186,11 @@ def _backward_errors(gm):
         except Exception:  # noqa: BLE001 -- a graph fake tensors cannot run one way: tells nothing
             return {}
         outputs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
-        errors[way] = _errors_of_backwards(outputs, [v for v in leaves if _requires_grad(v)])
+        grad_leaves = [v for v in leaves if _requires_grad(v)]
+        errors[way] = _errors_of_backwards(outputs, grad_leaves)
+        # The caller's inputs the graph wrote: a backward from them raises too (they may not be returned).
+        written_inputs = [a if a is not v and _requires_grad(a) and a._version else None for a, v in zip(args, leaves)]
+        errors[way].update({("input", i): e for i, e in _errors_of_backwards(written_inputs, grad_leaves).items()})
     for i, begin in enumerate(begins):
         for way, found in errors.items():
             if found.keys() != errors[(*way[:i], not way[i], *way[i + 1:])].keys():
