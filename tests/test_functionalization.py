@@ -2232,6 +2232,27 @@ def test_an_in_place_op_run_by_torch_into_a_slice_of_a_region_written_earlier_wr
         torch.testing.assert_close(c, torch.ones(4))
 
 
+def test_a_detached_copy_of_itself_written_into_a_tensor_that_requires_grad_keeps_it_requiring_grad():
+    """`c += b` makes the caller's c require grad; `c.copy_(c.detach())` keeps it requiring grad in eager
+    (CopyBackwards: b.grad zeros). The written value was read from c's old value -- through a detach -- so the
+    functionalization did not join it to the old value (where(True, new, old)), and c and the output lost their
+    autograd history (fuzz2 repro_02)."""
+    def f(b, c):
+        c += b
+        c.copy_(c.detach())
+        return c * 1
+
+    results = []
+    for fn in (f, thunder.jit(f)):
+        b, c = torch.ones(2, 3, requires_grad=True), torch.ones(2, 3)
+        out = fn(b, c)
+        assert c.requires_grad and out.requires_grad
+        out.sum().backward()
+        results.append((out, c, b.grad))
+    for expected, actual in zip(*results):
+        torch.testing.assert_close(actual, expected)
+
+
 def _addmm_into_itself(a):
     a.addmm_(a, a)
     return a

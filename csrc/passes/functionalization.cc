@@ -180,9 +180,9 @@ class Emitter {
     auto it = defined_at_.find(id);
     return it == defined_at_.end() ? -1 : it->second;
   }
-  /// Whether `v` is `from` or computed from it, searched back through the symbols emitted since `from` was
-  /// defined.
-  bool computed_from(ProxyId v, ProxyId from) const {
+  /// Whether `v` is `from` or computed from it by ops a gradient flows through (not a detach), searched back
+  /// through the symbols emitted since `from` was defined.
+  bool differentiably_computed_from(ProxyId v, ProxyId from) const {
     const int64_t start = defined_at(from);
     std::vector<ProxyId> stack{v};
     std::set<ProxyId> seen;
@@ -192,7 +192,9 @@ class Emitter {
       if (p == from) return true;
       const int64_t at = defined_at(p);
       if (at <= start || !seen.insert(p).second) continue;  // made before `from`, or already searched
-      for (ProxyId q : out_.symbols[static_cast<size_t>(at)].input_proxies()) stack.push_back(q);
+      const BoundSymbol& b = out_.symbols[static_cast<size_t>(at)];
+      if (b.sym->name == "detach") continue;  // (`c.copy_(c.detach())`: no gradient reaches c's old value)
+      for (ProxyId q : b.input_proxies()) stack.push_back(q);
     }
     return false;
   }
@@ -901,7 +903,7 @@ class Functionalizer {
     // gradient -- and, as in eager, a NaN where the overwritten value's own backward makes one of it (y[0] =
     // log(w[0]) then y[0] = 2 at w[0] = 0: 0 / 0), in a converted branch's arm too.
     if (requires_grad(r.value) && requires_grad(value) &&
-        !e_.computed_from(value.proxy(), r.value.proxy())) {
+        !e_.differentiably_computed_from(value.proxy(), r.value.proxy())) {
       const TensorMeta& m = e_.meta(value);
       const Value yes =
           e_.torch("full", {Value::dims({}), Value(true), Value(ir::DType::Bool), Value(ir::Str{m.device})});
