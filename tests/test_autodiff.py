@@ -1718,6 +1718,24 @@ def test_a_write_into_a_saved_value_of_an_input_written_in_place_raises_as_eager
             b.sum().backward()
 
 
+def test_an_input_not_requiring_grad_written_with_a_value_that_does_raises_nothing():
+    """`v1.relu_()` on an input that does not require grad saves nothing; `v1[:, 0] = a[:, 1]` then makes it
+    require grad. Dynamo's example of v1 requires grad from the start (the write changed it): the check of
+    backward errors ran relu_ on a copy requiring grad and found its output overwritten -- a spurious "modified by
+    an inplace operation" (fuzz2 repro_01). The caller's tensors say which inputs require grad."""
+    def f(a, v1):
+        v1.relu_()
+        v1[:, 0] = a[:, 1]
+        return v1
+
+    grads = []
+    for fn in (f, thunder.jit(f)):
+        a = torch.ones(4, 4, requires_grad=True)
+        fn(a, torch.randn(4, 4) - 0.5).sum().backward()
+        grads.append(a.grad)
+    torch.testing.assert_close(grads[1], grads[0])
+
+
 @pytest.mark.parametrize("f", [_relu_then_masked_write, _softmax_written_with_an_opaque_view])
 def test_a_write_into_a_saved_value_raises_in_a_backward_torch_runs(f):
     """A write into a value an op saved (relu_'s result, softmax's) makes eager's backward raise "modified by an

@@ -2123,7 +2123,7 @@ def _functorch_reason(gm):
             f"trace does not follow them): {what}{where}")
 
 
-def _backward_errors(gm):
+def _backward_errors(gm, example_inputs=()):
     """{output position: the error eager's backward through that output raises} for a graph that writes into a
     value an op before the write saved for its backward (``x = h * 1; x[0] = x[0].sin()``: sin saved ``x[0]``):
     eager's autograd raises "modified by an inplace operation" in a ``backward()`` that reaches that output.
@@ -2162,8 +2162,13 @@ def _backward_errors(gm):
     (output,) = [n for n in gm.graph.nodes if n.op == "output"]
     returned = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
     placeholders = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    # Which inputs require grad: the caller's tensors say (Dynamo's example of an input the graph writes a value
+    # requiring grad into requires grad from the start: `v1[:, 0] = a[:, 1]` into a v1 that did not).
+    real = list(example_inputs)
+    grads = [bool(r.requires_grad) if isinstance(r, torch.Tensor) else False for r in real] \
+        if len(real) == len(placeholders) else [_requires_grad(e) for e in placeholders]
     begins = [n for n in nodes if n.op == "call_function" and branches.MARKERS.get(n.target) == "begin"]
-    inputs = [e for e in placeholders if isinstance(e, torch.Tensor) and e.requires_grad]
+    inputs = [e for e, grad in zip(placeholders, grads) if grad and isinstance(e, torch.Tensor)]
     written = _storages(a.meta.get("example_value") for n in nodes if _may_write(n, probe=False)
                         for a in n.all_input_nodes)
     if not begins and not _storages(inputs) & written:
@@ -2179,14 +2184,14 @@ def _backward_errors(gm):
         try:
             with fake_mode, torch.enable_grad():
                 # Copies: the runs write into them (Dynamo's examples stay as they are).
-                leaves = [e.detach().clone().requires_grad_() if _requires_grad(e) else
-                          e.clone() if isinstance(e, torch.Tensor) else e for e in placeholders]
-                args = [v.clone() if _requires_grad(v) else v for v in leaves]  # not leaves: writable
+                leaves = [e.detach().clone().requires_grad_() if grad else e.detach().clone()
+                          if isinstance(e, torch.Tensor) else e for e, grad in zip(placeholders, grads)]
+                args = [v.clone() if grad else v for v, grad in zip(leaves, grads)]  # not leaves: writable
                 outputs = branches.run_exactly(gm, *args, ways=dict(zip(begins, way)))
         except Exception:  # noqa: BLE001 -- a graph fake tensors cannot run one way: tells nothing
             return {}
         outputs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
-        grad_leaves = [v for v in leaves if _requires_grad(v)]
+        grad_leaves = [v for v, grad in zip(leaves, grads) if grad]
         errors[way] = _errors_of_backwards(outputs, grad_leaves)
         # The caller's inputs the graph wrote: a backward from them raises too (they may not be returned).
         written_inputs = [a if a is not v and _requires_grad(a) and a._version else None for a, v in zip(args, leaves)]
@@ -2242,5 +2247,5 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, symbolic=False) -> Im
     except _AutocastNotExplicit as e:
         logger.debug("thunder: an autocast region stays global state (its ops keep torch's autocast): %s", e)
         imported = _Importer(gm, example_inputs, symbolic, explicit_autocast=False).run()
-    imported.backward_errors = _backward_errors(gm)
+    imported.backward_errors = _backward_errors(gm, example_inputs)
     return imported
