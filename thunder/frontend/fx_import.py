@@ -33,10 +33,10 @@ from thunder.frontend.fx_effects import (
 from thunder.frontend.fx_targets import _ADAPTERS, _FUNCTIONS, _METHODS, _TensorArg, _write_lowering
 from thunder.frontend.fx_memory import (
     _NotReplayable, _aliases_an_argument, _aliasing_decided_at_run_time, _argument_nodes, _assigns_region_to_itself,
-    _expanded, _expanded_example, _fresh_outputs, _input_itself, _laid_out_other_than_eager, _layout_dependent,
-    _memory_of, _meta_example, _overlapping_source, _replayer, _returned, _returned_argument, _sharing, _storage,
-    _storages, _used_through_data, _view_of_intermediate, _view_root, _viewed_memory, _views_an_argument,
-    _written_through)
+    _expanded, _expanded_example, _fresh_outputs, _has_tensor_index, _input_itself, _laid_out_other_than_eager,
+    _layout_dependent, _memory_of, _meta_example, _overlapping_source, _replayer, _returned, _returned_argument,
+    _sharing, _storage, _storages, _used_through_data, _view_of_intermediate, _view_root, _viewed_memory,
+    _views_an_argument, _written_through)
 
 
 class UnsupportedGraph(Exception):
@@ -1065,7 +1065,7 @@ class _Importer:
                     reject(site, at_risk & blamed(arms[select]))
         self._check_outputs_require_grad_whichever_way(values, selects, ways, arms)
         returned = output.args[0] if isinstance(output.args[0], (tuple, list)) else None
-        if ways is not None and returned is not None:
+        if ways is not None and returned is not None and reached:  # (nothing requiring grad: every row empty)
             table = [[frozenset(memo[n]) if isinstance(n, torch.fx.Node) else frozenset() for n in returned]
                      for memo in (self._leaves_by_node(values, arm) for arm in ways)]
             if any(row != table[0] for row in table):
@@ -1956,14 +1956,6 @@ def _has_proxy(v):
         return any(_has_proxy(x) for x in v)
     if isinstance(v, slice):
         return any(_has_proxy(x) for x in (v.start, v.stop, v.step))
-    return False
-
-
-def _has_tensor_index(key):
-    if isinstance(key, torch.fx.Node):
-        return _is_tensor(key)
-    if isinstance(key, (list, tuple)):
-        return any(_has_tensor_index(k) for k in key)
     return False
 
 

@@ -60,13 +60,12 @@ def _overlapping_source(node, destination):
             pass
     elif isinstance(node.kwargs.get("out"), torch.fx.Node):
         sources = list(node.args) + [v for k, v in node.kwargs.items() if k != "out"]
+    # An op that reads elements other than the one it writes (`a.addmm_(a, a)`, `a.index_copy_(0, i, a)`): eager
+    # reads them as it writes, or raises; even where they are the same elements in the same layout.
     elementwise = _writes_elementwise(node)
     for source in _tensor_nodes(sources):
-        if source is not destination and _shares_memory_unevenly(example, source.meta["example_value"]):
-            return source
-        # An op that reads elements other than the one it writes (`a.addmm_(a, a)`, `a.index_copy_(0, i, a)`):
-        # eager reads them as it writes, or raises; even the same elements in the same layout.
-        if not elementwise and _shares_memory_unevenly(example, source.meta["example_value"], same_elements=False):
+        if (source is not destination or not elementwise) and \
+                _shares_memory_unevenly(example, source.meta["example_value"], same_elements=elementwise):
             return source
     return None
 
@@ -84,7 +83,7 @@ def _writes_elementwise(node):
     read before it is written. Not for `addmm_`, index and scatter ops, scans, ``out=`` of products and sorts:
     unknown ops count as not."""
     if node.op == "call_function" and node.target is operator.setitem:
-        return not any(True for _ in _tensor_nodes([node.args[1]]))
+        return not _has_tensor_index(node.args[1])
     if node.op == "call_function" and getattr(node.target, "__module__", None) == "_operator":
         return node.target is not operator.imatmul  # (x += y, x *= y, ...)
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
@@ -97,6 +96,15 @@ def _writes_elementwise(node):
         return any(torch.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads())
     except Exception:  # noqa: BLE001 -- not an aten op
         return False
+
+
+def _has_tensor_index(key):
+    """Whether a subscript's key (an FX argument) holds a tensor: advanced indexing."""
+    if isinstance(key, torch.fx.Node):
+        return _is_tensor(key)
+    if isinstance(key, (list, tuple)):
+        return any(_has_tensor_index(k) for k in key)
+    return False
 
 
 def _tensor_nodes(args):
